@@ -1,0 +1,10 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: ['src/index.ts', 'src/fetchers.ts'],
+  format: ['esm'],
+  target: 'node20',
+  dts: true,
+  sourcemap: true,
+  clean: true,
+});

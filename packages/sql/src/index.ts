@@ -1,0 +1,19 @@
+export { openDatabase } from './database.js';
+export type { Database, OpenDatabaseOptions, TransactionOptions } from './database.js';
+export type { Migration, MigrateResult } from './migrate.js';
+export type { Session, Notification, QueryResult } from './session.js';
+export { SqlError } from './errors.js';
+export type { SqlErrorCode } from './errors.js';
+export { parseDatabaseUrl, redactUrl } from './url.js';
+export type { Dialect } from './url.js';
+export { isRetryableError, isUniqueViolation, isConnectionError } from './retry.js';
+export { sql } from 'kysely';
+export type {
+  Kysely,
+  Transaction,
+  Selectable,
+  Insertable,
+  Updateable,
+  Generated,
+  ColumnType,
+} from 'kysely';
