@@ -1,1 +1,11 @@
-export {};
+export { Mutex, Semaphore, ReadWriteLock, KeyedLock } from './primitives.js';
+export type { Releaser, WaitOptions, RwPreference, RwOptions } from './primitives.js';
+export { InProcessLockProvider, memoryLockProvider } from './memory.js';
+export type { InProcessLockOptions } from './memory.js';
+export { FileLock, encodeLockKey } from './file.js';
+export type { FileLockOptions } from './file.js';
+export { TwoLevelLock } from './two-level.js';
+export type { TwoLevelLockOptions } from './two-level.js';
+export { describeHolder } from './common.js';
+export type { LockEvents, LockEmitter, LocksErrorCode, ProviderBaseOptions } from './common.js';
+export type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';

@@ -1,0 +1,246 @@
+import { RiggingError, TypedEmitter } from '@rigging/core';
+import type { Lease, LockHolder, LockMode } from '@rigging/core';
+
+/** Error codes thrown by @rigging/locks. */
+export type LocksErrorCode = 'locks.timeout' | 'locks.aborted' | 'locks.lost' | 'locks.stale';
+
+/** Events every provider of this package emits (one payload object each). */
+export interface LockEvents {
+  /** A wait started because the lock was taken; `holder` says by whom, where the backend can tell. */
+  'lock:waiting': {
+    provider: string;
+    key: string;
+    mode: LockMode;
+    holder: LockHolder | undefined;
+    /** Epoch ms at which the wait started. */
+    since: number;
+  };
+  'lock:acquired': {
+    provider: string;
+    key: string;
+    mode: LockMode;
+    token: bigint;
+    /** Milliseconds spent waiting (0 when granted at once). */
+    waitedMs: number;
+  };
+  'lock:released': {
+    provider: string;
+    key: string;
+    mode: LockMode;
+    token: bigint;
+    heldMs: number;
+    /** True when the lease had been lost before: the release was a no-op. */
+    afterLoss: boolean;
+  };
+  'lock:lost': {
+    provider: string;
+    key: string;
+    mode: LockMode;
+    token: bigint;
+    heldMs: number;
+    reason: string;
+  };
+}
+
+/** The emitter type providers accept as `events` and expose as `.events`. */
+export type LockEmitter = TypedEmitter<LockEvents>;
+
+export function newEmitter(): LockEmitter {
+  return new TypedEmitter<LockEvents>();
+}
+
+export function validateMode(mode: unknown): LockMode {
+  if (mode === undefined) return 'exclusive';
+  if (mode !== 'shared' && mode !== 'exclusive') {
+    throw new TypeError(`mode must be 'shared' or 'exclusive', got ${describe(mode)}`);
+  }
+  return mode;
+}
+
+export function validateKey(key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > 1024 || key.includes('\0')) {
+    throw new TypeError(
+      `lock key must be a non-empty string of at most 1024 characters without NUL, got ${describe(key)}`,
+    );
+  }
+  return key;
+}
+
+export function validateTimeout(timeoutMs: unknown): number | undefined {
+  if (timeoutMs === undefined) return undefined;
+  if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
+    throw new TypeError(`timeoutMs must be a number >= 0, got ${describe(timeoutMs)}`);
+  }
+  return timeoutMs;
+}
+
+export function describe(value: unknown): string {
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'symbol') return value.toString();
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+export function timeoutError(
+  key: string,
+  timeoutMs: number,
+  holder?: LockHolder,
+): RiggingError<'locks.timeout'> {
+  return new RiggingError(
+    'locks.timeout',
+    `timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}${holder ? ` (${describeHolder(holder)})` : ''}`,
+    {
+      details: { key, timeoutMs },
+    },
+  );
+}
+
+export function abortedError(key: string, reason: unknown): RiggingError<'locks.aborted'> {
+  return new RiggingError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
+    cause: reason,
+    details: { key },
+  });
+}
+
+/** "held exclusive by pid 4123 on host since 12:01:07". */
+export function describeHolder(holder: LockHolder): string {
+  const who = [
+    holder.pid !== undefined ? `pid ${holder.pid}` : undefined,
+    holder.host !== undefined ? `on ${holder.host}` : undefined,
+    holder.owner !== undefined ? `owner ${holder.owner}` : undefined,
+    holder.count !== undefined && holder.count > 1 ? `${holder.count} holders` : undefined,
+  ]
+    .filter(Boolean)
+    .join(' ');
+  const since = new Date(holder.since).toISOString().slice(11, 19);
+  return `held ${holder.mode}${who ? ` by ${who}` : ''} since ${since}`;
+}
+
+/** Options shared by every provider in this package. */
+export interface ProviderBaseOptions {
+  /** Emitter to publish `lock:*` events on (share one across providers for a single log). */
+  events?: LockEmitter;
+}
+
+/** A lease, as handed out by every provider of this package. */
+export class LeaseImpl implements Lease {
+  readonly key: string;
+  readonly mode: LockMode;
+  readonly token: bigint;
+  readonly acquiredAt: number;
+  #controller = new AbortController();
+  #released = false;
+  #releasing: Promise<void> | undefined;
+  #onRelease: (lease: LeaseImpl) => void | Promise<void>;
+  #provider: string;
+  #events: LockEmitter;
+
+  constructor(init: {
+    key: string;
+    mode: LockMode;
+    token: bigint;
+    provider: string;
+    events: LockEmitter;
+    onRelease: (lease: LeaseImpl) => void | Promise<void>;
+    acquiredAt?: number;
+  }) {
+    this.key = init.key;
+    this.mode = init.mode;
+    this.token = init.token;
+    this.acquiredAt = init.acquiredAt ?? Date.now();
+    this.#provider = init.provider;
+    this.#events = init.events;
+    this.#onRelease = init.onRelease;
+  }
+
+  get lost(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** True once released or lost. */
+  get settled(): boolean {
+    return this.#released || this.#controller.signal.aborted;
+  }
+
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /** Marks the lease lost (aborts `lost` with a `locks.lost` error) and emits `lock:lost`. */
+  markLost(reason: string, cause?: unknown): void {
+    if (this.#released || this.#controller.signal.aborted) return;
+    this.#controller.abort(
+      new RiggingError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
+        cause,
+        details: { key: this.key, token: this.token.toString(), reason },
+      }),
+    );
+    if (this.#events.hasListeners('lock:lost')) {
+      this.#events.emit('lock:lost', {
+        provider: this.#provider,
+        key: this.key,
+        mode: this.mode,
+        token: this.token,
+        heldMs: Date.now() - this.acquiredAt,
+        reason,
+      });
+    }
+  }
+
+  release(): Promise<void> {
+    if (this.#releasing) return this.#releasing;
+    const afterLoss = this.#controller.signal.aborted;
+    this.#released = true;
+    let result: void | Promise<void>;
+    try {
+      result = this.#onRelease(this);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    const emit = () => {
+      if (this.#events.hasListeners('lock:released')) {
+        this.#events.emit('lock:released', {
+          provider: this.#provider,
+          key: this.key,
+          mode: this.mode,
+          token: this.token,
+          heldMs: Date.now() - this.acquiredAt,
+          afterLoss,
+        });
+      }
+    };
+    if (result instanceof Promise) {
+      this.#releasing = result.then(emit);
+    } else {
+      emit();
+      this.#releasing = Promise.resolve();
+    }
+    return this.#releasing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+}
+
+export function emitAcquired(
+  events: LockEmitter,
+  provider: string,
+  lease: LeaseImpl,
+  startedAt: number,
+): void {
+  if (events.hasListeners('lock:acquired')) {
+    events.emit('lock:acquired', {
+      provider,
+      key: lease.key,
+      mode: lease.mode,
+      token: lease.token,
+      waitedMs: lease.acquiredAt - startedAt,
+    });
+  }
+}

@@ -1,0 +1,615 @@
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  constants as fsConstants,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import {
+  LeaseImpl,
+  abortedError,
+  describe,
+  emitAcquired,
+  newEmitter,
+  validateKey,
+  validateMode,
+  validateTimeout,
+  type LockEmitter,
+  type ProviderBaseOptions,
+} from './common.js';
+import { WaitQueue } from './queue.js';
+import { waitInQueue, type Grant } from './wait.js';
+
+interface FsNative {
+  tryLock(fd: number, offset: number, length: number, opts: { shared?: boolean }): boolean;
+  unlock(fd: number, offset?: number, length?: number): void;
+}
+
+const require = createRequire(import.meta.url);
+const fsx = require('fs-native-extensions') as FsNative;
+
+const HOST = hostname();
+const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
+const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
+const READ_SIZE = 8192;
+
+/** Options of {@link FileLock}. */
+export interface FileLockOptions extends ProviderBaseOptions {
+  /** Directory holding one `<encoded key>.lock` file per key (created when missing). */
+  dir: string;
+  /** First retry delay while another process holds the lock. @default 1 */
+  pollMinMs?: number;
+  /** Longest retry delay (the backoff doubles up to this; bounds the handover after a crash). @default 16 */
+  pollMaxMs?: number;
+  /** How often held leases check that their lock file is still in place (0: only at release). @default 1000 */
+  checkIntervalMs?: number;
+  /** Idle lock-file descriptors kept open for reuse (keys released recently). @default 64 */
+  maxIdleFds?: number;
+  /** Name used in events. @default 'file' */
+  name?: string;
+}
+
+interface Held {
+  fd: number;
+  ino: number;
+  dev: number;
+  token: bigint;
+}
+
+interface FileWaiter {
+  mode: LockMode;
+  g: Grant<Held>;
+}
+
+interface KeyState {
+  key: string;
+  path: string;
+  queue: WaitQueue<FileWaiter>;
+  polling: boolean;
+  wake: (() => void) | undefined;
+  leases: Set<FileLease>;
+  idleFd: number | undefined;
+}
+
+interface HolderRecord {
+  pid: number;
+  host: string;
+  since: number;
+  token: string;
+}
+
+interface FileRecord {
+  v: 1;
+  mode: LockMode;
+  holders: HolderRecord[];
+}
+
+class FileLease extends LeaseImpl {
+  held!: Held;
+  state!: KeyState;
+}
+
+/**
+ * Encodes a key into a file name: `[A-Za-z0-9_-]` kept, everything else `%XX` (UTF-8), so no
+ * key can contain a path separator or be `.`/`..`; long keys are shortened with a SHA-256 suffix.
+ */
+export function encodeLockKey(key: string): string {
+  validateKey(key);
+  let encoded: string;
+  try {
+    encoded = encodeURIComponent(key).replace(
+      /[.!~*'()]/g,
+      (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase(),
+    );
+  } catch {
+    throw new TypeError(`lock key must be well-formed Unicode, got ${describe(key)}`);
+  }
+  if (encoded.length > 180) {
+    encoded = `${encoded.slice(0, 120)}~${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
+  }
+  return encoded;
+}
+
+function isErrno(error: unknown, code: string): boolean {
+  return (error as { code?: unknown } | null)?.code === code;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return !isErrno(error, 'ESRCH');
+  }
+}
+
+/**
+ * Cross-process shared/exclusive locks, one file per key in a directory, through Linux
+ * open-file-description locks (fs-native-extensions). The kernel releases a lock when its holder
+ * dies. Waits never block a libuv thread: one poller per key per process retries non-blocking
+ * with bounded exponential backoff while the other waiters of this process queue behind it (FIFO).
+ *
+ * Each lock file holds the fencing counter and who holds the lock (pid, host, since), written by
+ * the holder; files are never deleted. Tokens: every grant (shared or exclusive) advances the
+ * counter kept in the file (under the exclusive lock, or under a brief metadata lock among shared
+ * holders), and never goes below `Date.now() * 1000`, so tokens keep increasing even if a lock
+ * file is deleted by hand.
+ */
+export class FileLock implements LockProvider {
+  readonly dir: string;
+  readonly events: LockEmitter;
+  readonly name: string;
+  #pollMin: number;
+  #pollMax: number;
+  #checkInterval: number;
+  #maxIdleFds: number;
+  #states = new Map<string, KeyState>();
+  #idle = new Set<KeyState>();
+  #dirReady = false;
+  #checker: ReturnType<typeof setInterval> | undefined;
+  #heldCount = 0;
+
+  constructor(options: FileLockOptions | string) {
+    const opts: FileLockOptions = typeof options === 'string' ? { dir: options } : options;
+    if (typeof opts?.dir !== 'string' || opts.dir.length === 0) {
+      throw new TypeError(`FileLock: dir must be a non-empty string, got ${describe(opts?.dir)}`);
+    }
+    this.dir = resolve(opts.dir);
+    this.events = opts.events ?? newEmitter();
+    this.name = opts.name ?? 'file';
+    this.#pollMin = positive('pollMinMs', opts.pollMinMs, 1);
+    this.#pollMax = Math.max(this.#pollMin, positive('pollMaxMs', opts.pollMaxMs, 16));
+    this.#checkInterval = nonNegative('checkIntervalMs', opts.checkIntervalMs, 1000);
+    this.#maxIdleFds = nonNegative('maxIdleFds', opts.maxIdleFds, 64);
+  }
+
+  /** The lock file of `key`. */
+  pathOf(key: string): string {
+    return join(this.dir, `${encodeLockKey(key)}.lock`);
+  }
+
+  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    const path = this.pathOf(key);
+    const mode = validateMode(options.mode);
+    validateTimeout(options.timeoutMs);
+    if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+    const started = Date.now();
+    const state = this.#state(key, path);
+    if (state.queue.size === 0) {
+      const held = this.#tryOnce(state, mode);
+      if (held) return this.#lease(state, mode, held, started);
+    }
+    if (this.events.hasListeners('lock:waiting')) {
+      this.events.emit('lock:waiting', {
+        provider: this.name,
+        key,
+        mode,
+        holder: this.#readHolder(path),
+        since: started,
+      });
+    }
+    try {
+      const held = await waitInQueue<Held>(
+        {
+          key,
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+          holder: () => this.#readHolder(path),
+        },
+        (g) => {
+          const node = state.queue.push({ mode, g });
+          if (!state.polling) void this.#poll(state);
+          return () => {
+            state.queue.remove(node);
+            state.wake?.();
+          };
+        },
+      );
+      return this.#lease(state, mode, held, started);
+    } finally {
+      this.#maybeForget(state);
+    }
+  }
+
+  tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
+    const path = this.pathOf(key);
+    const mode = validateMode(options.mode);
+    const state = this.#state(key, path);
+    if (state.queue.size > 0) return Promise.resolve(undefined);
+    let held: Held | undefined;
+    try {
+      held = this.#tryOnce(state, mode);
+    } catch (error) {
+      this.#maybeForget(state);
+      return Promise.reject(error);
+    }
+    if (!held) {
+      this.#maybeForget(state);
+      return Promise.resolve(undefined);
+    }
+    return Promise.resolve(this.#lease(state, mode, held, Date.now()));
+  }
+
+  /**
+   * Who holds `key`: probes the lock (a non-blocking exclusive try on a separate descriptor) and
+   * reads the record the holder wrote. `undefined` when free. Diagnostic only: the answer may be
+   * stale by the time it is read, and the probe can make a concurrent `tryAcquire` fail.
+   */
+  holder(key: string): Promise<LockHolder | undefined> {
+    const path = this.pathOf(key);
+    let fd: number;
+    try {
+      fd = openSync(path, fsConstants.O_RDWR);
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return Promise.resolve(undefined);
+      return Promise.reject(error);
+    }
+    try {
+      if (fsx.tryLock(fd, LOCK_OFFSET, 1, { shared: false })) {
+        fsx.unlock(fd, LOCK_OFFSET, 1);
+        return Promise.resolve(undefined);
+      }
+      return Promise.resolve(this.#readHolder(path, fd) ?? { mode: 'exclusive', since: 0 });
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Closes cached descriptors and stops the lost-lease checker (held leases stay held). */
+  close(): void {
+    for (const state of [...this.#idle]) this.#closeIdle(state);
+    if (this.#checker) clearInterval(this.#checker);
+    this.#checker = undefined;
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  #state(key: string, path: string): KeyState {
+    let state = this.#states.get(key);
+    if (!state) {
+      state = {
+        key,
+        path,
+        queue: new WaitQueue(),
+        polling: false,
+        wake: undefined,
+        leases: new Set(),
+        idleFd: undefined,
+      };
+      this.#states.set(key, state);
+    }
+    return state;
+  }
+
+  #maybeForget(state: KeyState): void {
+    if (state.queue.size > 0 || state.polling || state.leases.size > 0) return;
+    if (state.idleFd !== undefined && this.#maxIdleFds > 0) {
+      // keep the descriptor for reuse, evicting the oldest idle key beyond the cap
+      this.#idle.delete(state);
+      this.#idle.add(state);
+      while (this.#idle.size > this.#maxIdleFds) {
+        const oldest = this.#idle.values().next().value as KeyState;
+        this.#closeIdle(oldest);
+      }
+      return;
+    }
+    this.#closeIdle(state);
+  }
+
+  #closeIdle(state: KeyState): void {
+    this.#idle.delete(state);
+    if (state.idleFd !== undefined) {
+      closeSync(state.idleFd);
+      state.idleFd = undefined;
+    }
+    if (state.queue.size === 0 && !state.polling && state.leases.size === 0) {
+      if (this.#states.get(state.key) === state) this.#states.delete(state.key);
+    }
+  }
+
+  #open(state: KeyState): number {
+    if (state.idleFd !== undefined) {
+      const fd = state.idleFd;
+      state.idleFd = undefined;
+      this.#idle.delete(state);
+      return fd;
+    }
+    if (!this.#dirReady) {
+      mkdirSync(this.dir, { recursive: true });
+      this.#dirReady = true;
+    }
+    try {
+      return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
+    } catch (error) {
+      if (!isErrno(error, 'ENOENT')) throw error;
+      mkdirSync(this.dir, { recursive: true });
+      return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
+    }
+  }
+
+  #putBack(state: KeyState, fd: number): void {
+    if (state.idleFd === undefined) state.idleFd = fd;
+    else closeSync(fd);
+  }
+
+  /** One non-blocking attempt; the lock, the inode check and the record update are synchronous. */
+  #tryOnce(state: KeyState, mode: LockMode): Held | undefined {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const fd = this.#open(state);
+      let locked = false;
+      try {
+        if (!fsx.tryLock(fd, LOCK_OFFSET, 1, { shared: mode === 'shared' })) {
+          this.#putBack(state, fd);
+          return undefined;
+        }
+        locked = true;
+        const fst = fstatSync(fd);
+        let same = false;
+        try {
+          const st = statSync(state.path);
+          same = st.ino === fst.ino && st.dev === fst.dev;
+        } catch (error) {
+          if (!isErrno(error, 'ENOENT')) throw error;
+        }
+        if (!same) {
+          // the file was removed or replaced after we opened it: this lock guards nothing
+          fsx.unlock(fd, LOCK_OFFSET, 1);
+          locked = false;
+          closeSync(fd);
+          continue;
+        }
+        const token = mode === 'exclusive' ? this.#grantExclusive(fd) : this.#grantShared(fd);
+        if (token === undefined) {
+          // another shared holder is updating the record right now: treat as busy, retry soon
+          fsx.unlock(fd, LOCK_OFFSET, 1);
+          locked = false;
+          this.#putBack(state, fd);
+          return undefined;
+        }
+        return { fd, ino: fst.ino, dev: fst.dev, token };
+      } catch (error) {
+        if (locked) fsx.unlock(fd, LOCK_OFFSET, 1);
+        closeSync(fd);
+        throw error;
+      }
+    }
+    throw new Error(`lock file ${state.path} keeps being replaced; giving up`);
+  }
+
+  #grantExclusive(fd: number): bigint {
+    const { token } = readRecord(fd);
+    const next = nextToken(token);
+    writeRecord(fd, next, {
+      v: 1,
+      mode: 'exclusive',
+      holders: [{ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() }],
+    });
+    return next;
+  }
+
+  #grantShared(fd: number): bigint | undefined {
+    if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
+    try {
+      const { token, record } = readRecord(fd);
+      const next = nextToken(token);
+      const holders =
+        record?.mode === 'shared'
+          ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
+          : [];
+      holders.push({ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() });
+      writeRecord(fd, next, { v: 1, mode: 'shared', holders });
+      return next;
+    } finally {
+      fsx.unlock(fd, META_OFFSET, 1);
+    }
+  }
+
+  /** Removes this shared holder from the record; false when the metadata lock is busy. */
+  #unrecordShared(fd: number, token: bigint): boolean {
+    if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return false;
+    try {
+      const { token: counter, record } = readRecord(fd);
+      if (record?.mode === 'shared') {
+        const t = token.toString();
+        record.holders = record.holders.filter((h) => !(h.pid === process.pid && h.token === t));
+        writeRecord(fd, counter, record);
+      }
+      return true;
+    } finally {
+      fsx.unlock(fd, META_OFFSET, 1);
+    }
+  }
+
+  #readHolder(path: string, fdIn?: number): LockHolder | undefined {
+    let fd = fdIn;
+    try {
+      fd ??= openSync(path, fsConstants.O_RDONLY);
+      const { record } = readRecord(fd);
+      const first = record?.holders[0];
+      if (!record || !first) return undefined;
+      let since = first.since;
+      for (const h of record.holders) since = Math.min(since, h.since);
+      return {
+        mode: record.mode,
+        since,
+        pid: first.pid,
+        host: first.host,
+        ...(record.mode === 'shared' ? { count: record.holders.length } : {}),
+      };
+    } catch {
+      return undefined;
+    } finally {
+      if (fdIn === undefined && fd !== undefined) closeSync(fd);
+    }
+  }
+
+  async #poll(state: KeyState): Promise<void> {
+    state.polling = true;
+    let delay = this.#pollMin;
+    try {
+      for (let node = state.queue.head; node; node = state.queue.head) {
+        let held: Held | undefined;
+        try {
+          held = this.#tryOnce(state, node.value.mode);
+        } catch (error) {
+          state.queue.remove(node);
+          node.value.g.fail(error);
+          continue;
+        }
+        if (held) {
+          state.queue.remove(node);
+          node.value.g.grant(held);
+          delay = this.#pollMin;
+          continue;
+        }
+        await new Promise<void>((resolveSleep) => {
+          const timer = setTimeout(done, delay * (0.75 + Math.random() * 0.5));
+          function done() {
+            clearTimeout(timer);
+            state.wake = undefined;
+            resolveSleep();
+          }
+          state.wake = done;
+        });
+        delay = Math.min(delay * 2, this.#pollMax);
+      }
+    } finally {
+      state.polling = false;
+      this.#maybeForget(state);
+    }
+  }
+
+  #lease(state: KeyState, mode: LockMode, held: Held, started: number): Lease {
+    const lease = new FileLease({
+      key: state.key,
+      mode,
+      token: held.token,
+      provider: this.name,
+      events: this.events,
+      onRelease: (l) => this.#release(l as FileLease),
+    });
+    lease.held = held;
+    lease.state = state;
+    state.leases.add(lease);
+    this.#heldCount++;
+    if (this.#checkInterval > 0 && !this.#checker) {
+      this.#checker = setInterval(() => this.#checkAll(), this.#checkInterval);
+      this.#checker.unref();
+    }
+    emitAcquired(this.events, this.name, lease, started);
+    return lease;
+  }
+
+  #checkAll(): void {
+    for (const state of this.#states.values()) {
+      for (const lease of state.leases) this.#check(lease);
+    }
+  }
+
+  #check(lease: FileLease): void {
+    if (lease.lost.aborted) return;
+    let ok = false;
+    try {
+      const st = statSync(lease.state.path);
+      ok = st.ino === lease.held.ino && st.dev === lease.held.dev;
+    } catch {
+      ok = false;
+    }
+    if (!ok) lease.markLost('lock file was removed or replaced');
+  }
+
+  #release(lease: FileLease): void | Promise<void> {
+    const { state, held } = lease;
+    if (!state.leases.delete(lease)) return;
+    this.#check(lease);
+    const finish = () => {
+      try {
+        fsx.unlock(held.fd, LOCK_OFFSET, 1);
+      } finally {
+        if (lease.lost.aborted) closeSync(held.fd);
+        else this.#putBack(state, held.fd);
+        this.#heldCount--;
+        if (this.#heldCount === 0 && this.#checker) {
+          clearInterval(this.#checker);
+          this.#checker = undefined;
+        }
+        state.wake?.();
+        this.#maybeForget(state);
+      }
+    };
+    if (lease.mode === 'exclusive' || lease.lost.aborted) return finish();
+    if (this.#unrecordShared(held.fd, held.token)) return finish();
+    // the metadata lock is held for a few syscalls at most by another shared holder: retry soon
+    return (async () => {
+      try {
+        for (let i = 0; i < 200; i++) {
+          await new Promise((r) => setTimeout(r, 1));
+          if (this.#unrecordShared(held.fd, held.token)) return;
+        }
+      } finally {
+        finish();
+      }
+    })();
+  }
+}
+
+function positive(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) {
+    throw new TypeError(`FileLock: ${name} must be a number > 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function nonNegative(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value >= 0) || !Number.isFinite(value)) {
+    throw new TypeError(`FileLock: ${name} must be a number >= 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function nextToken(previous: bigint): bigint {
+  const floor = BigInt(Date.now()) * 1000n;
+  return previous >= floor ? previous + 1n : floor;
+}
+
+const readBuf = Buffer.allocUnsafe(READ_SIZE);
+
+/** Record layout: `<token, 20 digits>\n<JSON record>\n`, stale bytes after it ignored. */
+function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
+  const n = readSync(fd, readBuf, 0, READ_SIZE, 0);
+  if (n < 21) return { token: 0n, record: undefined };
+  const text = readBuf.toString('latin1', 0, n);
+  let token = 0n;
+  const digits = text.slice(0, 20).trim();
+  if (/^\d+$/.test(digits)) token = BigInt(digits);
+  let record: FileRecord | undefined;
+  const end = text.indexOf('\n', 21);
+  if (end > 21) {
+    try {
+      const parsed = JSON.parse(
+        Buffer.from(text.slice(21, end), 'latin1').toString('utf8'),
+      ) as FileRecord;
+      if (parsed && parsed.v === 1 && Array.isArray(parsed.holders)) record = parsed;
+    } catch {
+      record = undefined;
+    }
+  }
+  return { token, record };
+}
+
+function writeRecord(fd: number, token: bigint, record: FileRecord): void {
+  const text = `${token.toString().padStart(20, '0')}\n${JSON.stringify(record)}\n`;
+  const buf = Buffer.from(text, 'utf8');
+  let off = 0;
+  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, off);
+}

@@ -1,0 +1,149 @@
+import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import {
+  LeaseImpl,
+  emitAcquired,
+  newEmitter,
+  validateKey,
+  validateMode,
+  validateTimeout,
+  type LockEmitter,
+  type ProviderBaseOptions,
+} from './common.js';
+import { RwCore, type RwPreference } from './primitives.js';
+
+/** Options of {@link InProcessLockProvider}. */
+export interface InProcessLockOptions extends ProviderBaseOptions {
+  /** Fairness between shared and exclusive waiters. @default 'fifo' */
+  preference?: RwPreference;
+  /** Name used in events. @default 'memory' */
+  name?: string;
+}
+
+interface Entry {
+  core: RwCore;
+  leases: Set<LeaseImpl>;
+}
+
+/**
+ * A {@link LockProvider} inside one process: shared/exclusive per key, FIFO (see
+ * {@link RwPreference}), fencing tokens from one process-wide counter (so strictly increasing per
+ * key). `revoke(key)` simulates a lost lease, for tests of lease-loss handling.
+ */
+export class InProcessLockProvider implements LockProvider {
+  readonly events: LockEmitter;
+  readonly name: string;
+  #entries = new Map<string, Entry>();
+  #preference: RwPreference;
+  #counter = 0n;
+
+  constructor(options: InProcessLockOptions = {}) {
+    this.events = options.events ?? newEmitter();
+    this.name = options.name ?? 'memory';
+    this.#preference = options.preference ?? 'fifo';
+  }
+
+  /** Keys held or waited for now (idle keys are dropped). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    validateKey(key);
+    const mode = validateMode(options.mode);
+    validateTimeout(options.timeoutMs);
+    const started = Date.now();
+    const entry = this.#entry(key);
+    const wait = entry.core.acquire(mode, key, {
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
+    });
+    if (wait) {
+      if (this.events.hasListeners('lock:waiting')) {
+        this.events.emit('lock:waiting', {
+          provider: this.name,
+          key,
+          mode,
+          holder: this.#holder(entry),
+          since: started,
+        });
+      }
+      await wait;
+    }
+    return this.#grant(key, mode, entry, started);
+  }
+
+  tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
+    validateKey(key);
+    const mode = validateMode(options.mode);
+    const entry = this.#entry(key);
+    if (!entry.core.tryAcquire(mode)) {
+      if (entry.core.idle && entry.leases.size === 0) this.#entries.delete(key);
+      return Promise.resolve(undefined);
+    }
+    return Promise.resolve(this.#grant(key, mode, entry, Date.now()));
+  }
+
+  holder(key: string): Promise<LockHolder | undefined> {
+    const entry = this.#entries.get(key);
+    return Promise.resolve(entry ? this.#holder(entry) : undefined);
+  }
+
+  /** Marks every current lease of `key` lost and frees the key (as a dead session would). */
+  revoke(key: string, reason = 'revoked'): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    for (const lease of [...entry.leases]) {
+      lease.markLost(reason);
+      this.#free(key, entry, lease);
+    }
+  }
+
+  #holder(entry: Entry): LockHolder | undefined {
+    let first: LeaseImpl | undefined;
+    for (const l of entry.leases) if (!first || l.acquiredAt < first.acquiredAt) first = l;
+    if (!first) return undefined;
+    return {
+      mode: first.mode,
+      since: first.acquiredAt,
+      pid: process.pid,
+      count: entry.leases.size,
+    };
+  }
+
+  #entry(key: string): Entry {
+    let entry = this.#entries.get(key);
+    if (!entry) {
+      const created: Entry = { core: new RwCore(this.#preference), leases: new Set() };
+      created.core.onIdle = () => {
+        if (created.leases.size === 0 && this.#entries.get(key) === created)
+          this.#entries.delete(key);
+      };
+      this.#entries.set(key, (entry = created));
+    }
+    return entry;
+  }
+
+  #grant(key: string, mode: LockMode, entry: Entry, started: number): Lease {
+    const lease: LeaseImpl = new LeaseImpl({
+      key,
+      mode,
+      token: ++this.#counter,
+      provider: this.name,
+      events: this.events,
+      onRelease: (l) => this.#free(key, entry, l),
+    });
+    entry.leases.add(lease);
+    emitAcquired(this.events, this.name, lease, started);
+    return lease;
+  }
+
+  #free(key: string, entry: Entry, lease: LeaseImpl): void {
+    if (!entry.leases.delete(lease)) return;
+    entry.core.release(lease.mode);
+  }
+}
+
+/** A new {@link InProcessLockProvider}. */
+export function memoryLockProvider(options: InProcessLockOptions = {}): InProcessLockProvider {
+  return new InProcessLockProvider(options);
+}

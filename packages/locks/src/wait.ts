@@ -1,0 +1,67 @@
+import { abortedError, timeoutError } from './common.js';
+import type { LockHolder } from '@rigging/core';
+
+/** What a queued waiter gets: call `grant` once it owns the lock. */
+export interface Grant<T> {
+  grant(value: T): void;
+  /** Fails the wait (e.g. an I/O error while polling). */
+  fail(error: unknown): void;
+}
+
+export interface WaitSpec {
+  key: string;
+  timeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+  /** Holder for the timeout message, where known. */
+  holder?: () => LockHolder | undefined;
+}
+
+/**
+ * Waits in a queue with timeout and abort. `enqueue` puts the waiter in its queue and returns the
+ * function that takes it out again (called synchronously on timeout/abort, before rejecting, so
+ * no waiter is left behind). Timer and abort listener are removed however the wait ends.
+ */
+export function waitInQueue<T>(
+  spec: WaitSpec,
+  enqueue: (waiter: Grant<T>) => () => void,
+): Promise<T> {
+  const { signal, timeoutMs, key } = spec;
+  if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const cleanup = () => {
+      done = true;
+      if (timer !== undefined) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const cancel = enqueue({
+      grant(value) {
+        if (done) return;
+        cleanup();
+        resolve(value);
+      },
+      fail(error) {
+        if (done) return;
+        cleanup();
+        reject(error);
+      },
+    });
+    function onAbort() {
+      if (done) return;
+      cleanup();
+      cancel();
+      reject(abortedError(key, signal?.reason));
+    }
+    if (done) return;
+    if (timeoutMs !== undefined) {
+      timer = setTimeout(() => {
+        if (done) return;
+        cleanup();
+        cancel();
+        reject(timeoutError(key, timeoutMs, spec.holder?.()));
+      }, timeoutMs);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

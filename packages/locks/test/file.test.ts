@@ -1,0 +1,172 @@
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RiggingError } from '@rigging/core';
+import { spawnNode } from '@rigging/testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FileLock, TwoLevelLock, encodeLockKey } from '../src/index.js';
+
+const worker = fileURLToPath(new URL('./fixtures/file-worker.ts', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'rigging-locks-'));
+let n = 0;
+const freshDir = () => join(root, `d${n++}`);
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe('FileLock', () => {
+  it('excludes within one process and hands over on release', async () => {
+    const locks = new FileLock({ dir: freshDir() });
+    const a = await locks.acquire('k');
+    expect(await locks.tryAcquire('k')).toBeUndefined();
+    const b = locks.acquire('k');
+    await a.release();
+    const lb = await b;
+    expect(lb.token).toBeGreaterThan(a.token);
+    await lb.release();
+    await lb.release(); // twice is a no-op
+    locks.close();
+  });
+
+  it('allows many shared holders and excludes exclusive ones', async () => {
+    const locks = new FileLock({ dir: freshDir() });
+    const s1 = await locks.acquire('k', { mode: 'shared' });
+    const s2 = await locks.acquire('k', { mode: 'shared' });
+    expect(s2.token).toBeGreaterThan(s1.token);
+    expect(await locks.tryAcquire('k')).toBeUndefined();
+    const h = await locks.holder('k');
+    expect(h).toMatchObject({ mode: 'shared', pid: process.pid, count: 2 });
+    await s1.release();
+    expect(await locks.tryAcquire('k')).toBeUndefined();
+    await s2.release();
+    const x = await locks.tryAcquire('k');
+    expect(x?.token).toBeGreaterThan(s2.token);
+    expect(await locks.holder('k')).toMatchObject({ mode: 'exclusive', pid: process.pid });
+    await x?.release();
+    expect(await locks.holder('k')).toBeUndefined();
+    locks.close();
+  });
+
+  it('times out and aborts with locks.* codes, leaving no waiter', async () => {
+    const locks = new FileLock({ dir: freshDir() });
+    const a = await locks.acquire('k');
+    const t = await locks.acquire('k', { timeoutMs: 20 }).catch((e: unknown) => e);
+    expect(RiggingError.hasCode(t, 'locks.timeout')).toBe(true);
+    expect(String((t as Error).message)).toMatch(/held exclusive by pid/);
+    const ac = new AbortController();
+    const p = locks.acquire('k', { signal: ac.signal }).catch((e: unknown) => e);
+    ac.abort(new Error('stop'));
+    const e = await p;
+    expect(RiggingError.hasCode(e, 'locks.aborted')).toBe(true);
+    await a.release();
+    const b = await locks.acquire('k', { timeoutMs: 1000 });
+    await b.release();
+    locks.close();
+  });
+
+  it('encodes keys so none escapes the directory, and rejects invalid keys and modes', async () => {
+    const dir = freshDir();
+    const locks = new FileLock({ dir });
+    for (const key of ['../x', '..', '.', 'a/b', '/etc/passwd', 'ü~*', 'x'.repeat(1000)]) {
+      const l = await locks.acquire(key);
+      await l.release();
+      expect(encodeLockKey(key)).not.toMatch(/[/.]/);
+    }
+    expect(readdirSync(dir)).toHaveLength(7);
+    await expect(locks.acquire('')).rejects.toThrow(TypeError);
+    await expect(locks.acquire('a\0b')).rejects.toThrow(/a\\u0000b/);
+    await expect(locks.acquire('\ud800')).rejects.toThrow(TypeError);
+    await expect(locks.acquire('k', { mode: 'read' as never })).rejects.toThrow(/"read"/);
+    locks.close();
+  });
+
+  it('fires lease.lost when the lock file is replaced, and never reuses a replaced file', async () => {
+    const dir = freshDir();
+    const locks = new FileLock({ dir, checkIntervalMs: 10 });
+    const a = await locks.acquire('k');
+    const path = locks.pathOf('k');
+    writeFileSync(path + '.new', '');
+    renameSync(path + '.new', path);
+    await new Promise<void>((r) => a.lost.addEventListener('abort', () => r(), { once: true }));
+    expect(RiggingError.hasCode(a.lost.reason, 'locks.lost')).toBe(true);
+    const b = await locks.acquire('k', { timeoutMs: 1000 });
+    expect(b.token).toBeGreaterThan(a.token);
+    await a.release();
+    await b.release();
+    locks.close();
+  });
+
+  it('blocked waits do not occupy the libuv thread pool', async () => {
+    const dir = freshDir();
+    const holder = new FileLock({ dir });
+    const held = await Promise.all(Array.from({ length: 8 }, (_, i) => holder.acquire(`k${i}`)));
+    const waiters = new FileLock({ dir });
+    const waits = held.map((_, i) => waiters.acquire(`k${i}`));
+    const started = Date.now();
+    for (let i = 0; i < 20; i++) await readFile(join(dir, readdirSync(dir)[0]!));
+    expect(Date.now() - started).toBeLessThan(2000);
+    await Promise.all(held.map((l) => l.release()));
+    await Promise.all((await Promise.all(waits)).map((l) => l.release()));
+    holder.close();
+    waiters.close();
+  });
+
+  for (const kind of ['file', 'two-level'] as const) {
+    it(`counts exactly with 3 processes x 100 iterations (${kind})`, async () => {
+      const dir = freshDir();
+      const counter = join(root, `counter-${kind}`);
+      writeFileSync(counter, '0');
+      const kids = [0, 1, 2].map(() => spawnNode(worker, ['counter', kind, dir, counter, '100']));
+      await Promise.all(kids.map((k) => k.waitForLine('done', 60_000)));
+      await Promise.all(kids.map((k) => k.exited));
+      expect(Number(readFileSync(counter, 'utf8'))).toBe(300);
+    }, 90_000);
+
+    it(`hands over quickly when a holder is SIGKILLed, with a greater token (${kind})`, async () => {
+      const dir = freshDir();
+      const child = spawnNode(worker, ['hold', kind, dir, 'k']);
+      try {
+        const line = await child.waitForLine(/^held /, 30_000);
+        const childToken = BigInt(line.slice(5));
+        const locks = kind === 'file' ? new FileLock({ dir }) : new TwoLevelLock({ dir });
+        expect(await locks.holder('k')).toMatchObject({ mode: 'exclusive', pid: child.pid });
+        const waiting = locks.acquire('k', { timeoutMs: 20_000 });
+        child.kill('SIGKILL');
+        await child.exited;
+        const killedAt = Date.now();
+        const lease = await waiting;
+        expect(Date.now() - killedAt).toBeLessThan(1000);
+        expect(lease.token).toBeGreaterThan(childToken);
+        await lease.release();
+        locks.close();
+      } finally {
+        child.kill('SIGKILL');
+      }
+    }, 60_000);
+  }
+});
+
+describe('TwoLevelLock', () => {
+  it('queues in-process waiters in memory and shares with shared holders', async () => {
+    const locks = new TwoLevelLock({ dir: freshDir() });
+    const order: number[] = [];
+    const a = await locks.acquire('k');
+    const ps = [1, 2, 3].map((i) =>
+      locks.acquire('k').then(async (l) => {
+        order.push(i);
+        await l.release();
+      }),
+    );
+    await a.release();
+    await Promise.all(ps);
+    expect(order).toEqual([1, 2, 3]);
+    const s1 = await locks.acquire('k', { mode: 'shared' });
+    const s2 = await locks.acquire('k', { mode: 'shared' });
+    expect(await locks.tryAcquire('k')).toBeUndefined();
+    await s1.release();
+    await s2.release();
+    const t = await locks.acquire('k', { timeoutMs: 100 });
+    await t.release();
+    locks.close();
+  });
+});
