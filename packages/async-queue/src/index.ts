@@ -1,1 +1,31 @@
-export {};
+export { createQueue } from './queue.js';
+export type { Queue, QueueOptions } from './queue.js';
+export { memoryBackend } from './memory.js';
+export type { MemoryBackendOptions } from './memory.js';
+export { QueueError } from './errors.js';
+export type { QueueErrorCode } from './errors.js';
+export type {
+  QueueBackend,
+  BackendContext,
+  Claim,
+  Completion,
+  EnqueueInput,
+  FailOutcome,
+} from './backend.js';
+export type {
+  BackoffOptions,
+  CommonQueueOptions,
+  Handler,
+  HandlerContext,
+  Handlers,
+  KeyInfo,
+  KeyStatus,
+  OpInfo,
+  OpInput,
+  OpStatus,
+  Policy,
+  PolicyOptions,
+  QueueEvents,
+  ResultOf,
+  RetentionOptions,
+} from './types.js';

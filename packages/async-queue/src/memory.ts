@@ -1,0 +1,347 @@
+import type { SerializedError } from '@rigging/core';
+import type { BackendContext, Claim, EnqueueInput, FailOutcome, QueueBackend } from './backend.js';
+import { QueueError } from './errors.js';
+import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from './types.js';
+import { randomUUID } from 'node:crypto';
+
+interface OpRec extends OpInfo {
+  token: number;
+}
+
+interface KeyRec {
+  key: string;
+  queue: OpRec[];
+  running: OpRec | undefined;
+  blockedBy: string | undefined;
+  availAt: number;
+  inReady: boolean;
+}
+
+/** Options of {@link memoryBackend}. */
+export interface MemoryBackendOptions {
+  /**
+   * Succeeded and cancelled ops kept for `get`/idempotency (the oldest are forgotten first).
+   * @default 10000
+   */
+  maxFinished?: number;
+}
+
+function snapshot(op: OpRec): OpInfo {
+  const { token: _token, ...info } = op;
+  return { ...info };
+}
+
+/**
+ * The in-process backend (the default): ops live in this process's memory and are lost with
+ * it. Per-key order, fairness and policies are the same as on the durable backends.
+ */
+export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend {
+  const maxFinished = options.maxFinished ?? 10_000;
+  if (!Number.isInteger(maxFinished) || maxFinished < 0) {
+    throw new TypeError(`maxFinished must be a non-negative integer, got ${String(maxFinished)}`);
+  }
+  let ctx: BackendContext | undefined;
+  const now = () => (ctx ? ctx.clock.now() : Date.now());
+  const ops = new Map<string, OpRec>();
+  const keys = new Map<string, KeyRec>();
+  const idempotency = new Map<string, string>();
+  let ready: KeyRec[] = [];
+  let readyHead = 0;
+  const delayed = new Set<KeyRec>();
+  let finished: OpRec[] = [];
+  let finishedHead = 0;
+  const failed: OpRec[] = [];
+
+  const keyRec = (key: string): KeyRec => {
+    let k = keys.get(key);
+    if (!k) {
+      k = { key, queue: [], running: undefined, blockedBy: undefined, availAt: 0, inReady: false };
+      keys.set(key, k);
+    }
+    return k;
+  };
+
+  const makeReady = (k: KeyRec) => {
+    if (k.running || k.blockedBy !== undefined || k.queue.length === 0 || k.inReady) return;
+    if (k.availAt > now()) {
+      delayed.add(k);
+      return;
+    }
+    delayed.delete(k);
+    k.inReady = true;
+    ready.push(k);
+  };
+
+  const forgetKeyIfIdle = (k: KeyRec) => {
+    if (!k.running && k.blockedBy === undefined && k.queue.length === 0 && !k.inReady) {
+      keys.delete(k.key);
+      delayed.delete(k);
+    }
+  };
+
+  const retire = (op: OpRec) => {
+    if (op.status === 'failed') {
+      failed.push(op);
+      return;
+    }
+    finished.push(op);
+    while (finished.length - finishedHead > maxFinished) {
+      const old = finished[finishedHead++]!;
+      forget(old);
+    }
+    if (finishedHead > 1024 && finishedHead * 2 > finished.length) {
+      finished = finished.slice(finishedHead);
+      finishedHead = 0;
+    }
+  };
+
+  const forget = (op: OpRec) => {
+    if (ops.get(op.id) === op) ops.delete(op.id);
+    if (op.idempotencyKey !== undefined && idempotency.get(op.idempotencyKey) === op.id) {
+      idempotency.delete(op.idempotencyKey);
+    }
+  };
+
+  const cancelQueued = (k: KeyRec, cause: string): OpInfo[] => {
+    const out: OpInfo[] = [];
+    const at = now();
+    for (const op of k.queue) {
+      op.status = 'cancelled';
+      op.cancelledBy = cause;
+      op.finishedAt = at;
+      retire(op);
+      out.push(snapshot(op));
+    }
+    k.queue = [];
+    return out;
+  };
+
+  const held = (claim: Claim): OpRec | undefined => {
+    const op = ops.get(claim.op.id);
+    if (!op || op.status !== 'running' || op.token !== claim.token) return undefined;
+    return op;
+  };
+
+  const statusOf = (k: KeyRec | undefined): KeyStatus => {
+    if (!k) return 'idle';
+    if (k.blockedBy !== undefined) return 'blocked';
+    if (k.running) return `${k.running.type}-in-progress`;
+    const head = k.queue[0];
+    if (!head) return 'idle';
+    if (head.attempts > 0) return `${head.type}-in-progress`;
+    return 'queued';
+  };
+
+  const backend: QueueBackend = {
+    kind: 'memory',
+    durable: false,
+    pollMs: 0,
+    async attach(context) {
+      ctx = context;
+    },
+    async enqueue(input: EnqueueInput) {
+      if (input.idempotencyKey !== undefined) {
+        const existing = ops.get(idempotency.get(input.idempotencyKey) ?? '');
+        if (existing) {
+          if (existing.key !== input.key || existing.type !== input.type) {
+            throw new QueueError(
+              'async-queue.idempotency_conflict',
+              `idempotency key '${input.idempotencyKey}' was used for op ${existing.id} (key '${existing.key}', type '${existing.type}'), not key '${input.key}', type '${input.type}'`,
+              { details: { id: existing.id, key: existing.key, type: existing.type } },
+            );
+          }
+          return { op: snapshot(existing), created: false };
+        }
+      }
+      const op: OpRec = {
+        id: randomUUID(),
+        key: input.key,
+        type: input.type,
+        payload: input.payload,
+        status: 'queued',
+        attempts: 0,
+        createdAt: now(),
+        idempotencyKey: input.idempotencyKey,
+        token: 0,
+      };
+      ops.set(op.id, op);
+      if (input.idempotencyKey !== undefined) idempotency.set(input.idempotencyKey, op.id);
+      const k = keyRec(input.key);
+      if (k.queue.length === 0 && !k.running) k.availAt = 0;
+      k.queue.push(op);
+      makeReady(k);
+      return { op: snapshot(op), created: true };
+    },
+    async claim({ limit, key }) {
+      const claims: Claim[] = [];
+      const at = now();
+      const take = (k: KeyRec) => {
+        const op = k.queue.shift()!;
+        op.status = 'running';
+        op.attempts++;
+        op.token++;
+        op.startedAt = at;
+        k.running = op;
+        claims.push({ op: snapshot(op), token: op.token });
+      };
+      const eligible = (k: KeyRec) =>
+        !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
+      if (key !== undefined) {
+        const k = keys.get(key);
+        if (k && eligible(k) && limit > 0) take(k);
+        return { claims, poisoned: [] };
+      }
+      for (const k of delayed) {
+        if (k.availAt <= at) {
+          delayed.delete(k);
+          makeReady(k);
+        }
+      }
+      while (claims.length < limit && readyHead < ready.length) {
+        const k = ready[readyHead++]!;
+        k.inReady = false;
+        if (eligible(k)) take(k);
+        else {
+          makeReady(k);
+          forgetKeyIfIdle(k);
+        }
+      }
+      if (readyHead > 1024 && readyHead * 2 > ready.length) {
+        ready = ready.slice(readyHead);
+        readyHead = 0;
+      }
+      return { claims, poisoned: [] };
+    },
+    async heartbeat(claims) {
+      const lost = new Set<string>();
+      for (const c of claims) if (!held(c)) lost.add(c.op.id);
+      return lost;
+    },
+    async succeed(claim, result) {
+      const op = held(claim);
+      if (!op) return undefined;
+      op.status = 'succeeded';
+      op.result = result;
+      op.error = undefined;
+      op.finishedAt = now();
+      const k = keyRec(op.key);
+      k.running = undefined;
+      k.availAt = 0;
+      retire(op);
+      makeReady(k);
+      forgetKeyIfIdle(k);
+      return { op: snapshot(op), cancelled: [], blocked: false };
+    },
+    async fail(claim, error: SerializedError, outcome: FailOutcome) {
+      const op = held(claim);
+      if (!op) return undefined;
+      const k = keyRec(op.key);
+      k.running = undefined;
+      op.error = error;
+      if ('retryAt' in outcome) {
+        op.status = 'queued';
+        k.queue.unshift(op);
+        k.availAt = outcome.retryAt;
+        makeReady(k);
+        return { op: snapshot(op), cancelled: [], blocked: false };
+      }
+      op.status = 'failed';
+      op.finishedAt = now();
+      retire(op);
+      k.availAt = 0;
+      let cancelled: OpInfo[] = [];
+      if (outcome.stop) {
+        cancelled = cancelQueued(k, op.id);
+        k.blockedBy = op.id;
+      } else {
+        makeReady(k);
+        forgetKeyIfIdle(k);
+      }
+      return { op: snapshot(op), cancelled, blocked: outcome.stop };
+    },
+    async release(claim) {
+      const op = held(claim);
+      if (!op) return false;
+      const k = keyRec(op.key);
+      k.running = undefined;
+      op.status = 'queued';
+      op.token++;
+      k.queue.unshift(op);
+      makeReady(k);
+      return true;
+    },
+    async resume(key) {
+      const k = keys.get(key);
+      if (!k || k.blockedBy === undefined) return false;
+      k.blockedBy = undefined;
+      k.availAt = 0;
+      makeReady(k);
+      forgetKeyIfIdle(k);
+      return true;
+    },
+    async discard(key) {
+      const k = keys.get(key);
+      if (!k) return [];
+      const cancelled = cancelQueued(k, 'discard');
+      k.blockedBy = undefined;
+      forgetKeyIfIdle(k);
+      return cancelled;
+    },
+    async get(id) {
+      const op = ops.get(id);
+      return op ? snapshot(op) : undefined;
+    },
+    async inspect(key): Promise<KeyInfo> {
+      const k = keys.get(key);
+      return {
+        key,
+        status: statusOf(k),
+        blockedBy: k?.blockedBy,
+        running: k?.running ? snapshot(k.running) : undefined,
+        pending: k ? k.queue.map(snapshot) : [],
+      };
+    },
+    async keyStatus(key) {
+      return statusOf(keys.get(key));
+    },
+    async deadLetters(limit) {
+      const out: OpInfo[] = [];
+      for (let i = failed.length - 1; i >= 0 && out.length < limit; i--) {
+        const op = failed[i]!;
+        if (ops.get(op.id) === op) out.push(snapshot(op));
+      }
+      return out;
+    },
+    async prune(retention: RetentionOptions) {
+      let n = 0;
+      const at = now();
+      const old = (op: OpRec) =>
+        retention.maxAgeMs !== undefined && (op.finishedAt ?? 0) < at - retention.maxAgeMs;
+      while (finishedHead < finished.length) {
+        const op = finished[finishedHead]!;
+        const overCount =
+          retention.maxCount !== undefined && finished.length - finishedHead > retention.maxCount;
+        if (!overCount && !old(op)) break;
+        finishedHead++;
+        if (ops.get(op.id) === op) n++;
+        forget(op);
+      }
+      for (let i = failed.length - 1; i >= 0; i--) {
+        const op = failed[i]!;
+        if (old(op) || ops.get(op.id) !== op) {
+          if (ops.get(op.id) === op) n++;
+          forget(op);
+          failed.splice(i, 1);
+        }
+      }
+      return n;
+    },
+    async nextDueAt() {
+      let min: number | undefined;
+      for (const k of delayed) if (min === undefined || k.availAt < min) min = k.availAt;
+      return min;
+    },
+    async close() {},
+  };
+  return backend;
+}

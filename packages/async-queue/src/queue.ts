@@ -1,0 +1,930 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import {
+  deferred,
+  explainNotJson,
+  scopedSignal,
+  serializeError,
+  silentLogger,
+  systemClock,
+  throwIfAborted,
+  TypedEmitter,
+  type Clock,
+  type Deferred,
+  type Listener,
+  type Logger,
+  type SerializedError,
+  type WaitOptions,
+} from '@rigging/core';
+import type { Claim, Completion, QueueBackend } from './backend.js';
+import { QueueError } from './errors.js';
+import { memoryBackend } from './memory.js';
+import type {
+  CommonQueueOptions,
+  Handlers,
+  KeyInfo,
+  KeyStatus,
+  OpInfo,
+  OpInput,
+  Policy,
+  QueueEvents,
+  ResultOf,
+  RetentionOptions,
+} from './types.js';
+
+/** Options of {@link createQueue}. */
+export type QueueOptions<H extends Handlers> = CommonQueueOptions<H>;
+
+/** A per-key ordered queue. */
+export interface Queue<H extends Handlers> extends AsyncDisposable {
+  readonly backend: QueueBackend;
+  readonly workerId: string;
+  /** `'sync'` when ops run inline in `cast`/`call`. */
+  readonly mode: 'async' | 'sync';
+  /**
+   * Enqueues `op` behind the key's earlier ops and resolves with its id once stored (durable on
+   * a durable backend). In sync mode it resolves after the op finished (or was held/cancelled).
+   */
+  cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string>;
+  /**
+   * Enqueues `op` as `cast` does, then waits for its outcome: the handler's result, or a
+   * `QueueError` (`async-queue.op_failed` with the handler's error as `cause`,
+   * `async-queue.op_cancelled`). `signal`/`timeoutMs` end the wait, not the op.
+   */
+  call<T extends keyof H & string>(
+    key: string,
+    op: OpInput<H, T>,
+    options?: WaitOptions,
+  ): Promise<ResultOf<H, T>>;
+  /** Waits for the outcome of an op enqueued earlier (same errors as `call`). */
+  wait(id: string, options?: WaitOptions): Promise<unknown>;
+  /** The op, while retained. */
+  get(id: string): Promise<OpInfo | undefined>;
+  keyStatus(key: string): Promise<KeyStatus>;
+  /** The key's status, its running op and its pending ops in order. */
+  inspect(key: string): Promise<KeyInfo>;
+  /** Unblocks a `blocked` key: held ops run. False when it was not blocked. */
+  resume(key: string): Promise<boolean>;
+  /** Cancels the key's pending ops and unblocks it; returns the cancelled op ids. */
+  discard(key: string): Promise<string[]>;
+  /** Failed ops still retained, newest first. @default limit 100 */
+  deadLetters(options?: { limit?: number }): Promise<OpInfo[]>;
+  /** Applies `retention` now; returns how many finished ops were deleted. */
+  prune(retention?: RetentionOptions): Promise<number>;
+  /** Resolves when this instance has nothing running and nothing it could claim right now. */
+  onIdle(options?: WaitOptions): Promise<void>;
+  on<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
+  once<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
+  onAny(
+    listener: <K extends keyof QueueEvents>(event: K, payload: QueueEvents[K]) => void,
+  ): () => void;
+  /**
+   * Stops claiming; lets in-flight handlers finish for `closeGraceMs`, then aborts their signal
+   * and gives unfinished ops back; rejects pending waits with `async-queue.closed`; closes the
+   * backend. Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+interface NormalPolicy {
+  onFailure: 'stop' | 'continue';
+  maxAttempts: number;
+  backoff: (retry: number) => number;
+}
+
+function backoffFn(
+  b: NonNullable<Exclude<Policy, string>['backoff']> | undefined,
+): (retry: number) => number {
+  if (typeof b === 'function') return b;
+  const initial = b?.initialMs ?? 100;
+  const factor = b?.factor ?? 2;
+  const max = b?.maxMs ?? 30_000;
+  const jitter = b?.jitter ?? 0;
+  for (const [name, v] of [
+    ['backoff.initialMs', initial],
+    ['backoff.factor', factor],
+    ['backoff.maxMs', max],
+    ['backoff.jitter', jitter],
+  ] as const) {
+    if (typeof v !== 'number' || !(v >= 0)) {
+      throw new TypeError(`${name} must be a number >= 0, got ${String(v)}`);
+    }
+  }
+  return (retry) => {
+    const d = Math.min(max, initial * factor ** (retry - 1));
+    return jitter > 0 ? d * (1 - jitter + Math.random() * 2 * jitter) : d;
+  };
+}
+
+function normalizePolicy(policy: Policy | undefined): NormalPolicy {
+  if (policy === undefined || policy === 'stop') {
+    return { onFailure: 'stop', maxAttempts: 1, backoff: backoffFn(undefined) };
+  }
+  if (policy === 'continue') {
+    return { onFailure: 'continue', maxAttempts: 1, backoff: backoffFn(undefined) };
+  }
+  if (policy === 'retry')
+    return { onFailure: 'stop', maxAttempts: 3, backoff: backoffFn(undefined) };
+  if (typeof policy !== 'object' || policy === null) {
+    throw new TypeError(
+      `policy must be 'stop', 'continue', 'retry' or an object, got ${String(policy)}`,
+    );
+  }
+  const onFailure = policy.onFailure ?? 'stop';
+  if (onFailure !== 'stop' && onFailure !== 'continue') {
+    throw new TypeError(`policy.onFailure must be 'stop' or 'continue', got ${String(onFailure)}`);
+  }
+  const maxAttempts = policy.maxAttempts ?? 1;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+    throw new TypeError(`policy.maxAttempts must be an integer >= 1, got ${String(maxAttempts)}`);
+  }
+  return { onFailure, maxAttempts, backoff: backoffFn(policy.backoff) };
+}
+
+function nonNegativeInt(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 0) {
+    throw new TypeError(`${name} must be a non-negative integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) {
+    throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
+  }
+  return value;
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+interface Inflight {
+  claim: Claim;
+  controller: AbortController;
+  /** Set when close() gave up on the handler and released the op. */
+  abandoned: boolean;
+  closingAbort: boolean;
+  done: Promise<void>;
+}
+
+interface Waiter {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Creates a queue. Ops with the same key run strictly one after the other in enqueue order;
+ * different keys run in parallel up to `concurrency`, in round-robin order so that no key
+ * starves the others. See the README for guarantees per backend.
+ */
+export function createQueue<H extends Handlers>(options: QueueOptions<H>): Queue<H> {
+  return new QueueImpl(options);
+}
+
+class QueueImpl<H extends Handlers> implements Queue<H> {
+  readonly backend: QueueBackend;
+  readonly workerId: string;
+  readonly mode: 'async' | 'sync';
+  readonly #handlers: H;
+  readonly #policy: NormalPolicy;
+  readonly #concurrency: number;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #leaseMs: number;
+  readonly #heartbeatMs: number;
+  readonly #maxLeaseExpiries: number;
+  readonly #closeGraceMs: number;
+  readonly #retention: RetentionOptions | undefined;
+  readonly #isWorker: boolean;
+  readonly #events = new TypedEmitter<QueueEvents>();
+  readonly #inflight = new Map<string, Inflight>();
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #lastKeyStatus = new Map<string, KeyStatus>();
+  readonly #stop = new AbortController();
+  readonly #attached: Promise<void>;
+  #closed: Promise<void> | undefined;
+  #rung = false;
+  #bell: Deferred<void> | undefined;
+  #idleWaiters: Deferred<void>[] = [];
+  #lastClaimEmpty = false;
+  #loop: Promise<void> | undefined;
+  #timers: Promise<void>[] = [];
+
+  constructor(options: QueueOptions<H>) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError('createQueue(options): options must be an object');
+    }
+    const { handlers } = options;
+    if (typeof handlers !== 'object' || handlers === null) {
+      throw new TypeError(`handlers must be an object of functions, got ${String(handlers)}`);
+    }
+    for (const [type, fn] of Object.entries(handlers)) {
+      if (typeof fn !== 'function') {
+        throw new TypeError(`handlers.${type} must be a function, got ${typeof fn}`);
+      }
+    }
+    this.#handlers = handlers;
+    const concurrency = nonNegativeInt('concurrency', options.concurrency, 1);
+    const mode = options.mode ?? (concurrency === 0 ? 'sync' : 'async');
+    if (mode !== 'sync' && mode !== 'async') {
+      throw new TypeError(`mode must be 'async' or 'sync', got ${String(mode)}`);
+    }
+    this.mode = mode;
+    this.#concurrency = mode === 'sync' ? 0 : concurrency;
+    this.#policy = normalizePolicy(options.policy);
+    this.#logger = options.logger ?? silentLogger;
+    this.#clock = options.clock ?? systemClock;
+    this.#leaseMs = positive('leaseMs', options.leaseMs, 30_000);
+    this.#heartbeatMs = positive('heartbeatMs', options.heartbeatMs, this.#leaseMs / 3);
+    this.#maxLeaseExpiries = nonNegativeInt('maxLeaseExpiries', options.maxLeaseExpiries, 3) || 1;
+    this.#closeGraceMs = nonNegativeInt('closeGraceMs', options.closeGraceMs, 10_000);
+    this.#retention = options.retention;
+    this.#isWorker = options.worker ?? true;
+    this.workerId =
+      options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.backend = options.backend ?? memoryBackend();
+    this.#attached = this.backend.attach({
+      clock: this.#clock,
+      logger: this.#logger,
+      wake: () => this.#ring(),
+      settled: (id) => this.#remoteSettled(id),
+    });
+    this.#attached.catch((err: unknown) =>
+      this.#logger.error({ err }, 'async-queue backend failed to attach'),
+    );
+    if (this.mode === 'async' && this.#isWorker && this.#concurrency > 0) {
+      this.#loop = this.#runLoop();
+      if (this.backend.durable) this.#timers.push(this.#heartbeatLoop());
+    }
+    if (this.backend.durable) this.#timers.push(this.#pollWaitersLoop());
+    if (this.#retention) this.#timers.push(this.#retentionLoop(this.#retention));
+  }
+
+  // ---------------------------------------------------------------- public API
+
+  on<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void {
+    return this.#events.on(event, listener);
+  }
+  once<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void {
+    return this.#events.once(event, listener);
+  }
+  onAny(
+    listener: <K extends keyof QueueEvents>(event: K, payload: QueueEvents[K]) => void,
+  ): () => void {
+    return this.#events.onAny(listener);
+  }
+
+  async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
+    const info = await this.#enqueue(key, op);
+    if (this.mode === 'sync') await this.#runInline(key, info.id);
+    return info.id;
+  }
+
+  async call<T extends keyof H & string>(
+    key: string,
+    op: OpInput<H, T>,
+    options: WaitOptions = {},
+  ): Promise<ResultOf<H, T>> {
+    throwIfAborted(options.signal);
+    const info = await this.#enqueue(key, op);
+    const outcome = this.wait(info.id, options);
+    if (this.mode === 'sync') {
+      // The outcome is settled by the inline run (or later, by resume/discard when held).
+      outcome.catch(() => {});
+      await this.#runInline(key, info.id);
+    }
+    return (await outcome) as ResultOf<H, T>;
+  }
+
+  async wait(id: string, options: WaitOptions = {}): Promise<unknown> {
+    throwIfAborted(options.signal);
+    if (this.#closed) throw this.#closedError();
+    const d = deferred<unknown>();
+    const waiter: Waiter = { resolve: d.resolve, reject: d.reject };
+    let set = this.#waiters.get(id);
+    if (!set) this.#waiters.set(id, (set = new Set()));
+    set.add(waiter);
+    using scope = scopedSignal({
+      ...options,
+      onTimeout: () =>
+        new QueueError(
+          'async-queue.timeout',
+          `op ${id} did not finish within ${options.timeoutMs} ms`,
+          {
+            details: { id },
+          },
+        ),
+    });
+    const onAbort = () => d.reject(scope.signal.reason);
+    scope.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      // It may have finished already (fast handler, idempotent repeat, another process).
+      const current = await this.backend.get(id);
+      if (current && TERMINAL.has(current.status)) this.#settleWaiters(current);
+      return await d.promise;
+    } finally {
+      scope.signal.removeEventListener('abort', onAbort);
+      const s = this.#waiters.get(id);
+      s?.delete(waiter);
+      if (s?.size === 0) this.#waiters.delete(id);
+    }
+  }
+
+  async get(id: string): Promise<OpInfo | undefined> {
+    await this.#attached;
+    return this.backend.get(id);
+  }
+
+  async keyStatus(key: string): Promise<KeyStatus> {
+    await this.#attached;
+    return this.backend.keyStatus(key);
+  }
+
+  async inspect(key: string): Promise<KeyInfo> {
+    await this.#attached;
+    return this.backend.inspect(key);
+  }
+
+  async resume(key: string): Promise<boolean> {
+    await this.#attached;
+    const resumed = await this.backend.resume(key);
+    if (resumed) {
+      this.#events.emit('key:resumed', { key });
+      await this.#emitKeyStatus(key);
+      if (this.mode === 'sync') await this.#runInline(key, undefined);
+      else this.#ring();
+    }
+    return resumed;
+  }
+
+  async discard(key: string): Promise<string[]> {
+    await this.#attached;
+    const cancelled = await this.backend.discard(key);
+    for (const op of cancelled) {
+      this.#events.emit('op:cancelled', { id: op.id, key, type: op.type, cause: 'discard' });
+      this.#settleWaiters(op);
+    }
+    this.#events.emit('key:discarded', { key, cancelled: cancelled.map((o) => o.id) });
+    await this.#emitKeyStatus(key);
+    this.#ring();
+    return cancelled.map((o) => o.id);
+  }
+
+  async deadLetters(options: { limit?: number } = {}): Promise<OpInfo[]> {
+    const limit = nonNegativeInt('limit', options.limit, 100);
+    await this.#attached;
+    return this.backend.deadLetters(limit);
+  }
+
+  async prune(retention: RetentionOptions | undefined = this.#retention): Promise<number> {
+    await this.#attached;
+    return this.backend.prune(retention ?? {});
+  }
+
+  async onIdle(options: WaitOptions = {}): Promise<void> {
+    throwIfAborted(options.signal);
+    if (this.#isIdle()) return;
+    const d = deferred<void>();
+    this.#idleWaiters.push(d);
+    this.#ring();
+    await this.#raceWait(d.promise, options);
+  }
+
+  close(): Promise<void> {
+    this.#closed ??= this.#doClose();
+    return this.#closed;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // ---------------------------------------------------------------- enqueue
+
+  async #enqueue(key: string, op: OpInput<H>): Promise<OpInfo> {
+    if (this.#closed) throw this.#closedError();
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new TypeError(`key must be a non-empty string, got ${JSON.stringify(key)}`);
+    }
+    if (typeof op !== 'object' || op === null || typeof op.type !== 'string') {
+      throw new TypeError(`op must be { type, payload }, got ${String(op)}`);
+    }
+    if (!Object.hasOwn(this.#handlers, op.type)) {
+      throw new QueueError(
+        'async-queue.unknown_type',
+        `no handler for op type '${op.type}' (known: ${Object.keys(this.#handlers).join(', ') || 'none'})`,
+        { details: { type: op.type } },
+      );
+    }
+    if (op.idempotencyKey !== undefined && typeof op.idempotencyKey !== 'string') {
+      throw new TypeError(`idempotencyKey must be a string, got ${String(op.idempotencyKey)}`);
+    }
+    if (this.backend.durable) {
+      const why = explainNotJson(op.payload ?? null, '$.payload');
+      if (why) {
+        throw new QueueError(
+          'async-queue.not_json',
+          `payload of op '${op.type}' is not JSON: ${why}`,
+        );
+      }
+    }
+    await this.#attached;
+    const { op: info, created } = await this.backend.enqueue({
+      key,
+      type: op.type,
+      payload: op.payload,
+      idempotencyKey: op.idempotencyKey,
+    });
+    this.#events.emit('op:queued', {
+      id: info.id,
+      key: info.key,
+      type: info.type,
+      deduplicated: !created,
+    });
+    if (created) await this.#emitKeyStatus(key);
+    this.#ring();
+    return info;
+  }
+
+  // ---------------------------------------------------------------- worker loop
+
+  #ring(): void {
+    this.#rung = true;
+    const bell = this.#bell;
+    this.#bell = undefined;
+    bell?.resolve();
+  }
+
+  #isIdle(): boolean {
+    return (
+      this.#inflight.size === 0 && (this.mode === 'sync' || !this.#loop || this.#lastClaimEmpty)
+    );
+  }
+
+  #checkIdle(): void {
+    if (this.#idleWaiters.length === 0 || !this.#isIdle()) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const w of waiters) w.resolve();
+  }
+
+  async #runLoop(): Promise<void> {
+    try {
+      await this.#attached;
+    } catch {
+      return;
+    }
+    let errors = 0;
+    while (!this.#stop.signal.aborted) {
+      this.#rung = false;
+      const free = this.#concurrency - this.#inflight.size;
+      let claimed = 0;
+      if (free > 0) {
+        try {
+          const { claims, poisoned } = await this.backend.claim({
+            limit: free,
+            leaseMs: this.#leaseMs,
+            workerId: this.workerId,
+            maxLeaseExpiries: this.#maxLeaseExpiries,
+            stopOnPoison: this.#policy.onFailure === 'stop',
+          });
+          errors = 0;
+          for (const p of poisoned) await this.#reportFailure(p, undefined);
+          if (this.#stop.signal.aborted) {
+            for (const c of claims) await this.backend.release(c).catch(() => false);
+            break;
+          }
+          for (const c of claims) this.#start(c);
+          claimed = claims.length;
+          this.#lastClaimEmpty = claimed === 0;
+        } catch (err) {
+          errors++;
+          this.#logger.warn({ err }, 'async-queue claim failed; retrying');
+          await this.#clock
+            .sleep(Math.min(5000, 50 * 2 ** Math.min(errors, 7)), { signal: this.#stop.signal })
+            .catch(() => {});
+          continue;
+        }
+        this.#checkIdle();
+        if (claimed === free) continue;
+      }
+      if (this.#rung) continue;
+      await this.#idleWait(free > 0);
+    }
+  }
+
+  async #idleWait(canClaim: boolean): Promise<void> {
+    let timeout: number | undefined;
+    if (canClaim) {
+      const due = await this.backend.nextDueAt().catch(() => undefined);
+      if (due !== undefined) timeout = Math.max(0, due - this.#clock.now());
+      if (this.backend.durable) {
+        const poll = this.backend.pollMs > 0 ? this.backend.pollMs : this.#leaseMs / 2;
+        timeout = timeout === undefined ? poll : Math.min(timeout, poll);
+      }
+    }
+    if (this.#rung) return;
+    const bell = (this.#bell = deferred<void>());
+    const controller = new AbortController();
+    const waits: Promise<unknown>[] = [bell.promise];
+    if (timeout !== undefined) {
+      waits.push(this.#clock.sleep(timeout, { signal: controller.signal }).catch(() => {}));
+    }
+    const onStop = () => bell.resolve();
+    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    try {
+      await Promise.race(waits);
+    } finally {
+      controller.abort();
+      this.#stop.signal.removeEventListener('abort', onStop);
+      if (this.#bell === bell) this.#bell = undefined;
+    }
+  }
+
+  #start(claim: Claim): void {
+    const entry: Inflight = {
+      claim,
+      controller: new AbortController(),
+      abandoned: false,
+      closingAbort: false,
+      done: Promise.resolve(),
+    };
+    this.#inflight.set(claim.op.id, entry);
+    entry.done = this.#execute(entry)
+      .catch((err: unknown) =>
+        this.#logger.error({ err, id: claim.op.id }, 'async-queue settle failed'),
+      )
+      .finally(() => {
+        this.#inflight.delete(claim.op.id);
+        this.#ring();
+        this.#checkIdle();
+      });
+  }
+
+  async #execute(entry: Inflight): Promise<void> {
+    const { op } = entry.claim;
+    this.#events.emit('op:started', {
+      id: op.id,
+      key: op.key,
+      type: op.type,
+      attempt: op.attempts,
+      workerId: this.workerId,
+    });
+    void this.#emitKeyStatus(op.key);
+    const started = this.#clock.now();
+    let ok = false;
+    let result: unknown;
+    let error: unknown;
+    try {
+      const handler = this.#handlers[op.type];
+      if (!handler) {
+        throw new QueueError(
+          'async-queue.unknown_type',
+          `this worker has no handler for op type '${op.type}'`,
+          { details: { type: op.type } },
+        );
+      }
+      result = await handler(op.payload, {
+        id: op.id,
+        key: op.key,
+        type: op.type,
+        attempt: op.attempts,
+        signal: entry.controller.signal,
+      });
+      ok = true;
+      if (this.backend.durable) {
+        result ??= null;
+        const why = explainNotJson(result, '$.result');
+        if (why) {
+          ok = false;
+          error = new QueueError(
+            'async-queue.not_json',
+            `result of op '${op.type}' is not JSON: ${why}`,
+          );
+        }
+      }
+    } catch (err) {
+      error = err;
+    }
+    if (entry.abandoned) return;
+    if (ok) {
+      const c = await this.backend.succeed(entry.claim, result);
+      if (!c) return this.#refused(entry.claim);
+      this.#events.emit('op:succeeded', {
+        id: op.id,
+        key: op.key,
+        type: op.type,
+        attempt: op.attempts,
+        result,
+        durationMs: this.#clock.now() - started,
+      });
+      this.#settleWaiters(c.op, undefined, result);
+      await this.#emitKeyStatus(op.key);
+      return;
+    }
+    if (entry.closingAbort) {
+      // Closing aborted the handler: give the op back instead of counting a failure.
+      if (await this.backend.release(entry.claim)) {
+        this.#events.emit('op:released', { id: op.id, key: op.key, type: op.type });
+      } else this.#refused(entry.claim);
+      return;
+    }
+    const serialized = serializeError(error);
+    if (op.attempts < this.#policy.maxAttempts) {
+      const retryAt = this.#clock.now() + this.#policy.backoff(op.attempts);
+      const c = await this.backend.fail(entry.claim, serialized, { retryAt });
+      if (!c) return this.#refused(entry.claim);
+      this.#events.emit('op:retrying', {
+        id: op.id,
+        key: op.key,
+        type: op.type,
+        attempt: op.attempts,
+        error: serialized,
+        retryAt,
+      });
+      await this.#emitKeyStatus(op.key);
+      return;
+    }
+    const c = await this.backend.fail(entry.claim, serialized, {
+      stop: this.#policy.onFailure === 'stop',
+    });
+    if (!c) return this.#refused(entry.claim);
+    await this.#reportFailure(c, error);
+  }
+
+  async #reportFailure(c: Completion, localError: unknown): Promise<void> {
+    const { op } = c;
+    const error = op.error ?? serializeError(localError);
+    this.#events.emit('op:failed', {
+      id: op.id,
+      key: op.key,
+      type: op.type,
+      attempt: op.attempts,
+      error,
+    });
+    this.#settleWaiters(op, localError);
+    for (const x of c.cancelled) {
+      this.#events.emit('op:cancelled', { id: x.id, key: x.key, type: x.type, cause: op.id });
+      this.#settleWaiters(x);
+    }
+    if (c.blocked) this.#events.emit('key:blocked', { key: op.key, opId: op.id, error });
+    await this.#emitKeyStatus(op.key);
+  }
+
+  #refused(claim: Claim): void {
+    const { op } = claim;
+    this.#logger.warn(
+      { id: op.id, key: op.key, attempt: op.attempts },
+      'async-queue completion refused: the claim is stale (lease expired)',
+    );
+    this.#events.emit('op:refused', {
+      id: op.id,
+      key: op.key,
+      type: op.type,
+      attempt: op.attempts,
+    });
+  }
+
+  async #emitKeyStatus(key: string): Promise<void> {
+    if (!this.#events.hasListeners('key:status')) return;
+    let status: KeyStatus;
+    try {
+      status = await this.backend.keyStatus(key);
+    } catch {
+      return;
+    }
+    if (this.#lastKeyStatus.get(key) === status) return;
+    if (status === 'idle') this.#lastKeyStatus.delete(key);
+    else this.#lastKeyStatus.set(key, status);
+    this.#events.emit('key:status', { key, status });
+  }
+
+  // ---------------------------------------------------------------- sync mode
+
+  /** Runs the key's ops inline until `id` is finished (or, without id, until none is runnable). */
+  async #runInline(key: string, id: string | undefined): Promise<void> {
+    for (;;) {
+      if (this.#stop.signal.aborted) return;
+      if (id !== undefined) {
+        const current = await this.backend.get(id);
+        if (!current || TERMINAL.has(current.status)) return;
+      }
+      const { claims, poisoned } = await this.backend.claim({
+        limit: 1,
+        leaseMs: this.#leaseMs,
+        workerId: this.workerId,
+        key,
+        maxLeaseExpiries: this.#maxLeaseExpiries,
+        stopOnPoison: this.#policy.onFailure === 'stop',
+      });
+      for (const p of poisoned) await this.#reportFailure(p, undefined);
+      const claim = claims[0];
+      if (claim) {
+        const entry: Inflight = {
+          claim,
+          controller: new AbortController(),
+          abandoned: false,
+          closingAbort: false,
+          done: Promise.resolve(),
+        };
+        this.#inflight.set(claim.op.id, entry);
+        try {
+          entry.done = this.#execute(entry);
+          await entry.done;
+        } finally {
+          this.#inflight.delete(claim.op.id);
+          this.#ring();
+        }
+        continue;
+      }
+      const info = await this.backend.inspect(key);
+      if (info.status === 'blocked' || (!info.running && info.pending.length === 0)) return;
+      // Running inline elsewhere in this process, or waiting for a retry: wait and look again.
+      let timeout = 50;
+      const due = await this.backend.nextDueAt();
+      if (!info.running && due !== undefined) timeout = Math.max(0, due - this.#clock.now());
+      this.#rung = false;
+      const bell = (this.#bell = deferred<void>());
+      const controller = new AbortController();
+      await Promise.race([
+        bell.promise,
+        this.#clock.sleep(timeout, { signal: controller.signal }).catch(() => {}),
+      ]);
+      controller.abort();
+    }
+  }
+
+  // ---------------------------------------------------------------- waiters
+
+  #settleWaiters(op: OpInfo, localError?: unknown, localResult?: unknown): void {
+    const set = this.#waiters.get(op.id);
+    if (!set || !TERMINAL.has(op.status)) return;
+    this.#waiters.delete(op.id);
+    for (const w of set) {
+      if (op.status === 'succeeded') {
+        w.resolve(localResult !== undefined ? localResult : op.result);
+      } else if (op.status === 'failed') {
+        w.reject(
+          new QueueError(
+            'async-queue.op_failed',
+            `op ${op.id} (${op.type} on '${op.key}') failed after ${op.attempts} attempt(s): ${op.error?.message ?? 'unknown error'}`,
+            {
+              cause: localError ?? op.error,
+              details: { id: op.id, key: op.key, type: op.type, attempts: op.attempts },
+            },
+          ),
+        );
+      } else {
+        w.reject(
+          new QueueError(
+            'async-queue.op_cancelled',
+            op.cancelledBy === 'discard'
+              ? `op ${op.id} (${op.type} on '${op.key}') was discarded`
+              : `op ${op.id} (${op.type} on '${op.key}') was cancelled because op ${op.cancelledBy ?? '?'} failed before it`,
+            {
+              details: {
+                id: op.id,
+                key: op.key,
+                type: op.type,
+                cancelledBy: op.cancelledBy ?? null,
+              },
+            },
+          ),
+        );
+      }
+    }
+  }
+
+  #remoteSettled(id: string): void {
+    if (!this.#waiters.has(id)) return;
+    this.backend.get(id).then(
+      (op) => {
+        if (op) this.#settleWaiters(op);
+      },
+      () => {},
+    );
+  }
+
+  async #pollWaitersLoop(): Promise<void> {
+    const every = this.backend.pollMs > 0 ? this.backend.pollMs : 1000;
+    while (!this.#stop.signal.aborted) {
+      await this.#clock.sleep(every, { signal: this.#stop.signal }).catch(() => {});
+      if (this.#stop.signal.aborted) return;
+      for (const id of [...this.#waiters.keys()]) {
+        if (this.#inflight.has(id)) continue;
+        const op = await this.backend.get(id).catch(() => undefined);
+        if (op) this.#settleWaiters(op);
+      }
+    }
+  }
+
+  async #heartbeatLoop(): Promise<void> {
+    while (!this.#stop.signal.aborted || this.#inflight.size > 0) {
+      await this.#clock.sleep(this.#heartbeatMs, { signal: this.#stop.signal }).catch(() => {});
+      if (this.#stop.signal.aborted) {
+        // Keep leases alive while closing lets in-flight handlers finish.
+        if (this.#inflight.size === 0) return;
+        await this.#clock.sleep(this.#heartbeatMs).catch(() => {});
+      }
+      const entries = [...this.#inflight.values()].filter((e) => !e.abandoned);
+      if (entries.length === 0) continue;
+      try {
+        const lost = await this.backend.heartbeat(
+          entries.map((e) => e.claim),
+          this.#leaseMs,
+        );
+        for (const e of entries) {
+          if (lost.has(e.claim.op.id) && !e.controller.signal.aborted) {
+            e.controller.abort(
+              new QueueError(
+                'async-queue.lease_lost',
+                `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
+                { details: { id: e.claim.op.id } },
+              ),
+            );
+          }
+        }
+      } catch (err) {
+        this.#logger.warn({ err }, 'async-queue heartbeat failed');
+      }
+    }
+  }
+
+  async #retentionLoop(retention: RetentionOptions): Promise<void> {
+    const every = Math.min(60_000, Math.max(1000, (retention.maxAgeMs ?? 60_000) / 10));
+    while (!this.#stop.signal.aborted) {
+      await this.#clock.sleep(every, { signal: this.#stop.signal }).catch(() => {});
+      if (this.#stop.signal.aborted) return;
+      await this.backend
+        .prune(retention)
+        .catch((err: unknown) => this.#logger.warn({ err }, 'async-queue prune failed'));
+    }
+  }
+
+  // ---------------------------------------------------------------- close
+
+  #closedError(): QueueError {
+    return new QueueError('async-queue.closed', 'the queue is closed');
+  }
+
+  async #raceWait<T>(promise: Promise<T>, options: WaitOptions): Promise<T> {
+    using scope = scopedSignal(options);
+    return await new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(scope.signal.reason);
+      if (scope.signal.aborted) return onAbort();
+      scope.signal.addEventListener('abort', onAbort, { once: true });
+      promise
+        .then(resolve, reject)
+        .finally(() => scope.signal.removeEventListener('abort', onAbort));
+    });
+  }
+
+  async #doClose(): Promise<void> {
+    this.#stop.abort(this.#closedError());
+    this.#ring();
+    await this.#loop;
+    const pending = () => Promise.allSettled([...this.#inflight.values()].map((e) => e.done));
+    if (this.#inflight.size > 0) {
+      const grace = new AbortController();
+      await Promise.race([
+        pending(),
+        this.#clock.sleep(this.#closeGraceMs, { signal: grace.signal }).catch(() => {}),
+      ]);
+      grace.abort();
+    }
+    if (this.#inflight.size > 0) {
+      for (const e of this.#inflight.values()) {
+        e.closingAbort = true;
+        e.controller.abort(
+          new QueueError('async-queue.closed', 'the queue is closing; stop and give the op back'),
+        );
+      }
+      const grace = new AbortController();
+      await Promise.race([
+        pending(),
+        this.#clock.sleep(1000, { signal: grace.signal }).catch(() => {}),
+      ]);
+      grace.abort();
+      for (const e of [...this.#inflight.values()]) {
+        e.abandoned = true;
+        if (await this.backend.release(e.claim).catch(() => false)) {
+          const { op } = e.claim;
+          this.#events.emit('op:released', { id: op.id, key: op.key, type: op.type });
+        }
+        this.#inflight.delete(e.claim.op.id);
+      }
+    }
+    for (const set of this.#waiters.values()) {
+      for (const w of set) w.reject(this.#closedError());
+    }
+    this.#waiters.clear();
+    for (const d of this.#idleWaiters) d.resolve();
+    this.#idleWaiters = [];
+    await Promise.allSettled(this.#timers);
+    await this.#attached.catch(() => {});
+    await this.backend.close();
+  }
+}
+
+export type { SerializedError };

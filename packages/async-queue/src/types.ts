@@ -1,0 +1,193 @@
+import type { Clock, Json, Logger, SerializedError } from '@rigging/core';
+
+/** Status of one op. */
+export type OpStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/**
+ * Status of one key: `idle` (nothing pending), `queued` (ops waiting for a worker slot),
+ * `<type>-in-progress` (its head op runs, or waits for a retry), `blocked` (an op failed under
+ * the `stop` policy; new ops are held until `resume` or `discard`).
+ */
+export type KeyStatus = 'idle' | 'queued' | 'blocked' | `${string}-in-progress`;
+
+/** What a handler receives besides the payload. */
+export interface HandlerContext {
+  /** The op id. */
+  readonly id: string;
+  readonly key: string;
+  readonly type: string;
+  /** 1 for the first run, 2 for the first retry or re-claim, … */
+  readonly attempt: number;
+  /**
+   * Aborts when the op should stop: the queue is closing (after its grace period) or, on a
+   * durable backend, this worker lost its claim (`async-queue.lease_lost`).
+   */
+  readonly signal: AbortSignal;
+}
+
+/** One handler per op type: `(payload, context) => result`. */
+export type Handler<P = any, R = unknown> = (payload: P, context: HandlerContext) => R | Promise<R>;
+
+/** Handlers keyed by op type. */
+export type Handlers = Record<string, Handler>;
+
+/** An op for handlers `H`: `{ type, payload, idempotencyKey? }`. */
+export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & string> = {
+  [K in T]: {
+    type: K;
+    payload: Parameters<H[K]>[0];
+    /**
+     * Enqueues with the same idempotency key (per queue name) return the first op's id instead
+     * of adding an op, as long as that op is retained.
+     */
+    idempotencyKey?: string | undefined;
+  };
+}[T];
+
+/** The result type of handler `T`. */
+export type ResultOf<H extends Handlers, T extends keyof H> = Awaited<ReturnType<H[T]>>;
+
+/** A snapshot of one op. */
+export interface OpInfo {
+  id: string;
+  key: string;
+  type: string;
+  payload: unknown;
+  status: OpStatus;
+  /** How many times a worker started it (claims, including re-claims after a crash). */
+  attempts: number;
+  /** Epoch milliseconds. */
+  createdAt: number;
+  startedAt?: number | undefined;
+  finishedAt?: number | undefined;
+  /** The handler's result (`succeeded`). */
+  result?: unknown;
+  /** The last failure (`failed`; also kept on a `queued` op waiting for a retry). */
+  error?: SerializedError | undefined;
+  /** The failed op whose `stop` policy cancelled this one (`cancelled`). */
+  cancelledBy?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+/** What `inspect(key)` returns. */
+export interface KeyInfo {
+  key: string;
+  status: KeyStatus;
+  /** The failed op that blocked the key (`blocked`). */
+  blockedBy?: string | undefined;
+  /** The op running now, if any. */
+  running?: OpInfo | undefined;
+  /** Ops waiting, in the order they will run (held ops included when blocked). */
+  pending: OpInfo[];
+}
+
+/** Backoff between retries. */
+export interface BackoffOptions {
+  /** @default 100 */
+  initialMs?: number;
+  /** @default 2 */
+  factor?: number;
+  /** @default 30000 */
+  maxMs?: number;
+  /** Random spread as a fraction of the delay (0 disables). @default 0 */
+  jitter?: number;
+}
+
+/** Failure policy of a queue. */
+export interface PolicyOptions {
+  /**
+   * After the last attempt failed: `stop` cancels the key's queued ops (with the failed op as
+   * cause) and blocks the key until `resume`/`discard`; `continue` goes on with the next op.
+   * @default 'stop'
+   */
+  onFailure?: 'stop' | 'continue';
+  /** Attempts per op (1 = no retry). @default 1 */
+  maxAttempts?: number;
+  /** Delay before retry n (1-based) as options or a function. */
+  backoff?: BackoffOptions | ((retry: number) => number);
+}
+
+/** `'stop'`, `'continue'`, `'retry'` (= stop after 3 attempts with backoff) or options. */
+export type Policy = 'stop' | 'continue' | 'retry' | PolicyOptions;
+
+/** Retention of finished ops. */
+export interface RetentionOptions {
+  /** Keep at most this many succeeded/cancelled ops (the oldest go first). */
+  maxCount?: number;
+  /** Drop finished ops (failed ones included) older than this. */
+  maxAgeMs?: number;
+}
+
+/** Typed events of a queue (what this queue instance did or observed). */
+export interface QueueEvents {
+  'op:queued': { id: string; key: string; type: string; deduplicated: boolean };
+  'op:started': { id: string; key: string; type: string; attempt: number; workerId: string };
+  'op:succeeded': {
+    id: string;
+    key: string;
+    type: string;
+    attempt: number;
+    result: unknown;
+    durationMs: number;
+  };
+  'op:retrying': {
+    id: string;
+    key: string;
+    type: string;
+    attempt: number;
+    error: SerializedError;
+    retryAt: number;
+  };
+  'op:failed': { id: string; key: string; type: string; attempt: number; error: SerializedError };
+  'op:cancelled': {
+    id: string;
+    key: string;
+    type: string;
+    /** The failed op id (stop policy), or `discard`. */
+    cause: string;
+  };
+  /** A completion from a stale claim was refused (the lease had expired and the op moved on). */
+  'op:refused': { id: string; key: string; type: string; attempt: number };
+  /** Given back unfinished (graceful close); another worker will run it. */
+  'op:released': { id: string; key: string; type: string };
+  'key:status': { key: string; status: KeyStatus };
+  'key:blocked': { key: string; opId: string; error: SerializedError };
+  'key:resumed': { key: string };
+  'key:discarded': { key: string; cancelled: string[] };
+}
+
+/** Options shared by every queue. */
+export interface CommonQueueOptions<H extends Handlers> {
+  /** @default memoryBackend() */
+  backend?: import('./backend.js').QueueBackend;
+  /**
+   * How many ops (of different keys) run at once in this queue instance; `0` = sync mode.
+   * @default 1
+   */
+  concurrency?: number;
+  /** `'sync'` runs ops inline in the caller of `cast`/`call` (as `concurrency: 0`). @default 'async' */
+  mode?: 'async' | 'sync';
+  handlers: H;
+  /** @default 'stop' */
+  policy?: Policy;
+  /** Set to false for a producer-only instance that never claims ops. @default true */
+  worker?: boolean;
+  /** @default silentLogger */
+  logger?: Logger;
+  /** @default systemClock */
+  clock?: Clock;
+  /** Name of this worker in claims and events. @default `${hostname}:${pid}:<random>` */
+  workerId?: string;
+  /** Durable backends: how long a claim lasts without a heartbeat. @default 30000 */
+  leaseMs?: number;
+  /** Durable backends: heartbeat period. @default leaseMs / 3 */
+  heartbeatMs?: number;
+  /** Durable backends: an op whose lease expired this many times fails as poison. @default 3 */
+  maxLeaseExpiries?: number;
+  /** How long `close()` lets in-flight handlers finish before aborting their signal. @default 10000 */
+  closeGraceMs?: number;
+  /** Retention of finished ops. */
+  retention?: RetentionOptions;
+}
+
+export type { Json };
