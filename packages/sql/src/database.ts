@@ -214,14 +214,23 @@ export async function openDatabase<DB = any>(
   const db = new Kysely<DB>({ dialect });
   const sessions = new Set<Session>();
   let closed: Promise<void> | undefined;
+  const assertOpen = () => {
+    if (closed) {
+      throw new SqlError('sql.closed', `database ${shownUrl} is closed; open it again to use it`);
+    }
+  };
 
   const database: Database<DB> = {
     dialect: parsed.dialect,
     db,
     url: shownUrl,
-    migrate: (namespace, migrations) => runMigrations(database, namespace, migrations),
+    async migrate(namespace, migrations) {
+      assertOpen();
+      return runMigrations(database, namespace, migrations);
+    },
     async transaction<T>(fn: (trx: Kysely<DB>) => Promise<T>, txOptions: TransactionOptions = {}) {
       const retries = positiveInt('retries', txOptions.retries, 5);
+      assertOpen();
       for (let attempt = 0; ; attempt++) {
         try {
           if (parsed.dialect === 'sqlite') return await sqliteTransaction(db, fn);
@@ -243,7 +252,7 @@ export async function openDatabase<DB = any>(
       }
     },
     async session() {
-      if (closed) throw new SqlError('sql.closed', `database ${shownUrl} is closed`);
+      assertOpen();
       let session: Session;
       try {
         session = await sessionFactory.open();

@@ -96,27 +96,30 @@ async function applyAll(
   namespace: string,
   migrations: readonly Migration[],
   start: number,
+  wrap: (step: () => Promise<void>) => Promise<void> = (step) => step(),
 ): Promise<string[]> {
   const applied: string[] = [];
   for (let i = start; i < migrations.length; i++) {
     const m = migrations[i]!;
     try {
-      await m.up(trx, { dialect });
+      await wrap(async () => {
+        await m.up(trx, { dialect });
+        await trx
+          .insertInto(TABLE)
+          .values({ namespace, version: i + 1, name: m.name, applied_at: Date.now() })
+          .execute();
+      });
     } catch (cause) {
       throw new SqlError(
         'sql.migration_failed',
         `'${namespace}' migration ${i + 1} (${m.name}) failed: ${(cause as Error).message}${
           dialect === 'mysql'
-            ? '; MySQL cannot roll back DDL, so statements of this migration that ran before the failure stay applied'
-            : '; nothing of this call was applied'
+            ? `; MySQL commits DDL implicitly, so the DDL statements of this migration that ran before the failure stay applied (its other statements were rolled back${applied.length ? `, and the ${applied.length} earlier migration(s) of this call are recorded` : ''}): undo them by hand or make the migration idempotent, then migrate again`
+            : '; nothing of this call was applied: fix the migration and migrate again'
         }`,
         { cause, details: { namespace, version: i + 1, name: m.name } },
       );
     }
-    await trx
-      .insertInto(TABLE)
-      .values({ namespace, version: i + 1, name: m.name, applied_at: Date.now() })
-      .execute();
     applied.push(m.name);
   }
   return applied;
@@ -146,24 +149,41 @@ export async function runMigrations(
       return applyAll(trx, dialect, namespace, migrations, start);
     });
   } else {
-    // MySQL: DDL commits implicitly, so serialize with a named lock held by one connection and
-    // record each migration right after it succeeds.
+    // MySQL: DDL commits implicitly, so serialize with a named lock (one per database) held by
+    // one connection, run each migration in its own transaction (its DML after its last DDL
+    // rolls back on failure) and record it in that same transaction.
     applied = await db.connection().execute(async (conn) => {
       const got = await sql<{
         ok: number | string | null;
-      }>`select get_lock('rigging_migrations', 60) as ok`.execute(conn);
+      }>`select get_lock(concat('rigging_migrations_', md5(database())), 60) as ok`.execute(conn);
       if (Number(got.rows[0]?.ok) !== 1) {
         throw new SqlError(
           'sql.migration_failed',
-          `timed out waiting for another process migrating '${namespace}'`,
+          `timed out after 60 s waiting for another process migrating this database ('${namespace}'); retry, or find the stuck process`,
+          { details: { namespace } },
         );
       }
       try {
         await ensureTable(conn);
         const { start } = await pending(conn, namespace, migrations);
-        return await applyAll(conn, dialect, namespace, migrations, start);
+        return await applyAll(conn, dialect, namespace, migrations, start, async (step) => {
+          // autocommit off: after a DDL's implicit commit, the next statements open a new
+          // transaction instead of committing one by one.
+          await sql`set autocommit = 0`.execute(conn);
+          try {
+            await step();
+            await sql`commit`.execute(conn);
+          } catch (error) {
+            await sql`rollback`.execute(conn).catch(() => {});
+            throw error;
+          } finally {
+            await sql`set autocommit = 1`.execute(conn).catch(() => {});
+          }
+        });
       } finally {
-        await sql`select release_lock('rigging_migrations')`.execute(conn);
+        await sql`select release_lock(concat('rigging_migrations_', md5(database())))`.execute(
+          conn,
+        );
       }
     });
   }

@@ -1,0 +1,145 @@
+import { execFile } from 'node:child_process';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { importDriver } from '../src/drivers.js';
+import { openDatabase, SqlError } from '../src/index.js';
+
+const run = promisify(execFile);
+const here = dirname(new URL(import.meta.url).pathname);
+const pkgDir = resolve(here, '..');
+const tmp = mkdtempSync(join(tmpdir(), 'rigging-sql-bad-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+describe('URL', () => {
+  it('rejects unknown schemes, empty URLs and paths-less sqlite URLs', async () => {
+    const e = await openDatabase('oracle://x').catch((err: unknown) => err);
+    expect(e).toMatchObject({ code: 'sql.invalid_url' });
+    expect((e as Error).message).toMatch(/use sqlite:<path>/);
+    await expect(openDatabase('')).rejects.toMatchObject({ code: 'sql.invalid_url' });
+    await expect(openDatabase('sqlite:')).rejects.toMatchObject({ code: 'sql.invalid_url' });
+    await expect(openDatabase('not a url')).rejects.toMatchObject({ code: 'sql.invalid_url' });
+  });
+
+  it('hides passwords in messages', async () => {
+    const e = await openDatabase('postgres://u:secret@127.0.0.1:1/x', {
+      connectTimeoutMs: 2000,
+    }).catch((err: unknown) => err);
+    expect(e).toMatchObject({ code: 'sql.unreachable' });
+    expect((e as Error).message).not.toContain('secret');
+  });
+
+  it('rejects bad options with a TypeError naming the value', async () => {
+    await expect(openDatabase('sqlite::memory:', { busyTimeoutMs: -1 })).rejects.toThrow(
+      /busyTimeoutMs.*-1/,
+    );
+    await expect(
+      openDatabase('sqlite::memory:', { synchronous: 'sometimes' as never }),
+    ).rejects.toThrow(TypeError);
+  });
+});
+
+describe('unreachable servers', () => {
+  it.each([
+    ['postgres://postgres@127.0.0.1:1/x', 'PostgreSQL'],
+    ['mysql://root@127.0.0.1:1/x', 'MySQL'],
+  ])('%s → sql.unreachable', async (url, what) => {
+    const e = await openDatabase(url, { connectTimeoutMs: 2000 }).catch((err: unknown) => err);
+    expect(SqlError.isInstance(e)).toBe(true);
+    expect(e).toMatchObject({ code: 'sql.unreachable' });
+    expect((e as Error).message).toContain(what);
+    expect((e as Error).message).toMatch(/is the server running/);
+  });
+});
+
+describe('SQLite paths', () => {
+  it('a path under a regular file cannot be created → sql.cannot_open', async () => {
+    const file = join(tmp, 'plain.txt');
+    writeFileSync(file, 'x');
+    const e = await openDatabase(`sqlite:${join(file, 'sub', 'x.db')}`).catch(
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ code: 'sql.cannot_open' });
+    expect((e as Error).message).toMatch(/check the path/);
+  });
+
+  it('a directory is not a database → sql.cannot_open', async () => {
+    const dir = join(tmp, 'adir');
+    mkdirSync(dir);
+    await expect(openDatabase(`sqlite:${dir}`)).rejects.toMatchObject({
+      code: 'sql.cannot_open',
+    });
+  });
+
+  it('a file that is not a SQLite database → sql.cannot_open', async () => {
+    const file = join(tmp, 'garbage.db');
+    writeFileSync(file, 'this is not a database, just some text that is long enough'.repeat(20));
+    await expect(openDatabase(`sqlite:${file}`)).rejects.toMatchObject({
+      code: 'sql.cannot_open',
+    });
+  });
+
+  it('creates missing directories', async () => {
+    await using db = await openDatabase(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
+    expect(db.url).toBe(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
+  });
+});
+
+describe('missing driver', () => {
+  it('importDriver names the package to install', async () => {
+    const e = await importDriver('rigging-no-such-driver', 'Test').catch((err: unknown) => err);
+    expect(e).toMatchObject({
+      code: 'sql.driver_missing',
+      details: { package: 'rigging-no-such-driver' },
+    });
+    expect((e as Error).message).toContain('npm install rigging-no-such-driver');
+  });
+
+  it('an installed driver that fails to load is reported with its reason', async () => {
+    const e = await importDriver('pg', 'Test', () =>
+      Promise.reject(new Error('NODE_MODULE_VERSION mismatch')),
+    ).catch((err: unknown) => err);
+    expect(e).toMatchObject({ code: 'sql.driver_missing' });
+    expect((e as Error).message).toMatch(/installed but failed to load.*NODE_MODULE_VERSION/);
+  });
+
+  // The built package, installed in a project that has kysely and @rigging/core but no driver.
+  it.each([
+    ['sqlite:x.db', 'better-sqlite3'],
+    ['postgres://127.0.0.1/x', 'pg'],
+    ['mysql://127.0.0.1/x', 'mysql2'],
+  ])('the built package in a project without drivers: %s → %s', async (url, pkg) => {
+    const project = join(tmp, `project-${pkg}`);
+    const nm = join(project, 'node_modules');
+    const self = join(nm, '@rigging', 'sql');
+    mkdirSync(self, { recursive: true });
+    cpSync(join(pkgDir, 'dist'), join(self, 'dist'), { recursive: true });
+    cpSync(join(pkgDir, 'package.json'), join(self, 'package.json'));
+    symlinkSync(realpathSync(join(pkgDir, 'node_modules', 'kysely')), join(nm, 'kysely'));
+    symlinkSync(join(pkgDir, '..', 'core'), join(nm, '@rigging', 'core'));
+    writeFileSync(
+      join(project, 'main.mjs'),
+      `import { openDatabase } from '@rigging/sql';
+try { await openDatabase(process.argv[2]); console.log('opened?!'); }
+catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message, details: e.details })); }`,
+    );
+    const { stdout } = await run(process.execPath, ['main.mjs', url], {
+      cwd: project,
+      env: { ...process.env, NODE_PATH: '' },
+    });
+    const out = JSON.parse(stdout) as { code: string; message: string; details: unknown };
+    expect(out.code).toBe('sql.driver_missing');
+    expect(out.message).toContain(`npm install ${pkg}`);
+    expect(out.details).toEqual({ package: pkg });
+  });
+});

@@ -1,0 +1,242 @@
+// Dialect-specific behaviour the conformance suite cannot express once for all backends:
+// retries under real conflicts, session loss when the server kills a connection, LISTEN/NOTIFY.
+import { fileURLToPath } from 'node:url';
+import { deferred, silentLogger, type LogFn, type Logger } from '@rigging/core';
+import { freshDatabase, service, spawnNode, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, sql, type Database, type Notification } from '../src/index.js';
+
+const sqliteWriter = fileURLToPath(new URL('./fixtures/sqlite-writer.ts', import.meta.url));
+const pgUp = (await service('postgres')).available;
+const mysqlUp = (await service('mysql')).available;
+
+/** Resolves once `n` callers have arrived. */
+function barrier(n: number) {
+  const all = deferred<void>();
+  let count = 0;
+  return () => {
+    if (++count === n) all.resolve();
+    return all.promise;
+  };
+}
+
+/** A logger that records the messages it is given at debug level. */
+function recordingLogger(): Logger & { messages: string[] } {
+  const messages: string[] = [];
+  const debug: LogFn = (obj: unknown, msg?: unknown) => {
+    messages.push(typeof obj === 'string' ? obj : String(msg ?? ''));
+  };
+  const logger: Logger & { messages: string[] } = {
+    ...silentLogger,
+    debug,
+    messages,
+    child: () => logger,
+  };
+  return logger;
+}
+
+async function waitFor(check: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe.skipIf(!pgUp)('PostgreSQL', () => {
+  let fresh: FreshDatabase;
+  let database: Database;
+  beforeAll(async () => {
+    fresh = await freshDatabase('postgres', 'sql_pg');
+    database = await openDatabase(fresh.url);
+    await sql`create table ledger (v integer not null)`.execute(database.db);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await fresh?.drop();
+  });
+
+  // Write skew: both read the table, then both insert. Serializable isolation aborts one of them
+  // with 40001; the retry re-runs it after the other committed.
+  async function writeSkew(retries: number) {
+    await sql`delete from ledger`.execute(database.db);
+    const bothRead = barrier(2);
+    let calls = 0;
+    const run = () =>
+      database.transaction(
+        async (trx) => {
+          const first = ++calls <= 2;
+          const r = await sql<{ n: string }>`select count(*) as n from ledger`.execute(trx);
+          if (first) await bothRead();
+          await sql`insert into ledger (v) values (${Number(r.rows[0]!.n) + 1})`.execute(trx);
+        },
+        { isolation: 'serializable', retries },
+      );
+    const results = await Promise.allSettled([run(), run()]);
+    return { results, calls };
+  }
+
+  it('retries a real serialization failure until both transactions commit', async () => {
+    const { results, calls } = await writeSkew(5);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(calls).toBeGreaterThanOrEqual(3);
+    const rows = await sql<{ v: number }>`select v from ledger order by v`.execute(database.db);
+    expect(rows.rows.map((r) => r.v)).toEqual([1, 2]);
+  });
+
+  it('with retries: 0 the conflict surfaces as sql.transaction_failed', async () => {
+    const { results } = await writeSkew(0);
+    const failed = results.filter((r) => r.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    const reason = (failed[0] as PromiseRejectedResult).reason as Error & { cause: unknown };
+    expect(reason).toMatchObject({ code: 'sql.transaction_failed' });
+    expect(reason.cause).toMatchObject({ code: '40001' });
+  });
+
+  it('LISTEN through a session delivers NOTIFY payloads', async () => {
+    await using session = await database.session();
+    const got: Notification[] = [];
+    const arrived = deferred<void>();
+    const off = session.onNotification((n) => {
+      got.push(n);
+      if (got.length === 2) arrived.resolve();
+    });
+    await session.query('listen rigging_test');
+    await sql`select pg_notify('rigging_test', 'hello')`.execute(database.db);
+    await sql`notify rigging_test`.execute(database.db);
+    await arrived.promise;
+    expect(got).toEqual([
+      { channel: 'rigging_test', payload: 'hello' },
+      { channel: 'rigging_test', payload: '' },
+    ]);
+    off();
+  });
+
+  it("a session's lost signal aborts when its backend is terminated", async () => {
+    const session = await database.session();
+    expect(session.id).toBeTypeOf('number');
+    const lost = deferred<unknown>();
+    session.lost.addEventListener('abort', () => lost.resolve(session.lost.reason));
+    await sql`select pg_terminate_backend(${session.id})`.execute(database.db);
+    const reason = await lost.promise;
+    expect(reason).toBeInstanceOf(Error);
+    await session.closed;
+    await expect(session.query('select 1')).rejects.toThrow();
+    await session.close(); // still fine after loss
+  });
+
+  it('a normal close does not abort lost', async () => {
+    const session = await database.session();
+    await session.close();
+    await session.closed;
+    expect(session.lost.aborted).toBe(false);
+  });
+});
+
+describe.skipIf(!mysqlUp)('MariaDB', () => {
+  let fresh: FreshDatabase;
+  let database: Database;
+  beforeAll(async () => {
+    fresh = await freshDatabase('mysql', 'sql_my');
+    database = await openDatabase(fresh.url);
+    await sql`create table pair (id integer primary key, v integer not null) engine=InnoDB`.execute(
+      database.db,
+    );
+    await sql`insert into pair values (1, 0), (2, 0)`.execute(database.db);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await fresh?.drop();
+  });
+
+  it("a session's lost signal aborts when the server kills the connection", async () => {
+    const session = await database.session();
+    expect(session.id).toBeTypeOf('number');
+    const lost = deferred<unknown>();
+    session.lost.addEventListener('abort', () => lost.resolve(session.lost.reason));
+    await sql.raw(`kill ${Number(session.id)}`).execute(database.db);
+    expect(await lost.promise).toBeInstanceOf(Error);
+    await session.closed;
+    await session.close();
+  });
+
+  it('retries a real deadlock until both transactions commit', async () => {
+    const bothLocked = barrier(2);
+    let calls = 0;
+    const run = (a: number, b: number) =>
+      database.transaction(async (trx) => {
+        const first = ++calls <= 2;
+        await sql`update pair set v = v + 1 where id = ${a}`.execute(trx);
+        if (first) await bothLocked();
+        await sql`update pair set v = v + 1 where id = ${b}`.execute(trx);
+      });
+    const results = await Promise.allSettled([run(1, 2), run(2, 1)]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(calls).toBeGreaterThanOrEqual(3);
+    const rows = await sql<{ v: number }>`select v from pair order by id`.execute(database.db);
+    expect(rows.rows.map((r) => Number(r.v))).toEqual([2, 2]);
+  });
+});
+
+describe('SQLite across processes', () => {
+  it(
+    'a transaction blocked by another process is retried on SQLITE_BUSY, then commits',
+    { timeout: 60_000 },
+    async () => {
+      const fresh = await freshDatabase('sqlite-file', 'sql_busy');
+      const logger = recordingLogger();
+      const database = await openDatabase(fresh.url, { busyTimeoutMs: 50, logger });
+      await sql`create table busy_items (id integer primary key, who text)`.execute(database.db);
+      const child = spawnNode(sqliteWriter, [fresh.url]);
+      try {
+        await child.waitForLine('holding');
+        let calls = 0;
+        const tx = database.transaction(
+          async (trx) => {
+            calls++;
+            await sql`insert into busy_items (id, who) values (2, 'parent')`.execute(trx);
+          },
+          { retries: 100 },
+        );
+        // The parent's BEGIN IMMEDIATE fails with SQLITE_BUSY after 50 ms, again and again,
+        // until the child commits.
+        await waitFor(
+          () => logger.messages.filter((m) => m === 'retrying transaction').length >= 2,
+        );
+        child.proc.stdin.write('commit\n');
+        await tx;
+        expect(calls).toBe(1);
+        expect(await child.exited).toBe(0);
+        const rows = await sql<{ who: string }>`select who from busy_items order by id`.execute(
+          database.db,
+        );
+        expect(rows.rows.map((r) => r.who)).toEqual(['child', 'parent']);
+      } finally {
+        child.kill();
+        await database.close();
+        await fresh.drop();
+      }
+    },
+  );
+
+  it('gives up with sql.transaction_failed after the retries', { timeout: 60_000 }, async () => {
+    const fresh = await freshDatabase('sqlite-file', 'sql_busy2');
+    const database = await openDatabase(fresh.url, { busyTimeoutMs: 20 });
+    await sql`create table busy_items (id integer primary key, who text)`.execute(database.db);
+    const child = spawnNode(sqliteWriter, [fresh.url]);
+    try {
+      await child.waitForLine('holding');
+      const e = await database
+        .transaction(async () => {}, { retries: 2 })
+        .catch((err: unknown) => err);
+      expect(e).toMatchObject({ code: 'sql.transaction_failed' });
+      expect((e as Error).message).toMatch(/after 3 attempts/);
+      child.proc.stdin.write('commit\n');
+      expect(await child.exited).toBe(0);
+    } finally {
+      child.kill();
+      await database.close();
+      await fresh.drop();
+    }
+  });
+});
