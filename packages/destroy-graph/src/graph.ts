@@ -1,0 +1,1065 @@
+import {
+  TypedEmitter,
+  explainNotJson,
+  raceAbort,
+  scopedSignal,
+  serializeError,
+  throwIfAborted,
+} from '@rigging/core';
+import type { Json, SerializedError } from '@rigging/core';
+import { DestroyGraphError } from './errors.js';
+import type { DestroyGraphEvents, RunStatus } from './events.js';
+import { Node } from './node.js';
+import type {
+  DestroyFn,
+  DestructionHandler,
+  GraphObject,
+  ReferenceKind,
+  Slot,
+  Subscription,
+} from './node.js';
+import { DestructionPlan, planNodes } from './plan.js';
+import type { PlanJSON } from './plan.js';
+
+/** A type of objects: declared properties (with their reference kind), destroy function, handlers. */
+export interface TypeDefinition<V = any> {
+  /** Parent type: its properties, handlers and destroy function are inherited. */
+  extends?: string;
+  /** Declared properties. Undeclared properties are `runtime` references. */
+  properties?: Record<string, ReferenceKind>;
+  /**
+   * Releases the object's resources. Along the `extends` chain every type's destroy runs, the
+   * most derived first.
+   */
+  destroy?: DestroyFn<V>;
+  /** Named destruction handlers, for subscriptions that survive serialization. */
+  handlers?: Record<string, DestructionHandler>;
+  /** Turns a value into JSON for {@link ObjectGraph.serialize} (default: the value, which must be JSON). */
+  toJSON?: (value: V) => Json;
+  /** Rebuilds a value in {@link ObjectGraph.deserialize} (default: the JSON as is). */
+  fromJSON?: (json: Json) => V;
+}
+
+/** Options of {@link ObjectGraph.add}. */
+export interface AddOptions<V> {
+  /** Unique id. @default `${type}-${n}` */
+  id?: string;
+  type: string;
+  /** The owner (an object or its id). Ownership is a tree and does not change. @default null */
+  owner?: GraphObject | string | null;
+  value?: V;
+  /** Makes the object a root. @default false */
+  root?: boolean;
+  /** An extra destroy function for this object only, run after its types' ones. */
+  destroy?: DestroyFn<V>;
+}
+
+/** Options of {@link ObjectGraph.collect}. */
+export interface CollectOptions {
+  /**
+   * `persistent`: reachable from roots and statics through persistent references only (the
+   * post-deployment collection). `complete`: through every reference, and pins count as roots
+   * (the on-demand collection). @default 'complete'
+   */
+  scope?: 'persistent' | 'complete';
+}
+
+/** Options of {@link ObjectGraph.destroy}. */
+export interface DestroyOptions {
+  /** Most destroy functions (and handlers) running at once within a group. @default 16 */
+  concurrency?: number;
+  /** Stops the run: nothing new starts, running functions see their signal aborted. */
+  signal?: AbortSignal;
+  /**
+   * When a destroy function or handler throws: `stop` lets the current group finish, then stops
+   * (later groups stay pending; run the same plan again to resume); `continue` carries on.
+   * @default 'stop'
+   */
+  policy?: 'stop' | 'continue';
+  /** Per object (and per handler) time limit; the function's signal aborts when it elapses. */
+  timeoutMs?: number;
+}
+
+/** One failure of a run. */
+export interface RunFailure {
+  id: string;
+  step: 'notify' | 'destroy';
+  subscriber?: string;
+  timedOut: boolean;
+  error: SerializedError;
+}
+
+/** What a run did. Run the same plan again to resume: destroyed objects are skipped. */
+export interface DestroyReport {
+  runId: number;
+  status: RunStatus;
+  /** Destroyed by this run, in completion order. */
+  destroyed: string[];
+  failed: RunFailure[];
+  /** Not destroyed (not attempted, failed, or interrupted). */
+  pending: string[];
+  /** Destroyed but reachable again: kept in the graph, marked destroyed. */
+  resurrected: string[];
+  /** Destroyed and unreachable: removed from the graph. */
+  dropped: string[];
+}
+
+/** A pin: the object counts as referenced from a stack frame while the pin is held. */
+export interface Pin extends Disposable, AsyncDisposable {
+  readonly object: GraphObject;
+  /** Idempotent. */
+  release(): void;
+}
+
+/** Why an object is (not) going to be destroyed. */
+export interface Explanation {
+  id: string;
+  type: string;
+  state: 'live' | 'doomed' | 'destroyed';
+  root: boolean;
+  static: boolean;
+  pins: number;
+  /** Reachable through persistent references from roots and statics. */
+  persistentlyReachable: boolean;
+  /** Reachable through any reference from roots, statics and pins. */
+  reachable: boolean;
+  /** A shortest path (ids, root first) that keeps it alive, if any. */
+  path: string[] | null;
+  /** Direct references to it. */
+  referencedBy: Array<{ id: string; property: string; kind: ReferenceKind }>;
+  /** Collected by `collect({ scope })` for these scopes. */
+  collectedBy: Array<'persistent' | 'complete'>;
+  /** Objects it must be destroyed after (owned objects, publishers it depends on). */
+  after: Array<{ id: string; reason: 'owns' | 'depends on' }>;
+  /** Objects that must be destroyed after it (owner, subscribers). */
+  before: Array<{ id: string; reason: 'owned by' | 'dependency of' }>;
+  /** The same, in a sentence or two. */
+  text: string;
+}
+
+/** The JSON form of a graph ({@link ObjectGraph.serialize}). */
+export interface GraphSnapshot {
+  format: 'rigging.destroy-graph';
+  version: 1;
+  objects: Array<{
+    id: string;
+    type: string;
+    owner?: string;
+    value?: Json;
+    destroyed?: true;
+    props?: Record<string, { kind: ReferenceKind; to: string | string[] | null }>;
+  }>;
+  roots: string[];
+  statics: Array<{ type: string; name: string; to: string }>;
+  subscriptions: Array<{ publisher: string; subscriber: string; count: number; handler?: string }>;
+}
+
+/** Options of the {@link ObjectGraph} constructor and {@link ObjectGraph.deserialize}. */
+export interface ObjectGraphOptions {
+  /** Types to define up front. */
+  types?: Record<string, TypeDefinition>;
+}
+
+interface TypeInfo {
+  name: string;
+  def: TypeDefinition;
+}
+
+/**
+ * A graph of resource objects: ids, types, an ownership tree, persistent and runtime references,
+ * roots, statics and pins; destruction dependencies; collection, planning and the two-step
+ * destruction (notify in reverse order, destroy in direct order).
+ */
+export class ObjectGraph {
+  /** Typed events of every step (see {@link DestroyGraphEvents}). */
+  readonly events = new TypedEmitter<DestroyGraphEvents>();
+  readonly #types = new Map<string, TypeInfo>();
+  readonly #objects = new Map<string, Node>();
+  readonly #statics = new Map<string, Node>();
+  #seq = 0;
+  #stamp = 0;
+  #runs = 0;
+  #running = false;
+
+  constructor(options: ObjectGraphOptions = {}) {
+    for (const [name, def] of Object.entries(options.types ?? {})) this.defineType(name, def);
+  }
+
+  // ---------------------------------------------------------------- types and objects
+
+  /** Defines (or redefines) a type. */
+  defineType<V = any>(name: string, definition: TypeDefinition<V>): void {
+    if (typeof name !== 'string' || name === '') {
+      throw new TypeError(`defineType: name must be a non-empty string, got ${String(name)}`);
+    }
+    for (const [prop, kind] of Object.entries(definition.properties ?? {})) {
+      if (kind !== 'persistent' && kind !== 'runtime') {
+        throw new TypeError(
+          `defineType(${name}): property ${prop} must be 'persistent' or 'runtime', got ${String(kind)}`,
+        );
+      }
+    }
+    let parent = definition.extends;
+    const seen = new Set([name]);
+    while (parent !== undefined) {
+      if (seen.has(parent))
+        throw new TypeError(`defineType(${name}): circular extends through ${parent}`);
+      seen.add(parent);
+      parent = this.#types.get(parent)?.def.extends;
+    }
+    this.#types.set(name, { name, def: definition as TypeDefinition });
+  }
+
+  /** Adds an object. */
+  add<V = unknown>(options: AddOptions<V>): GraphObject<V> {
+    const { type } = options;
+    if (typeof type !== 'string' || type === '') {
+      throw new TypeError(`add: type must be a non-empty string, got ${String(type)}`);
+    }
+    const id = options.id ?? `${type}-${this.#seq + 1}`;
+    if (typeof id !== 'string' || id === '')
+      throw new TypeError(`add: id must be a non-empty string, got ${String(id)}`);
+    if (this.#objects.has(id)) throw new TypeError(`add: an object with id ${id} already exists`);
+    const owner = options.owner == null ? null : this.#node(options.owner, 'add: owner');
+    const node = new Node<V>(
+      this,
+      id,
+      type,
+      options.value as V,
+      owner,
+      ++this.#seq,
+      options.destroy,
+    );
+    this.#objects.set(id, node as Node);
+    if (options.root) node.roots++;
+    return node;
+  }
+
+  /** The object with this id. */
+  get(id: string): GraphObject | undefined {
+    return this.#objects.get(id);
+  }
+
+  has(object: GraphObject | string): boolean {
+    const node = typeof object === 'string' ? this.#objects.get(object) : object;
+    return node instanceof Node && node.graph === this && !node.removed;
+  }
+
+  get size(): number {
+    return this.#objects.size;
+  }
+
+  /** Every object, in insertion order. */
+  objects(): IterableIterator<GraphObject> {
+    return this.#objects.values();
+  }
+
+  /**
+   * Sets property `name` of `object` to a reference (or a list, or `null`). Its kind comes from
+   * the type's declaration (inherited ones included); undeclared properties are `runtime`
+   * unless `kind` says otherwise.
+   */
+  set(
+    object: GraphObject,
+    name: string,
+    target: GraphObject | readonly GraphObject[] | null,
+    options: { kind?: ReferenceKind } = {},
+  ): void {
+    const node = this.#node(object, 'set');
+    const declared = this.#declaredKind(node.type, name);
+    if (options.kind !== undefined && declared !== undefined && options.kind !== declared) {
+      throw new TypeError(`set: ${node.type}.${name} is declared ${declared}, not ${options.kind}`);
+    }
+    const kind = declared ?? options.kind ?? 'runtime';
+    if (kind !== 'persistent' && kind !== 'runtime')
+      throw new TypeError(`set: bad kind ${String(kind)}`);
+    if (target === null) {
+      node.props?.delete(name);
+      return;
+    }
+    const list = Array.isArray(target);
+    const targets = (list ? (target as readonly GraphObject[]) : [target as GraphObject]).map((t) =>
+      this.#node(t, `set(${name})`),
+    );
+    (node.props ??= new Map<string, Slot>()).set(name, { kind, list, targets });
+  }
+
+  /** Reads property `name`: an object, a list, or `null`. Readable even on destroyed objects. */
+  read(object: GraphObject, name: string): GraphObject | GraphObject[] | null {
+    const node = this.#node(object, 'read');
+    const slot = node.props?.get(name);
+    if (!slot) return null;
+    const live = slot.targets.filter((t) => !t.removed);
+    return slot.list ? live : (live[0] ?? null);
+  }
+
+  /** Makes `object` a root (counted: each call needs one {@link removeRoot}). */
+  addRoot(object: GraphObject): void {
+    this.#node(object, 'addRoot').roots++;
+  }
+
+  removeRoot(object: GraphObject): void {
+    const node = this.#node(object, 'removeRoot');
+    if (node.roots > 0) node.roots--;
+  }
+
+  /** A static property of a type (a class-level reference): keeps `target` alive. */
+  setStatic(type: string, name: string, target: GraphObject | null): void {
+    const key = `${type}\u0000${name}`;
+    const previous = this.#statics.get(key);
+    if (previous) previous.statics--;
+    this.#statics.delete(key);
+    if (target === null) return;
+    const node = this.#node(target, 'setStatic');
+    node.statics++;
+    this.#statics.set(key, node);
+  }
+
+  /**
+   * Pins `object` as if a stack frame referenced it: `complete` collections keep it while the
+   * pin is held. `await using pin = graph.pin(obj)`.
+   */
+  pin(object: GraphObject): Pin {
+    const node = this.#node(object, 'pin');
+    node.pins++;
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      node.pins--;
+    };
+    return {
+      object: node,
+      release,
+      [Symbol.dispose]: release,
+      [Symbol.asyncDispose]: () => {
+        release();
+        return Promise.resolve();
+      },
+    };
+  }
+
+  // ---------------------------------------------------------------- destruction dependencies
+
+  /**
+   * Makes `subscriber` depend on `publisher`: it is notified (through `handler`, a function or
+   * the name of a handler of its type) before `publisher` is destroyed, and when both are
+   * destroyed together `publisher` goes first. Counted: N calls need N unsubscribes; one
+   * notification whatever the count. Self-subscription is allowed (notification only).
+   */
+  subscribeDestruction(
+    publisher: GraphObject,
+    subscriber: GraphObject,
+    handler?: DestructionHandler | string,
+  ): void {
+    const pub = this.#node(publisher, 'subscribeDestruction: publisher');
+    const sub = this.#node(subscriber, 'subscribeDestruction: subscriber');
+    if (handler !== undefined && typeof handler !== 'function' && typeof handler !== 'string') {
+      throw new TypeError(
+        `subscribeDestruction: handler must be a function or a name, got ${typeof handler}`,
+      );
+    }
+    const existing = pub.subscribers?.get(sub);
+    if (existing) {
+      existing.count++;
+      if (handler !== undefined) existing.handler = handler;
+      return;
+    }
+    const s: Subscription = { publisher: pub, subscriber: sub, count: 1, handler };
+    (pub.subscribers ??= new Map()).set(sub, s);
+    (sub.publishers ??= new Map()).set(pub, s);
+  }
+
+  /**
+   * Removes one subscription of `subscriber` to `publisher`; the dependency goes when there are
+   * as many unsubscribes as subscribes. Extra calls do nothing. `handler`, when given, must be
+   * the subscribed one.
+   */
+  unsubscribeDestruction(
+    publisher: GraphObject,
+    subscriber: GraphObject,
+    handler?: DestructionHandler | string,
+  ): void {
+    const pub = this.#node(publisher, 'unsubscribeDestruction: publisher');
+    const sub = this.#node(subscriber, 'unsubscribeDestruction: subscriber');
+    const s = pub.subscribers?.get(sub);
+    if (!s) return;
+    if (handler !== undefined && s.handler !== handler) {
+      throw new TypeError(
+        `unsubscribeDestruction: ${sub.id} subscribed to ${pub.id} with another handler`,
+      );
+    }
+    if (--s.count > 0) return;
+    unlink(s);
+  }
+
+  /** Number of subscriptions of `subscriber` to `publisher` (0 when none). */
+  subscriptionCount(publisher: GraphObject, subscriber: GraphObject): number {
+    const pub = this.#node(publisher, 'subscriptionCount');
+    const sub = this.#node(subscriber, 'subscriptionCount');
+    return pub.subscribers?.get(sub)?.count ?? 0;
+  }
+
+  /** True while `object` is scheduled for destruction by a running {@link destroy}. */
+  isDoomed(object: GraphObject): boolean {
+    return this.#node(object, 'isDoomed').doomed;
+  }
+
+  /** True once `object` has been destroyed (its methods are then refused by {@link guard}). */
+  isDestroyed(object: GraphObject): boolean {
+    return this.#node(object, 'isDestroyed').destroyed;
+  }
+
+  /**
+   * A view of `object.value` whose methods throw `destroy.destroyed_object` once the object is
+   * destroyed; properties stay readable.
+   */
+  guard<V extends object>(object: GraphObject<V>): V {
+    const node = this.#node(object, 'guard') as Node<V>;
+    if (typeof node.value !== 'object' || node.value === null) {
+      throw new TypeError(`guard: ${node.id} has no object value`);
+    }
+    return new Proxy(node.value, {
+      get: (target, key, receiver) => {
+        const v: unknown = Reflect.get(target, key, receiver);
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (node.destroyed) {
+            throw new DestroyGraphError(
+              'destroy.destroyed_object',
+              `${node.id} (${node.type}) is destroyed: ${String(key)}() refused`,
+              { details: { id: node.id, type: node.type, method: String(key) } },
+            );
+          }
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+      set: (target, key, value) => {
+        if (node.destroyed) {
+          throw new DestroyGraphError(
+            'destroy.destroyed_object',
+            `${node.id} (${node.type}) is destroyed: its properties are read-only`,
+            { details: { id: node.id, type: node.type, property: String(key) } },
+          );
+        }
+        return Reflect.set(target, key, value);
+      },
+    });
+  }
+
+  // ---------------------------------------------------------------- collection and planning
+
+  /**
+   * Objects (live, not doomed) unreachable from the roots and statics — through persistent
+   * references only, or through every reference with pins as extra roots — in insertion order.
+   * Destroyed objects found unreachable are dropped from the graph on the way.
+   */
+  collect(options: CollectOptions = {}): GraphObject[] {
+    const scope = options.scope ?? 'complete';
+    if (scope !== 'persistent' && scope !== 'complete') {
+      throw new TypeError(
+        `collect: scope must be 'persistent' or 'complete', got ${String(scope)}`,
+      );
+    }
+    const mark = this.#mark(scope === 'complete');
+    const out: GraphObject[] = [];
+    const unreachableDestroyed: Node[] = [];
+    for (const node of this.#objects.values()) {
+      if (node.mark === mark) continue;
+      if (node.destroyed) unreachableDestroyed.push(node);
+      else if (!node.doomed) out.push(node);
+    }
+    if (unreachableDestroyed.length > 0) {
+      // Destroyed objects leave the graph once nothing at all reaches them.
+      const complete = scope === 'complete' ? mark : this.#mark(true);
+      this.#drop(unreachableDestroyed.filter((n) => n.mark !== complete));
+    }
+    return out;
+  }
+
+  /**
+   * Orders the destruction of `objects` (handles or ids; destroyed objects are skipped) in O(V+E):
+   * owned objects before their owners, dependencies before their dependents, cycles reported.
+   */
+  plan(objects: Iterable<GraphObject | string>): DestructionPlan {
+    const nodes: Node[] = [];
+    for (const o of objects) {
+      const node = this.#node(o, 'plan');
+      if (!node.destroyed) nodes.push(node);
+    }
+    return planNodes(this, nodes, ++this.#stamp);
+  }
+
+  /** Collects (`scope`) and plans in one call. */
+  planCollection(options: CollectOptions = {}): DestructionPlan {
+    return this.plan(this.collect(options));
+  }
+
+  // ---------------------------------------------------------------- the run
+
+  /**
+   * Runs a plan in two steps. Step 1, notify: for groups in reverse order, every subscriber of a
+   * doomed publisher has its handler called once (in parallel within a group). Step 2, destroy:
+   * for groups in direct order, every object's destroy functions run (in parallel within a
+   * group, at most `concurrency` at once), then it is marked destroyed. Afterwards destroyed
+   * objects reachable again stay, marked destroyed; the others leave the graph.
+   *
+   * Resolves with a report (also when stopped by a failure or aborted mid-run; it rejects only
+   * when `signal` is aborted before the start). Run the same plan again to resume.
+   */
+  async destroy(
+    plan: DestructionPlan | PlanJSON,
+    options: DestroyOptions = {},
+  ): Promise<DestroyReport> {
+    const concurrency = options.concurrency ?? 16;
+    if (!(Number.isInteger(concurrency) && concurrency >= 1) && concurrency !== Infinity) {
+      throw new TypeError(
+        `destroy: concurrency must be an integer >= 1, got ${String(concurrency)}`,
+      );
+    }
+    const policy = options.policy ?? 'stop';
+    if (policy !== 'stop' && policy !== 'continue') {
+      throw new TypeError(`destroy: policy must be 'stop' or 'continue', got ${String(policy)}`);
+    }
+    const { timeoutMs, signal } = options;
+    if (timeoutMs !== undefined && !(timeoutMs >= 0)) {
+      throw new TypeError(`destroy: timeoutMs must be >= 0, got ${String(timeoutMs)}`);
+    }
+    throwIfAborted(signal);
+    const groups = this.#resolvePlan(plan);
+    if (this.#running) {
+      throw new DestroyGraphError(
+        'destroy.busy',
+        'another destroy run is in progress on this graph',
+      );
+    }
+    this.#running = true;
+    const runId = ++this.#runs;
+    const report: DestroyReport = {
+      runId,
+      status: 'completed',
+      destroyed: [],
+      failed: [],
+      pending: [],
+      resurrected: [],
+      dropped: [],
+    };
+    const ev = this.events;
+    const todo = groups.map((g) => g.filter((n) => !n.destroyed && !n.removed));
+    const all = todo.flat();
+    try {
+      for (const n of all) n.doomed = true;
+      ev.emit('destroy:started', { runId, objects: all.length, groups: todo.length });
+      todo.forEach((g, group) => {
+        for (const n of g) ev.emit('destroy:scheduled', { runId, id: n.id, type: n.type, group });
+      });
+      let stop = false;
+      // Step 1: notify, groups in reverse order.
+      for (let group = todo.length - 1; group >= 0 && !stop; group--) {
+        const tasks: Array<() => Promise<void>> = [];
+        for (const pub of todo[group]!) {
+          if (!pub.subscribers) continue;
+          for (const s of [...pub.subscribers.values()]) {
+            const sub = s.subscriber;
+            if (sub.removed || sub.destroyed || s.count <= 0) continue;
+            const handler = this.#handler(s);
+            if (!handler) continue;
+            tasks.push(async () => {
+              const outcome = await this.#call(
+                (sig) => handler(pub, { subscriber: sub, signal: sig, graph: this, group }),
+                signal,
+                timeoutMs,
+              );
+              if (outcome === 'ok') {
+                ev.emit('destroy:notified', { runId, id: pub.id, subscriber: sub.id, group });
+              } else if (outcome !== 'aborted') {
+                const failure: RunFailure = {
+                  id: pub.id,
+                  step: 'notify',
+                  subscriber: sub.id,
+                  timedOut: outcome.timedOut,
+                  error: serializeError(outcome.error),
+                };
+                report.failed.push(failure);
+                ev.emit('destroy:failed', { runId, type: pub.type, group, ...failure });
+                if (policy === 'stop') stop = true;
+              }
+            });
+          }
+        }
+        await pool(tasks, concurrency, signal);
+        if (signal?.aborted) stop = true;
+      }
+      // Step 2: destroy, groups in direct order.
+      for (let group = 0; group < todo.length && !stop; group++) {
+        const tasks = todo[group]!.filter((n) => !n.destroyed && !n.removed).map(
+          (n) => async () => {
+            const fns = this.#destroyFns(n);
+            const started = Date.now();
+            ev.emit('destroy:destroying', { runId, id: n.id, type: n.type, group });
+            const outcome = await this.#call(
+              async (sig) => {
+                for (const fn of fns) await fn(n, { signal: sig, graph: this, group });
+              },
+              signal,
+              timeoutMs,
+            );
+            if (outcome === 'ok') {
+              n.destroyed = true;
+              report.destroyed.push(n.id);
+              ev.emit('destroy:destroyed', {
+                runId,
+                id: n.id,
+                type: n.type,
+                group,
+                durationMs: Date.now() - started,
+              });
+            } else if (outcome !== 'aborted') {
+              const failure: RunFailure = {
+                id: n.id,
+                step: 'destroy',
+                timedOut: outcome.timedOut,
+                error: serializeError(outcome.error),
+              };
+              report.failed.push(failure);
+              ev.emit('destroy:failed', { runId, type: n.type, group, ...failure });
+              if (policy === 'stop') stop = true;
+            }
+          },
+        );
+        await pool(tasks, concurrency, signal);
+        if (signal?.aborted) stop = true;
+      }
+      report.status = signal?.aborted ? 'aborted' : stop ? 'stopped' : 'completed';
+    } finally {
+      for (const n of all) n.doomed = false;
+      this.#running = false;
+    }
+    // Keep what is reachable again; drop the rest.
+    const mark = this.#mark(true);
+    const drop: Node[] = [];
+    for (const n of all) {
+      if (!n.destroyed) {
+        report.pending.push(n.id);
+      } else if (n.mark === mark) {
+        report.resurrected.push(n.id);
+        ev.emit('destroy:resurrected', { runId, id: n.id, type: n.type });
+      } else {
+        drop.push(n);
+      }
+    }
+    report.dropped = this.#drop(drop);
+    ev.emit('destroy:finished', {
+      runId,
+      status: report.status,
+      destroyed: report.destroyed.length,
+      failed: report.failed.length,
+      pending: report.pending.length,
+      resurrected: report.resurrected.length,
+    });
+    return report;
+  }
+
+  /** Collects, plans and destroys in one call. */
+  async gc(options: CollectOptions & DestroyOptions = {}): Promise<DestroyReport> {
+    return this.destroy(this.planCollection(options), options);
+  }
+
+  async #call(
+    fn: (signal: AbortSignal) => unknown,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+  ): Promise<'ok' | 'aborted' | { error: unknown; timedOut: boolean }> {
+    if (signal?.aborted) return 'aborted';
+    using scope = scopedSignal({
+      signal,
+      timeoutMs,
+      onTimeout: () =>
+        new DestroyGraphError('destroy.timeout', `timed out after ${String(timeoutMs)} ms`, {
+          details: { timeoutMs: timeoutMs ?? null },
+        }),
+    });
+    try {
+      await raceAbort(
+        Promise.resolve().then(() => fn(scope.signal)),
+        scope.signal,
+      );
+      return 'ok';
+    } catch (error) {
+      if (scope.timedOut) return { error, timedOut: true };
+      if (signal?.aborted) return 'aborted';
+      return { error, timedOut: false };
+    }
+  }
+
+  #handler(s: Subscription): DestructionHandler | undefined {
+    const h = s.handler;
+    if (typeof h === 'function') return h;
+    if (h === undefined) return undefined;
+    for (const t of this.#chain(s.subscriber.type)) {
+      const found = t.def.handlers?.[h];
+      if (found) return found;
+    }
+    return () => {
+      throw new TypeError(`no handler named ${h} on type ${s.subscriber.type} (or its parents)`);
+    };
+  }
+
+  #destroyFns(n: Node): DestroyFn[] {
+    const fns: DestroyFn[] = [];
+    for (const t of this.#chain(n.type)) if (t.def.destroy) fns.push(t.def.destroy);
+    if (n.destroyFn) fns.push(n.destroyFn);
+    return fns;
+  }
+
+  *#chain(type: string): Generator<TypeInfo> {
+    let t = this.#types.get(type);
+    while (t) {
+      yield t;
+      t = t.def.extends === undefined ? undefined : this.#types.get(t.def.extends);
+    }
+  }
+
+  #declaredKind(type: string, prop: string): ReferenceKind | undefined {
+    for (const t of this.#chain(type)) {
+      const kind = t.def.properties?.[prop];
+      if (kind) return kind;
+    }
+    return undefined;
+  }
+
+  #resolvePlan(plan: DestructionPlan | PlanJSON): Node[][] {
+    if (plan instanceof DestructionPlan) {
+      if (plan.graph !== this) throw new TypeError('destroy: the plan belongs to another graph');
+      return plan.groups as Node[][];
+    }
+    if (plan?.format !== 'rigging.destroy-plan' || !Array.isArray(plan.groups)) {
+      throw new TypeError('destroy: expected a DestructionPlan or its JSON');
+    }
+    return plan.groups.map((g) =>
+      g.objects.map((o) => this.#objects.get(o.id)).filter((n): n is Node => n !== undefined),
+    );
+  }
+
+  /** Marks everything reachable; returns the stamp. Iterative. */
+  #mark(complete: boolean): number {
+    const stamp = ++this.#stamp;
+    const stack: Node[] = [];
+    const visit = (n: Node) => {
+      if (n.mark !== stamp && !n.removed) {
+        n.mark = stamp;
+        stack.push(n);
+      }
+    };
+    for (const n of this.#objects.values()) {
+      if (n.roots > 0 || n.statics > 0 || (complete && n.pins > 0)) visit(n);
+    }
+    while (stack.length > 0) {
+      const n = stack.pop()!;
+      if (!n.props) continue;
+      for (const slot of n.props.values()) {
+        if (!complete && slot.kind !== 'persistent') continue;
+        for (const t of slot.targets) visit(t);
+      }
+    }
+    return stamp;
+  }
+
+  #drop(nodes: Node[]): string[] {
+    if (nodes.length === 0) return [];
+    for (const n of nodes) {
+      n.removed = true;
+      this.#objects.delete(n.id);
+    }
+    for (const n of nodes) {
+      for (const s of [...(n.subscribers?.values() ?? []), ...(n.publishers?.values() ?? [])])
+        unlink(s);
+      this.events.emit('object:dropped', { id: n.id, type: n.type });
+    }
+    for (const n of this.#objects.values()) {
+      if (n.owner?.removed) n.owner = null;
+    }
+    return nodes.map((n) => n.id);
+  }
+
+  #node(object: GraphObject | string, what: string): Node {
+    const node = typeof object === 'string' ? this.#objects.get(object) : object;
+    if (!(node instanceof Node) || node.graph !== this || node.removed) {
+      const id = typeof object === 'string' ? object : (object as GraphObject | undefined)?.id;
+      throw new DestroyGraphError(
+        'destroy.unknown_object',
+        `${what}: ${String(id)} is not in this graph`,
+        {
+          details: { id: id ?? null },
+        },
+      );
+    }
+    return node;
+  }
+
+  // ---------------------------------------------------------------- explain
+
+  /** Why `object` is or is not going to be destroyed, and what orders its destruction. */
+  explain(object: GraphObject): Explanation {
+    const node = this.#node(object, 'explain');
+    const persistent = this.#mark(false);
+    const persistentlyReachable = node.mark === persistent;
+    const { reachable, path } = this.#pathTo(node);
+    const referencedBy: Explanation['referencedBy'] = [];
+    const after: Explanation['after'] = [];
+    for (const n of this.#objects.values()) {
+      if (n.owner === node) after.push({ id: n.id, reason: 'owns' });
+      if (!n.props) continue;
+      for (const [property, slot] of n.props) {
+        if (slot.targets.includes(node)) referencedBy.push({ id: n.id, property, kind: slot.kind });
+      }
+    }
+    for (const pub of node.publishers?.keys() ?? [])
+      if (pub !== node) after.push({ id: pub.id, reason: 'depends on' });
+    const before: Explanation['before'] = [];
+    if (node.owner) before.push({ id: node.owner.id, reason: 'owned by' });
+    for (const sub of node.subscribers?.keys() ?? [])
+      if (sub !== node) before.push({ id: sub.id, reason: 'dependency of' });
+    const state = node.destroyed ? 'destroyed' : node.doomed ? 'doomed' : 'live';
+    const collectedBy: Explanation['collectedBy'] = [];
+    if (state === 'live') {
+      if (!persistentlyReachable) collectedBy.push('persistent');
+      if (!reachable) collectedBy.push('complete');
+    }
+    const parts: string[] = [];
+    const name = `${node.id} (${node.type})`;
+    if (state === 'destroyed')
+      parts.push(`${name} is destroyed${reachable ? ' and kept: it is reachable again' : ''}.`);
+    else if (state === 'doomed') parts.push(`${name} is being destroyed by a running plan.`);
+    else if (!reachable) parts.push(`${name} is unreachable: any collection destroys it.`);
+    else if (!persistentlyReachable) {
+      parts.push(
+        `${name} is kept by runtime references or pins only (${path?.join(' -> ')}): a persistent collection destroys it.`,
+      );
+    } else
+      parts.push(
+        `${name} is kept alive by ${path && path.length > 1 ? path.join(' -> ') : 'being a root'}.`,
+      );
+    if (after.length > 0)
+      parts.push(`It goes after ${after.map((a) => `${a.id} (${a.reason} it)`).join(', ')}.`);
+    if (before.length > 0)
+      parts.push(`It goes before ${before.map((b) => `${b.id} (${b.reason} it)`).join(', ')}.`);
+    return {
+      id: node.id,
+      type: node.type,
+      state,
+      root: node.roots > 0,
+      static: node.statics > 0,
+      pins: node.pins,
+      persistentlyReachable,
+      reachable,
+      path,
+      referencedBy,
+      collectedBy,
+      after,
+      before,
+      text: parts.join(' '),
+    };
+  }
+
+  #pathTo(target: Node): { reachable: boolean; path: string[] | null } {
+    const parent = new Map<Node, Node | null>();
+    const queue: Node[] = [];
+    for (const n of this.#objects.values()) {
+      if (n.roots > 0 || n.statics > 0 || n.pins > 0) {
+        parent.set(n, null);
+        queue.push(n);
+      }
+    }
+    for (let i = 0; i < queue.length && !parent.has(target); i++) {
+      const n = queue[i]!;
+      for (const slot of n.props?.values() ?? []) {
+        for (const t of slot.targets) {
+          if (t.removed || parent.has(t)) continue;
+          parent.set(t, n);
+          queue.push(t);
+        }
+      }
+    }
+    if (!parent.has(target)) return { reachable: false, path: null };
+    const path: string[] = [];
+    for (let n: Node | null | undefined = target; n; n = parent.get(n)) path.push(n.id);
+    return { reachable: true, path: path.reverse() };
+  }
+
+  // ---------------------------------------------------------------- serialization
+
+  /** The graph as JSON: objects (with the destroyed flag), references, roots, statics, subscriptions. */
+  serialize(): GraphSnapshot {
+    const objects: GraphSnapshot['objects'] = [];
+    const roots: string[] = [];
+    const subscriptions: GraphSnapshot['subscriptions'] = [];
+    for (const n of this.#objects.values()) {
+      const o: GraphSnapshot['objects'][number] = { id: n.id, type: n.type };
+      if (n.owner) o.owner = n.owner.id;
+      if (n.value !== undefined) {
+        let toJSON: ((v: unknown) => Json) | undefined;
+        for (const t of this.#chain(n.type)) {
+          if (t.def.toJSON) {
+            toJSON = t.def.toJSON;
+            break;
+          }
+        }
+        const json = toJSON ? toJSON(n.value) : n.value;
+        const why = explainNotJson(json);
+        if (why !== undefined) {
+          throw new TypeError(
+            `serialize: the value of ${n.id} is not JSON (${why}); give its type a toJSON`,
+          );
+        }
+        o.value = json as Json;
+      }
+      if (n.destroyed) o.destroyed = true;
+      if (n.props && n.props.size > 0) {
+        o.props = {};
+        for (const [name, slot] of n.props) {
+          const ids = slot.targets.filter((t) => !t.removed).map((t) => t.id);
+          o.props[name] = { kind: slot.kind, to: slot.list ? ids : (ids[0] ?? null) };
+        }
+      }
+      objects.push(o);
+      for (let i = 0; i < n.roots; i++) roots.push(n.id);
+      for (const s of n.subscribers?.values() ?? []) {
+        const entry: GraphSnapshot['subscriptions'][number] = {
+          publisher: n.id,
+          subscriber: s.subscriber.id,
+          count: s.count,
+        };
+        if (typeof s.handler === 'string') entry.handler = s.handler;
+        subscriptions.push(entry);
+      }
+    }
+    const statics: GraphSnapshot['statics'] = [];
+    for (const [key, n] of this.#statics) {
+      const [type, name] = key.split('\u0000') as [string, string];
+      statics.push({ type, name, to: n.id });
+    }
+    return { format: 'rigging.destroy-graph', version: 1, objects, roots, statics, subscriptions };
+  }
+
+  /**
+   * Rebuilds a graph from {@link serialize}'s JSON; destroyed objects stay destroyed. Function
+   * handlers are not serialized: subscribe with handler names to keep them.
+   */
+  static deserialize(snapshot: GraphSnapshot, options: ObjectGraphOptions = {}): ObjectGraph {
+    const invalid = (why: string) =>
+      new DestroyGraphError('destroy.invalid_snapshot', `invalid graph snapshot: ${why}`);
+    if (snapshot?.format !== 'rigging.destroy-graph' || snapshot.version !== 1) {
+      throw invalid('expected format rigging.destroy-graph, version 1');
+    }
+    const graph = new ObjectGraph(options);
+    const byId = new Map<string, GraphSnapshot['objects'][number]>();
+    for (const o of snapshot.objects) {
+      if (typeof o?.id !== 'string' || typeof o.type !== 'string')
+        throw invalid('an object lacks id or type');
+      if (byId.has(o.id)) throw invalid(`duplicate id ${o.id}`);
+      byId.set(o.id, o);
+    }
+    // Owners first, without recursion: add in an order where every owner precedes its objects.
+    const added = new Set<string>();
+    for (const o of snapshot.objects) {
+      const chain: Array<GraphSnapshot['objects'][number]> = [];
+      let cur: GraphSnapshot['objects'][number] | undefined = o;
+      while (cur && !added.has(cur.id)) {
+        if (chain.includes(cur)) throw invalid(`ownership cycle through ${cur.id}`);
+        chain.push(cur);
+        if (cur.owner === undefined) break;
+        const next = byId.get(cur.owner);
+        if (!next) throw invalid(`owner ${cur.owner} of ${cur.id} is missing`);
+        cur = next;
+      }
+      for (let i = chain.length - 1; i >= 0; i--) {
+        const x = chain[i]!;
+        let fromJSON: ((j: Json) => unknown) | undefined;
+        for (const t of graph.#chain(x.type)) {
+          if (t.def.fromJSON) {
+            fromJSON = t.def.fromJSON;
+            break;
+          }
+        }
+        const value = x.value === undefined ? undefined : fromJSON ? fromJSON(x.value) : x.value;
+        const node = graph.add({ id: x.id, type: x.type, owner: x.owner ?? null, value }) as Node;
+        if (x.destroyed) node.destroyed = true;
+        added.add(x.id);
+      }
+    }
+    const need = (id: string, what: string): Node => {
+      const n = graph.#objects.get(id);
+      if (!n) throw invalid(`${what} refers to missing object ${id}`);
+      return n;
+    };
+    for (const o of snapshot.objects) {
+      const node = need(o.id, 'object');
+      for (const [name, p] of Object.entries(o.props ?? {})) {
+        if (p.kind !== 'persistent' && p.kind !== 'runtime')
+          throw invalid(`${o.id}.${name} has kind ${String(p.kind)}`);
+        if (p.to === null) continue;
+        const list = Array.isArray(p.to);
+        const targets = (list ? (p.to as string[]) : [p.to as string]).map((id) =>
+          need(id, `${o.id}.${name}`),
+        );
+        (node.props ??= new Map()).set(name, { kind: p.kind, list, targets });
+      }
+    }
+    for (const id of snapshot.roots ?? []) need(id, 'roots').roots++;
+    for (const s of snapshot.statics ?? []) graph.setStatic(s.type, s.name, need(s.to, 'statics'));
+    for (const s of snapshot.subscriptions ?? []) {
+      const pub = need(s.publisher, 'subscription');
+      const sub = need(s.subscriber, 'subscription');
+      if (!(Number.isInteger(s.count) && s.count >= 1))
+        throw invalid(`subscription count ${String(s.count)}`);
+      graph.subscribeDestruction(pub, sub, s.handler);
+      pub.subscribers!.get(sub)!.count = s.count;
+    }
+    return graph;
+  }
+}
+
+function unlink(s: Subscription): void {
+  s.count = 0;
+  s.publisher.subscribers?.delete(s.subscriber);
+  s.subscriber.publishers?.delete(s.publisher);
+}
+
+/** Runs `tasks` with at most `limit` at once; stops starting new ones once `signal` aborts. */
+async function pool(
+  tasks: Array<() => Promise<void>>,
+  limit: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length && !signal?.aborted) {
+      const task = tasks[next++]!;
+      await task();
+    }
+  };
+  const workers: Array<Promise<void>> = [];
+  for (let i = 0; i < Math.min(limit, tasks.length); i++) workers.push(worker());
+  await Promise.all(workers);
+}
+
+/**
+ * Objects present in a stored snapshot and missing from the incoming graph (the "offline"
+ * removals), in snapshot order.
+ */
+export function diff(
+  snapshot: GraphSnapshot,
+  incoming: GraphSnapshot | Iterable<string>,
+): string[] {
+  const present = new Set<string>();
+  if (isSnapshot(incoming)) for (const o of incoming.objects) present.add(o.id);
+  else for (const id of incoming) present.add(id);
+  return snapshot.objects.filter((o) => !present.has(o.id)).map((o) => o.id);
+}
+
+function isSnapshot(x: unknown): x is GraphSnapshot {
+  return (
+    typeof x === 'object' && x !== null && (x as GraphSnapshot).format === 'rigging.destroy-graph'
+  );
+}
