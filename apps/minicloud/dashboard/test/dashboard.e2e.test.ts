@@ -1,0 +1,268 @@
+/**
+ * Browser tests: the built dashboard in real headless Chromium (Debian's /usr/bin/chromium,
+ * driven by playwright-core) against the fixture server's scripted story.
+ * Screenshots go to apps/minicloud/test-artifacts/.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { build } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFixtureServer, type FixtureServer } from './fixture-server.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const dashboardDir = fileURLToPath(new URL('..', import.meta.url));
+const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium) {
+  if (process.env.CI === 'true') throw new Error(`chromium not found at ${CHROMIUM}`);
+  console.warn(`skipping dashboard browser tests: no chromium at ${CHROMIUM}`);
+}
+
+/**
+ * Runs in the page before any script: records every state a flow, task, queue row or plan
+ * object shows, in order, so transient states (reverting, blocked, destroying) can be asserted
+ * without racing the story.
+ */
+function recordStates(): void {
+  const w = window as unknown as { __seen: string[]; __destroyed: string[] };
+  w.__seen = [];
+  w.__destroyed = [];
+  const seen = new Set<string>();
+  const scan = () => {
+    for (const el of document.querySelectorAll<HTMLElement>('[data-testid][data-state]')) {
+      const id = el.dataset.flow ?? el.dataset.task ?? el.dataset.key ?? el.dataset.id ?? '';
+      const entry = `${el.dataset.testid}:${id}:${el.dataset.state}`;
+      if (!seen.has(entry)) {
+        seen.add(entry);
+        w.__seen.push(entry);
+        if (el.dataset.testid === 'plan-object' && el.dataset.state === 'destroyed') {
+          w.__destroyed.push(id);
+        }
+      }
+    }
+  };
+  new MutationObserver(scan).observe(document, {
+    subtree: true,
+    childList: true,
+    attributes: true,
+    attributeFilter: ['data-state'],
+  });
+}
+
+const seen = (page: Page) =>
+  page.evaluate(() => (window as unknown as { __seen: string[] }).__seen);
+
+describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
+  let fixture: FixtureServer;
+  let context: BrowserContext;
+  let profile: string;
+  let page: Page;
+  const requests: string[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    await build({ configFile: join(dashboardDir, 'vite.config.ts'), logLevel: 'warn' });
+    await mkdir(artifacts, { recursive: true });
+    fixture = await startFixtureServer({ stepMs: 150, autoStart: 'manual' });
+    profile = await mkdtemp(join(tmpdir(), 'minicloud-chromium-'));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+      viewport: { width: 1280, height: 900 },
+    });
+    context.on('request', (r) => requests.push(r.url()));
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    await page.addInitScript(recordStates);
+  }, 180_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await fixture?.close();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  it('serves the built files with correct content types', async () => {
+    const index = await fetch(`${fixture.url}/`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toMatch(/^text\/html/);
+    const html = await index.text();
+    const script = /src="\.\/(assets\/[^"]+\.js)"/.exec(html)?.[1];
+    const style = /href="\.\/(assets\/[^"]+\.css)"/.exec(html)?.[1];
+    expect(script && style).toBeTruthy();
+    const js = await fetch(`${fixture.url}/${script}`);
+    expect(js.headers.get('content-type')).toMatch(/^text\/javascript/);
+    const css = await fetch(`${fixture.url}/${style}`);
+    expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+    expect((await fetch(`${fixture.url}/../../package.json`)).status).toBe(404);
+    expect((await fetch(`${fixture.url}/assets/%2e%2e/%2e%2e/serve.ts`)).status).toBe(404);
+  });
+
+  it('shows the tree, a flow reverting, a queue turning blocked and the teardown order, live', async () => {
+    await page.goto(fixture.url);
+    await page.locator('[data-testid=connection][data-state=live]').waitFor({ timeout: 20_000 });
+    // Before the story: the old tree, all VGPU on the root.
+    await expect
+      .poll(() => page.locator('[data-testid=provider-tree] [data-testid=provider]').count())
+      .toBe(1);
+    fixture.start();
+
+    // Reshape: the tree now has node-1 and one child per GPU, and a before/after view.
+    const tree = page.getByTestId('provider-tree');
+    await tree.locator('[data-name="node-1_pci_0000_83_00_0"]').waitFor({ timeout: 20_000 });
+    await expect.poll(() => tree.getByTestId('provider').count()).toBe(5);
+    await expect
+      .poll(() => page.getByTestId('reshape-before').getByTestId('provider').count())
+      .toBe(1);
+    await expect
+      .poll(() => page.getByTestId('reshape-after').getByTestId('provider').count())
+      .toBe(5);
+    expect(await tree.locator('[data-rc=VGPU] [role=meter]').count()).toBe(4);
+
+    // The failing flow reverts, and ends reverted with the failure that caused it.
+    const flow2 = page.locator('[data-testid=flow][data-flow=flow-2]');
+    await flow2.and(page.locator('[data-state=reverted]')).waitFor({ timeout: 30_000 });
+    await expect
+      .poll(() => flow2.getByTestId('flow-failure').textContent())
+      .toContain('app-config');
+    const flowStates = await seen(page);
+    expect(flowStates).toContain('flow:flow-2:running');
+    expect(flowStates).toContain('flow:flow-2:reverting');
+    expect(flowStates).toContain('task:vm-1:reverting');
+    // The succeeding flow retried vm-2 and ended succeeded.
+    await page.locator('[data-testid=flow][data-flow=flow-1][data-state=succeeded]').waitFor();
+
+    // ctr-2 turns blocked with its later ops still pending and its failure shown.
+    const ctr2 = page.locator('[data-testid=queue-row][data-key=ctr-2]');
+    await ctr2.and(page.locator('[data-status=blocked]')).waitFor({ timeout: 30_000 });
+    await expect
+      .poll(() => ctr2.getByTestId('queue-pending').locator('li').allTextContents())
+      .toEqual(['start ctr-2-op2', 'stop ctr-2-op3']);
+    await expect.poll(() => ctr2.getByTestId('queue-failure').textContent()).toContain('not found');
+    expect(await seen(page)).toContain('queue-row:ctr-2:create-in-progress');
+    // Other keys carried on.
+    await page.locator('[data-testid=queue-row][data-key=ctr-3][data-status=idle]').waitFor();
+
+    // Teardown plan: VMs first, network last, then everything destroyed in that order.
+    const groups = page.getByTestId('plan-group');
+    await groups.first().waitFor({ timeout: 30_000 });
+    const order = await groups.evaluateAll((els) =>
+      els.map((g) =>
+        [...g.querySelectorAll<HTMLElement>('[data-testid=plan-object]')].map((o) => o.dataset.id),
+      ),
+    );
+    expect(order).toEqual([
+      ['vm-1', 'vm-2', 'vm-3'],
+      ['vol-1', 'vol-2', 'sg-web', 'sg-db'],
+      ['net-1'],
+    ]);
+    await expect.poll(() => page.getByTestId('plan-cycles').textContent()).toContain('sg-web');
+    await page
+      .locator('[data-testid=plan-object][data-id=net-1][data-state=destroyed]')
+      .waitFor({ timeout: 30_000 });
+    const destroyed = await page.evaluate(
+      () => (window as unknown as { __destroyed: string[] }).__destroyed,
+    );
+    expect(destroyed.indexOf('net-1')).toBe(destroyed.length - 1);
+    for (const vm of ['vm-1', 'vm-2', 'vm-3']) {
+      expect(destroyed.indexOf(vm)).toBeGreaterThanOrEqual(0);
+      expect(destroyed.indexOf(vm)).toBeLessThan(destroyed.indexOf('vol-1'));
+    }
+    await fixture.finished;
+    await page.screenshot({ path: join(artifacts, 'dashboard-1280.png'), fullPage: true });
+  }, 120_000);
+
+  it('resumes the blocked key from the keyboard, with visible focus, and it drains', async () => {
+    const ctr2 = page.locator('[data-testid=queue-row][data-key=ctr-2]');
+    await ctr2.and(page.locator('[data-status=blocked]')).waitFor();
+    // Reach the Resume button with Tab only.
+    await page.locator('body').focus();
+    let reached = false;
+    for (let i = 0; i < 80 && !reached; i++) {
+      await page.keyboard.press('Tab');
+      reached = await page.evaluate(
+        () => (document.activeElement as HTMLElement | null)?.dataset.testid === 'resume-ctr-2',
+      );
+    }
+    expect(reached).toBe(true);
+    const outline = await page.evaluate(() => {
+      const s = getComputedStyle(document.activeElement!);
+      return { style: s.outlineStyle, width: parseFloat(s.outlineWidth) };
+    });
+    expect(outline.style).not.toBe('none');
+    expect(outline.width).toBeGreaterThanOrEqual(2);
+    // The discard button is the next tab stop.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => (document.activeElement as HTMLElement).dataset.testid)).toBe(
+      'discard-ctr-2',
+    );
+    await page.keyboard.press('Shift+Tab');
+    await ctr2.screenshot({ path: join(artifacts, 'dashboard-focus.png') });
+
+    await page.keyboard.press('Enter');
+    await ctr2.and(page.locator('[data-status=idle]')).waitFor({ timeout: 20_000 });
+    await expect.poll(() => ctr2.getByTestId('queue-pending').count()).toBe(0);
+    expect(await ctr2.getByRole('button').count()).toBe(0);
+    const states = await seen(page);
+    expect(states).toContain('queue-row:ctr-2:start-in-progress');
+    expect(states).toContain('queue-row:ctr-2:stop-in-progress');
+    // The status change was announced in the live region.
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('ctr-2');
+    expect(await page.getByRole('status').getAttribute('aria-live')).toBe('polite');
+    // A second resume is refused (not blocked any more).
+    const again = await fetch(`${fixture.url}/api/queues/ctr-2/resume`, { method: 'POST' });
+    expect(again.status).toBe(409);
+  }, 60_000);
+
+  it('has landmarks and a heading per view', async () => {
+    expect(await page.getByRole('banner').count()).toBe(1);
+    expect(await page.getByRole('main').count()).toBe(1);
+    expect(await page.getByRole('navigation').count()).toBe(1);
+    for (const name of ['Provider tree', 'Queues', 'Flows', 'Destruction plan', 'Package cache']) {
+      expect(await page.getByRole('heading', { level: 2, name, exact: true }).count()).toBe(1);
+      expect(await page.getByRole('region', { name, exact: true }).count()).toBe(1);
+    }
+  });
+
+  it('lays out at 390px without horizontal scrolling', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    await phone.goto(fixture.url);
+    await phone
+      .locator('[data-testid=plan-object][data-id=net-1][data-state=destroyed]')
+      .waitFor({ timeout: 20_000 });
+    const overflow = await phone.evaluate(
+      () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    );
+    expect(overflow).toBeLessThanOrEqual(0);
+    // Views stack in one column.
+    const queues = await phone.getByTestId('view-queues').boundingBox();
+    const flows = await phone.getByTestId('view-flows').boundingBox();
+    expect(queues && flows).toBeTruthy();
+    expect(flows!.y).toBeGreaterThanOrEqual(queues!.y + queues!.height);
+    expect(queues!.width).toBeLessThanOrEqual(390);
+    await phone.screenshot({ path: join(artifacts, 'dashboard-390.png'), fullPage: true });
+    await phone.close();
+  }, 60_000);
+
+  it('loaded nothing from the network but the loopback server, and threw no errors', () => {
+    expect(requests.length).toBeGreaterThan(0);
+    expect(requests.filter((u) => !u.startsWith(fixture.url) && !u.startsWith('data:'))).toEqual(
+      [],
+    );
+    expect(pageErrors).toEqual([]);
+  });
+});
