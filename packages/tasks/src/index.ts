@@ -1,1 +1,33 @@
-export {};
+export { task } from './task.js';
+export type { Task, TaskSpec, TaskContext, RevertArgs, Provides } from './task.js';
+export { linearFlow, unorderedFlow, graphFlow, link, validateFlow } from './flow.js';
+export type { Flow, FlowOptions, Link, Node, FlowOf, InputsOf, OutputsOf } from './flow.js';
+export { Engine } from './engine.js';
+export type {
+  EngineOptions,
+  EngineEvents,
+  TaskStateEvent,
+  FlowStateEvent,
+  RunOptions,
+  ResumeOptions,
+  MigrateHook,
+  MigrateDecision,
+  Incompatibility,
+} from './engine.js';
+export { times, alternatives, revertAll } from './retry.js';
+export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';
+export { memoryLog } from './log.js';
+export type {
+  TaskLog,
+  TaskState,
+  FlowState,
+  FlowRecord,
+  FlowDefinition,
+  LogEntry,
+  FlowSummary,
+} from './log.js';
+export { TasksError, FlowFailed } from './errors.js';
+export type { TasksErrorCode, TaskFailure, RevertOutcome } from './errors.js';
+export { timingListener, otelListener } from './listeners.js';
+export type { TimingListener, TaskTiming, OtelListenerOptions } from './listeners.js';
+export { REDACTED } from './secrets.js';

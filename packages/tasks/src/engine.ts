@@ -1,0 +1,969 @@
+import { randomUUID } from 'node:crypto';
+import {
+  deferred,
+  explainNotJson,
+  serializeError,
+  silentLogger,
+  systemClock,
+  TypedEmitter,
+  type Clock,
+  type Json,
+  type JsonObject,
+  type Lease,
+  type LockProvider,
+  type Logger,
+} from '@rigging/core';
+import { FlowFailed, TasksError, type RevertOutcome, type TaskFailure } from './errors.js';
+import { compile, MinHeap, validateFlow, type CompiledFlow, type Flow, type Node } from './flow.js';
+import {
+  memoryLog,
+  notFound,
+  type FlowDefinition,
+  type FlowState,
+  type FlowSummary,
+  type LogEntry,
+  type TaskLog,
+  type TaskState,
+} from './log.js';
+import { checkKey, protect, REDACTED, reveal } from './secrets.js';
+import type { Task, TaskContext } from './task.js';
+
+/** Payload of `task:state`. */
+export interface TaskStateEvent {
+  flowId: string;
+  /** The flow's name. */
+  flow: string;
+  task: string;
+  state: TaskState;
+  attempt: number;
+  /** The result (on SUCCESS; `'[redacted]'` for sensitive tasks). */
+  result?: unknown;
+  failure?: TaskFailure;
+  /** Epoch milliseconds (engine clock). */
+  at: number;
+}
+
+/** Payload of `flow:state`. */
+export interface FlowStateEvent {
+  flowId: string;
+  flow: string;
+  state: FlowState;
+  failure?: TaskFailure;
+  at: number;
+}
+
+/** Events of an {@link Engine}. */
+export interface EngineEvents {
+  /** Every task transition, after it is durable in the log. */
+  'task:state': TaskStateEvent;
+  /** Every flow transition, after it is durable in the log. */
+  'flow:state': FlowStateEvent;
+}
+
+/** Options of {@link Engine}. */
+export interface EngineOptions {
+  /** Where transitions are recorded. @default memoryLog() */
+  log?: TaskLog;
+  /** When given, a flow runs only while its engine holds the flow's lease (fencing token recorded on every write). */
+  locks?: LockProvider;
+  /** Tasks run (and are reverted) in parallel up to this many. @default 1 */
+  concurrency?: number;
+  /** @default silentLogger */
+  logger?: Logger;
+  /** @default systemClock */
+  clock?: Clock;
+  /**
+   * When a revert fails: `'stop'` reverting and report (the flow stays resumable), or continue
+   * reverting the others (`'tolerant'`). Both end with `tasks.revert_failed`. @default 'stop'
+   */
+  onRevertFailure?: 'stop' | 'tolerant';
+  /** 32-byte AES-256-GCM key: sensitive values are encrypted with it instead of redacted. */
+  secretKey?: Uint8Array;
+  /** Prefix of lock keys (the flow id follows). @default 'rigging-tasks:' */
+  lockPrefix?: string;
+}
+
+/** Options of {@link Engine.run}. */
+export interface RunOptions<I> {
+  inputs: I;
+  /** @default a random UUID */
+  flowId?: string;
+  /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
+  signal?: AbortSignal;
+}
+
+/** What a {@link MigrateHook} returns. */
+export interface MigrateDecision {
+  /** Old task name → new task name. */
+  rename?: Record<string, string>;
+  /** Accept the remaining differences (added tasks run; removed ones are ignored; versions accepted). */
+  accept?: boolean;
+}
+
+/** Maps a log written by an older flow definition onto the current one. */
+export type MigrateHook = (
+  stored: FlowDefinition,
+  current: FlowDefinition,
+) => MigrateDecision | undefined;
+
+/** Options of {@link Engine.resume}. */
+export interface ResumeOptions {
+  /** Inputs to supply again (e.g. redacted sensitive inputs); merged over the stored ones. */
+  inputs?: Record<string, unknown>;
+  signal?: AbortSignal;
+  migrate?: MigrateHook;
+}
+
+/** Differences found between a stored flow definition and the current one. */
+export interface Incompatibility {
+  added: string[];
+  removed: string[];
+  reordered: string[];
+  versions: { task: string; from: string; to: string }[];
+}
+
+type StopReason = 'suspend' | 'lost' | 'cancel';
+
+function major(v: string): string {
+  const i = v.indexOf('.');
+  return i < 0 ? v : v.slice(0, i);
+}
+
+function definitionOf(c: CompiledFlow): FlowDefinition {
+  return {
+    flow: c.root.name,
+    version: c.root.version,
+    tasks: c.order.map((i) => ({ name: c.atoms[i]!.name, version: c.atoms[i]!.task.version })),
+  };
+}
+
+/** Symbols whose values must not be stored in clear. */
+function sensitiveSymbols(c: CompiledFlow): Set<string> {
+  const out = new Set<string>();
+  for (const a of c.atoms) {
+    const s = a.task.sensitive;
+    if (s === true) {
+      for (const r of a.task.requires) out.add(r);
+      for (const p of a.provides) out.add(p);
+    } else if (Array.isArray(s)) for (const x of s as readonly string[]) out.add(x);
+  }
+  return out;
+}
+
+function isSensitiveResult(t: Task, atomProvides: string[], symbols: Set<string>): boolean {
+  if (t.sensitive === true) return true;
+  for (const p of atomProvides) if (symbols.has(p)) return true;
+  return false;
+}
+
+function failureOf(task: string | null, error: unknown): TaskFailure {
+  return { ...serializeError(error), task };
+}
+
+/**
+ * Runs flows: tasks in dependency order (in parallel up to `concurrency`), every transition made
+ * durable in the log before the next task starts; on failure, completed tasks are reverted in
+ * exact reverse order of completion.
+ */
+export class Engine extends TypedEmitter<EngineEvents> {
+  readonly log: TaskLog;
+  readonly concurrency: number;
+  readonly #locks: LockProvider | undefined;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #mode: 'stop' | 'tolerant';
+  readonly #key: Uint8Array | undefined;
+  readonly #prefix: string;
+  readonly #active = new Map<string, FlowRun>();
+
+  constructor(options: EngineOptions = {}) {
+    super();
+    if (options === null || typeof options !== 'object')
+      throw new TypeError('Engine options must be an object');
+    const c = options.concurrency ?? 1;
+    if (!Number.isInteger(c) || c < 1)
+      throw new TypeError(`concurrency must be an integer >= 1, got ${String(c)}`);
+    const mode = options.onRevertFailure ?? 'stop';
+    if (mode !== 'stop' && mode !== 'tolerant') {
+      throw new TypeError(`onRevertFailure must be 'stop' or 'tolerant', got ${String(mode)}`);
+    }
+    this.log = options.log ?? memoryLog();
+    this.concurrency = c;
+    this.#locks = options.locks;
+    this.#logger = options.logger ?? silentLogger;
+    this.#clock = options.clock ?? systemClock;
+    this.#mode = mode;
+    this.#key = checkKey(options.secretKey);
+    this.#prefix = options.lockPrefix ?? 'rigging-tasks:';
+  }
+
+  /** Runs a new flow to completion; resolves with the provided symbols or throws {@link FlowFailed}. */
+  async run<I, O>(flow: Flow<I, O> | Task<I, O>, options: RunOptions<I>): Promise<O> {
+    if (!options || typeof options !== 'object')
+      throw new TypeError('run(flow, options): options must be an object');
+    const inputs = (options.inputs ?? {}) as Record<string, unknown>;
+    if (typeof inputs !== 'object' || inputs === null || Array.isArray(inputs)) {
+      throw new TypeError('run(flow, { inputs }): inputs must be an object');
+    }
+    const compiled = validateFlow(flow as Node, inputs);
+    const flowId = options.flowId ?? randomUUID();
+    if (typeof flowId !== 'string' || !flowId || flowId.length > 190) {
+      throw new TypeError(
+        `flowId must be a non-empty string of at most 190 characters, got ${JSON.stringify(flowId)}`,
+      );
+    }
+    options.signal?.throwIfAborted();
+    const symbols = sensitiveSymbols(compiled);
+    const storedInputs: JsonObject = {};
+    for (const [k, v] of Object.entries(inputs)) {
+      if (symbols.has(k)) storedInputs[k] = protect(v, this.#key);
+      else {
+        const why = explainNotJson(v, `inputs.${k}`);
+        if (why) {
+          throw new TasksError(
+            'tasks.result_not_serializable',
+            `flow input '${k}' is not JSON: ${why}`,
+            {
+              details: { input: k, reason: why },
+            },
+          );
+        }
+        storedInputs[k] = v as Json;
+      }
+    }
+    return this.#own(flowId, async (lease) => {
+      const run = new FlowRun(this, compiled, flowId, lease, options.signal, symbols);
+      run.inputs = inputs;
+      const at = this.#clock.now();
+      const token = lease?.token ?? null;
+      await this.log.create(
+        {
+          flowId,
+          name: compiled.root.name,
+          state: 'RUNNING',
+          definition: definitionOf(compiled),
+          inputs: storedInputs,
+          token,
+          createdAt: at,
+          updatedAt: at,
+        },
+        [{ seq: ++run.seq, task: null, state: 'RUNNING', at, token }],
+      );
+      run.emitFlow('RUNNING', at);
+      return (await run.execute()) as O;
+    });
+  }
+
+  /**
+   * Continues a flow from its log, in any process: completed tasks are not re-run (their stored
+   * results are reused), an interrupted revert continues reverting, a finished flow returns its
+   * outcome. Fails with `tasks.incompatible_log` before running anything when the flow changed.
+   */
+  async resume<I, O>(
+    flowId: string,
+    flow: Flow<I, O> | Task<I, O>,
+    options: ResumeOptions = {},
+  ): Promise<O> {
+    const compiled = compile(flow as Node);
+    options.signal?.throwIfAborted();
+    return this.#own(flowId, async (lease) => {
+      const loaded = await this.log.load(flowId);
+      if (!loaded) throw notFound(flowId);
+      const symbols = sensitiveSymbols(compiled);
+      const rename = checkCompatible(
+        loaded.record.definition,
+        definitionOf(compiled),
+        options.migrate,
+        flowId,
+      );
+      const run = new FlowRun(this, compiled, flowId, lease, options.signal, symbols);
+      const inputs: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(loaded.record.inputs)) {
+        const r = reveal(v, this.#key);
+        if (r.ok) inputs[k] = r.value;
+      }
+      Object.assign(inputs, options.inputs ?? {});
+      run.inputs = inputs;
+      run.restore(loaded.entries, rename);
+      return (await run.continue(loaded.record.state)) as O;
+    });
+  }
+
+  /** Asks a flow running in this engine to stop at the next task boundary (resumable later). Resolves once it stopped; `false` if it was not running here. */
+  async suspend(flowId: string): Promise<boolean> {
+    const run = this.#active.get(flowId);
+    if (!run || typeof run.stop !== 'function') return false;
+    run.stop('suspend');
+    await run.settled;
+    return true;
+  }
+
+  /** The audit trail of a flow: every transition, in order. */
+  history(flowId: string): Promise<LogEntry[]> {
+    return this.log.history(flowId);
+  }
+
+  /** Flows in the log, newest first. */
+  flows(options?: { states?: readonly FlowState[]; limit?: number }): Promise<FlowSummary[]> {
+    return this.log.flows(options);
+  }
+
+  /** Ids of flows this engine is running now. */
+  get running(): string[] {
+    return [...this.#active.keys()];
+  }
+
+  /** @internal */
+  get internals() {
+    return { logger: this.#logger, clock: this.#clock, mode: this.#mode, key: this.#key };
+  }
+
+  /** @internal */
+  register(run: FlowRun): void {
+    this.#active.set(run.flowId, run);
+  }
+
+  async #own<T>(flowId: string, body: (lease: Lease | undefined) => Promise<T>): Promise<T> {
+    if (this.#active.has(flowId)) {
+      throw new TasksError('tasks.flow_busy', `flow ${flowId} is already running in this engine`, {
+        details: { flowId },
+      });
+    }
+    let lease: Lease | undefined;
+    if (this.#locks) {
+      lease = await this.#locks.tryAcquire(this.#prefix + flowId);
+      if (!lease) {
+        throw new TasksError(
+          'tasks.flow_busy',
+          `flow ${flowId} is owned by another engine (lock ${this.#prefix + flowId} is held)`,
+          {
+            details: { flowId },
+          },
+        );
+      }
+    }
+    // Reserve the id synchronously (the run registers itself with the same key).
+    const placeholder = {} as FlowRun;
+    this.#active.set(flowId, placeholder);
+    try {
+      return await body(lease);
+    } finally {
+      this.#active.delete(flowId);
+      await lease
+        ?.release()
+        .catch((err: unknown) => this.#logger.warn({ err, flowId }, 'releasing flow lease failed'));
+    }
+  }
+}
+
+function checkCompatible(
+  stored: FlowDefinition,
+  current: FlowDefinition,
+  migrate: MigrateHook | undefined,
+  flowId: string,
+): Map<string, string> {
+  const decision = migrate?.(stored, current) ?? {};
+  const rename = new Map(Object.entries(decision.rename ?? {}));
+  const mapped = stored.tasks.map((t) => ({
+    name: rename.get(t.name) ?? t.name,
+    version: t.version,
+  }));
+  const now = new Map(current.tasks.map((t, i) => [t.name, { ...t, i }]));
+  const before = new Set(mapped.map((t) => t.name));
+  const diff: Incompatibility = {
+    added: current.tasks.filter((t) => !before.has(t.name)).map((t) => t.name),
+    removed: mapped.filter((t) => !now.has(t.name)).map((t) => t.name),
+    reordered: [],
+    versions: [],
+  };
+  let last = -1;
+  for (const t of mapped) {
+    const c = now.get(t.name);
+    if (!c) continue;
+    if (c.i < last) diff.reordered.push(t.name);
+    last = Math.max(last, c.i);
+    if (major(c.version) !== major(t.version))
+      diff.versions.push({ task: t.name, from: t.version, to: c.version });
+  }
+  const bad =
+    diff.added.length + diff.removed.length + diff.reordered.length + diff.versions.length > 0;
+  if (bad && !decision.accept) {
+    const parts: string[] = [];
+    if (diff.added.length) parts.push(`added ${diff.added.map((n) => `'${n}'`).join(', ')}`);
+    if (diff.removed.length) parts.push(`removed ${diff.removed.map((n) => `'${n}'`).join(', ')}`);
+    if (diff.reordered.length)
+      parts.push(`reordered ${diff.reordered.map((n) => `'${n}'`).join(', ')}`);
+    if (diff.versions.length)
+      parts.push(
+        `versions ${diff.versions.map((v) => `'${v.task}' ${v.from} → ${v.to}`).join(', ')}`,
+      );
+    throw new TasksError(
+      'tasks.incompatible_log',
+      `flow ${flowId} was logged by an incompatible definition of '${stored.flow}': ${parts.join('; ')}; pass a migrate hook to map old names or accept the changes`,
+      { details: { flowId, ...diff } as unknown as Json },
+    );
+  }
+  return rename;
+}
+
+/** The state of one flow being run by an engine. */
+class FlowRun {
+  readonly flowId: string;
+  seq = 0;
+  inputs: Record<string, unknown> = {};
+  settled: Promise<void>;
+  readonly #settle: () => void;
+  readonly #engine: Engine;
+  readonly #c: CompiledFlow;
+  readonly #lease: Lease | undefined;
+  readonly #token: bigint | null;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #symbols: Set<string>;
+  readonly #states: TaskState[];
+  readonly #attempts: Int32Array;
+  readonly #values = new Map<string, unknown>();
+  /** Stored (possibly protected) results of completed atoms. */
+  readonly #results: unknown[];
+  readonly #completedAt: Float64Array;
+  #completedCount = 0;
+  readonly #failures: TaskFailure[] = [];
+  readonly #reverts = new Map<string, RevertOutcome>();
+  #cause: TaskFailure | undefined;
+  #phase: 'forward' | 'revert' = 'forward';
+  #stop: StopReason | undefined;
+  #fatal: unknown;
+  readonly #controller = new AbortController();
+  readonly #revertController = new AbortController();
+  readonly #signal: AbortSignal | undefined;
+  #unavailable = new Set<string>();
+  readonly #onAbort = () => {
+    if (!this.#stop || this.#stop === 'suspend') this.#stop = 'cancel';
+    this.#controller.abort(this.#signal?.reason);
+  };
+  readonly #onLost = () => {
+    this.#stop = 'lost';
+    this.#revertController.abort(this.#lease?.lost.reason);
+  };
+
+  constructor(
+    engine: Engine,
+    compiled: CompiledFlow,
+    flowId: string,
+    lease: Lease | undefined,
+    signal: AbortSignal | undefined,
+    symbols: Set<string>,
+  ) {
+    this.#engine = engine;
+    this.#c = compiled;
+    this.flowId = flowId;
+    this.#lease = lease;
+    this.#token = lease?.token ?? null;
+    const { logger, clock } = engine.internals;
+    this.#logger = logger;
+    this.#clock = clock;
+    this.#symbols = symbols;
+    const n = compiled.atoms.length;
+    this.#states = new Array<TaskState>(n).fill('PENDING');
+    this.#attempts = new Int32Array(n);
+    this.#results = new Array<unknown>(n);
+    this.#completedAt = new Float64Array(n);
+    this.#signal = signal;
+    const d = deferred<void>();
+    this.settled = d.promise;
+    this.#settle = () => d.resolve();
+    engine.register(this);
+  }
+
+  stop(reason: StopReason): void {
+    this.#stop ??= reason;
+  }
+
+  /** Folds a stored log into the run's state. */
+  restore(entries: LogEntry[], rename: Map<string, string>): void {
+    const key = this.#engine.internals.key;
+    for (const e of entries) {
+      if (e.seq > this.seq) this.seq = e.seq;
+      if (e.task === null) {
+        if (e.state === 'REVERTING') {
+          this.#phase = 'revert';
+          this.#cause = e.failure;
+        } else if (e.state === 'RUNNING') this.#phase = 'forward';
+        continue;
+      }
+      const atom = this.#c.byName.get(rename.get(e.task) ?? e.task);
+      if (!atom) continue;
+      const i = atom.index;
+      this.#states[i] = e.state;
+      if (e.attempt !== undefined) this.#attempts[i] = e.attempt;
+      if (e.state === 'SUCCESS') {
+        this.#results[i] = e.result;
+        this.#completedAt[i] = ++this.#completedCount;
+        const r = reveal(e.result, key);
+        if (r.ok) this.#bind(i, r.value);
+        else for (const p of atom.provides) this.#unavailable.add(p);
+      } else if (e.state === 'FAILURE' && e.failure) this.#failures.push(e.failure);
+      else if (e.state === 'REVERTED') this.#outcome({ task: atom.name, state: 'REVERTED' });
+      else if (e.state === 'REVERT_FAILURE' && e.failure) {
+        this.#outcome({ task: atom.name, state: 'REVERT_FAILURE', failure: e.failure });
+      }
+    }
+  }
+
+  /** Continues a restored run. */
+  async continue(state: FlowState): Promise<unknown> {
+    try {
+      if (state === 'SUCCESS') return this.#outputs();
+      if (state === 'REVERTED' || state === 'CANCELLED') {
+        const code = state === 'CANCELLED' ? 'tasks.cancelled' : 'tasks.flow_failed';
+        throw new FlowFailed(
+          code,
+          this.flowId,
+          this.#failures.length ? this.#failures : this.#cause ? [this.#cause] : [],
+          [...this.#reverts.values()],
+        );
+      }
+      // Nothing to run may read a redacted value.
+      if (this.#phase === 'forward') {
+        for (const a of this.#c.atoms) {
+          if (this.#states[a.index] === 'SUCCESS') continue;
+          for (const r of a.task.requires) {
+            if (
+              this.#unavailable.has(r) ||
+              (!(r in this.inputs) && a.sources[a.task.requires.indexOf(r)] === -1)
+            ) {
+              throw new TasksError(
+                'tasks.sensitive_unavailable',
+                `cannot resume flow ${this.flowId}: task '${a.name}' needs '${r}', which was not stored in clear; give the engine the secretKey or pass it in resume(…, { inputs })`,
+                { details: { flowId: this.flowId, task: a.name, symbol: r } },
+              );
+            }
+          }
+        }
+        if (
+          this.#failures.length &&
+          this.#c.atoms.some((a) => this.#states[a.index] === 'FAILURE')
+        ) {
+          this.#phase = 'revert';
+          this.#cause = this.#failures[0];
+        }
+      }
+      if (this.#phase === 'forward') {
+        await this.#flowState('RUNNING');
+      } else {
+        await this.#flowState('REVERTING', this.#cause);
+      }
+      return await this.execute();
+    } finally {
+      this.#settle();
+    }
+  }
+
+  /** Runs the forward phase (if still in it), then reverts on failure. */
+  async execute(): Promise<unknown> {
+    const signal = this.#signal;
+    signal?.addEventListener('abort', this.#onAbort, { once: true });
+    this.#lease?.lost.addEventListener('abort', this.#onLost, { once: true });
+    if (signal?.aborted) this.#onAbort();
+    if (this.#lease?.lost.aborted) this.#onLost();
+    try {
+      if (this.#phase === 'forward') {
+        await this.#forward();
+        this.#throwIfStopped();
+        if (this.#failures.length === 0 && this.#stop !== 'cancel') {
+          await this.#flowState('SUCCESS');
+          return this.#outputs();
+        }
+        this.#cause =
+          this.#stop === 'cancel'
+            ? { ...serializeError(signal?.reason ?? new Error('cancelled')), task: null }
+            : this.#failures[0];
+        this.#phase = 'revert';
+        await this.#flowState('REVERTING', this.#cause);
+      }
+      const cancelled =
+        this.#stop === 'cancel' || (this.#cause !== undefined && this.#cause.task === null);
+      if (this.#stop === 'cancel') this.#stop = undefined; // reverting goes on after a cancellation
+      await this.#revertAll();
+      this.#throwIfStopped();
+      const failed = this.#states.some((s) => s === 'REVERT_FAILURE');
+      const failures = this.#failures.length ? this.#failures : this.#cause ? [this.#cause] : [];
+      const reverts = [...this.#reverts.values()];
+      if (failed) {
+        await this.#flowState('REVERT_FAILURE', this.#cause);
+        throw new FlowFailed('tasks.revert_failed', this.flowId, failures, reverts);
+      }
+      await this.#flowState(cancelled ? 'CANCELLED' : 'REVERTED', this.#cause);
+      throw new FlowFailed(
+        cancelled ? 'tasks.cancelled' : 'tasks.flow_failed',
+        this.flowId,
+        failures,
+        reverts,
+      );
+    } finally {
+      signal?.removeEventListener('abort', this.#onAbort);
+      this.#lease?.lost.removeEventListener('abort', this.#onLost);
+      this.#settle();
+    }
+  }
+
+  #throwIfStopped(): void {
+    if (this.#fatal !== undefined) {
+      if (this.#stop === 'lost') throw this.#lostError(this.#fatal);
+      throw this.#fatal;
+    }
+    if (this.#stop === 'lost') throw this.#lostError();
+  }
+
+  #lostError(cause?: unknown): TasksError {
+    return new TasksError(
+      'tasks.ownership_lost',
+      `flow ${this.flowId} stopped: this engine lost its lease; whoever acquires it next can resume the flow`,
+      { cause: cause ?? this.#lease?.lost.reason, details: { flowId: this.flowId } },
+    );
+  }
+
+  async #suspended(): Promise<never> {
+    await this.#flowState('SUSPENDED');
+    throw new TasksError(
+      'tasks.suspended',
+      `flow ${this.flowId} suspended; resume it with engine.resume()`,
+      {
+        details: { flowId: this.flowId },
+      },
+    );
+  }
+
+  #outcome(o: RevertOutcome): void {
+    this.#reverts.delete(o.task);
+    this.#reverts.set(o.task, o);
+  }
+
+  #outputs(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of this.#values) out[k] = v;
+    return out;
+  }
+
+  #bind(i: number, value: unknown): void {
+    const a = this.#c.atoms[i]!;
+    const p = a.task.provides;
+    if (p === undefined) return;
+    if (typeof p === 'string') this.#values.set(p, value);
+    else for (const k of p) this.#values.set(k, (value as Record<string, unknown>)[k]);
+  }
+
+  #inputsFor(i: number, params: JsonObject | undefined): Record<string, unknown> {
+    const a = this.#c.atoms[i]!;
+    const req = a.task.requires;
+    const inputs: Record<string, unknown> = {};
+    for (let k = 0; k < req.length; k++) {
+      const r = req[k]!;
+      inputs[r] = a.sources[k] === -1 ? this.inputs[r] : this.#values.get(r);
+    }
+    if (params) Object.assign(inputs, params);
+    return inputs;
+  }
+
+  async #write(entry: LogEntry, flowState?: FlowState): Promise<void> {
+    await this.#engine.log.append(
+      this.flowId,
+      [entry],
+      flowState ? { state: flowState, token: this.#token } : { token: this.#token },
+    );
+  }
+
+  async #flowState(state: FlowState, failure?: TaskFailure): Promise<void> {
+    const at = this.#clock.now();
+    const entry: LogEntry = { seq: ++this.seq, task: null, state, at, token: this.#token };
+    if (failure) entry.failure = failure;
+    await this.#write(entry, state);
+    this.emitFlow(state, at, failure);
+  }
+
+  emitFlow(state: FlowState, at: number, failure?: TaskFailure): void {
+    if (!this.#engine.hasListeners('flow:state')) return;
+    const e: FlowStateEvent = { flowId: this.flowId, flow: this.#c.root.name, state, at };
+    if (failure) e.failure = failure;
+    this.#engine.emit('flow:state', e);
+  }
+
+  async #transition(
+    i: number,
+    state: TaskState,
+    extra: { result?: unknown; failure?: TaskFailure } = {},
+  ): Promise<void> {
+    const a = this.#c.atoms[i]!;
+    const at = this.#clock.now();
+    const attempt = this.#attempts[i]!;
+    const entry: LogEntry = {
+      seq: ++this.seq,
+      task: a.name,
+      state,
+      attempt,
+      at,
+      token: this.#token,
+    };
+    let sensitive = false;
+    if ('result' in extra) {
+      sensitive = isSensitiveResult(a.task, a.provides, this.#symbols);
+      const stored = sensitive
+        ? protect(extra.result, this.#engine.internals.key)
+        : ((extra.result ?? null) as Json);
+      entry.result = stored;
+      if (state === 'SUCCESS') this.#results[i] = stored;
+    }
+    if (extra.failure) entry.failure = extra.failure;
+    await this.#write(entry);
+    this.#states[i] = state;
+    if (this.#engine.hasListeners('task:state')) {
+      const e: TaskStateEvent = {
+        flowId: this.flowId,
+        flow: this.#c.root.name,
+        task: a.name,
+        state,
+        attempt,
+        at,
+      };
+      if ('result' in extra) e.result = sensitive ? REDACTED : extra.result;
+      if (extra.failure) e.failure = extra.failure;
+      this.#engine.emit('task:state', e);
+    }
+  }
+
+  #ctx(i: number, signal: AbortSignal, params: JsonObject | undefined): TaskContext {
+    const a = this.#c.atoms[i]!;
+    return {
+      signal,
+      logger:
+        this.#logger === silentLogger
+          ? silentLogger
+          : this.#logger.child({ flowId: this.flowId, task: a.name }),
+      flowId: this.flowId,
+      task: a.name,
+      attempt: this.#attempts[i]!,
+      params,
+    };
+  }
+
+  /** Runs every task not yet completed, in dependency order, `concurrency` at a time. */
+  async #forward(): Promise<void> {
+    const { atoms, rank } = this.#c;
+    const states = this.#states;
+    const indeg = new Int32Array(atoms.length);
+    const ready = new MinHeap((i) => rank[i]!);
+    for (const a of atoms) {
+      if (states[a.index] === 'SUCCESS') continue;
+      let d = 0;
+      for (const p of a.preds) if (states[p] !== 'SUCCESS') d++;
+      indeg[a.index] = d;
+      if (d === 0) ready.push(a.index);
+    }
+    const limit = this.#engine.concurrency;
+    let running = 0;
+    let woken = false;
+    let wake: ((v: void) => void) | undefined;
+    const onDone = (i: number, ok: boolean) => {
+      running--;
+      if (ok) for (const s of atoms[i]!.succs) if (--indeg[s]! === 0) ready.push(s);
+      woken = true;
+      wake?.();
+    };
+    const onFatal = (error: unknown) => {
+      running--;
+      this.#fatal ??= error;
+      woken = true;
+      wake?.();
+    };
+    for (;;) {
+      while (
+        running < limit &&
+        ready.size > 0 &&
+        this.#stop === undefined &&
+        this.#failures.length === 0 &&
+        this.#fatal === undefined
+      ) {
+        const i = ready.pop();
+        running++;
+        this.#runAtom(i).then((ok) => onDone(i, ok), onFatal);
+      }
+      if (running === 0) break;
+      if (!woken) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+      }
+      woken = false;
+    }
+    if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
+  }
+
+  async #runAtom(i: number): Promise<boolean> {
+    const a = this.#c.atoms[i]!;
+    const t = a.task;
+    let attempt = this.#attempts[i]! + 1;
+    this.#attempts[i] = attempt;
+    let params = t.retry?.paramsFor?.(attempt);
+    await this.#transition(i, 'RUNNING');
+    const signal = this.#controller.signal;
+    for (;;) {
+      let result: unknown;
+      let error: unknown;
+      let ok = false;
+      try {
+        result = await t.execute(this.#ctx(i, signal, params), this.#inputsFor(i, params));
+        ok = true;
+      } catch (e) {
+        error = e;
+      }
+      if (ok) {
+        if (result === undefined) result = null;
+        const why = explainNotJson(result, 'result');
+        let bad: Error | undefined;
+        if (why) {
+          bad = new TasksError(
+            'tasks.result_not_serializable',
+            `task '${a.name}' returned a value that is not JSON: ${why}`,
+            {
+              details: { task: a.name, reason: why },
+            },
+          );
+        } else if (Array.isArray(t.provides) && (typeof result !== 'object' || result === null)) {
+          bad = new TypeError(
+            `task '${a.name}' provides ${JSON.stringify(t.provides)} but returned ${JSON.stringify(result)}, not an object`,
+          );
+        }
+        if (!bad) {
+          this.#bind(i, result);
+          await this.#transition(i, 'SUCCESS', { result });
+          this.#completedAt[i] = ++this.#completedCount;
+          return true;
+        }
+        const failure = failureOf(a.name, bad);
+        await this.#transition(i, 'FAILURE', { failure });
+        this.#failures.push(failure);
+        return false;
+      }
+      const failure = failureOf(a.name, error);
+      if (signal.aborted) {
+        await this.#transition(i, 'CANCELLED', { failure });
+        return false;
+      }
+      const decision = t.retry
+        ? t.retry.onFailure({ task: a.name, attempt, error })
+        : { action: 'revert' as const };
+      if (decision.action === 'retry' && this.#stop === undefined) {
+        await this.#transition(i, 'RETRYING', { failure });
+        try {
+          if (decision.delayMs) await this.#clock.sleep(decision.delayMs, { signal });
+        } catch (e) {
+          await this.#transition(i, 'CANCELLED', { failure: failureOf(a.name, e) });
+          return false;
+        }
+        attempt = this.#attempts[i] = attempt + 1;
+        params = decision.params ?? t.retry?.paramsFor?.(attempt);
+        await this.#transition(i, 'RUNNING');
+        continue;
+      }
+      await this.#transition(i, 'FAILURE', { failure });
+      this.#failures.push(failure);
+      return false;
+    }
+  }
+
+  /** Reverts every completed task: reverse order of completion (reverse topological with concurrency). */
+  async #revertAll(): Promise<void> {
+    const { atoms } = this.#c;
+    const states = this.#states;
+    const pos = this.#completedAt;
+    const todo = (i: number) =>
+      states[i] === 'SUCCESS' || states[i] === 'REVERTING' || states[i] === 'REVERT_FAILURE';
+    const pending = new Int32Array(atoms.length);
+    const ready = new MinHeap((i) => -pos[i]!);
+    for (const a of atoms) {
+      if (!todo(a.index)) continue;
+      let d = 0;
+      for (const s of a.succs) if (todo(s)) d++;
+      pending[a.index] = d;
+      if (d === 0) ready.push(a.index);
+    }
+    const limit = this.#engine.concurrency;
+    const tolerant = this.#engine.internals.mode === 'tolerant';
+    let running = 0;
+    let failed = false;
+    let woken = false;
+    let wake: (() => void) | undefined;
+    const onDone = (i: number, ok: boolean) => {
+      running--;
+      if (!ok) failed = true;
+      if (ok || tolerant) {
+        for (const p of atoms[i]!.preds) if (todo(p) && --pending[p]! === 0) ready.push(p);
+      }
+      woken = true;
+      wake?.();
+    };
+    const onFatal = (error: unknown) => {
+      running--;
+      this.#fatal ??= error;
+      woken = true;
+      wake?.();
+    };
+    for (;;) {
+      while (
+        running < limit &&
+        ready.size > 0 &&
+        (this.#stop === undefined || this.#stop === 'cancel') &&
+        this.#fatal === undefined &&
+        (tolerant || !failed)
+      ) {
+        const i = ready.pop();
+        running++;
+        this.#revertAtom(i).then((ok) => onDone(i, ok), onFatal);
+      }
+      if (running === 0) break;
+      if (!woken) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+      }
+      woken = false;
+    }
+    if (failed && !tolerant) {
+      // Stopped at the first failed revert: report what is left to revert.
+      for (const i of this.#c.order)
+        if (states[i] === 'SUCCESS') this.#outcome({ task: atoms[i]!.name, state: 'PENDING' });
+    }
+    if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
+  }
+
+  async #revertAtom(i: number): Promise<boolean> {
+    const a = this.#c.atoms[i]!;
+    const t = a.task;
+    if (t.revert) {
+      await this.#transition(i, 'REVERTING');
+      try {
+        const stored = reveal(this.#results[i] as Json, this.#engine.internals.key);
+        await t.revert(
+          this.#ctx(i, this.#revertController.signal, t.retry?.paramsFor?.(this.#attempts[i]!)),
+          {
+            result: stored.ok ? stored.value : REDACTED,
+            failure: this.#cause,
+            inputs: this.#inputsFor(i, t.retry?.paramsFor?.(this.#attempts[i]!)),
+          },
+        );
+      } catch (error) {
+        const failure = failureOf(a.name, error);
+        await this.#transition(i, 'REVERT_FAILURE', { failure });
+        this.#outcome({ task: a.name, state: 'REVERT_FAILURE', failure });
+        return false;
+      }
+    }
+    await this.#transition(i, 'REVERTED');
+    this.#outcome({ task: a.name, state: 'REVERTED' });
+    return true;
+  }
+}
+
+export type { FlowRun };

@@ -1,0 +1,154 @@
+import type { JsonObject, Logger } from '@rigging/core';
+import { TasksError, type TaskFailure } from './errors.js';
+import type { RetryController } from './retry.js';
+
+/** What `execute` and `revert` receive besides their inputs. */
+export interface TaskContext {
+  /** Aborts when the flow is cancelled; pass it on to whatever the task waits for. */
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  readonly flowId: string;
+  /** The task's name. */
+  readonly task: string;
+  /** The attempt, from 1 (retries increase it; it continues after a resume). */
+  readonly attempt: number;
+  /** The parameter set of an `alternatives` controller for this attempt. */
+  readonly params: JsonObject | undefined;
+}
+
+/** What `revert` receives. */
+export interface RevertArgs<I, R> {
+  /** The task's own stored result (read back from the log after a restart). */
+  result: R;
+  /** The failure that caused the rollback. */
+  failure: TaskFailure | undefined;
+  inputs: I;
+}
+
+/** Symbols a task provides: one name (bound to the whole result) or several (keys of the result). */
+export type Provides = string | readonly string[];
+
+type ProvidedOf<P, R> = [P] extends [string]
+  ? string extends P
+    ? Record<string, unknown>
+    : { [K in P]: R }
+  : [P] extends [readonly (infer K extends string)[]]
+    ? { [Q in K]: R extends Record<Q, infer V> ? V : unknown }
+    : // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+      {};
+
+/** The definition given to {@link task}. */
+export interface TaskSpec<Req extends string, I, R, P extends Provides | undefined> {
+  /** Unique within a flow; recorded in the log. */
+  name: string;
+  /** Recorded in the log. A different major (the part before the first dot) is incompatible on resume. @default 1 */
+  version?: string | number;
+  /** Symbols taken from flow inputs or upstream `provides`. @default [] */
+  requires?: readonly Req[];
+  /** Symbols this task's result is bound to. */
+  provides?: P;
+  /** Does the work; the result must be JSON and is stored in the log before anything else starts. */
+  execute(ctx: TaskContext, inputs: I): R | Promise<R>;
+  /** Undoes the work; receives the stored result and the failure that caused the rollback. Must be idempotent. */
+  revert?(ctx: TaskContext, args: RevertArgs<I, R>): unknown;
+  /** Decides about retries when `execute` throws. @default no retry */
+  retry?: RetryController;
+  /**
+   * Never store in clear: `true` (the result and every input) or the names of sensitive inputs or
+   * provided symbols. Redacted, or encrypted when the engine has a `secretKey`.
+   */
+  sensitive?: boolean | readonly string[];
+}
+
+/** A task: the atom of a flow. `I` are the inputs it needs, `O` the symbols it provides. */
+export interface Task<I = any, O = any> {
+  readonly kind: 'task';
+  readonly name: string;
+  readonly version: string;
+  readonly requires: readonly string[];
+  readonly provides: Provides | undefined;
+  readonly retry: RetryController | undefined;
+  readonly sensitive: boolean | readonly string[];
+  readonly execute: (ctx: TaskContext, inputs: any) => unknown;
+  readonly revert: ((ctx: TaskContext, args: RevertArgs<any, any>) => unknown) | undefined;
+  /** Phantom types (never set). */
+  readonly __types?: { in: I; out: O };
+}
+
+const NAME = /^[^\s][^\n]{0,199}$/;
+
+export function checkName(what: string, name: unknown): string {
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new TypeError(
+      `${what} name must be a non-empty string (≤ 200 chars), got ${JSON.stringify(name)}`,
+    );
+  }
+  return name;
+}
+
+/**
+ * Defines a task. Types flow from `provides` (and the result type) to the flow's outputs and
+ * from `requires` (and the `inputs` annotation of `execute`) to the flow's inputs.
+ */
+export function task<
+  const Req extends string = never,
+  I extends { [K in Req]: unknown } = { [K in Req]: unknown },
+  R = unknown,
+  const P extends Provides | undefined = undefined,
+>(spec: TaskSpec<Req, I, R, P>): Task<Pick<I, Req>, ProvidedOf<P, Awaited<R>>> {
+  if (!spec || typeof spec !== 'object') throw new TypeError('task(spec): spec must be an object');
+  const name = checkName('task', spec.name);
+  if (typeof spec.execute !== 'function') {
+    throw new TypeError(`task '${name}': execute must be a function`);
+  }
+  if (spec.revert !== undefined && typeof spec.revert !== 'function') {
+    throw new TypeError(`task '${name}': revert must be a function`);
+  }
+  const requires: string[] = [...(spec.requires ?? [])];
+  for (const r of requires) {
+    if (typeof r !== 'string' || !r)
+      throw new TypeError(
+        `task '${name}': requires must list non-empty strings, got ${JSON.stringify(r)}`,
+      );
+  }
+  const provides = spec.provides;
+  if (provides !== undefined) {
+    const list = typeof provides === 'string' ? [provides] : provides;
+    if (!Array.isArray(list) && typeof provides !== 'string') {
+      throw new TypeError(`task '${name}': provides must be a string or an array of strings`);
+    }
+    for (const p of list) {
+      if (typeof p !== 'string' || !p)
+        throw new TypeError(
+          `task '${name}': provides must list non-empty strings, got ${JSON.stringify(p)}`,
+        );
+      if (requires.includes(p)) {
+        throw new TasksError(
+          'tasks.invalid_flow',
+          `task '${name}' both requires and provides '${p}'`,
+          {
+            details: { task: name, symbol: p },
+          },
+        );
+      }
+    }
+  }
+  const version = spec.version === undefined ? '1' : String(spec.version);
+  if (!/^[0-9A-Za-z][0-9A-Za-z._-]*$/.test(version)) {
+    throw new TypeError(
+      `task '${name}': version must look like 1 or "2.1", got ${JSON.stringify(spec.version)}`,
+    );
+  }
+  const t: Task = {
+    kind: 'task',
+    name,
+    version,
+    requires,
+    provides: typeof provides === 'string' ? provides : provides ? [...provides] : undefined,
+    retry: spec.retry,
+    sensitive: spec.sensitive ?? false,
+    execute: spec.execute as Task['execute'],
+    revert: spec.revert as Task['revert'],
+  };
+  return Object.freeze(t) as Task<Pick<I, Req>, ProvidedOf<P, Awaited<R>>>;
+}
