@@ -1,1 +1,20 @@
-export {};
+export { PackageCache } from './cache.js';
+export type {
+  AcquireOptions,
+  CachedPackage,
+  FetchContext,
+  PackageCacheEvents,
+  PackageCacheOptions,
+  PackageCacheStats,
+  PackageFetcher,
+  PackageLockKind,
+  PackageProgress,
+  PruneOptions,
+  PruneResult,
+} from './cache.js';
+export type { FetchedPackage } from './extract.js';
+export { PackageCacheError } from './errors.js';
+export type { PackageCacheErrorCode } from './errors.js';
+export { validateRef, refKey, MAX_SEGMENT_LENGTH } from './ref.js';
+export type { PackageRef } from './ref.js';
+export { parseIntegrity } from './integrity.js';

@@ -1,0 +1,524 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import {
+  chmod,
+  copyFile,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readlink,
+  realpath,
+  stat,
+  symlink,
+} from 'node:fs/promises';
+import { once } from 'node:events';
+import { dirname, join, posix, relative, sep } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Unpack } from 'tar';
+import yauzl from 'yauzl';
+import { throwIfAborted } from '@rigging/core';
+import { PackageCacheError } from './errors.js';
+import { IntegrityHasher } from './integrity.js';
+
+/** What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory). */
+export type FetchedPackage =
+  | {
+      /** The archive bytes (tar, tar.gz or zip). */
+      stream: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
+      /** SRI (`sha256-…`, `sha512-…`) the bytes must match. */
+      integrity?: string | undefined;
+      /** Expected size in bytes, for progress reports. */
+      size?: number | undefined;
+    }
+  | { buffer: Uint8Array; integrity?: string | undefined }
+  | {
+      /** An archive file, or a directory copied as is (integrity cannot apply to a directory). */
+      path: string;
+      integrity?: string | undefined;
+    };
+
+export interface MaterializeOptions {
+  /** Directory to extract into (must not exist yet). */
+  target: string;
+  /** Scratch directory for a spooled payload. */
+  scratch: string;
+  signal?: AbortSignal | undefined;
+  /** Called with the running byte count of the payload. */
+  onBytes?: ((received: number) => void) | undefined;
+  /** Name used in error messages. */
+  what: string;
+}
+
+type Format = 'tar' | 'zip';
+
+function unsafe(what: string, problem: string, entry?: string): PackageCacheError {
+  return new PackageCacheError(
+    'package_cache.unsafe_archive',
+    `refusing ${what}: ${entry === undefined ? '' : `entry ${JSON.stringify(entry)} `}${problem}`,
+    { details: entry === undefined ? { problem } : { problem, entry } },
+  );
+}
+
+/** Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`. */
+export function relativePathProblem(p: string): string | undefined {
+  if (p.includes('\0')) return 'contains NUL';
+  if (p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p)) return 'is absolute';
+  let depth = 0;
+  for (const part of p.split(/[\\/]+/)) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      depth--;
+      if (depth < 0) return 'escapes the package directory';
+    } else depth++;
+  }
+  return undefined;
+}
+
+/** Why a link entry is unsafe, or `undefined`. Symlinks resolve from their directory. */
+export function linkProblem(
+  entryPath: string,
+  linkpath: string,
+  kind: 'symlink' | 'hardlink',
+): string | undefined {
+  if (linkpath === '') return 'is a link to nothing';
+  if (kind === 'hardlink') {
+    const p = relativePathProblem(linkpath);
+    if (p) return `is a hard link that ${p}`;
+    if (linkpath.split(/[\\/]+/).includes('..')) return 'is a hard link with ".." in its target';
+    return undefined;
+  }
+  if (linkpath.startsWith('/') || linkpath.startsWith('\\') || /^[A-Za-z]:/.test(linkpath))
+    return `is a symlink to an absolute path (${linkpath})`;
+  const resolved = posix.join(posix.dirname(entryPath.replace(/\\/g, '/')), linkpath);
+  const p = relativePathProblem(resolved);
+  return p ? `is a symlink pointing outside (${linkpath})` : undefined;
+}
+
+function detect(head: Uint8Array): Format | undefined {
+  if (head[0] === 0x1f && head[1] === 0x8b) return 'tar';
+  if (head[0] === 0x50 && head[1] === 0x4b && (head[2] === 3 || head[2] === 5)) return 'zip';
+  if (head.length >= 262 && Buffer.from(head.subarray(257, 262)).toString('latin1') === 'ustar')
+    return 'tar';
+  return undefined;
+}
+
+function unsupported(what: string): PackageCacheError {
+  return new PackageCacheError(
+    'package_cache.unsupported_format',
+    `${what} is neither a tar (optionally gzipped) nor a zip archive`,
+  );
+}
+
+/**
+ * Turns a fetched package into a directory at `opts.target`: hashes the bytes (verifying the
+ * integrity when one is given), extracts tar/tgz/zip archives refusing unsafe entries, or copies
+ * a directory. Returns the SRI of the bytes (undefined for a directory). On error the target may
+ * hold a partial tree: the caller owns (and removes) it.
+ */
+export async function materialize(
+  fetched: FetchedPackage,
+  opts: MaterializeOptions,
+): Promise<{ integrity: string | undefined }> {
+  const { target, signal, what } = opts;
+  throwIfAborted(signal);
+  if ('path' in fetched) {
+    const st = await stat(fetched.path);
+    if (st.isDirectory()) {
+      if (fetched.integrity !== undefined) {
+        throw new TypeError(`integrity cannot be checked for a directory (${fetched.path})`);
+      }
+      await mkdir(target);
+      await copyTree(fetched.path, target, what, signal);
+      return { integrity: undefined };
+    }
+    const head = await readHead(fetched.path);
+    const format = detect(head);
+    if (format === 'zip') {
+      const hasher = new IntegrityHasher(fetched.integrity);
+      for await (const chunk of createReadStream(fetched.path, { signal })) {
+        hasher.update(chunk as Buffer);
+        opts.onBytes?.(hasher.bytes);
+      }
+      const integrity = hasher.verify(what);
+      await mkdir(target);
+      await extractZip((cb) => yauzl.open(fetched.path, zipOptions, cb), target, what);
+      return { integrity };
+    }
+    if (format !== 'tar') throw unsupported(what);
+    return streamTar(createReadStream(fetched.path, { signal }), fetched.integrity, opts);
+  }
+  if ('buffer' in fetched) {
+    const buffer = Buffer.from(
+      fetched.buffer.buffer,
+      fetched.buffer.byteOffset,
+      fetched.buffer.byteLength,
+    );
+    const hasher = new IntegrityHasher(fetched.integrity);
+    hasher.update(buffer);
+    opts.onBytes?.(hasher.bytes);
+    const integrity = hasher.verify(what);
+    const format = detect(buffer);
+    if (format === undefined) throw unsupported(what);
+    await mkdir(target);
+    if (format === 'zip') {
+      await extractZip((cb) => yauzl.fromBuffer(buffer, zipOptions, cb), target, what);
+    } else {
+      await untar([buffer], target, what, signal);
+    }
+    return { integrity };
+  }
+  const source: AsyncIterable<Uint8Array> = isWebStream(fetched.stream)
+    ? (Readable.fromWeb(
+        fetched.stream as import('node:stream/web').ReadableStream,
+      ) as AsyncIterable<Uint8Array>)
+    : fetched.stream;
+  return streamTar(source, fetched.integrity, opts);
+}
+
+function isWebStream(s: unknown): s is ReadableStream<Uint8Array> {
+  return typeof (s as { getReader?: unknown }).getReader === 'function';
+}
+
+const zipOptions = { lazyEntries: true, autoClose: false, validateEntrySizes: true } as const;
+
+async function readHead(path: string): Promise<Uint8Array> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(512);
+    const { bytesRead } = await fh.read(buf, 0, 512, 0);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Streams bytes: a tar (or tgz) goes straight into the extractor while being hashed, so the
+ * payload is written once; anything else is spooled to a scratch file (zip needs random access).
+ */
+async function streamTar(
+  source: AsyncIterable<Uint8Array>,
+  expected: string | undefined,
+  opts: MaterializeOptions,
+): Promise<{ integrity: string | undefined }> {
+  const { target, signal, what } = opts;
+  const hasher = new IntegrityHasher(expected);
+  const iterator = source[Symbol.asyncIterator]();
+  const head: Uint8Array[] = [];
+  let headBytes = 0;
+  let ended = false;
+  while (headBytes < 512) {
+    throwIfAborted(signal);
+    const r = await iterator.next();
+    if (r.done) {
+      ended = true;
+      break;
+    }
+    const chunk = toU8(r.value);
+    hasher.update(chunk);
+    opts.onBytes?.(hasher.bytes);
+    head.push(chunk);
+    headBytes += chunk.byteLength;
+  }
+  const format = detect(Buffer.concat(head));
+  const rest = async function* (): AsyncGenerator<Uint8Array> {
+    yield* head;
+    if (ended) return;
+    for (;;) {
+      throwIfAborted(signal);
+      const r = await iterator.next();
+      if (r.done) return;
+      const chunk = toU8(r.value);
+      hasher.update(chunk);
+      opts.onBytes?.(hasher.bytes);
+      yield chunk;
+    }
+  };
+  if (format === 'tar') {
+    await mkdir(target);
+    try {
+      await untar(rest(), target, what, signal);
+    } catch (error) {
+      await iterator.return?.();
+      throw error;
+    }
+    return { integrity: hasher.verify(what) };
+  }
+  const payload = join(opts.scratch, 'payload');
+  const out = createWriteStream(payload, { flags: 'wx' });
+  try {
+    await pipeline(Readable.from(rest()), out, { signal });
+  } catch (error) {
+    await iterator.return?.();
+    throw error;
+  }
+  const integrity = hasher.verify(what);
+  if (format !== 'zip') throw unsupported(what);
+  await mkdir(target);
+  await extractZip((cb) => yauzl.open(payload, zipOptions, cb), target, what);
+  return { integrity };
+}
+
+function toU8(value: unknown): Uint8Array {
+  if (value instanceof Uint8Array) return value;
+  if (typeof value === 'string') return Buffer.from(value);
+  throw new TypeError(`a package stream must yield Uint8Array chunks, got ${typeof value}`);
+}
+
+const TAR_TYPES = new Set([
+  'File',
+  'OldFile',
+  'ContiguousFile',
+  'Directory',
+  'GNUDumpDir',
+  'SymbolicLink',
+  'Link',
+]);
+
+async function untar(
+  chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  target: string,
+  what: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  let refused: PackageCacheError | undefined;
+  const unpack = new Unpack({
+    cwd: target,
+    strict: true,
+    preserveOwner: false,
+    filter: (path, entry) => {
+      if (refused) return false;
+      const type = 'type' in entry ? String(entry.type) : 'File';
+      let problem: string | undefined;
+      if (!TAR_TYPES.has(type)) problem = `is a ${type} (only files, directories and links)`;
+      else problem = relativePathProblem(path);
+      if (!problem && 'linkpath' in entry && (type === 'SymbolicLink' || type === 'Link')) {
+        problem = linkProblem(
+          path,
+          String(entry.linkpath ?? ''),
+          type === 'Link' ? 'hardlink' : 'symlink',
+        );
+      }
+      if (problem) {
+        refused = unsafe(what, problem, path);
+        return false;
+      }
+      return true;
+    },
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    unpack.on('close', () => resolve());
+    unpack.on('error', (e: unknown) => reject(e));
+  });
+  done.catch(() => {});
+  try {
+    for await (const chunk of chunks) {
+      throwIfAborted(signal);
+      if (refused) break;
+      if (!unpack.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
+        await Promise.race([once(unpack, 'drain'), done]);
+      }
+    }
+    unpack.end();
+    await done;
+  } catch (error) {
+    if (refused) throw refused;
+    if (PackageCacheError.isInstance(error)) throw error;
+    const e = error as { code?: string; tarCode?: string; message?: string };
+    if (e.code === 'TAR_SYMLINK_ERROR' || e.tarCode === 'TAR_ENTRY_ERROR') {
+      throw unsafe(what, e.message ?? 'tar refused an entry');
+    }
+    if (signal?.aborted) throw signal.reason;
+    throw new PackageCacheError(
+      'package_cache.unsupported_format',
+      `${what}: not a valid tar archive (${e.message ?? String(error)})`,
+      { cause: error },
+    );
+  }
+  if (refused) throw refused;
+}
+
+type ZipOpen = (cb: (err: Error | null, zip: yauzl.ZipFile) => void) => void;
+
+async function extractZip(openZip: ZipOpen, target: string, what: string): Promise<void> {
+  const zip = await new Promise<yauzl.ZipFile>((resolve, reject) => {
+    openZip((err, z) => (err ? reject(zipError(err, what)) : resolve(z)));
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      zip.on('error', (e: Error) => reject(zipError(e, what)));
+      zip.on('end', () => resolve());
+      zip.on('entry', (entry: yauzl.Entry) => {
+        zipEntry(zip, entry, target, what).then(
+          () => zip.readEntry(),
+          (e: unknown) => reject(e),
+        );
+      });
+      zip.readEntry();
+    });
+  } finally {
+    zip.close();
+  }
+}
+
+function zipError(e: Error, what: string): PackageCacheError {
+  if (/relative path|absolute path|invalid characters|backslash/i.test(e.message)) {
+    return unsafe(what, e.message);
+  }
+  return new PackageCacheError(
+    'package_cache.unsupported_format',
+    `${what}: not a valid zip archive (${e.message})`,
+    { cause: e },
+  );
+}
+
+async function zipEntry(
+  zip: yauzl.ZipFile,
+  entry: yauzl.Entry,
+  target: string,
+  what: string,
+): Promise<void> {
+  const name = entry.fileName;
+  const problem = relativePathProblem(name);
+  if (problem) throw unsafe(what, problem, name);
+  const unix = entry.versionMadeBy >> 8 === 3;
+  const mode = unix ? (entry.externalFileAttributes >>> 16) & 0xffff : 0;
+  const type = mode & 0o170000;
+  const dest = join(target, name);
+  await ensureNoSymlinkParents(target, name, what);
+  if (name.endsWith('/') || type === 0o040000) {
+    await mkdir(dest, { recursive: true });
+    return;
+  }
+  if (type === 0o120000) {
+    const linkpath = (await readAll(await openEntry(zip, entry))).toString('utf8');
+    const lp = linkProblem(name, linkpath, 'symlink');
+    if (lp) throw unsafe(what, lp, name);
+    await mkdir(dirname(dest), { recursive: true });
+    await symlink(linkpath, dest);
+    return;
+  }
+  if (type !== 0 && type !== 0o100000) {
+    throw unsafe(what, 'is a device, FIFO or socket', name);
+  }
+  await mkdir(dirname(dest), { recursive: true });
+  const perm = mode & 0o777;
+  await pipeline(
+    await openEntry(zip, entry),
+    createWriteStream(dest, { flags: 'wx', mode: perm === 0 ? 0o644 : perm }),
+  );
+}
+
+function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Readable> {
+  return new Promise((resolve, reject) => {
+    zip.openReadStream(entry, (err, stream) => (err ? reject(err) : resolve(stream)));
+  });
+}
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of stream) {
+    chunks.push(c as Buffer);
+    n += (c as Buffer).length;
+    if (n > 4096) throw new TypeError('symlink target too long');
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Refuses to write through a symlink in an entry's parent directories. */
+async function ensureNoSymlinkParents(root: string, rel: string, what: string): Promise<void> {
+  const parts = rel.split(/[\\/]+/).filter((p) => p !== '' && p !== '.');
+  let cur = root;
+  for (const part of parts.slice(0, -1)) {
+    cur = join(cur, part);
+    try {
+      const st = await lstat(cur);
+      if (st.isSymbolicLink()) throw unsafe(what, 'would be written through a symlink', rel);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+  }
+}
+
+/** Copies a directory tree; symlinks must stay inside, anything but files/dirs/links refused. */
+async function copyTree(
+  from: string,
+  to: string,
+  what: string,
+  signal: AbortSignal | undefined,
+  rel = '',
+): Promise<void> {
+  for (const d of await readdir(from, { withFileTypes: true })) {
+    throwIfAborted(signal);
+    const src = join(from, d.name);
+    const dst = join(to, d.name);
+    const r = rel === '' ? d.name : `${rel}/${d.name}`;
+    if (d.isDirectory()) {
+      await mkdir(dst);
+      await copyTree(src, dst, what, signal, r);
+    } else if (d.isFile()) {
+      await copyFile(src, dst);
+    } else if (d.isSymbolicLink()) {
+      const linkpath = await readlink(src);
+      const lp = linkProblem(r, linkpath, 'symlink');
+      if (lp) throw unsafe(what, lp, r);
+      await symlink(linkpath, dst);
+    } else {
+      throw unsafe(what, 'is a device, FIFO or socket', r);
+    }
+  }
+}
+
+/**
+ * Final pass over an extracted tree: every symlink must resolve inside it, set-id bits are
+ * cleared, files and directories are fsynced (when `durable`), and the byte size is summed.
+ */
+export async function finalizeTree(
+  root: string,
+  options: { durable: boolean; what: string },
+): Promise<number> {
+  const realRoot = await realpath(root);
+  let size = 0;
+  const walk = async (dir: string): Promise<void> => {
+    for (const d of await readdir(dir, { withFileTypes: true })) {
+      const p = join(dir, d.name);
+      if (d.isDirectory()) {
+        await walk(p);
+      } else if (d.isSymbolicLink()) {
+        let real: string;
+        try {
+          real = await realpath(p);
+        } catch {
+          throw unsafe(options.what, 'is a dangling or looping symlink', relative(root, p));
+        }
+        if (real !== realRoot && !real.startsWith(realRoot + sep)) {
+          throw unsafe(options.what, 'is a symlink resolving outside', relative(root, p));
+        }
+        size += (await lstat(p)).size;
+      } else if (d.isFile()) {
+        const st = await lstat(p);
+        size += st.size;
+        if (st.mode & 0o7000) await chmod(p, st.mode & 0o777);
+        if (options.durable) await fsyncPath(p);
+      } else {
+        throw unsafe(options.what, 'is a device, FIFO or socket', relative(root, p));
+      }
+    }
+    if (options.durable) await fsyncPath(dir);
+  };
+  await walk(root);
+  return size;
+}
+
+/** fsyncs a file or directory. */
+export async function fsyncPath(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}

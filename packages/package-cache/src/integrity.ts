@@ -1,0 +1,77 @@
+import { createHash, type Hash } from 'node:crypto';
+import { PackageCacheError } from './errors.js';
+
+const STRENGTH = { sha256: 1, sha384: 2, sha512: 3 } as const;
+type Algorithm = keyof typeof STRENGTH;
+
+/** A parsed SRI string: the strongest algorithm it names and the digests accepted for it. */
+export interface ParsedIntegrity {
+  algorithm: Algorithm;
+  digests: string[];
+}
+
+/**
+ * Parses an SRI string (`sha512-<base64> sha256-<base64>`, options after `?` ignored). Only the
+ * strongest supported algorithm is checked, as the SRI spec says. Throws a `TypeError` naming the
+ * value when nothing usable is in it.
+ */
+export function parseIntegrity(value: string): ParsedIntegrity {
+  let best: ParsedIntegrity | undefined;
+  for (const token of value.trim().split(/\s+/)) {
+    const m = /^(sha256|sha384|sha512)-([A-Za-z0-9+/=_-]+)(\?.*)?$/.exec(token);
+    if (!m) continue;
+    const algorithm = m[1] as Algorithm;
+    const digest = m[2]!.replace(/-/g, '+').replace(/_/g, '/');
+    if (!best || STRENGTH[algorithm] > STRENGTH[best.algorithm]) {
+      best = { algorithm, digests: [digest] };
+    } else if (algorithm === best.algorithm) {
+      best.digests.push(digest);
+    }
+  }
+  if (!best) {
+    throw new TypeError(
+      `integrity must be an SRI string such as "sha512-<base64>", got ${JSON.stringify(value)}`,
+    );
+  }
+  return best;
+}
+
+/** Hashes bytes as they pass, for the algorithm an integrity names (sha512 when none). */
+export class IntegrityHasher {
+  readonly #expected: ParsedIntegrity | undefined;
+  readonly #hash: Hash;
+  readonly algorithm: Algorithm;
+  bytes = 0;
+
+  constructor(expected: string | undefined) {
+    this.#expected = expected === undefined ? undefined : parseIntegrity(expected);
+    this.algorithm = this.#expected?.algorithm ?? 'sha512';
+    this.#hash = createHash(this.algorithm);
+  }
+
+  update(chunk: Uint8Array): void {
+    this.bytes += chunk.byteLength;
+    this.#hash.update(chunk);
+  }
+
+  /** Returns the SRI of what was hashed; throws `package_cache.integrity_mismatch` if expected differs. */
+  verify(what: string): string {
+    const digest = this.#hash.digest('base64');
+    const actual = `${this.algorithm}-${digest}`;
+    const expected = this.#expected;
+    if (expected && !expected.digests.includes(digest)) {
+      throw new PackageCacheError(
+        'package_cache.integrity_mismatch',
+        `integrity mismatch for ${what}: expected ${expected.algorithm}-${expected.digests[0]}, got ${actual}`,
+        {
+          details: {
+            expected: expected.digests.map((d) => `${expected.algorithm}-${d}`),
+            actual,
+            bytes: this.bytes,
+          },
+        },
+      );
+    }
+    return actual;
+  }
+}

@@ -1,0 +1,358 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, readdir, readlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { RiggingError } from '@rigging/core';
+import { PackageCache, type FetchedPackage, type PackageRef } from '../src/index.js';
+import { memoryLocks, sri, tarOf, tempDir, zipOf } from './helpers.js';
+
+const ref = (id = 'a1', version = '1.0.0', fqn = 'io.murano.Apache'): PackageRef => ({
+  fqn,
+  version,
+  id,
+});
+
+async function cacheWith(
+  fetched: (r: PackageRef) => FetchedPackage | Promise<FetchedPackage>,
+  extra = {},
+) {
+  const root = await tempDir();
+  const calls: PackageRef[] = [];
+  const cache = await PackageCache.open({
+    root,
+    fetch: async (r) => {
+      calls.push(r);
+      return fetched(r);
+    },
+    ...extra,
+  });
+  return { root, cache, calls };
+}
+
+const simpleTar = (text = 'hello') =>
+  tarOf([
+    { name: 'manifest.yaml', content: `name: ${text}\n` },
+    { name: 'Classes/', type: '5' },
+    { name: 'Classes/app.yaml', content: 'x: 1\n' },
+    { name: 'link', type: '2', linkname: 'Classes/app.yaml' },
+  ]);
+
+async function leftovers(root: string): Promise<string[]> {
+  return (await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'));
+}
+
+describe('PackageCache', () => {
+  it('installs a tar buffer, then hits', async () => {
+    const bytes = simpleTar();
+    const { cache, calls, root } = await cacheWith(() => ({
+      buffer: bytes,
+      integrity: sri(bytes),
+    }));
+    {
+      await using pkg = await cache.acquire(ref());
+      expect(pkg.path).toBe(join(root, 'io.murano.Apache', '1.0.0', 'a1'));
+      expect(pkg.hit).toBe(false);
+      expect(pkg.integrity).toBe(sri(bytes));
+      expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('name: hello\n');
+      expect(await readlink(join(pkg.path, 'link'))).toBe('Classes/app.yaml');
+      expect(pkg.size).toBeGreaterThan(0);
+    }
+    await using again = await cache.acquire(ref());
+    expect(again.hit).toBe(true);
+    expect(calls).toHaveLength(1);
+    expect(cache.stats()).toMatchObject({ entries: 1, hits: 1, misses: 1, downloads: 1, inUse: 1 });
+    expect(await leftovers(root)).toEqual([]);
+  });
+
+  it('accepts any LockProvider', async () => {
+    const bytes = simpleTar();
+    const { cache } = await cacheWith(() => ({ buffer: bytes }), { locks: memoryLocks() });
+    const [a, b] = await Promise.all([cache.acquire(ref()), cache.acquire(ref())]);
+    expect(a.path).toBe(b.path);
+    await a.release();
+    await b.release();
+    expect(cache.stats().downloads).toBe(1);
+  });
+
+  it('streams a gzipped tar (sha256 integrity) and a web stream', async () => {
+    const gz = gzipSync(simpleTar('gz'));
+    const { cache } = await cacheWith((r) =>
+      r.id === 'node'
+        ? {
+            stream: (async function* () {
+              for (let i = 0; i < gz.length; i += 100) yield gz.subarray(i, i + 100);
+            })(),
+            integrity: sri(gz, 'sha256'),
+          }
+        : { stream: new Blob([gz]).stream(), integrity: sri(gz, 'sha256') },
+    );
+    for (const id of ['node', 'web']) {
+      await using pkg = await cache.acquire(ref(id, '2.0'));
+      expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('name: gz\n');
+    }
+  });
+
+  it('installs zip archives (buffer, stream and file) and directories', async () => {
+    const zip = zipOf([
+      { name: 'dir/', mode: 0o040755 },
+      { name: 'dir/run.sh', content: '#!/bin/sh\n', mode: 0o100755 },
+      { name: 'ln', content: 'dir/run.sh', mode: 0o120777 },
+    ]);
+    const src = await tempDir('pc-src-');
+    await writeFile(join(src, 'pkg.zip'), zip);
+    await mkdir(join(src, 'tree', 'sub'), { recursive: true });
+    await writeFile(join(src, 'tree', 'sub', 'f.txt'), 'tree');
+    const { cache } = await cacheWith((r) =>
+      r.id === 'buf'
+        ? { buffer: zip }
+        : r.id === 'stream'
+          ? {
+              stream: (async function* () {
+                yield zip;
+              })(),
+            }
+          : r.id === 'file'
+            ? { path: join(src, 'pkg.zip'), integrity: sri(zip) }
+            : { path: join(src, 'tree') },
+    );
+    for (const id of ['buf', 'stream', 'file']) {
+      await using pkg = await cache.acquire(ref(id));
+      expect(await readFile(join(pkg.path, 'dir', 'run.sh'), 'utf8')).toBe('#!/bin/sh\n');
+      expect(await readlink(join(pkg.path, 'ln'))).toBe('dir/run.sh');
+      expect(pkg.integrity).toBe(sri(zip));
+    }
+    await using tree = await cache.acquire(ref('dir'));
+    expect(await readFile(join(tree.path, 'sub', 'f.txt'), 'utf8')).toBe('tree');
+    expect(tree.integrity).toBeUndefined();
+  });
+
+  it('refuses invalid refs with package_cache.invalid_ref', async () => {
+    const { cache, calls } = await cacheWith(() => ({ buffer: simpleTar() }));
+    const bad: PackageRef[] = [
+      ref('..'),
+      ref('a/b'),
+      ref('a\\b'),
+      ref('a\0b'),
+      ref(''),
+      ref('x'.repeat(129)),
+      ref('.hidden'),
+      ref('ok', '../1'),
+      ref('ok', '1', '..'),
+      ref('ok', '1', 'a..b'),
+      { fqn: 'a', version: 1 as unknown as string, id: 'x' },
+    ];
+    for (const r of bad) {
+      const e = await cache.acquire(r).catch((x: unknown) => x);
+      expect(RiggingError.hasCode(e, 'package_cache.invalid_ref'), JSON.stringify(r)).toBe(true);
+    }
+    expect(calls).toHaveLength(0);
+  });
+
+  it('integrity mismatch: package_cache.integrity_mismatch and nothing cached', async () => {
+    const bytes = simpleTar();
+    const zip = zipOf([{ name: 'a', content: 'a' }]);
+    const { cache, root } = await cacheWith((r) =>
+      r.id === 'zip'
+        ? { buffer: zip, integrity: sri(Buffer.from('other')) }
+        : {
+            stream: (async function* () {
+              yield bytes;
+            })(),
+            integrity: sri(Buffer.from('other'), 'sha256'),
+          },
+    );
+    for (const id of ['tar', 'zip']) {
+      const e = await cache.acquire(ref(id)).catch((x: unknown) => x);
+      expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+      expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', id))).toBe(false);
+    }
+    expect(await leftovers(root)).toEqual([]);
+    expect(cache.stats()).toMatchObject({ entries: 0, downloads: 0 });
+  });
+
+  const evilTars: [string, Buffer][] = [
+    ['dot-dot path', tarOf([{ name: '../evil', content: 'x' }])],
+    ['nested dot-dot', tarOf([{ name: 'a/../../evil', content: 'x' }])],
+    ['absolute path', tarOf([{ name: '/tmp/evil', content: 'x' }])],
+    ['absolute symlink', tarOf([{ name: 'l', type: '2', linkname: '/etc/passwd' }])],
+    ['escaping symlink', tarOf([{ name: 'a/l', type: '2', linkname: '../../x' }])],
+    ['escaping hard link', tarOf([{ name: 'h', type: '1', linkname: '../x' }])],
+    ['char device', tarOf([{ name: 'dev', type: '3' }])],
+    ['fifo', tarOf([{ name: 'fifo', type: '6' }])],
+    [
+      'write through a symlink',
+      tarOf([
+        { name: 'd/', type: '5' },
+        { name: 'l', type: '2', linkname: 'd' },
+        { name: 'l/f', content: 'x' },
+      ]),
+    ],
+    [
+      'symlink chain escaping',
+      tarOf([
+        { name: 'd/', type: '5' },
+        { name: 'd/b', type: '2', linkname: '..' },
+        { name: 'a', type: '2', linkname: 'd/b/..' },
+      ]),
+    ],
+  ];
+  const evilZips: [string, Buffer][] = [
+    ['zip-slip', zipOf([{ name: '../evil', content: 'x' }])],
+    ['zip absolute', zipOf([{ name: '/tmp/evil', content: 'x' }])],
+    ['zip escaping symlink', zipOf([{ name: 'l', content: '../../etc/passwd', mode: 0o120777 }])],
+    ['zip absolute symlink', zipOf([{ name: 'l', content: '/etc/passwd', mode: 0o120777 }])],
+    ['zip device', zipOf([{ name: 'dev', mode: 0o020644 }])],
+    [
+      'zip through symlink',
+      zipOf([
+        { name: 'd/', mode: 0o040755 },
+        { name: 'l', content: 'd', mode: 0o120777 },
+        { name: 'l/f', content: 'x' },
+      ]),
+    ],
+  ];
+
+  it.each([...evilTars, ...evilZips])('refuses a malicious archive: %s', async (_name, bytes) => {
+    const { cache, root } = await cacheWith(() => ({ buffer: bytes }));
+    const e = await cache.acquire(ref()).catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package_cache.unsafe_archive'), String(e)).toBe(true);
+    expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', 'a1'))).toBe(false);
+    expect(existsSync(join(root, 'evil'))).toBe(false);
+    expect(await leftovers(root)).toEqual([]);
+  });
+
+  it('refuses bytes that are no archive', async () => {
+    const { cache } = await cacheWith(() => ({
+      buffer: Buffer.from('plain text, not an archive'),
+    }));
+    const e = await cache.acquire(ref()).catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package_cache.unsupported_format')).toBe(true);
+  });
+
+  it('wraps fetcher failures in package_cache.fetch_failed and caches nothing', async () => {
+    const { cache, root } = await cacheWith(() => Promise.reject(new Error('boom')));
+    const e = await cache.acquire(ref()).catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package_cache.fetch_failed')).toBe(true);
+    expect(await leftovers(root)).toEqual([]);
+  });
+
+  it('16 concurrent acquires of one missing id fetch once; waiters see progress and explained waits', async () => {
+    const bytes = simpleTar();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { cache, calls } = await cacheWith(
+      async (): Promise<FetchedPackage> => ({
+        stream: (async function* () {
+          yield bytes.subarray(0, 512);
+          await gate;
+          yield bytes.subarray(512);
+        })(),
+        size: bytes.length,
+      }),
+      { progressIntervalMs: 5, waitReportMs: 20 },
+    );
+    const waits: { lock: string; pid: number | undefined; done: boolean }[] = [];
+    cache.on('wait', (w) => waits.push({ lock: w.lock, pid: w.pid, done: w.done }));
+    const progress: number[] = [];
+    const all = Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        cache.acquire(ref(), i === 15 ? { onProgress: (p) => progress.push(p.received) } : {}),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    release();
+    const pkgs = await all;
+    expect(calls).toHaveLength(1);
+    expect(new Set(pkgs.map((p) => p.path)).size).toBe(1);
+    expect(waits.some((w) => w.lock === 'download' && w.pid === process.pid && !w.done)).toBe(true);
+    expect(progress.length).toBeGreaterThan(0);
+    await Promise.all(pkgs.map((p) => p.release()));
+    expect(cache.stats()).toMatchObject({ downloads: 1, inUse: 0 });
+  });
+
+  it('re-upload with a new id: the old path stays while leased, then goes', async () => {
+    const { cache, root } = await cacheWith((r) => ({ buffer: simpleTar(r.id) }));
+    const removed: string[] = [];
+    cache.on('remove', (e) => removed.push(`${e.ref.id}:${e.reason}`));
+    const old = await cache.acquire(ref('old'));
+    {
+      await using fresh = await cache.acquire(ref('new'));
+      expect(await readFile(join(fresh.path, 'manifest.yaml'), 'utf8')).toBe('name: new\n');
+    }
+    expect(await readFile(join(old.path, 'manifest.yaml'), 'utf8')).toBe('name: old\n');
+    expect(removed).toEqual([]);
+    await old.release();
+    await old.release(); // idempotent
+    const result = await cache.prune({ idleTtlMs: Infinity, maxBytes: Infinity });
+    expect(result.removed).toEqual([]);
+    // The next downloader of that fqn/version removes it.
+    await (await cache.acquire(ref('newer'))).release();
+    expect(removed.sort()).toEqual(['new:outdated', 'old:outdated']);
+    expect(existsSync(old.path)).toBe(false);
+    expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', 'newer'))).toBe(true);
+  });
+
+  it('several versions in use at once; olderVersions: remove cleans the unused ones', async () => {
+    const { cache } = await cacheWith((r) => ({ buffer: simpleTar(r.version) }), {
+      olderVersions: 'remove',
+    });
+    const v1 = await cache.acquire(ref('x', '1'));
+    await (await cache.acquire(ref('y', '2'))).release();
+    const v3 = await cache.acquire(ref('z', '3'));
+    expect(existsSync(v1.path)).toBe(true); // in use: kept
+    expect(existsSync(join(cache.root, 'io.murano.Apache', '2', 'y'))).toBe(false);
+    await v1.release();
+    await v3.release();
+    await (await cache.acquire(ref('w', '4'))).release();
+    expect(existsSync(v1.path)).toBe(false);
+  });
+
+  it('byte cap: never evicts a held package, converges when released', async () => {
+    const big = (n: string) => tarOf([{ name: 'blob', content: Buffer.alloc(20_000, n) }]);
+    const { cache } = await cacheWith((r) => ({ buffer: big(r.fqn) }), { maxBytes: 50_000 });
+    const held = await Promise.all(
+      ['a', 'b', 'c', 'd'].map((f) => cache.acquire(ref('1', '1', f))),
+    );
+    await cache.prune();
+    for (const p of held) expect(existsSync(join(p.path, 'blob'))).toBe(true);
+    expect(cache.stats().bytes).toBe(80_000);
+    for (const p of held) await p.release();
+    const r = await cache.prune();
+    expect(r.bytes).toBeLessThanOrEqual(50_000);
+    expect(existsSync(held[3]!.path)).toBe(true); // most recently used kept
+    expect(existsSync(held[0]!.path)).toBe(false);
+    expect(cache.stats().evictions).toBe(2);
+  });
+
+  it('idle TTL removes unused packages only', async () => {
+    const { cache } = await cacheWith(() => ({ buffer: simpleTar() }));
+    const held = await cache.acquire(ref('held'));
+    await (await cache.acquire(ref('idle', '2'))).release();
+    const r = await cache.prune({ idleTtlMs: 0 });
+    expect(r.removed.map((x) => x.id)).toEqual(['idle']);
+    expect(r.inUse.map((x) => x.id)).toEqual(['held']);
+    await held.release();
+  });
+
+  it('honours abort signals and close()', async () => {
+    const { cache } = await cacheWith(() => new Promise<FetchedPackage>(() => {}));
+    const ac = new AbortController();
+    const p = cache.acquire(ref(), { signal: ac.signal });
+    setTimeout(() => ac.abort(new Error('stop')), 20);
+    await expect(p).rejects.toThrow('stop');
+    await cache.close();
+    const e = await cache.acquire(ref()).catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package_cache.closed')).toBe(true);
+  });
+
+  it('rejects bad options with a TypeError naming the value', () => {
+    expect(() => new PackageCache({ root: '', fetch: () => Promise.reject(new Error()) })).toThrow(
+      TypeError,
+    );
+    expect(
+      () =>
+        new PackageCache({ root: '/x', fetch: () => Promise.reject(new Error()), maxBytes: -1 }),
+    ).toThrow(/maxBytes/);
+  });
+});
