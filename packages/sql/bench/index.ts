@@ -1,0 +1,95 @@
+// @rigging/sql (openDatabase + Kysely) against the raw driver a user would otherwise call, for a
+// primary-key select and a one-row insert transaction, on SQLite and PostgreSQL. Run: pnpm bench
+import BetterSqlite from 'better-sqlite3';
+import pg from 'pg';
+import { Bench } from 'tinybench';
+import { freshDatabase, service } from '@rigging/testkit';
+import { openDatabase, sql } from '../src/index.js';
+
+interface Tables {
+  bench_kv: { id: number; v: string };
+}
+const ratios: string[] = [];
+
+async function compare(label: string, ours: () => Promise<unknown>, raw: () => Promise<unknown>) {
+  const bench = new Bench({ time: 700, warmupTime: 100 });
+  bench.add(`${label} @rigging/sql`, ours).add(`${label} raw driver`, raw);
+  await bench.run();
+  console.table(bench.table());
+  const [a, b] = bench.tasks.map((t) => t.result?.throughput.mean ?? NaN);
+  ratios.push(`${label}: @rigging/sql / raw = ${(a! / b!).toFixed(2)}× the throughput`);
+}
+
+// SQLite (file, WAL, synchronous=normal on both sides).
+{
+  const fresh = await freshDatabase('sqlite-file', 'bench');
+  const file = fresh.url.slice('sqlite:'.length);
+  const database = await openDatabase<Tables>(fresh.url);
+  await sql`create table bench_kv (id integer primary key, v text not null)`.execute(database.db);
+  await sql`insert into bench_kv (id, v) values (1, 'one')`.execute(database.db);
+  const raw = new BetterSqlite(file);
+  raw.pragma('journal_mode = WAL');
+  raw.pragma('synchronous = normal');
+  const get = raw.prepare('select id, v from bench_kv where id = ?');
+  const put = raw.prepare('insert into bench_kv (id, v) values (?, ?)');
+  const putTx = raw.transaction((id: number) => put.run(id, 'x'));
+  let next = 10;
+  await compare(
+    'sqlite select by id',
+    () => database.db.selectFrom('bench_kv').selectAll().where('id', '=', 1).executeTakeFirst(),
+    async () => get.get(1),
+  );
+  await compare(
+    'sqlite insert transaction',
+    () =>
+      database.transaction((trx) =>
+        trx.insertInto('bench_kv').values({ id: next++, v: 'x' }).execute(),
+      ),
+    async () => putTx.immediate(next++),
+  );
+  raw.close();
+  await database.close();
+  await fresh.drop();
+}
+
+// PostgreSQL (pool of 10 on both sides).
+if ((await service('postgres')).available) {
+  const fresh = await freshDatabase('postgres', 'bench');
+  const database = await openDatabase<Tables>(fresh.url);
+  await sql`create table bench_kv (id integer primary key, v text not null)`.execute(database.db);
+  await sql`insert into bench_kv (id, v) values (1, 'one')`.execute(database.db);
+  const pool = new pg.Pool({ connectionString: fresh.url, max: 10 });
+  let next = 10;
+  await compare(
+    'postgres select by id',
+    () => database.db.selectFrom('bench_kv').selectAll().where('id', '=', 1).executeTakeFirst(),
+    () => pool.query('select id, v from bench_kv where id = $1', [1]),
+  );
+  await compare(
+    'postgres insert transaction',
+    () =>
+      database.transaction((trx) =>
+        trx.insertInto('bench_kv').values({ id: next++, v: 'x' }).execute(),
+      ),
+    async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'x']);
+        await client.query('commit');
+      } catch (error) {
+        await client.query('rollback');
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+  );
+  await pool.end();
+  await database.close();
+  await fresh.drop();
+} else {
+  console.log('PostgreSQL unreachable: skipped');
+}
+
+console.log(ratios.join('\n'));

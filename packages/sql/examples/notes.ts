@@ -1,0 +1,49 @@
+// Open a database by URL (SQLite file by default), migrate a namespace, write in a retrying
+// transaction, read with Kysely. Run: npx tsx examples/notes.ts [database-url]
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, type Generated, type Migration } from '@rigging/sql';
+
+interface Tables {
+  notes_note: { id: Generated<number>; title: string; created_at: number };
+}
+
+const migrations: Migration[] = [
+  {
+    name: 'create notes_note',
+    up: async (db, { dialect }) => {
+      await db.schema
+        .createTable('notes_note')
+        .addColumn('id', 'integer', (c) =>
+          dialect === 'postgres'
+            ? c.generatedAlwaysAsIdentity().primaryKey()
+            : dialect === 'mysql'
+              ? c.autoIncrement().primaryKey()
+              : c.primaryKey(),
+        )
+        .addColumn('title', 'varchar(200)', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
+];
+
+const url = process.argv[2] ?? `sqlite:${join(mkdtempSync(join(tmpdir(), 'notes-')), 'notes.db')}`;
+await using database = await openDatabase<Tables>(url);
+
+const { applied, version } = await database.migrate('notes', migrations);
+console.log(`migrated 'notes' to version ${version} (applied: ${applied.join(', ') || 'none'})`);
+
+await database.transaction(async (trx) => {
+  await trx
+    .insertInto('notes_note')
+    .values([
+      { title: 'buy GPUs', created_at: Date.now() },
+      { title: 'reshape them', created_at: Date.now() },
+    ])
+    .execute();
+});
+
+const notes = await database.db.selectFrom('notes_note').select('title').orderBy('id').execute();
+console.log(`${database.dialect}: ${notes.map((n) => n.title).join(' → ')}`);
