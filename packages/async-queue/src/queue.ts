@@ -202,6 +202,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #lastKeyStatus = new Map<string, KeyStatus>();
   readonly #stop = new AbortController();
+  readonly #halt = new AbortController();
   readonly #attached: Promise<void>;
   #closed: Promise<void> | undefined;
   #rung = false;
@@ -619,8 +620,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         result,
         durationMs: this.#clock.now() - started,
       });
-      this.#settleWaiters(c.op, undefined, result);
       await this.#emitKeyStatus(op.key);
+      this.#settleWaiters(c.op, undefined, result);
       return;
     }
     if (entry.closingAbort) {
@@ -663,13 +664,13 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       attempt: op.attempts,
       error,
     });
-    this.#settleWaiters(op, localError);
     for (const x of c.cancelled) {
       this.#events.emit('op:cancelled', { id: x.id, key: x.key, type: x.type, cause: op.id });
-      this.#settleWaiters(x);
     }
     if (c.blocked) this.#events.emit('key:blocked', { key: op.key, opId: op.id, error });
     await this.#emitKeyStatus(op.key);
+    this.#settleWaiters(op, localError);
+    for (const x of c.cancelled) this.#settleWaiters(x);
   }
 
   #refused(claim: Claim): void {
@@ -820,13 +821,10 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async #heartbeatLoop(): Promise<void> {
-    while (!this.#stop.signal.aborted || this.#inflight.size > 0) {
-      await this.#clock.sleep(this.#heartbeatMs, { signal: this.#stop.signal }).catch(() => {});
-      if (this.#stop.signal.aborted) {
-        // Keep leases alive while closing lets in-flight handlers finish.
-        if (this.#inflight.size === 0) return;
-        await this.#clock.sleep(this.#heartbeatMs).catch(() => {});
-      }
+    // Keeps leases alive until close() is done with in-flight handlers (#halt), not just #stop.
+    while (!this.#halt.signal.aborted) {
+      await this.#clock.sleep(this.#heartbeatMs, { signal: this.#halt.signal }).catch(() => {});
+      if (this.#halt.signal.aborted) return;
       const entries = [...this.#inflight.values()].filter((e) => !e.abandoned);
       if (entries.length === 0) continue;
       try {
@@ -921,6 +919,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     this.#waiters.clear();
     for (const d of this.#idleWaiters) d.resolve();
     this.#idleWaiters = [];
+    this.#halt.abort();
     await Promise.allSettled(this.#timers);
     await this.#attached.catch(() => {});
     await this.backend.close();

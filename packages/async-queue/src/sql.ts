@@ -1,1 +1,803 @@
-export {};
+import { randomUUID } from 'node:crypto';
+import type { Clock, Logger, SerializedError } from '@rigging/core';
+import {
+  isUniqueViolation,
+  sql,
+  type Database,
+  type Kysely,
+  type Migration,
+  type Session,
+} from '@rigging/sql';
+import type {
+  BackendContext,
+  Claim,
+  Completion,
+  EnqueueInput,
+  FailOutcome,
+  QueueBackend,
+} from './backend.js';
+import { QueueError } from './errors.js';
+import type { KeyInfo, KeyStatus, OpInfo, OpStatus, RetentionOptions } from './types.js';
+
+/** Options of {@link sqlBackend}. */
+export interface SqlBackendOptions {
+  /**
+   * The queue's name: queues with the same name on one database share ops (the jobboard);
+   * different names are independent. @default 'default'
+   */
+  name?: string;
+  /**
+   * How often workers look for work that no wake-up announced (other processes' enqueues on
+   * SQLite/MySQL, expired leases, due retries). @default 250 (SQLite, MySQL), 2000 (PostgreSQL)
+   */
+  pollMs?: number;
+  /** PostgreSQL: LISTEN/NOTIFY wake-ups. @default true */
+  notify?: boolean;
+}
+
+const OPS = 'rigging_queue_ops';
+const KEYS = 'rigging_queue_keys';
+const CHANNEL = 'rigging_queue';
+
+/** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
+export const migrations: readonly Migration[] = [
+  {
+    name: 'create-queue-tables',
+    async up(db) {
+      await db.schema
+        .createTable(OPS)
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('queue', 'varchar(64)', (c) => c.notNull())
+        .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('seq', 'bigint', (c) => c.notNull())
+        .addColumn('type', 'varchar(128)', (c) => c.notNull())
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('expiries', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('token', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('idempotency_key', 'varchar(255)')
+        .addColumn('result', 'text')
+        .addColumn('error', 'text')
+        .addColumn('cancelled_by', 'varchar(36)')
+        .addColumn('worker', 'varchar(255)')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('started_at', 'bigint')
+        .addColumn('finished_at', 'bigint')
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_key')
+        .on(OPS)
+        .columns(['queue', 'op_key', 'status', 'seq'])
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_idem')
+        .on(OPS)
+        .columns(['queue', 'idempotency_key'])
+        .unique()
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_finished')
+        .on(OPS)
+        .columns(['queue', 'status', 'finished_at'])
+        .execute();
+      await db.schema
+        .createTable(KEYS)
+        .addColumn('queue', 'varchar(64)', (c) => c.notNull())
+        .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('state', 'varchar(16)', (c) => c.notNull())
+        .addColumn('next_seq', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('pending', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('avail_at', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('turn', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('running_op', 'varchar(36)')
+        .addColumn('running_type', 'varchar(128)')
+        .addColumn('token', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('lease_until', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('blocked_by', 'varchar(36)')
+        .addPrimaryKeyConstraint('rigging_queue_keys_pk', ['queue', 'op_key'])
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_keys_turn')
+        .on(KEYS)
+        .columns(['queue', 'state', 'turn'])
+        .execute();
+    },
+  },
+];
+
+interface OpRow {
+  id: string;
+  queue: string;
+  op_key: string;
+  seq: number | string;
+  type: string;
+  payload: string;
+  status: string;
+  attempts: number | string;
+  expiries: number | string;
+  token: number | string;
+  idempotency_key: string | null;
+  result: string | null;
+  error: string | null;
+  cancelled_by: string | null;
+  worker: string | null;
+  created_at: number | string;
+  started_at: number | string | null;
+  finished_at: number | string | null;
+}
+
+interface KeyRow {
+  queue: string;
+  op_key: string;
+  state: 'idle' | 'ready' | 'running' | 'blocked';
+  next_seq: number | string;
+  pending: number | string;
+  avail_at: number | string;
+  turn: number | string;
+  running_op: string | null;
+  running_type: string | null;
+  token: number | string;
+  lease_until: number | string;
+  blocked_by: string | null;
+}
+
+const num = (v: number | string | null | undefined): number | undefined =>
+  v === null || v === undefined ? undefined : Number(v);
+
+const parse = (text: string | null): unknown => (text === null ? undefined : JSON.parse(text));
+
+function toInfo(row: OpRow): OpInfo {
+  return {
+    id: row.id,
+    key: row.op_key,
+    type: row.type,
+    payload: parse(row.payload),
+    status: row.status as OpStatus,
+    attempts: Number(row.attempts),
+    createdAt: Number(row.created_at),
+    startedAt: num(row.started_at),
+    finishedAt: num(row.finished_at),
+    result: parse(row.result),
+    error: parse(row.error) as SerializedError | undefined,
+    cancelledBy: row.cancelled_by ?? undefined,
+    idempotencyKey: row.idempotency_key ?? undefined,
+  };
+}
+
+type Db = Kysely<any>;
+
+/**
+ * The durable jobboard over `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB). Tables
+ * `rigging_queue_ops` and `rigging_queue_keys`, created by `database.migrate('async-queue')` on
+ * first use. Many queue instances, in many processes, may share one database and queue name.
+ * The database stays the caller's: closing the queue does not close it.
+ */
+export function sqlBackend(database: Database, options: SqlBackendOptions = {}): QueueBackend {
+  const name = options.name ?? 'default';
+  if (typeof name !== 'string' || !/^[\w.:-]{1,64}$/.test(name)) {
+    throw new TypeError(`name must be 1-64 word characters, got ${JSON.stringify(name)}`);
+  }
+  const dialect = database.dialect;
+  const pollMs = options.pollMs ?? (dialect === 'postgres' ? 2000 : 250);
+  if (typeof pollMs !== 'number' || !(pollMs > 0)) {
+    throw new TypeError(`pollMs must be a positive number, got ${String(pollMs)}`);
+  }
+  const notify = dialect === 'postgres' && (options.notify ?? true);
+  const locking = dialect !== 'sqlite';
+  const db = database.db as Db;
+  let clock: Clock | undefined;
+  let logger: Logger | undefined;
+  let ctx: BackendContext | undefined;
+  let session: Session | undefined;
+  let closed = false;
+  let listenLoop: Promise<void> | undefined;
+  const stop = new AbortController();
+  const now = () => (clock ? clock.now() : Date.now());
+
+  const tx = <T>(fn: (trx: Db) => Promise<T>) => database.transaction(fn, { retries: 20 });
+
+  const pgNotify = async (trx: Db, payload: string) => {
+    if (dialect === 'postgres') await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
+  };
+
+  const keyRow = async (trx: Db, key: string, lock: boolean): Promise<KeyRow | undefined> => {
+    let q = trx.selectFrom(KEYS).selectAll().where('queue', '=', name).where('op_key', '=', key);
+    if (lock && locking) q = q.forUpdate();
+    return (await q.executeTakeFirst()) as KeyRow | undefined;
+  };
+
+  const opRow = async (trx: Db, id: string): Promise<OpRow | undefined> =>
+    (await trx.selectFrom(OPS).selectAll().where('id', '=', id).executeTakeFirst()) as
+      OpRow | undefined;
+
+  /** After the running op of `key` finished (not blocking): next op or idle. */
+  const advanceKey = async (trx: Db, key: string, at: number) => {
+    await trx
+      .updateTable(KEYS)
+      .set({
+        state: sql`case when pending > 0 then 'ready' else 'idle' end`,
+        running_op: null,
+        running_type: null,
+        avail_at: 0,
+        turn: at,
+      })
+      .where('queue', '=', name)
+      .where('op_key', '=', key)
+      .execute();
+  };
+
+  const cancelQueued = async (trx: Db, key: string, cause: string, at: number) => {
+    const rows = (await trx
+      .selectFrom(OPS)
+      .selectAll()
+      .where('queue', '=', name)
+      .where('op_key', '=', key)
+      .where('status', '=', 'queued')
+      .orderBy('seq')
+      .execute()) as OpRow[];
+    if (rows.length === 0) return [];
+    await trx
+      .updateTable(OPS)
+      .set({ status: 'cancelled', cancelled_by: cause, finished_at: at })
+      .where('queue', '=', name)
+      .where('op_key', '=', key)
+      .where('status', '=', 'queued')
+      .execute();
+    return rows.map((r) =>
+      toInfo({ ...r, status: 'cancelled', cancelled_by: cause, finished_at: at }),
+    );
+  };
+
+  /** Checks the fencing token on the key row (locked first, then the op). */
+  const holdsClaim = async (trx: Db, claim: Claim): Promise<boolean> => {
+    const k = await keyRow(trx, claim.op.key, true);
+    return (
+      !!k &&
+      k.state === 'running' &&
+      k.running_op === claim.op.id &&
+      Number(k.token) === claim.token
+    );
+  };
+
+  const failOp = async (
+    trx: Db,
+    row: OpRow,
+    error: SerializedError,
+    stopKey: boolean,
+    at: number,
+  ): Promise<Completion> => {
+    await trx
+      .updateTable(OPS)
+      .set({ status: 'failed', error: JSON.stringify(error), finished_at: at })
+      .where('id', '=', row.id)
+      .execute();
+    const op = toInfo({ ...row, status: 'failed', error: JSON.stringify(error), finished_at: at });
+    if (!stopKey) {
+      await advanceKey(trx, row.op_key, at);
+      return { op, cancelled: [], blocked: false };
+    }
+    const cancelled = await cancelQueued(trx, row.op_key, row.id, at);
+    await trx
+      .updateTable(KEYS)
+      .set({
+        state: 'blocked',
+        blocked_by: row.id,
+        pending: 0,
+        running_op: null,
+        running_type: null,
+      })
+      .where('queue', '=', name)
+      .where('op_key', '=', row.op_key)
+      .execute();
+    return { op, cancelled, blocked: true };
+  };
+
+  const statusOf = async (trx: Db, k: KeyRow | undefined): Promise<KeyStatus> => {
+    if (!k) return 'idle';
+    switch (k.state) {
+      case 'blocked':
+        return 'blocked';
+      case 'running':
+        return `${k.running_type ?? 'op'}-in-progress`;
+      case 'ready': {
+        const head = (await trx
+          .selectFrom(OPS)
+          .select(['type', 'attempts'])
+          .where('queue', '=', name)
+          .where('op_key', '=', k.op_key)
+          .where('status', '=', 'queued')
+          .orderBy('seq')
+          .limit(1)
+          .executeTakeFirst()) as { type: string; attempts: number | string } | undefined;
+        if (!head) return 'idle';
+        return Number(head.attempts) > 0 ? `${head.type}-in-progress` : 'queued';
+      }
+      default:
+        return 'idle';
+    }
+  };
+
+  const listen = async () => {
+    let failures = 0;
+    while (!stop.signal.aborted) {
+      try {
+        session = await database.session();
+        await session.query(`LISTEN ${CHANNEL}`);
+        failures = 0;
+        session.onNotification((n) => {
+          const p = n.payload ?? '';
+          if (p === `n:${name}`) ctx?.wake();
+          else if (p.startsWith(`d:${name}:`)) ctx?.settled(p.slice(name.length + 3));
+        });
+        ctx?.wake();
+        await new Promise<void>((resolve) => {
+          const s = session!;
+          if (s.lost.aborted || stop.signal.aborted) return resolve();
+          const done = () => resolve();
+          s.lost.addEventListener('abort', done, { once: true });
+          stop.signal.addEventListener('abort', done, { once: true });
+        });
+        if (!stop.signal.aborted) logger?.warn('async-queue LISTEN session lost; reconnecting');
+      } catch (err) {
+        failures++;
+        logger?.warn({ err }, 'async-queue LISTEN failed; polling meanwhile');
+      }
+      await session?.close().catch(() => {});
+      session = undefined;
+      if (stop.signal.aborted) return;
+      await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** Math.min(failures, 6))));
+    }
+  };
+
+  const backend: QueueBackend = {
+    kind: `sql:${dialect}`,
+    durable: true,
+    pollMs,
+
+    async attach(context) {
+      ctx = context;
+      clock = context.clock;
+      logger = context.logger;
+      await database.migrate('async-queue', migrations);
+      if (notify) listenLoop = listen();
+    },
+
+    async enqueue(input: EnqueueInput) {
+      const at = now();
+      const payload = JSON.stringify(input.payload ?? null);
+      const run = () =>
+        tx(async (trx) => {
+          if (input.idempotencyKey !== undefined) {
+            const existing = (await trx
+              .selectFrom(OPS)
+              .selectAll()
+              .where('queue', '=', name)
+              .where('idempotency_key', '=', input.idempotencyKey)
+              .executeTakeFirst()) as OpRow | undefined;
+            if (existing) return { row: existing, created: false };
+          }
+          let k = await keyRow(trx, input.key, true);
+          if (!k) {
+            const insert = trx
+              .insertInto(KEYS)
+              .values({ queue: name, op_key: input.key, state: 'idle', turn: at });
+            if (dialect === 'mysql') await insert.ignore().execute();
+            else await insert.onConflict((oc) => oc.doNothing()).execute();
+            k = (await keyRow(trx, input.key, true))!;
+          }
+          const seq = Number(k.next_seq) + 1;
+          const row: OpRow = {
+            id: randomUUID(),
+            queue: name,
+            op_key: input.key,
+            seq,
+            type: input.type,
+            payload,
+            status: 'queued',
+            attempts: 0,
+            expiries: 0,
+            token: 0,
+            idempotency_key: input.idempotencyKey ?? null,
+            result: null,
+            error: null,
+            cancelled_by: null,
+            worker: null,
+            created_at: at,
+            started_at: null,
+            finished_at: null,
+          };
+          await trx.insertInto(OPS).values(row).execute();
+          const wasIdle = k.state === 'idle';
+          await trx
+            .updateTable(KEYS)
+            .set({
+              next_seq: seq,
+              pending: sql`pending + 1`,
+              ...(wasIdle ? { state: 'ready', avail_at: 0, turn: at } : {}),
+            })
+            .where('queue', '=', name)
+            .where('op_key', '=', input.key)
+            .execute();
+          if (wasIdle) await pgNotify(trx, `n:${name}`);
+          return { row, created: true };
+        });
+      let out: { row: OpRow; created: boolean };
+      try {
+        out = await run();
+      } catch (error) {
+        if (input.idempotencyKey === undefined || !isUniqueViolation(error)) throw error;
+        out = await run();
+      }
+      const { row, created } = out;
+      if (!created && (row.op_key !== input.key || row.type !== input.type)) {
+        throw new QueueError(
+          'async-queue.idempotency_conflict',
+          `idempotency key '${input.idempotencyKey}' was used for op ${row.id} (key '${row.op_key}', type '${row.type}'), not key '${input.key}', type '${input.type}'`,
+          { details: { id: row.id, key: row.op_key, type: row.type } },
+        );
+      }
+      return { op: toInfo(row), created };
+    },
+
+    async claim({ limit, leaseMs, workerId, key, maxLeaseExpiries, stopOnPoison }) {
+      if (limit <= 0) return { claims: [], poisoned: [] };
+      return tx(async (trx) => {
+        const at = now();
+        const claims: Claim[] = [];
+        const poisoned: Completion[] = [];
+        const pick = async (state: 'running' | 'ready', n: number) => {
+          let q = trx
+            .selectFrom(KEYS)
+            .selectAll()
+            .where('queue', '=', name)
+            .where('state', '=', state);
+          q = state === 'running' ? q.where('lease_until', '<', at) : q.where('avail_at', '<=', at);
+          if (key !== undefined) q = q.where('op_key', '=', key);
+          q = q.orderBy('turn').orderBy('op_key').limit(n);
+          if (locking) q = q.forUpdate().skipLocked();
+          return (await q.execute()) as KeyRow[];
+        };
+        const expired = await pick('running', limit);
+        for (const k of expired) {
+          const row = await opRow(trx, k.running_op ?? '');
+          if (!row || row.status !== 'running') {
+            await advanceKey(trx, k.op_key, at);
+            continue;
+          }
+          const expiries = Number(row.expiries) + 1;
+          if (expiries >= maxLeaseExpiries) {
+            const error: SerializedError = {
+              name: 'QueueError',
+              code: 'async-queue.poison',
+              message: `op ${row.id} (${row.type}) lost its worker ${expiries} times (lease expired); failed as poison`,
+            };
+            await trx
+              .updateTable(OPS)
+              .set({ expiries, token: sql`token + 1` })
+              .where('id', '=', row.id)
+              .execute();
+            poisoned.push(await failOp(trx, row, error, stopOnPoison, at));
+            continue;
+          }
+          const token = Number(k.token) + 1;
+          await trx
+            .updateTable(OPS)
+            .set({
+              token,
+              expiries,
+              attempts: sql`attempts + 1`,
+              worker: workerId,
+              started_at: at,
+            })
+            .where('id', '=', row.id)
+            .execute();
+          await trx
+            .updateTable(KEYS)
+            .set({ token, lease_until: at + leaseMs, turn: at })
+            .where('queue', '=', name)
+            .where('op_key', '=', k.op_key)
+            .execute();
+          claims.push({
+            op: toInfo({ ...row, token, attempts: Number(row.attempts) + 1, started_at: at }),
+            token,
+          });
+        }
+        const ready = claims.length < limit ? await pick('ready', limit - claims.length) : [];
+        for (const k of ready) {
+          const row = (await trx
+            .selectFrom(OPS)
+            .selectAll()
+            .where('queue', '=', name)
+            .where('op_key', '=', k.op_key)
+            .where('status', '=', 'queued')
+            .orderBy('seq')
+            .limit(1)
+            .executeTakeFirst()) as OpRow | undefined;
+          if (!row) {
+            await trx
+              .updateTable(KEYS)
+              .set({ state: 'idle', pending: 0 })
+              .where('queue', '=', name)
+              .where('op_key', '=', k.op_key)
+              .execute();
+            continue;
+          }
+          const token = Number(k.token) + 1;
+          await trx
+            .updateTable(OPS)
+            .set({
+              status: 'running',
+              token,
+              attempts: sql`attempts + 1`,
+              worker: workerId,
+              started_at: at,
+            })
+            .where('id', '=', row.id)
+            .execute();
+          await trx
+            .updateTable(KEYS)
+            .set({
+              state: 'running',
+              running_op: row.id,
+              running_type: row.type,
+              token,
+              lease_until: at + leaseMs,
+              pending: sql`pending - 1`,
+            })
+            .where('queue', '=', name)
+            .where('op_key', '=', k.op_key)
+            .execute();
+          claims.push({
+            op: toInfo({
+              ...row,
+              status: 'running',
+              token,
+              attempts: Number(row.attempts) + 1,
+              started_at: at,
+            }),
+            token,
+          });
+        }
+        return { claims, poisoned };
+      });
+    },
+
+    async heartbeat(claims, leaseMs) {
+      const lost = new Set<string>();
+      const until = now() + leaseMs;
+      for (const c of claims) {
+        const r = await db
+          .updateTable(KEYS)
+          .set({ lease_until: until })
+          .where('queue', '=', name)
+          .where('op_key', '=', c.op.key)
+          .where('running_op', '=', c.op.id)
+          .where('token', '=', c.token)
+          .where('state', '=', 'running')
+          .executeTakeFirst();
+        if (Number(r.numUpdatedRows) === 0) {
+          // MySQL reports 0 changed rows when the value did not change: check by reading.
+          const k = await keyRow(db, c.op.key, false);
+          if (!k || k.running_op !== c.op.id || Number(k.token) !== c.token) lost.add(c.op.id);
+        }
+      }
+      return lost;
+    },
+
+    async succeed(claim, result) {
+      const text = JSON.stringify(result ?? null);
+      return tx(async (trx) => {
+        if (!(await holdsClaim(trx, claim))) return undefined;
+        const at = now();
+        await trx
+          .updateTable(OPS)
+          .set({ status: 'succeeded', result: text, error: null, finished_at: at })
+          .where('id', '=', claim.op.id)
+          .execute();
+        await advanceKey(trx, claim.op.key, at);
+        await pgNotify(trx, `d:${name}:${claim.op.id}`);
+        return {
+          op: { ...claim.op, status: 'succeeded' as const, result, finishedAt: at },
+          cancelled: [],
+          blocked: false,
+        };
+      });
+    },
+
+    async fail(claim, error, outcome: FailOutcome) {
+      return tx(async (trx) => {
+        if (!(await holdsClaim(trx, claim))) return undefined;
+        const at = now();
+        const row = (await opRow(trx, claim.op.id))!;
+        if ('retryAt' in outcome) {
+          await trx
+            .updateTable(OPS)
+            .set({ status: 'queued', error: JSON.stringify(error) })
+            .where('id', '=', row.id)
+            .execute();
+          await trx
+            .updateTable(KEYS)
+            .set({
+              state: 'ready',
+              avail_at: outcome.retryAt,
+              pending: sql`pending + 1`,
+              running_op: null,
+              running_type: null,
+            })
+            .where('queue', '=', name)
+            .where('op_key', '=', row.op_key)
+            .execute();
+          return {
+            op: toInfo({ ...row, status: 'queued', error: JSON.stringify(error) }),
+            cancelled: [],
+            blocked: false,
+          };
+        }
+        const c = await failOp(trx, row, error, outcome.stop, at);
+        await pgNotify(trx, `d:${name}:${row.id}`);
+        for (const x of c.cancelled) await pgNotify(trx, `d:${name}:${x.id}`);
+        return c;
+      });
+    },
+
+    async release(claim) {
+      return tx(async (trx) => {
+        if (!(await holdsClaim(trx, claim))) return false;
+        const token = claim.token + 1;
+        await trx
+          .updateTable(OPS)
+          .set({ status: 'queued', token })
+          .where('id', '=', claim.op.id)
+          .execute();
+        await trx
+          .updateTable(KEYS)
+          .set({
+            state: 'ready',
+            avail_at: 0,
+            pending: sql`pending + 1`,
+            running_op: null,
+            running_type: null,
+            token,
+          })
+          .where('queue', '=', name)
+          .where('op_key', '=', claim.op.key)
+          .execute();
+        await pgNotify(trx, `n:${name}`);
+        return true;
+      });
+    },
+
+    async resume(key) {
+      return tx(async (trx) => {
+        const k = await keyRow(trx, key, true);
+        if (!k || k.state !== 'blocked') return false;
+        await trx
+          .updateTable(KEYS)
+          .set({ blocked_by: null, avail_at: 0, turn: now() })
+          .set({ state: sql`case when pending > 0 then 'ready' else 'idle' end` })
+          .where('queue', '=', name)
+          .where('op_key', '=', key)
+          .execute();
+        await pgNotify(trx, `n:${name}`);
+        return true;
+      });
+    },
+
+    async discard(key) {
+      return tx(async (trx) => {
+        const k = await keyRow(trx, key, true);
+        if (!k) return [];
+        const cancelled = await cancelQueued(trx, key, 'discard', now());
+        await trx
+          .updateTable(KEYS)
+          .set({
+            pending: 0,
+            blocked_by: null,
+            state: k.state === 'running' ? 'running' : 'idle',
+          })
+          .where('queue', '=', name)
+          .where('op_key', '=', key)
+          .execute();
+        for (const x of cancelled) await pgNotify(trx, `d:${name}:${x.id}`);
+        return cancelled;
+      });
+    },
+
+    async get(id) {
+      const row = await opRow(db, id);
+      return row && row.queue === name ? toInfo(row) : undefined;
+    },
+
+    async inspect(key): Promise<KeyInfo> {
+      const k = await keyRow(db, key, false);
+      const status = await statusOf(db, k);
+      const rows = (await db
+        .selectFrom(OPS)
+        .selectAll()
+        .where('queue', '=', name)
+        .where('op_key', '=', key)
+        .where('status', 'in', ['queued', 'running'])
+        .orderBy('seq')
+        .execute()) as OpRow[];
+      const running = rows.find((r) => r.status === 'running');
+      return {
+        key,
+        status,
+        blockedBy: k?.blocked_by ?? undefined,
+        running: running ? toInfo(running) : undefined,
+        pending: rows.filter((r) => r.status === 'queued').map(toInfo),
+      };
+    },
+
+    async keyStatus(key) {
+      return statusOf(db, await keyRow(db, key, false));
+    },
+
+    async deadLetters(limit) {
+      const rows = (await db
+        .selectFrom(OPS)
+        .selectAll()
+        .where('queue', '=', name)
+        .where('status', '=', 'failed')
+        .orderBy('finished_at', 'desc')
+        .limit(limit)
+        .execute()) as OpRow[];
+      return rows.map(toInfo);
+    },
+
+    async prune(retention: RetentionOptions) {
+      let n = 0;
+      if (retention.maxAgeMs !== undefined) {
+        const r = await db
+          .deleteFrom(OPS)
+          .where('queue', '=', name)
+          .where('status', 'in', ['succeeded', 'cancelled', 'failed'])
+          .where('finished_at', '<', now() - retention.maxAgeMs)
+          .executeTakeFirst();
+        n += Number(r.numDeletedRows);
+      }
+      if (retention.maxCount !== undefined) {
+        const edge = (await db
+          .selectFrom(OPS)
+          .select('finished_at')
+          .where('queue', '=', name)
+          .where('status', 'in', ['succeeded', 'cancelled'])
+          .orderBy('finished_at', 'desc')
+          .limit(1)
+          .offset(retention.maxCount)
+          .executeTakeFirst()) as { finished_at: number | string } | undefined;
+        if (edge) {
+          const r = await db
+            .deleteFrom(OPS)
+            .where('queue', '=', name)
+            .where('status', 'in', ['succeeded', 'cancelled'])
+            .where('finished_at', '<=', Number(edge.finished_at))
+            .executeTakeFirst();
+          n += Number(r.numDeletedRows);
+        }
+      }
+      return n;
+    },
+
+    async nextDueAt() {
+      const r = (await db
+        .selectFrom(KEYS)
+        .select((eb) => eb.fn.min('avail_at').as('due'))
+        .where('queue', '=', name)
+        .where('state', '=', 'ready')
+        .where('avail_at', '>', now())
+        .executeTakeFirst()) as { due: number | string | null } | undefined;
+      return num(r?.due ?? null);
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      stop.abort();
+      await session?.close().catch(() => {});
+      await listenLoop;
+    },
+  };
+  return backend;
+}
