@@ -1,1 +1,292 @@
-export {};
+import type { Json, JsonObject } from '@rigging/core';
+import { isUniqueViolation, sql, type Database, type Migration } from '@rigging/sql';
+import { TasksError, type TaskFailure } from './errors.js';
+import {
+  fenced,
+  flowExists,
+  notFound,
+  type FlowRecord,
+  type FlowState,
+  type FlowSummary,
+  type LogEntry,
+  type TaskLog,
+} from './log.js';
+
+export type { TaskLog } from './log.js';
+
+const FLOWS = 'rigging_tasks_flows';
+const LOG = 'rigging_tasks_log';
+
+/** The migrations of the `tasks` namespace (run by {@link sqlLog}). */
+export const migrations: readonly Migration[] = [
+  {
+    name: 'create flows and log',
+    async up(db) {
+      await db.schema
+        .createTable(FLOWS)
+        .addColumn('flow_id', 'varchar(191)', (c) => c.primaryKey())
+        .addColumn('name', 'varchar(255)', (c) => c.notNull())
+        .addColumn('state', 'varchar(32)', (c) => c.notNull())
+        .addColumn('definition', 'text', (c) => c.notNull())
+        .addColumn('inputs', 'text', (c) => c.notNull())
+        .addColumn('token', 'bigint')
+        .addColumn('writes', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex(`${FLOWS}_state`)
+        .on(FLOWS)
+        .columns(['state', 'created_at'])
+        .execute();
+      await db.schema
+        .createTable(LOG)
+        .addColumn('flow_id', 'varchar(191)', (c) => c.notNull())
+        .addColumn('seq', 'integer', (c) => c.notNull())
+        .addColumn('task', 'varchar(255)')
+        .addColumn('state', 'varchar(32)', (c) => c.notNull())
+        .addColumn('attempt', 'integer')
+        .addColumn('payload', 'text')
+        .addColumn('token', 'bigint')
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint(`${LOG}_pk`, ['flow_id', 'seq'])
+        .execute();
+    },
+  },
+];
+
+interface FlowRow {
+  flow_id: string;
+  name: string;
+  state: string;
+  definition: string;
+  inputs: string;
+  token: string | number | bigint | null;
+  writes: number | string;
+  created_at: number | string;
+  updated_at: number | string;
+}
+interface LogRow {
+  flow_id: string;
+  seq: number;
+  task: string | null;
+  state: string;
+  attempt: number | null;
+  payload: string | null;
+  token: string | number | bigint | null;
+  at: number | string;
+}
+interface Tables {
+  [FLOWS]: FlowRow;
+  [LOG]: LogRow;
+}
+
+const big = (v: string | number | bigint | null | undefined): bigint | null =>
+  v === null || v === undefined ? null : BigInt(v);
+
+function toRow(flowId: string, e: LogEntry): LogRow {
+  const payload: { result?: Json; failure?: TaskFailure } = {};
+  if (e.result !== undefined) payload.result = e.result;
+  if (e.failure !== undefined) payload.failure = e.failure;
+  return {
+    flow_id: flowId,
+    seq: e.seq,
+    task: e.task,
+    state: e.state,
+    attempt: e.attempt ?? null,
+    payload: e.result !== undefined || e.failure !== undefined ? JSON.stringify(payload) : null,
+    token: e.token == null ? null : e.token.toString(),
+    at: e.at,
+  };
+}
+
+function fromRow(r: LogRow): LogEntry {
+  const e: LogEntry = {
+    seq: Number(r.seq),
+    task: r.task,
+    state: r.state as LogEntry['state'],
+    at: Number(r.at),
+  };
+  if (r.attempt !== null && r.attempt !== undefined) e.attempt = Number(r.attempt);
+  if (r.payload) {
+    const p = JSON.parse(r.payload) as { result?: Json; failure?: TaskFailure };
+    if ('result' in p) e.result = p.result as Json;
+    if (p.failure) e.failure = p.failure;
+  }
+  e.token = big(r.token);
+  return e;
+}
+
+function recordOf(r: FlowRow): FlowRecord {
+  return {
+    flowId: r.flow_id,
+    name: r.name,
+    state: r.state as FlowState,
+    definition: JSON.parse(r.definition) as FlowRecord['definition'],
+    inputs: JSON.parse(r.inputs) as JsonObject,
+    token: big(r.token),
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+/**
+ * A task log in a SQL database opened by `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB),
+ * in tables prefixed `rigging_tasks_` created by `database.migrate('tasks', …)`. Every append is
+ * one transaction, committed before it resolves; the fencing check and the append are atomic.
+ * On SQLite, `synchronous = 'normal'` (WAL, the default of `openDatabase`) survives a process
+ * crash; `'full'` also survives power loss.
+ */
+export async function sqlLog(database: Database): Promise<TaskLog> {
+  if (!database || typeof database !== 'object' || !('db' in database)) {
+    throw new TypeError('sqlLog(database): pass a Database opened by @rigging/sql');
+  }
+  await database.migrate('tasks', migrations);
+  const db = (database as Database<Tables>).db;
+  // better-sqlite3 reads integers beyond 2^53 lossily: read fencing tokens as text.
+  const tokenText =
+    database.dialect === 'sqlite' ? sql<string>`cast(token as text)` : sql<string>`token`;
+  const logColumns = ['flow_id', 'seq', 'task', 'state', 'attempt', 'payload', 'at'] as const;
+  const flowColumns = [
+    'flow_id',
+    'name',
+    'state',
+    'definition',
+    'inputs',
+    'writes',
+    'created_at',
+    'updated_at',
+  ] as const;
+  const readLog = (flowId: string) =>
+    db
+      .selectFrom(LOG)
+      .select([...logColumns, tokenText.as('token')])
+      .where('flow_id', '=', flowId)
+      .orderBy('seq')
+      .execute();
+
+  return {
+    async create(record, entries) {
+      try {
+        await database.transaction(async (trx) => {
+          await (trx as typeof db)
+            .insertInto(FLOWS)
+            .values({
+              flow_id: record.flowId,
+              name: record.name,
+              state: record.state,
+              definition: JSON.stringify(record.definition),
+              inputs: JSON.stringify(record.inputs),
+              token: record.token === null ? null : record.token.toString(),
+              writes: 0,
+              created_at: record.createdAt,
+              updated_at: record.updatedAt,
+            })
+            .execute();
+          if (entries.length) {
+            await (trx as typeof db)
+              .insertInto(LOG)
+              .values(entries.map((e) => toRow(record.flowId, e)))
+              .execute();
+          }
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) throw flowExists(record.flowId);
+        throw error;
+      }
+    },
+
+    async append(flowId, entries, update) {
+      const token = update.token;
+      try {
+        await database.transaction(async (trx) => {
+          const t = trx as typeof db;
+          let q = t
+            .updateTable(FLOWS)
+            .set((eb) => {
+              const set: Record<string, unknown> = { writes: eb('writes', '+', 1) };
+              if (update.state) set.state = update.state;
+              if (token != null) set.token = token.toString();
+              if (entries.length) set.updated_at = entries[entries.length - 1]!.at;
+              return set as never;
+            })
+            .where('flow_id', '=', flowId);
+          if (token != null) {
+            q = q.where((eb) =>
+              eb.or([eb('token', 'is', null), eb('token', '<=', token.toString() as never)]),
+            );
+          }
+          const res = await q.executeTakeFirst();
+          if (Number(res.numUpdatedRows) === 0) {
+            const row = await t
+              .selectFrom(FLOWS)
+              .select(tokenText.as('token'))
+              .where('flow_id', '=', flowId)
+              .executeTakeFirst();
+            if (!row) throw notFound(flowId);
+            throw fenced(flowId, token, big(row.token));
+          }
+          if (entries.length) {
+            await t
+              .insertInto(LOG)
+              .values(entries.map((e) => toRow(flowId, e)))
+              .execute();
+          }
+        });
+      } catch (error) {
+        if (isUniqueViolation(error)) {
+          throw new TasksError(
+            'tasks.fenced',
+            `flow ${flowId}: log position ${entries[0]?.seq ?? '?'} already written by another engine`,
+            { cause: error, details: { flowId } },
+          );
+        }
+        throw error;
+      }
+    },
+
+    async load(flowId) {
+      const row = await db
+        .selectFrom(FLOWS)
+        .select([...flowColumns, tokenText.as('token')])
+        .where('flow_id', '=', flowId)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const rows = await readLog(flowId);
+      return { record: recordOf(row), entries: rows.map(fromRow) };
+    },
+
+    async history(flowId) {
+      const rows = await readLog(flowId);
+      return rows.map(fromRow);
+    },
+
+    async flows(options = {}) {
+      let q = db
+        .selectFrom(FLOWS)
+        .select(['flow_id', 'name', 'state', 'created_at', 'updated_at'])
+        .orderBy('created_at', 'desc')
+        .orderBy('flow_id');
+      if (options.states) {
+        if (options.states.length === 0) return [];
+        q = q.where('state', 'in', [...options.states]);
+      }
+      if (options.limit !== undefined) q = q.limit(options.limit);
+      const rows = await q.execute();
+      return rows.map((r): FlowSummary => ({
+        flowId: r.flow_id,
+        name: r.name,
+        state: r.state as FlowState,
+        createdAt: Number(r.created_at),
+        updatedAt: Number(r.updated_at),
+      }));
+    },
+
+    async remove(flowId) {
+      await database.transaction(async (trx) => {
+        await (trx as typeof db).deleteFrom(LOG).where('flow_id', '=', flowId).execute();
+        await (trx as typeof db).deleteFrom(FLOWS).where('flow_id', '=', flowId).execute();
+      });
+    },
+  };
+}
