@@ -1,6 +1,11 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  resolve: {
+    // Examples import the package by name; test them against the sources.
+    alias: { '@rigging/destroy-graph': fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+  },
   test: {
     include: ['test/**/*.test.ts'],
     typecheck: { enabled: true, include: ['test/**/*.test-d.ts'] },

@@ -124,7 +124,7 @@ describe('runtime garbage collection', () => {
   it('pins taken by concurrent tasks (other "green threads") keep their objects during a collection', async () => {
     const g = typed();
     const x = g.add({ id: 'x', type: 'Thing' });
-    const y = g.add({ id: 'y', type: 'Thing' });
+    g.add({ id: 'y', type: 'Thing' });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const worker = async () => {
