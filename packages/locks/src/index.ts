@@ -9,3 +9,5 @@ export type { TwoLevelLockOptions } from './two-level.js';
 export { describeHolder } from './common.js';
 export type { LockEvents, LockEmitter, LocksErrorCode, ProviderBaseOptions } from './common.js';
 export type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+export { acquireAll, assertHeld, FencingGuard } from './all.js';
+export type { KeySpec, MultiLease } from './all.js';

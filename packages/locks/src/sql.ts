@@ -1,1 +1,748 @@
-export {};
+import { createHash, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import { sql, type Database, type Migration, type Session } from '@rigging/sql';
+import {
+  LeaseImpl,
+  abortedError,
+  describe,
+  emitAcquired,
+  newEmitter,
+  timeoutError,
+  validateKey,
+  validateMode,
+  validateTimeout,
+  type LockEmitter,
+  type ProviderBaseOptions,
+} from './common.js';
+import { RwCore } from './primitives.js';
+
+export type { LockEvents, LockEmitter } from './common.js';
+
+/** Options of {@link sqlLockProvider}. */
+export interface SqlLockOptions extends ProviderBaseOptions {
+  /** SQLite lease lifetime: a holder that stops renewing loses the lock after this long. @default 10000 */
+  ttlMs?: number;
+  /**
+   * How often leases are renewed (SQLite) and sessions checked with a round trip (PostgreSQL,
+   * MySQL). @default ttlMs / 3
+   */
+  heartbeatMs?: number;
+  /** First retry delay while polling (MySQL, SQLite). @default 2 */
+  pollMinMs?: number;
+  /** Longest retry delay while polling (MySQL, SQLite). @default 50 */
+  pollMaxMs?: number;
+  /**
+   * PostgreSQL waiters are woken by `NOTIFY` on release; a holder that dies sends none, so
+   * waiters also retry this often. @default 250
+   */
+  fallbackPollMs?: number;
+  /** Name used in events. @default `sql:<dialect>` */
+  name?: string;
+}
+
+const CHANNEL = 'rigging_locks';
+const HOST = hostname();
+
+export const lockMigrations: readonly Migration[] = [
+  {
+    name: 'tokens-and-leases',
+    async up(db) {
+      await sql`create table if not exists rigging_locks_tokens (
+        lock_id varchar(64) primary key,
+        lock_key text not null,
+        token bigint not null,
+        holder text,
+        since bigint
+      )`.execute(db);
+      await sql`create table if not exists rigging_locks_leases (
+        lock_id varchar(64) not null,
+        lease_id varchar(64) not null,
+        lock_key text not null,
+        mode varchar(16) not null,
+        token bigint not null,
+        expires_at bigint not null,
+        pid integer,
+        host text,
+        since bigint not null,
+        primary key (lock_id, lease_id)
+      )`.execute(db);
+    },
+  },
+];
+
+interface Granted {
+  token: bigint;
+  lost: AbortSignal;
+  release(): Promise<void>;
+}
+
+interface Backend {
+  localMode(mode: LockMode): LockMode;
+  tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined>;
+  holder(key: string, id: string): Promise<LockHolder | undefined>;
+  /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
+  subscribe?(id: string, wake: () => void): () => void;
+  close(): Promise<void>;
+}
+
+function lockId(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+function holderJson(): string {
+  return JSON.stringify({ pid: process.pid, host: HOST });
+}
+
+function parseHolder(text: unknown): { pid?: number; host?: string } {
+  try {
+    const v = JSON.parse(String(text)) as { pid?: number; host?: string };
+    return {
+      ...(typeof v.pid === 'number' ? { pid: v.pid } : {}),
+      ...(typeof v.host === 'string' ? { host: v.host } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session-based backends (PostgreSQL advisory locks, MySQL GET_LOCK)
+
+abstract class SessionBackend implements Backend {
+  protected database: Database;
+  #session: Promise<{ session: Session; lost: AbortController }> | undefined;
+  #heartbeatMs: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #grants = 0;
+  #closed = false;
+
+  constructor(database: Database, heartbeatMs: number) {
+    this.database = database;
+    this.#heartbeatMs = heartbeatMs;
+  }
+
+  abstract localMode(mode: LockMode): LockMode;
+  abstract tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined>;
+  abstract holder(key: string, id: string): Promise<LockHolder | undefined>;
+  protected onOpen(_session: Session): Promise<void> {
+    return Promise.resolve();
+  }
+  protected onLost(): void {}
+
+  protected session(): Promise<{ session: Session; lost: AbortController }> {
+    if (this.#closed) return Promise.reject(new Error('lock provider is closed'));
+    this.#session ??= (async () => {
+      const session = await this.database.session();
+      const lost = new AbortController();
+      const onLost = () => {
+        lost.abort(session.lost.reason);
+        this.#session = undefined;
+        this.onLost();
+      };
+      session.lost.addEventListener('abort', onLost, { once: true });
+      lost.signal.addEventListener('abort', () => {
+        if (this.#session && !session.lost.aborted) {
+          this.#session = undefined;
+          void session.close();
+          this.onLost();
+        }
+      });
+      await this.onOpen(session);
+      return { session, lost };
+    })().catch((error: unknown) => {
+      this.#session = undefined;
+      throw error;
+    });
+    return this.#session;
+  }
+
+  /** Counts a grant for the heartbeat (a round trip every heartbeatMs while anything is held). */
+  protected held(delta: 1 | -1): void {
+    this.#grants += delta;
+    if (this.#grants > 0 && !this.#timer && this.#heartbeatMs > 0) {
+      this.#timer = setInterval(() => void this.#beat(), this.#heartbeatMs);
+      this.#timer.unref();
+    } else if (this.#grants === 0 && this.#timer) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  async #beat(): Promise<void> {
+    const current = this.#session;
+    if (!current) return;
+    let s: { session: Session; lost: AbortController };
+    try {
+      s = await current;
+    } catch {
+      return;
+    }
+    const timer = setTimeout(
+      () => s.lost.abort(new Error('session heartbeat timed out')),
+      this.#heartbeatMs * 2,
+    );
+    try {
+      await s.session.query('select 1');
+    } catch (error) {
+      s.lost.abort(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    const current = this.#session;
+    this.#session = undefined;
+    if (current) {
+      const s = await current.catch(() => undefined);
+      await s?.session.close();
+    }
+  }
+}
+
+function split64(id: string): { big: string; hi: number; lo: number } {
+  const buf = Buffer.from(id.slice(0, 16), 'hex');
+  const big = buf.readBigInt64BE(0);
+  return { big: big.toString(), hi: buf.readUInt32BE(0), lo: buf.readUInt32BE(4) };
+}
+
+class PostgresBackend extends SessionBackend {
+  #wakers = new Map<string, Set<() => void>>();
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
+  }
+
+  protected override async onOpen(session: Session): Promise<void> {
+    session.onNotification((n) => {
+      if (n.channel !== CHANNEL || n.payload === undefined) return;
+      const set = this.#wakers.get(n.payload);
+      if (set) for (const wake of [...set]) wake();
+    });
+    await session.query(`listen ${CHANNEL}`);
+  }
+
+  protected override onLost(): void {
+    for (const set of this.#wakers.values()) for (const wake of [...set]) wake();
+  }
+
+  subscribe(id: string, wake: () => void): () => void {
+    const { big } = split64(id);
+    let set = this.#wakers.get(big);
+    if (!set) this.#wakers.set(big, (set = new Set()));
+    set.add(wake);
+    return () => {
+      set.delete(wake);
+      if (set.size === 0 && this.#wakers.get(big) === set) this.#wakers.delete(big);
+    };
+  }
+
+  async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
+    const { session, lost } = await this.session();
+    const { big } = split64(id);
+    const fn = mode === 'shared' ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock';
+    const r = await session.query<{ token: string }>(
+      `with l as (select ${fn}($1::bigint) as ok)
+       insert into rigging_locks_tokens as t (lock_id, lock_key, token, holder, since)
+       select $2, $3, 1, $4, $5 from l where l.ok
+       on conflict (lock_id) do update
+         set token = t.token + 1, holder = excluded.holder, since = excluded.since
+       returning token::text as token`,
+      [big, id, key, holderJson(), Date.now()],
+    );
+    const row = r.rows[0];
+    if (!row) return undefined;
+    this.held(1);
+    const unlock = mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
+    let released = false;
+    return {
+      token: BigInt(row.token),
+      lost: lost.signal,
+      release: async () => {
+        if (released) return;
+        released = true;
+        this.held(-1);
+        if (lost.signal.aborted) return;
+        await session.query(`select ${unlock}($1::bigint), pg_notify('${CHANNEL}', $1::text)`, [
+          big,
+        ]);
+        // waiters of this process on the same key retry at once
+        const set = this.#wakers.get(big);
+        if (set) for (const wake of [...set]) wake();
+      },
+    };
+  }
+
+  async holder(_key: string, id: string): Promise<LockHolder | undefined> {
+    const { session } = await this.session();
+    const { hi, lo } = split64(id);
+    const locks = await session.query<{ mode: string; pid: number }>(
+      `select mode, pid from pg_locks
+        where locktype = 'advisory' and granted and classid = $1::bigint::oid and objid = $2::bigint::oid and objsubid = 1`,
+      [hi, lo],
+    );
+    const first = locks.rows[0];
+    if (!first) return undefined;
+    const t = await session.query<{ holder: string | null; since: string | null }>(
+      'select holder, since::text as since from rigging_locks_tokens where lock_id = $1',
+      [id],
+    );
+    const info = t.rows[0];
+    return {
+      mode: first.mode === 'ShareLock' ? 'shared' : 'exclusive',
+      since: info?.since ? Number(info.since) : 0,
+      ...parseHolder(info?.holder),
+      owner: `backend ${first.pid}`,
+      count: locks.rows.length,
+    };
+  }
+}
+
+class MysqlBackend extends SessionBackend {
+  /** MySQL named locks are exclusive only: shared requests are granted exclusively. */
+  localMode(): LockMode {
+    return 'exclusive';
+  }
+
+  #name(id: string): string {
+    return `rl_${id.slice(0, 60)}`;
+  }
+
+  async tryGrant(key: string, id: string): Promise<Granted | undefined> {
+    const { session, lost } = await this.session();
+    const name = this.#name(id);
+    const r = await session.query<{ ok: number | string | null }>('select get_lock(?, 0) as ok', [
+      name,
+    ]);
+    if (Number(r.rows[0]?.ok) !== 1) return undefined;
+    let token: bigint;
+    try {
+      await session.query(
+        `insert into rigging_locks_tokens (lock_id, lock_key, token, holder, since) values (?, ?, 1, ?, ?)
+         on duplicate key update token = token + 1, holder = values(holder), since = values(since)`,
+        [id, key, holderJson(), Date.now()],
+      );
+      const t = await session.query<{ token: string | number }>(
+        'select token from rigging_locks_tokens where lock_id = ?',
+        [id],
+      );
+      token = BigInt(String(t.rows[0]?.token));
+    } catch (error) {
+      await session.query('select release_lock(?)', [name]).catch(() => undefined);
+      throw error;
+    }
+    this.held(1);
+    let released = false;
+    return {
+      token,
+      lost: lost.signal,
+      release: async () => {
+        if (released) return;
+        released = true;
+        this.held(-1);
+        if (lost.signal.aborted) return;
+        await session.query('select release_lock(?)', [name]);
+      },
+    };
+  }
+
+  async holder(_key: string, id: string): Promise<LockHolder | undefined> {
+    const { session } = await this.session();
+    const r = await session.query<{ conn: number | string | null }>(
+      'select is_used_lock(?) as conn',
+      [this.#name(id)],
+    );
+    const conn = r.rows[0]?.conn;
+    if (conn === null || conn === undefined) return undefined;
+    const t = await session.query<{ holder: string | null; since: string | number | null }>(
+      'select holder, since from rigging_locks_tokens where lock_id = ?',
+      [id],
+    );
+    const info = t.rows[0];
+    return {
+      mode: 'exclusive',
+      since: info?.since ? Number(info.since) : 0,
+      ...parseHolder(info?.holder),
+      owner: `connection ${String(conn)}`,
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease table (SQLite)
+
+class LeaseTableBackend implements Backend {
+  #database: Database;
+  #ttl: number;
+  #heartbeatMs: number;
+  #leases = new Map<string, { id: string; leaseId: string; lost: AbortController }>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(database: Database, ttlMs: number, heartbeatMs: number) {
+    this.#database = database;
+    this.#ttl = ttlMs;
+    this.#heartbeatMs = heartbeatMs;
+  }
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
+  }
+
+  async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
+    const leaseId = randomUUID();
+    const token = await this.#database.transaction(async (trx) => {
+      const now = Date.now();
+      await sql`delete from rigging_locks_leases where lock_id = ${id} and expires_at < ${now}`.execute(
+        trx,
+      );
+      const rows = (
+        await sql<{
+          mode: string;
+        }>`select mode from rigging_locks_leases where lock_id = ${id}`.execute(trx)
+      ).rows;
+      if (mode === 'exclusive' ? rows.length > 0 : rows.some((r) => r.mode === 'exclusive'))
+        return undefined;
+      const t = await sql<{ token: number | string | bigint }>`
+        insert into rigging_locks_tokens (lock_id, lock_key, token, holder, since)
+        values (${id}, ${key}, 1, ${holderJson()}, ${now})
+        on conflict (lock_id) do update set token = rigging_locks_tokens.token + 1,
+          holder = excluded.holder, since = excluded.since
+        returning token`.execute(trx);
+      const token = BigInt(String(t.rows[0]?.token));
+      await sql`insert into rigging_locks_leases (lock_id, lease_id, lock_key, mode, token, expires_at, pid, host, since)
+        values (${id}, ${leaseId}, ${key}, ${mode}, ${token.toString()}, ${now + this.#ttl}, ${process.pid}, ${HOST}, ${now})`.execute(
+        trx,
+      );
+      return token;
+    });
+    if (token === undefined) return undefined;
+    const lost = new AbortController();
+    this.#leases.set(leaseId, { id, leaseId, lost });
+    this.#schedule();
+    let released = false;
+    return {
+      token,
+      lost: lost.signal,
+      release: async () => {
+        if (released) return;
+        released = true;
+        this.#leases.delete(leaseId);
+        this.#schedule();
+        if (lost.signal.aborted) return;
+        await sql`delete from rigging_locks_leases where lock_id = ${id} and lease_id = ${leaseId}`.execute(
+          this.#database.db,
+        );
+      },
+    };
+  }
+
+  #schedule(): void {
+    if (this.#leases.size > 0 && !this.#timer) {
+      this.#timer = setInterval(() => void this.#renew(), this.#heartbeatMs);
+      this.#timer.unref();
+    } else if (this.#leases.size === 0 && this.#timer) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  async #renew(): Promise<void> {
+    for (const lease of [...this.#leases.values()]) {
+      if (lease.lost.signal.aborted) continue;
+      try {
+        const now = Date.now();
+        const r = await sql`update rigging_locks_leases set expires_at = ${now + this.#ttl}
+          where lock_id = ${lease.id} and lease_id = ${lease.leaseId} and expires_at >= ${now}`.execute(
+          this.#database.db,
+        );
+        if (Number(r.numAffectedRows ?? 0n) === 0)
+          lease.lost.abort(new Error('lease expired before renewal'));
+      } catch (error) {
+        lease.lost.abort(error);
+      }
+    }
+  }
+
+  async holder(_key: string, id: string): Promise<LockHolder | undefined> {
+    const rows = (
+      await sql<{
+        mode: string;
+        pid: number | null;
+        host: string | null;
+        since: number;
+        lease_id: string;
+      }>`
+        select mode, pid, host, since, lease_id from rigging_locks_leases
+        where lock_id = ${id} and expires_at >= ${Date.now()} order by since`.execute(
+        this.#database.db,
+      )
+    ).rows;
+    const first = rows[0];
+    if (!first) return undefined;
+    return {
+      mode: first.mode === 'shared' ? 'shared' : 'exclusive',
+      since: Number(first.since),
+      ...(first.pid !== null ? { pid: Number(first.pid) } : {}),
+      ...(first.host !== null ? { host: first.host } : {}),
+      owner: first.lease_id,
+      count: rows.length,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A {@link LockProvider} over a `Database` from `@rigging/sql` (see {@link sqlLockProvider}).
+ * Waiters of one process queue in memory per key; only the front one talks to the database.
+ */
+export class SqlLockProvider implements LockProvider {
+  readonly events: LockEmitter;
+  readonly name: string;
+  readonly dialect: Database['dialect'];
+  #database: Database;
+  #backend: Backend;
+  #ready: Promise<unknown> | undefined;
+  #locks = new Map<string, RwCore>();
+  #pollMin: number;
+  #pollMax: number;
+  #fallbackPoll: number;
+
+  constructor(database: Database, options: SqlLockOptions = {}) {
+    if (!database || typeof database.session !== 'function') {
+      throw new TypeError(
+        `sqlLockProvider needs a Database from @rigging/sql, got ${describe(database)}`,
+      );
+    }
+    const ttl = num('ttlMs', options.ttlMs, 10_000, 1);
+    const heartbeat = num('heartbeatMs', options.heartbeatMs, Math.max(1, Math.floor(ttl / 3)), 1);
+    this.#pollMin = num('pollMinMs', options.pollMinMs, 2, 1);
+    this.#pollMax = Math.max(this.#pollMin, num('pollMaxMs', options.pollMaxMs, 50, 1));
+    this.#fallbackPoll = num('fallbackPollMs', options.fallbackPollMs, 250, 1);
+    this.#database = database;
+    this.dialect = database.dialect;
+    this.events = options.events ?? newEmitter();
+    this.name = options.name ?? `sql:${database.dialect}`;
+    this.#backend =
+      database.dialect === 'postgres'
+        ? new PostgresBackend(database, heartbeat)
+        : database.dialect === 'mysql'
+          ? new MysqlBackend(database, heartbeat)
+          : new LeaseTableBackend(database, ttl, heartbeat);
+  }
+
+  /** Creates the `rigging_locks_*` tables (done on first use too). */
+  migrate(): Promise<unknown> {
+    this.#ready ??= this.#database.migrate('locks', lockMigrations).catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
+  }
+
+  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    validateKey(key);
+    const mode = validateMode(options.mode);
+    const timeoutMs = validateTimeout(options.timeoutMs);
+    const { signal } = options;
+    if (signal?.aborted) throw abortedError(key, signal.reason);
+    const started = Date.now();
+    const id = lockId(key);
+    const localMode = this.#backend.localMode(mode);
+    const core = this.#core(key);
+    const wait = core.acquire(localMode, key, options);
+    let emittedWaiting = false;
+    const emitWaiting = async () => {
+      if (emittedWaiting || !this.events.hasListeners('lock:waiting')) return;
+      emittedWaiting = true;
+      this.events.emit('lock:waiting', {
+        provider: this.name,
+        key,
+        mode,
+        holder: await this.#backend.holder(key, id).catch(() => undefined),
+        since: started,
+      });
+    };
+    if (wait) {
+      await emitWaiting();
+      await wait;
+    }
+    try {
+      await this.migrate();
+      let delay = this.#pollMin;
+      for (;;) {
+        if (signal?.aborted) throw abortedError(key, signal.reason);
+        let woken = false;
+        let wake: (() => void) | undefined;
+        const unsubscribe = this.#backend.subscribe?.(id, () => {
+          woken = true;
+          wake?.();
+        });
+        try {
+          const granted = await this.#backend.tryGrant(key, id, mode);
+          if (granted) return this.#lease(key, mode, core, localMode, granted, started);
+          await emitWaiting();
+          const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
+          if (left <= 0) {
+            throw timeoutError(
+              key,
+              timeoutMs ?? 0,
+              await this.#backend.holder(key, id).catch(() => undefined),
+            );
+          }
+          if (woken) continue;
+          const pause = Math.min(
+            left,
+            unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
+          );
+          await new Promise<void>((resolve, reject) => {
+            const done = () => {
+              clearTimeout(timer);
+              signal?.removeEventListener('abort', onAbort);
+              wake = undefined;
+            };
+            const timer = setTimeout(() => {
+              done();
+              resolve();
+            }, pause);
+            const onAbort = () => {
+              done();
+              reject(abortedError(key, signal?.reason));
+            };
+            wake = () => {
+              done();
+              resolve();
+            };
+            signal?.addEventListener('abort', onAbort, { once: true });
+          });
+          delay = Math.min(delay * 2, this.#pollMax);
+        } finally {
+          unsubscribe?.();
+        }
+      }
+    } catch (error) {
+      core.release(localMode);
+      throw error;
+    }
+  }
+
+  async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
+    validateKey(key);
+    const mode = validateMode(options.mode);
+    const localMode = this.#backend.localMode(mode);
+    const core = this.#core(key);
+    if (!core.tryAcquire(localMode)) {
+      if (core.idle) this.#locks.delete(key);
+      return undefined;
+    }
+    try {
+      await this.migrate();
+      const granted = await this.#backend.tryGrant(key, lockId(key), mode);
+      if (!granted) {
+        core.release(localMode);
+        return undefined;
+      }
+      return this.#lease(key, mode, core, localMode, granted, Date.now());
+    } catch (error) {
+      core.release(localMode);
+      throw error;
+    }
+  }
+
+  async holder(key: string): Promise<LockHolder | undefined> {
+    validateKey(key);
+    await this.migrate();
+    return this.#backend.holder(key, lockId(key));
+  }
+
+  /** Stops heartbeats and closes the provider's session (held leases are then lost). */
+  close(): Promise<void> {
+    return this.#backend.close();
+  }
+
+  #core(key: string): RwCore {
+    let core = this.#locks.get(key);
+    if (!core) {
+      const created = new RwCore('fifo');
+      created.onIdle = () => {
+        if (this.#locks.get(key) === created) this.#locks.delete(key);
+      };
+      this.#locks.set(key, (core = created));
+    }
+    return core;
+  }
+
+  #lease(
+    key: string,
+    mode: LockMode,
+    core: RwCore,
+    localMode: LockMode,
+    granted: Granted,
+    started: number,
+  ): Lease {
+    let localReleased = false;
+    const releaseLocal = () => {
+      if (localReleased) return;
+      localReleased = true;
+      core.release(localMode);
+    };
+    const lease = new LeaseImpl({
+      key,
+      mode,
+      token: granted.token,
+      provider: this.name,
+      events: this.events,
+      onRelease: async () => {
+        granted.lost.removeEventListener('abort', onLost);
+        try {
+          await granted.release();
+        } finally {
+          releaseLocal();
+        }
+      },
+    });
+    const onLost = () => {
+      lease.markLost(
+        this.dialect === 'sqlite' ? 'lease could not be renewed' : 'database session lost',
+        granted.lost.reason,
+      );
+      // the lock is gone server-side: let local waiters try again
+      releaseLocal();
+    };
+    if (granted.lost.aborted) onLost();
+    else granted.lost.addEventListener('abort', onLost, { once: true });
+    emitAcquired(this.events, this.name, lease, started);
+    return lease;
+  }
+}
+
+function num(name: string, value: unknown, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+    throw new TypeError(
+      `sqlLockProvider: ${name} must be a number >= ${min}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Locks over a `Database` from `@rigging/sql`:
+ * - PostgreSQL: session advisory locks on one dedicated session per provider; waiters woken by
+ *   `LISTEN/NOTIFY` (plus a slow fallback retry for holders that die); `lost` when the session dies.
+ * - MySQL/MariaDB: `GET_LOCK` on a dedicated session (exclusive only: shared requests are granted
+ *   exclusively); waiters poll with bounded backoff.
+ * - SQLite: a lease table with TTL and heartbeat; works across processes on one machine.
+ * Every grant takes a fencing token from `rigging_locks_tokens`, strictly increasing per key.
+ */
+export function sqlLockProvider(database: Database, options: SqlLockOptions = {}): SqlLockProvider {
+  return new SqlLockProvider(database, options);
+}

@@ -1,0 +1,132 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RiggingError } from '@rigging/core';
+import { openDatabase, type Database } from '@rigging/sql';
+import { spawnNode, sqlBackends, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sqlLockProvider } from '../src/sql.js';
+import { conformance } from './conformance.js';
+
+const worker = fileURLToPath(new URL('./fixtures/sql-worker.ts', import.meta.url));
+const backends = await sqlBackends('locks');
+
+for (const backend of backends) {
+  describe.skipIf(!backend.available)(`sql ${backend.kind}`, () => {
+    let fresh: FreshDatabase;
+    let database: Database;
+    beforeAll(async () => {
+      fresh = await backend.create();
+      database = await openDatabase(fresh.url);
+    });
+    afterAll(async () => {
+      await database?.close();
+      await fresh?.drop();
+    });
+
+    conformance(backend.kind, async () => {
+      const a = sqlLockProvider(database, { ttlMs: 2000 });
+      const b = sqlLockProvider(database, { ttlMs: 2000 });
+      return {
+        pair: async () => [a, b],
+        sharedIsConcurrent: backend.kind !== 'mysql',
+        close: async () => {
+          await a.close();
+          await b.close();
+        },
+      };
+    });
+
+    if (backend.kind !== 'sqlite-memory') {
+      it('counts exactly with 3 processes x 30 iterations', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'rigging-locks-sql-'));
+        try {
+          const counter = join(dir, 'counter');
+          writeFileSync(counter, '0');
+          const kids = [0, 1, 2].map(() =>
+            spawnNode(worker, ['counter', fresh.url, counter, '30']),
+          );
+          await Promise.all(kids.map((c) => c.waitForLine('done', 90_000)));
+          await Promise.all(kids.map((c) => c.exited));
+          expect(Number(readFileSync(counter, 'utf8'))).toBe(90);
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      }, 120_000);
+
+      it('hands over after the holder is SIGKILLed, with a greater token', async () => {
+        const child = spawnNode(worker, ['hold', fresh.url, 'crash']);
+        const locks = sqlLockProvider(database, { ttlMs: 1000 });
+        try {
+          const line = await child.waitForLine(/^held /, 60_000);
+          const token = BigInt(line.slice(5));
+          const h = await locks.holder('crash');
+          expect(h?.pid).toBe(child.pid);
+          const waiting = locks.acquire('crash', { timeoutMs: 30_000 });
+          child.kill('SIGKILL');
+          await child.exited;
+          const killedAt = Date.now();
+          const lease = await waiting;
+          // flock-like backends hand over at once; lease tables within TTL + a poll
+          expect(Date.now() - killedAt).toBeLessThan(
+            backend.kind.startsWith('sqlite') ? 5000 : 3000,
+          );
+          expect(lease.token).toBeGreaterThan(token);
+          await lease.release();
+        } finally {
+          child.kill('SIGKILL');
+          await locks.close();
+        }
+      }, 90_000);
+    }
+
+    if (backend.kind === 'postgres') {
+      it('fires lease.lost when the session is terminated, and another client acquires', async () => {
+        const a = sqlLockProvider(database);
+        const b = sqlLockProvider(database);
+        try {
+          const lease = await a.acquire('pgkill');
+          const h = await b.holder('pgkill');
+          const backendPid = Number(h?.owner?.replace('backend ', ''));
+          expect(backendPid).toBeGreaterThan(0);
+          const waiting = b.acquire('pgkill', { timeoutMs: 20_000 });
+          const lost = new Promise<unknown>((r) =>
+            lease.lost.addEventListener('abort', () => r(lease.lost.reason), { once: true }),
+          );
+          await database.db.executeQuery({
+            sql: 'select pg_terminate_backend($1)',
+            parameters: [backendPid],
+            query: undefined as never,
+            queryId: undefined as never,
+          });
+          expect(RiggingError.hasCode(await lost, 'locks.lost')).toBe(true);
+          const next = await waiting;
+          expect(next.token).toBeGreaterThan(lease.token);
+          await lease.release(); // a no-op after loss
+          await next.release();
+          // a fresh session serves later acquires
+          const again = await a.acquire('pgkill', { timeoutMs: 10_000 });
+          await again.release();
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }, 60_000);
+    }
+
+    if (backend.kind.startsWith('sqlite')) {
+      it('lease expires when not renewed, and lost fires', async () => {
+        const a = sqlLockProvider(database, { ttlMs: 200, heartbeatMs: 10_000 });
+        const b = sqlLockProvider(database, { ttlMs: 200 });
+        const lease = await a.acquire('ttl');
+        const next = await b.acquire('ttl', { timeoutMs: 5000 });
+        expect(next.token).toBeGreaterThan(lease.token);
+        await next.release();
+        await lease.release();
+        await a.close();
+        await b.close();
+      });
+    }
+  });
+}
