@@ -1,0 +1,25 @@
+import { openDatabase, type Database } from '@rigging/sql';
+import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
+import { describe } from 'vitest';
+import { sqlStore } from '../src/sql.js';
+import { conformance } from './conformance.js';
+
+const backends = await sqlBackends('reshape');
+
+for (const backend of backends) {
+  describe.skipIf(!backend.available)(`sqlStore on ${backend.kind}`, () => {
+    let fresh: FreshDatabase;
+    let database: Database;
+    conformance(
+      async () => {
+        fresh = await backend.create();
+        database = await openDatabase(fresh.url);
+        return sqlStore(database);
+      },
+      async () => {
+        await database?.close();
+        await fresh?.drop();
+      },
+    );
+  });
+}
