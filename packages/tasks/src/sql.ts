@@ -165,6 +165,40 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
       .orderBy('seq')
       .execute();
 
+  /** One statement, so one round trip: the fenced flow update and the inserts commit together or not at all. */
+  const appendPostgres = async (
+    flowId: string,
+    entries: LogEntry[],
+    update: { state?: FlowState; token?: bigint | null },
+  ): Promise<void> => {
+    const token = update.token;
+    const sets = [sql`writes = writes + 1`, sql`updated_at = ${entries[entries.length - 1]!.at}`];
+    if (update.state) sets.push(sql`state = ${update.state}`);
+    if (token != null) sets.push(sql`token = ${token.toString()}::bigint`);
+    const fence =
+      token != null ? sql` and (token is null or token <= ${token.toString()}::bigint)` : sql``;
+    const rows = entries.map((e) => {
+      const r = toRow(flowId, e);
+      return sql`(${r.flow_id}::varchar, ${r.seq}::integer, ${r.task}::varchar, ${r.state}::varchar, ${r.attempt}::integer, ${r.payload}::text, ${r.token}::bigint, ${r.at}::bigint)`;
+    });
+    const result = await sql`
+      with u as (
+        update ${sql.table(FLOWS)} set ${sql.join(sets)} where flow_id = ${flowId}${fence} returning 1
+      )
+      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
+      select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)
+      where exists (select 1 from u)`.execute(db);
+    if (Number(result.numAffectedRows ?? 0) === 0) {
+      const row = await db
+        .selectFrom(FLOWS)
+        .select(tokenText.as('token'))
+        .where('flow_id', '=', flowId)
+        .executeTakeFirst();
+      if (!row) throw notFound(flowId);
+      throw fenced(flowId, token, big(row.token));
+    }
+  };
+
   return {
     async create(record, entries) {
       try {
@@ -199,6 +233,10 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
     async append(flowId, entries, update) {
       const token = update.token;
       try {
+        if (database.dialect === 'postgres' && entries.length > 0) {
+          await appendPostgres(flowId, entries, update);
+          return;
+        }
         await database.transaction(async (trx) => {
           const t = trx as typeof db;
           let q = t
