@@ -1,0 +1,54 @@
+import { isAbsolute, join, resolve } from 'node:path';
+
+/** Where minicloud keeps its state and how it found out. */
+export interface Config {
+  /** The database URL every command opens. */
+  databaseUrl: string;
+  /** Where it came from, for messages. */
+  databaseSource: '--database' | 'MINICLOUD_DATABASE_URL' | 'default';
+  /** The SQLite file behind `databaseUrl`, when it is one (absolute path). */
+  sqliteFile: string | undefined;
+  /** The directory relative paths are resolved from. */
+  baseDir: string;
+}
+
+/** The default database, relative to the directory minicloud was started from. */
+export const DEFAULT_DATABASE_PATH = join('.minicloud', 'minicloud.db');
+
+/**
+ * Resolves the configuration from command-line flags and the environment. Relative SQLite paths
+ * are resolved from the directory the user ran the command in: `INIT_CWD` when started through
+ * `npm run` / `pnpm run` (which change into the package directory), else the current directory.
+ */
+export function loadConfig(
+  flags: { database?: string | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): Config {
+  const baseDir = env.INIT_CWD ? resolve(env.INIT_CWD) : cwd;
+  let raw: string;
+  let databaseSource: Config['databaseSource'];
+  if (flags.database !== undefined) {
+    raw = flags.database;
+    databaseSource = '--database';
+  } else if (env.MINICLOUD_DATABASE_URL) {
+    raw = env.MINICLOUD_DATABASE_URL;
+    databaseSource = 'MINICLOUD_DATABASE_URL';
+  } else {
+    raw = `sqlite:${DEFAULT_DATABASE_PATH}`;
+    databaseSource = 'default';
+  }
+  const { url, file } = resolveSqlite(raw, baseDir);
+  return { databaseUrl: url, databaseSource, sqliteFile: file, baseDir };
+}
+
+function resolveSqlite(url: string, baseDir: string): { url: string; file: string | undefined } {
+  if (!url.startsWith('sqlite:') || url === 'sqlite::memory:' || url === 'sqlite://:memory:') {
+    return { url, file: undefined };
+  }
+  let path = url.slice('sqlite:'.length);
+  if (path.startsWith('//')) path = path.slice(2);
+  if (!path) return { url, file: undefined }; // openDatabase explains what is wrong
+  const file = isAbsolute(path) ? path : resolve(baseDir, path);
+  return { url: `sqlite:${file}`, file };
+}
