@@ -168,10 +168,15 @@ export class DashboardHub {
     res.on('close', drop);
   }
 
-  /** End every stream and stop the heartbeat. */
-  close(): void {
-    clearInterval(this.#heartbeat);
+  /** End every open stream; browsers reconnect (after the `retry` delay) and get a fresh snapshot. */
+  disconnect(): void {
     for (const c of this.#clients) c.end();
     this.#clients.clear();
+  }
+
+  /** End every stream and stop the heartbeat (on server shutdown). */
+  close(): void {
+    clearInterval(this.#heartbeat);
+    this.disconnect();
   }
 }

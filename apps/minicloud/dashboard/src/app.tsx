@@ -28,7 +28,8 @@ function useDashboard(url: string) {
   const [connection, setConnection] = useState<Connection>('connecting');
   const [log, setLog] = useState<{ at: number; text: string }[]>([]);
   useEffect(() => {
-    const source = new EventSource(url);
+    let source: EventSource | null = null;
+    let retry: ReturnType<typeof setTimeout> | undefined;
     let current = emptyState();
     let gotSnapshot = false;
     const onEvent = (e: MessageEvent<string>) => {
@@ -38,6 +39,7 @@ function useDashboard(url: string) {
       } catch {
         return;
       }
+      // Increments only make sense on top of this connection's snapshot.
       if (event.type === 'snapshot') gotSnapshot = true;
       else if (!gotSnapshot) return;
       const text = describeEvent(current, event);
@@ -45,13 +47,26 @@ function useDashboard(url: string) {
       setState(current);
       if (text) setLog((l) => [{ at: Date.now(), text }, ...l].slice(0, 8));
     };
-    for (const type of EVENT_TYPES) source.addEventListener(type, onEvent as EventListener);
-    source.onopen = () => setConnection('live');
-    source.onerror = () => {
-      gotSnapshot = false;
-      setConnection(source.readyState === EventSource.CLOSED ? 'reconnecting' : 'reconnecting');
+    const connect = () => {
+      const es = new EventSource(url);
+      source = es;
+      for (const type of EVENT_TYPES) es.addEventListener(type, onEvent as EventListener);
+      es.onopen = () => setConnection('live');
+      es.onerror = () => {
+        gotSnapshot = false;
+        setConnection('reconnecting');
+        // The browser retries by itself unless the server answered with an error status.
+        if (es.readyState === EventSource.CLOSED) {
+          es.close();
+          retry = setTimeout(connect, 3000);
+        }
+      };
     };
-    return () => source.close();
+    connect();
+    return () => {
+      clearTimeout(retry);
+      source?.close();
+    };
   }, [url]);
   return { state, connection, log };
 }

@@ -230,6 +230,24 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     expect(again.status).toBe(409);
   }, 60_000);
 
+  it('reconnects after the stream drops and resynchronises from a fresh snapshot', async () => {
+    const conn = page.getByTestId('connection');
+    fixture.hub.disconnect();
+    // Published while no client is connected (the page waits 2 s before reconnecting).
+    fixture.hub.publish({
+      type: 'queue:key',
+      key: { key: 'ctr-9', status: 'idle', running: null, pending: [], lastFailure: null },
+    });
+    await page
+      .locator('[data-testid=connection][data-state=reconnecting]')
+      .waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=connection][data-state=live]').waitFor({ timeout: 20_000 });
+    expect(await conn.textContent()).toBe('live');
+    // It arrives through the new connection's snapshot.
+    await page.locator('[data-testid=queue-row][data-key=ctr-9]').waitFor({ timeout: 10_000 });
+    expect(await page.getByTestId('queue-row').count()).toBe(4);
+  }, 60_000);
+
   it('has landmarks and a heading per view', async () => {
     expect(await page.getByRole('banner').count()).toBe(1);
     expect(await page.getByRole('main').count()).toBe(1);
@@ -238,6 +256,40 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
       expect(await page.getByRole('heading', { level: 2, name, exact: true }).count()).toBe(1);
       expect(await page.getByRole('region', { name, exact: true }).count()).toBe(1);
     }
+  });
+
+  it('keeps text contrast at 4.5:1 or more', async () => {
+    const low = await page.evaluate(() => {
+      const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
+      const lum = ([r = 0, g = 0, b = 0]: number[]) => {
+        const f = (v: number) => {
+          const x = v / 255;
+          return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+        };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+      };
+      const background = (el: Element | null): number[] => {
+        for (; el; el = el.parentElement) {
+          const c = rgb(getComputedStyle(el).backgroundColor);
+          if (c.length >= 3 && (c[3] ?? 1) > 0) return c;
+        }
+        return [255, 255, 255];
+      };
+      const bad: string[] = [];
+      const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const el = n.parentElement;
+        if (!el || !n.textContent?.trim() || el.closest('svg, .sr-only, .skip')) continue;
+        const style = getComputedStyle(el);
+        if (style.visibility === 'hidden' || style.display === 'none') continue;
+        const a = lum(rgb(style.color));
+        const b = lum(background(el));
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (ratio < 4.5) bad.push(`${n.textContent.trim().slice(0, 30)}: ${ratio.toFixed(2)}`);
+      }
+      return bad;
+    });
+    expect(low).toEqual([]);
   });
 
   it('lays out at 390px without horizontal scrolling', async () => {
