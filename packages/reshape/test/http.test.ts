@@ -1,0 +1,335 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryStore } from '../src/index.js';
+import { createPlacementServer } from '../src/http.js';
+
+const store = memoryStore();
+const server = createPlacementServer(store, {
+  auth: {
+    validate: (t) =>
+      t === 'admin' ? { roles: ['admin'] } : t === 'reader' ? { roles: ['reader'] } : undefined,
+  },
+});
+let base = '';
+
+beforeAll(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+});
+
+async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  version = '1.39',
+  headers: Record<string, string> = {},
+) {
+  const res = await fetch(base + path, {
+    method,
+    headers: {
+      'x-auth-token': 'admin',
+      'openstack-api-version': `placement ${version}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: text ? (JSON.parse(text) as any) : undefined,
+  };
+}
+
+describe('Placement HTTP API', () => {
+  it('discovers versions without a token', async () => {
+    const res = await fetch(`${base}/`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      versions: [{ id: 'v1.0', max_version: '1.39', min_version: '1.0', status: 'CURRENT' }],
+    });
+  });
+
+  it('checks the token and the admin role', async () => {
+    expect(
+      (await api('GET', '/resource_providers', undefined, '1.39', { 'x-auth-token': '' })).status,
+    ).toBe(401);
+    expect(
+      (await api('GET', '/resource_providers', undefined, '1.39', { 'x-auth-token': 'nope' }))
+        .status,
+    ).toBe(401);
+    const r = await api('GET', '/resource_providers', undefined, '1.39', {
+      'x-auth-token': 'reader',
+    });
+    expect(r.status).toBe(403);
+    expect(r.body.errors[0]).toMatchObject({
+      status: 403,
+      title: 'Forbidden',
+      code: 'placement.undefined_code',
+    });
+    expect(r.body.errors[0].request_id).toMatch(/^req-/);
+  });
+
+  it('negotiates microversions', async () => {
+    let r = await api('GET', '/resource_providers', undefined, '1.40');
+    expect(r.status).toBe(406);
+    expect(r.body.errors[0]).toMatchObject({ max_version: '1.39', min_version: '1.0' });
+    r = await api('GET', '/resource_providers', undefined, 'one');
+    expect(r.status).toBe(400);
+    r = await api('GET', '/resource_providers', undefined, 'latest');
+    expect(r.headers.get('openstack-api-version')).toBe('placement 1.39');
+    r = await api('POST', '/reshaper', { inventories: {}, allocations: {} }, '1.29');
+    expect(r.status).toBe(404);
+    r = await api('GET', '/traits', undefined, '1.5');
+    expect(r.status).toBe(404);
+  });
+
+  it('serves providers, inventories, allocations, usages and the reshaper', async () => {
+    const rootUuid = randomUUID();
+    let r = await api('POST', '/resource_providers', { name: 'cn1', uuid: rootUuid });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({
+      uuid: rootUuid,
+      generation: 0,
+      parent_provider_uuid: null,
+      root_provider_uuid: rootUuid,
+    });
+    r = await api(
+      'POST',
+      '/resource_providers',
+      { name: 'cn1-gpu0', parent_provider_uuid: rootUuid },
+      '1.14',
+    );
+    expect(r.status).toBe(201);
+    const child = r.headers.get('location')!.split('/').pop()!;
+    r = await api('POST', '/resource_providers', { name: 'cn1' });
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].code).toBe('placement.duplicate_name');
+    r = await api('GET', `/resource_providers?in_tree=${child}`);
+    expect(r.body.resource_providers.map((p: { uuid: string }) => p.uuid)).toEqual([
+      rootUuid,
+      child,
+    ]);
+    r = await api('PUT', `/resource_providers/${rootUuid}/inventories`, {
+      resource_provider_generation: 0,
+      inventories: { VCPU: { total: 8 }, VGPU: { total: 4, max_unit: 2 } },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.resource_provider_generation).toBe(1);
+    expect(r.body.inventories.VGPU).toEqual({
+      total: 4,
+      reserved: 0,
+      min_unit: 1,
+      max_unit: 2,
+      step_size: 1,
+      allocation_ratio: 1,
+    });
+    r = await api('PUT', `/resource_providers/${rootUuid}/inventories`, {
+      resource_provider_generation: 0,
+      inventories: {},
+    });
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].code).toBe('placement.concurrent_update');
+
+    const consumer = randomUUID();
+    r = await api(
+      'PUT',
+      `/allocations/${consumer}`,
+      {
+        allocations: { [rootUuid]: { resources: { VCPU: 2, VGPU: 2 } } },
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: null,
+      },
+      '1.28',
+    );
+    expect(r.status).toBe(204);
+    r = await api(
+      'PUT',
+      `/allocations/${consumer}`,
+      {
+        allocations: { [rootUuid]: { resources: { VCPU: 2 } } },
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: null,
+      },
+      '1.28',
+    );
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].code).toBe('placement.concurrent_update');
+    r = await api(
+      'PUT',
+      `/allocations/${randomUUID()}`,
+      {
+        allocations: { [rootUuid]: { resources: { VGPU: 3 } } },
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: null,
+      },
+      '1.28',
+    );
+    expect(r.status).toBe(409);
+    r = await api('GET', `/allocations/${consumer}`, undefined, '1.28');
+    expect(r.body).toEqual({
+      allocations: { [rootUuid]: { generation: 2, resources: { VCPU: 2, VGPU: 2 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: 1,
+    });
+    r = await api('PUT', `/resource_providers/${rootUuid}/inventories`, {
+      resource_provider_generation: 2,
+      inventories: { VCPU: { total: 8 } },
+    });
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].code).toBe('placement.inventory.inuse');
+
+    r = await api(
+      'POST',
+      '/reshaper',
+      {
+        inventories: {
+          [rootUuid]: { resource_provider_generation: 2, inventories: { VCPU: { total: 8 } } },
+          [child]: { resource_provider_generation: 0, inventories: { VGPU: { total: 4 } } },
+        },
+        allocations: {
+          [consumer]: {
+            allocations: {
+              [rootUuid]: { resources: { VCPU: 2 } },
+              [child]: { resources: { VGPU: 2 } },
+            },
+            project_id: 'p',
+            user_id: 'u',
+            consumer_generation: 1,
+          },
+        },
+      },
+      '1.30',
+    );
+    expect(r.status).toBe(204);
+    r = await api('GET', `/resource_providers/${child}/usages`);
+    expect(r.body).toEqual({ usages: { VGPU: 2 }, resource_provider_generation: 1 });
+    r = await api('GET', `/resource_providers/${child}/allocations`);
+    expect(r.body.allocations).toEqual({ [consumer]: { resources: { VGPU: 2 } } });
+    r = await api('DELETE', `/resource_providers/${child}`);
+    expect(r.status).toBe(409);
+    r = await api(
+      'POST',
+      '/allocations',
+      { [consumer]: { allocations: {}, project_id: 'p', user_id: 'u', consumer_generation: 2 } },
+      '1.28',
+    );
+    expect(r.status).toBe(204);
+    r = await api('DELETE', `/allocations/${consumer}`);
+    expect(r.status).toBe(404);
+    r = await api('DELETE', `/resource_providers/${rootUuid}`);
+    expect(r.body.errors[0].code).toBe('placement.resource_provider.cannot_delete_parent');
+    r = await api('PUT', '/resource_classes/CUSTOM_MAGIC', undefined, '1.7');
+    expect(r.status).toBe(201);
+    r = await api('GET', '/resource_classes', undefined, '1.7');
+    expect(r.body.resource_classes.map((c: { name: string }) => c.name)).toContain('CUSTOM_MAGIC');
+    r = await api('PUT', '/traits/CUSTOM_GOLD');
+    expect(r.status).toBe(201);
+    r = await api('PUT', `/resource_providers/${child}/traits`, {
+      traits: ['CUSTOM_GOLD'],
+      resource_provider_generation: 2,
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ traits: ['CUSTOM_GOLD'], resource_provider_generation: 3 });
+  });
+
+  it('answers 404, 405, 406 and 415 like Placement', async () => {
+    expect((await api('GET', '/nope')).status).toBe(404);
+    const r = await api('PATCH', '/resource_providers');
+    expect(r.status).toBe(405);
+    expect(r.headers.get('allow')).toBe('GET, POST');
+    expect(
+      (await api('GET', '/resource_providers', undefined, '1.39', { accept: 'text/html' })).status,
+    ).toBe(406);
+    expect(
+      (await api('POST', '/resource_providers', 'name=x', '1.39', { 'content-type': 'text/plain' }))
+        .status,
+    ).toBe(415);
+    expect((await api('POST', '/resource_providers', '{bad json')).status).toBe(400);
+    expect((await api('GET', `/resource_providers/${randomUUID()}`)).body.errors[0].code).toBe(
+      'placement.resource_provider.not_found',
+    );
+  });
+
+  it('never answers 500 to random JSON bodies', async () => {
+    const rp = randomUUID();
+    await api('POST', '/resource_providers', { name: 'fuzz', uuid: rp });
+    const uuidish = fc.oneof(fc.constant(rp), fc.uuid(), fc.string());
+    const json = fc.jsonValue({ maxDepth: 4 });
+    const body = fc.oneof(
+      json,
+      fc.record(
+        {
+          inventories: fc.oneof(
+            json,
+            fc.dictionary(
+              fc.constantFrom('VCPU', 'VGPU', 'bad', 'CUSTOM_X'),
+              fc.oneof(json, fc.record({ total: json, max_unit: json })),
+            ),
+          ),
+          resource_provider_generation: fc.oneof(json, fc.nat(3)),
+        },
+        { requiredKeys: [] },
+      ),
+      fc.record(
+        {
+          allocations: fc.oneof(
+            json,
+            fc.dictionary(
+              uuidish,
+              fc.record({
+                resources: fc.oneof(json, fc.dictionary(fc.constantFrom('VCPU', 'x'), json)),
+              }),
+            ),
+          ),
+          project_id: json,
+          user_id: json,
+          consumer_generation: json,
+        },
+        { requiredKeys: [] },
+      ),
+      fc.record({ name: json, uuid: uuidish, parent_provider_uuid: uuidish }, { requiredKeys: [] }),
+    );
+    const target = fc.constantFrom(
+      ['PUT', `/resource_providers/${rp}/inventories`],
+      ['POST', `/resource_providers/${rp}/inventories`],
+      ['PUT', `/resource_providers/${rp}/inventories/VCPU`],
+      ['PUT', `/resource_providers/${rp}/traits`],
+      ['PUT', `/resource_providers/${rp}`],
+      ['POST', '/resource_providers'],
+      ['PUT', `/allocations/${randomUUID()}`],
+      ['POST', '/allocations'],
+      ['POST', '/reshaper'],
+      ['POST', '/resource_classes'],
+    );
+    const version = fc.constantFrom(
+      '1.0',
+      '1.8',
+      '1.12',
+      '1.14',
+      '1.20',
+      '1.28',
+      '1.30',
+      '1.38',
+      '1.39',
+    );
+    await fc.assert(
+      fc.asyncProperty(target, body, version, async ([method, path], b, v) => {
+        const r = await api(method, path, b, v);
+        expect(r.status, JSON.stringify({ method, path, b, v, r: r.body })).toBeLessThan(500);
+        if (r.status >= 400) expect(r.body.errors[0].status).toBe(r.status);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
