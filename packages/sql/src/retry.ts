@@ -71,7 +71,7 @@ export function isConnectionError(error: unknown): boolean {
       code === '57P01' ||
       code === '57P02' ||
       code === '57P03' ||
-      /Connection terminated|connection is closed|Can't add new command when connection is in closed state/i.test(
+      /Connection terminated|connection is closed|Client was closed and is not queryable|Client has encountered a connection error|Can't add new command when connection is in closed state/i.test(
         msg,
       )
     );

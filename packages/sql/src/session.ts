@@ -108,6 +108,8 @@ export const openSession = {
     const client = new Client({
       connectionString: url,
       connectionTimeoutMillis: connectTimeoutMs,
+      // TCP keepalive, so a silently dropped network path eventually aborts `lost` too.
+      keepAlive: true,
     }) as PgClient;
     const life = makeLifecycle();
     let closing = false;

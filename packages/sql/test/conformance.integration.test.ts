@@ -1,7 +1,15 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnNode, sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { openDatabase, sql, type Database, type Migration } from '../src/index.js';
+import {
+  isConnectionError,
+  isRetryableError,
+  isUniqueViolation,
+  openDatabase,
+  sql,
+  type Database,
+  type Migration,
+} from '../src/index.js';
 import { raceMigrations } from './fixtures/migrations.js';
 
 const migrateChild = fileURLToPath(new URL('./fixtures/migrate-child.ts', import.meta.url));
@@ -74,6 +82,27 @@ describe.each(backends)('$kind', (backend) => {
       (r) => Number(r.id),
     );
     expect(ids).toEqual([1, 2]);
+  });
+
+  it.skipIf(!backend.available)('recognises unique violations, not as retryable', async () => {
+    const e = await database.db
+      .insertInto('items')
+      .values({ id: 1, name: 'again' })
+      .execute()
+      .catch((err: unknown) => err);
+    expect(isUniqueViolation(e)).toBe(true);
+    expect(isRetryableError(e)).toBe(false);
+    expect(isConnectionError(e)).toBe(false);
+    // A transaction does not retry it: the callback runs once and the error surfaces as is.
+    let calls = 0;
+    const t = await database
+      .transaction(async (trx) => {
+        calls++;
+        await trx.insertInto('items').values({ id: 1, name: 'again' }).execute();
+      })
+      .catch((err: unknown) => err);
+    expect(isUniqueViolation(t)).toBe(true);
+    expect(calls).toBe(1);
   });
 
   it.skipIf(!backend.available)('sessions run raw queries on a dedicated connection', async () => {

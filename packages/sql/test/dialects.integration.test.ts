@@ -4,7 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { deferred, silentLogger, type LogFn, type Logger } from '@rigging/core';
 import { freshDatabase, service, spawnNode, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, sql, type Database, type Notification } from '../src/index.js';
+import {
+  isConnectionError,
+  openDatabase,
+  sql,
+  type Database,
+  type Notification,
+} from '../src/index.js';
 
 const sqliteWriter = fileURLToPath(new URL('./fixtures/sqlite-writer.ts', import.meta.url));
 const pgUp = (await service('postgres')).available;
@@ -121,8 +127,17 @@ describe.skipIf(!pgUp)('PostgreSQL', () => {
     const reason = await lost.promise;
     expect(reason).toBeInstanceOf(Error);
     await session.closed;
-    await expect(session.query('select 1')).rejects.toThrow();
+    const e = await session.query('select 1').catch((err: unknown) => err);
+    expect(isConnectionError(e), String(e)).toBe(true);
     await session.close(); // still fine after loss
+  });
+
+  it('a database that does not exist is sql.unreachable, saying so', async () => {
+    const url = new URL(fresh.url);
+    url.pathname = '/rg_no_such_database';
+    const e = await openDatabase(url.toString()).catch((err: unknown) => err);
+    expect(e).toMatchObject({ code: 'sql.unreachable' });
+    expect((e as Error).message).toMatch(/does not exist.*check the URL/);
   });
 
   it('a normal close does not abort lost', async () => {
@@ -157,6 +172,8 @@ describe.skipIf(!mysqlUp)('MariaDB', () => {
     await sql.raw(`kill ${Number(session.id)}`).execute(database.db);
     expect(await lost.promise).toBeInstanceOf(Error);
     await session.closed;
+    const e = await session.query('select 1').catch((err: unknown) => err);
+    expect(isConnectionError(e)).toBe(true);
     await session.close();
   });
 
