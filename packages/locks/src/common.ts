@@ -133,7 +133,7 @@ export class LeaseImpl implements Lease {
   readonly mode: LockMode;
   readonly token: bigint;
   readonly acquiredAt: number;
-  #controller = new AbortController();
+  #controller: AbortController | undefined;
   #released = false;
   #releasing: Promise<void> | undefined;
   #onRelease: (lease: LeaseImpl) => void | Promise<void>;
@@ -159,12 +159,19 @@ export class LeaseImpl implements Lease {
   }
 
   get lost(): AbortSignal {
+    // created on first use: most leases are released without anyone looking
+    this.#controller ??= new AbortController();
     return this.#controller.signal;
+  }
+
+  /** True once lost. */
+  get isLost(): boolean {
+    return this.#controller?.signal.aborted === true;
   }
 
   /** True once released or lost. */
   get settled(): boolean {
-    return this.#released || this.#controller.signal.aborted;
+    return this.#released || this.isLost;
   }
 
   get released(): boolean {
@@ -173,7 +180,8 @@ export class LeaseImpl implements Lease {
 
   /** Marks the lease lost (aborts `lost` with a `locks.lost` error) and emits `lock:lost`. */
   markLost(reason: string, cause?: unknown): void {
-    if (this.#released || this.#controller.signal.aborted) return;
+    if (this.#released || this.isLost) return;
+    this.#controller ??= new AbortController();
     this.#controller.abort(
       new RiggingError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
         cause,
@@ -194,7 +202,7 @@ export class LeaseImpl implements Lease {
 
   release(): Promise<void> {
     if (this.#releasing) return this.#releasing;
-    const afterLoss = this.#controller.signal.aborted;
+    const afterLoss = this.isLost;
     this.#released = true;
     let result: void | Promise<void>;
     try {

@@ -37,9 +37,12 @@ const require = createRequire(import.meta.url);
 const fsx = require('fs-native-extensions') as FsNative;
 
 const HOST = hostname();
+const HOST_JSON = JSON.stringify(HOST);
 const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
 const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
 const READ_SIZE = 8192;
+const SHARED = { shared: true };
+const EXCLUSIVE = { shared: false };
 
 /** Options of {@link FileLock}. */
 export interface FileLockOptions extends ProviderBaseOptions {
@@ -77,6 +80,8 @@ interface KeyState {
   wake: (() => void) | undefined;
   leases: Set<FileLease>;
   idleFd: number | undefined;
+  idleIno: number;
+  idleDev: number;
 }
 
 interface HolderRecord {
@@ -177,12 +182,15 @@ export class FileLock implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const path = this.pathOf(key);
     const mode = validateMode(options.mode);
     validateTimeout(options.timeoutMs);
-    if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+    const state = this.#state(key);
+    const path = state.path;
+    if (options.signal?.aborted) {
+      this.#maybeForget(state);
+      throw abortedError(key, options.signal.reason);
+    }
     const started = Date.now();
-    const state = this.#state(key, path);
     if (state.queue.size === 0) {
       const held = this.#tryOnce(state, mode);
       if (held) return this.#lease(state, mode, held, started);
@@ -220,9 +228,8 @@ export class FileLock implements LockProvider {
   }
 
   tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const path = this.pathOf(key);
     const mode = validateMode(options.mode);
-    const state = this.#state(key, path);
+    const state = this.#state(key);
     if (state.queue.size > 0) return Promise.resolve(undefined);
     let held: Held | undefined;
     try {
@@ -272,17 +279,19 @@ export class FileLock implements LockProvider {
 
   // ------------------------------------------------------------------------------------------
 
-  #state(key: string, path: string): KeyState {
+  #state(key: string): KeyState {
     let state = this.#states.get(key);
     if (!state) {
       state = {
         key,
-        path,
+        path: this.pathOf(key),
         queue: new WaitQueue(),
         polling: false,
         wake: undefined,
         leases: new Set(),
         idleFd: undefined,
+        idleIno: 0,
+        idleDev: 0,
       };
       this.#states.set(key, state);
     }
@@ -315,13 +324,24 @@ export class FileLock implements LockProvider {
     }
   }
 
-  #open(state: KeyState): number {
+  #open(state: KeyState): { fd: number; ino: number; dev: number } {
     if (state.idleFd !== undefined) {
       const fd = state.idleFd;
       state.idleFd = undefined;
       this.#idle.delete(state);
-      return fd;
+      return { fd, ino: state.idleIno, dev: state.idleDev };
     }
+    const fd = this.#openFile(state);
+    try {
+      const st = fstatSync(fd);
+      return { fd, ino: st.ino, dev: st.dev };
+    } catch (error) {
+      closeSync(fd);
+      throw error;
+    }
+  }
+
+  #openFile(state: KeyState): number {
     if (!this.#dirReady) {
       mkdirSync(this.dir, { recursive: true });
       this.#dirReady = true;
@@ -335,27 +355,29 @@ export class FileLock implements LockProvider {
     }
   }
 
-  #putBack(state: KeyState, fd: number): void {
-    if (state.idleFd === undefined) state.idleFd = fd;
-    else closeSync(fd);
+  #putBack(state: KeyState, fd: number, ino: number, dev: number): void {
+    if (state.idleFd === undefined) {
+      state.idleFd = fd;
+      state.idleIno = ino;
+      state.idleDev = dev;
+    } else closeSync(fd);
   }
 
   /** One non-blocking attempt; the lock, the inode check and the record update are synchronous. */
   #tryOnce(state: KeyState, mode: LockMode): Held | undefined {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const fd = this.#open(state);
+      const { fd, ino, dev } = this.#open(state);
       let locked = false;
       try {
-        if (!fsx.tryLock(fd, LOCK_OFFSET, 1, { shared: mode === 'shared' })) {
-          this.#putBack(state, fd);
+        if (!fsx.tryLock(fd, LOCK_OFFSET, 1, mode === 'shared' ? SHARED : EXCLUSIVE)) {
+          this.#putBack(state, fd, ino, dev);
           return undefined;
         }
         locked = true;
-        const fst = fstatSync(fd);
         let same = false;
         try {
           const st = statSync(state.path);
-          same = st.ino === fst.ino && st.dev === fst.dev;
+          same = st.ino === ino && st.dev === dev;
         } catch (error) {
           if (!isErrno(error, 'ENOENT')) throw error;
         }
@@ -371,10 +393,10 @@ export class FileLock implements LockProvider {
           // another shared holder is updating the record right now: treat as busy, retry soon
           fsx.unlock(fd, LOCK_OFFSET, 1);
           locked = false;
-          this.#putBack(state, fd);
+          this.#putBack(state, fd, ino, dev);
           return undefined;
         }
-        return { fd, ino: fst.ino, dev: fst.dev, token };
+        return { fd, ino, dev, token };
       } catch (error) {
         if (locked) fsx.unlock(fd, LOCK_OFFSET, 1);
         closeSync(fd);
@@ -385,13 +407,12 @@ export class FileLock implements LockProvider {
   }
 
   #grantExclusive(fd: number): bigint {
-    const { token } = readRecord(fd);
-    const next = nextToken(token);
-    writeRecord(fd, next, {
-      v: 1,
-      mode: 'exclusive',
-      holders: [{ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() }],
-    });
+    const next = nextToken(readToken(fd));
+    const t = next.toString();
+    writeText(
+      fd,
+      `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":${Date.now()},"token":"${t}"}]}\n`,
+    );
     return next;
   }
 
@@ -515,7 +536,7 @@ export class FileLock implements LockProvider {
   }
 
   #check(lease: FileLease): void {
-    if (lease.lost.aborted) return;
+    if (lease.isLost) return;
     let ok = false;
     try {
       const st = statSync(lease.state.path);
@@ -529,13 +550,12 @@ export class FileLock implements LockProvider {
   #release(lease: FileLease): void | Promise<void> {
     const { state, held } = lease;
     if (!state.leases.delete(lease)) return;
-    this.#check(lease);
     const finish = () => {
       try {
         fsx.unlock(held.fd, LOCK_OFFSET, 1);
       } finally {
-        if (lease.lost.aborted) closeSync(held.fd);
-        else this.#putBack(state, held.fd);
+        if (lease.isLost) closeSync(held.fd);
+        else this.#putBack(state, held.fd, held.ino, held.dev);
         this.#heldCount--;
         if (this.#heldCount === 0 && this.#checker) {
           clearInterval(this.#checker);
@@ -545,7 +565,7 @@ export class FileLock implements LockProvider {
         this.#maybeForget(state);
       }
     };
-    if (lease.mode === 'exclusive' || lease.lost.aborted) return finish();
+    if (lease.mode === 'exclusive' || lease.isLost) return finish();
     if (this.#unrecordShared(held.fd, held.token)) return finish();
     // the metadata lock is held for a few syscalls at most by another shared holder: retry soon
     return (async () => {
@@ -607,8 +627,20 @@ function readRecord(fd: number): { token: bigint; record: FileRecord | undefined
   return { token, record };
 }
 
+const tokenBuf = Buffer.alloc(20);
+
+function readToken(fd: number): bigint {
+  const n = readSync(fd, tokenBuf, 0, 20, 0);
+  if (n < 20) return 0n;
+  const digits = tokenBuf.toString('latin1', 0, 20);
+  return /^\d{20}$/.test(digits) ? BigInt(digits) : 0n;
+}
+
 function writeRecord(fd: number, token: bigint, record: FileRecord): void {
-  const text = `${token.toString().padStart(20, '0')}\n${JSON.stringify(record)}\n`;
+  writeText(fd, `${token.toString().padStart(20, '0')}\n${JSON.stringify(record)}\n`);
+}
+
+function writeText(fd: number, text: string): void {
   const buf = Buffer.from(text, 'utf8');
   let off = 0;
   while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, off);

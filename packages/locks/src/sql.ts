@@ -217,6 +217,9 @@ class PostgresBackend extends SessionBackend {
   }
 
   protected override async onOpen(session: Session): Promise<void> {
+    // Grants write the token counter; their commits need not wait for the WAL flush: tokens also
+    // never go below the server's clock in microseconds, so a server crash cannot make them repeat.
+    await session.query('set synchronous_commit = off');
     session.onNotification((n) => {
       if (n.channel !== CHANNEL || n.payload === undefined) return;
       const set = this.#wakers.get(n.payload);
@@ -247,9 +250,9 @@ class PostgresBackend extends SessionBackend {
     const r = await session.query<{ token: string }>(
       `with l as (select ${fn}($1::bigint) as ok)
        insert into rigging_locks_tokens as t (lock_id, lock_key, token, holder, since)
-       select $2, $3, 1, $4, $5 from l where l.ok
+       select $2, $3, floor(extract(epoch from clock_timestamp()) * 1000000)::bigint, $4, $5 from l where l.ok
        on conflict (lock_id) do update
-         set token = t.token + 1, holder = excluded.holder, since = excluded.since
+         set token = greatest(t.token + 1, excluded.token), holder = excluded.holder, since = excluded.since
        returning token::text as token`,
       [big, id, key, holderJson(), Date.now()],
     );

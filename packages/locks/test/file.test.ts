@@ -170,3 +170,35 @@ describe('TwoLevelLock', () => {
     locks.close();
   });
 });
+
+describe('FileLock waits', () => {
+  it('explains waits with lock:waiting and leaves nothing behind after many aborted waits', async () => {
+    const dir = freshDir();
+    const holderSide = new FileLock({ dir });
+    const locks = new FileLock({ dir });
+    const held = await holderSide.acquire('busy');
+    const waiting: unknown[] = [];
+    const off = locks.events.on('lock:waiting', (e) => waiting.push(e));
+    const t = await locks.acquire('busy', { timeoutMs: 5 }).catch((e: unknown) => e);
+    expect(RiggingError.hasCode(t, 'locks.timeout')).toBe(true);
+    expect(waiting[0]).toMatchObject({
+      key: 'busy',
+      mode: 'exclusive',
+      holder: { pid: process.pid, mode: 'exclusive' },
+    });
+    off();
+    const ac = new AbortController();
+    const ps: Promise<unknown>[] = [];
+    for (let i = 0; i < 2000; i++)
+      ps.push(locks.acquire('busy', { signal: ac.signal }).catch((e: unknown) => e));
+    ac.abort();
+    const errors = await Promise.all(ps);
+    expect(errors.every((e) => RiggingError.hasCode(e, 'locks.aborted'))).toBe(true);
+    await held.release();
+    const next = await locks.acquire('busy', { timeoutMs: 1000 });
+    expect(next.token).toBeGreaterThan(held.token);
+    await next.release();
+    locks.close();
+    holderSide.close();
+  });
+});
