@@ -61,8 +61,8 @@ export interface QueueBackend {
     maxLeaseExpiries: number;
     stopOnPoison: boolean;
   }): Promise<{ claims: Claim[]; poisoned: Completion[] }>;
-  /** Extends leases; returns the ids whose claim is no longer held. */
-  heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<string>>;
+  /** Extends leases; returns the claims that are no longer held (same objects). */
+  heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>>;
   /** Records success; `undefined` when the claim is stale (refused). */
   succeed(claim: Claim, result: unknown): Promise<Completion | undefined>;
   /** Records a failed attempt: reschedule it (`retryAt`), or fail it (`stop` blocks the key). */

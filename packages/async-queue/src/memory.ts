@@ -213,8 +213,8 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       return { claims, poisoned: [] };
     },
     async heartbeat(claims) {
-      const lost = new Set<string>();
-      for (const c of claims) if (!held(c)) lost.add(c.op.id);
+      const lost = new Set<Claim>();
+      for (const c of claims) if (!held(c)) lost.add(c);
       return lost;
     },
     async succeed(claim, result) {

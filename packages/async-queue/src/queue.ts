@@ -159,6 +159,8 @@ function positive(name: string, value: number | undefined, fallback: number): nu
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
+const claimId = (claim: Claim) => `${claim.op.id}#${claim.token}`;
+
 interface Inflight {
   claim: Claim;
   controller: AbortController;
@@ -200,6 +202,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #events = new TypedEmitter<QueueEvents>();
   readonly #inflight = new Map<string, Inflight>();
   readonly #waiters = new Map<string, Set<Waiter>>();
+  /** Ops whose outcome a local handler run has not yet reported. */
+  readonly #unsettled = new Set<string>();
   readonly #lastKeyStatus = new Map<string, KeyStatus>();
   readonly #stop = new AbortController();
   readonly #halt = new AbortController();
@@ -322,7 +326,9 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     try {
       // It may have finished already (fast handler, idempotent repeat, another process).
       const current = await this.backend.get(id);
-      if (current && TERMINAL.has(current.status)) this.#settleWaiters(current);
+      if (current && TERMINAL.has(current.status) && !this.#runningHere(id)) {
+        this.#settleWaiters(current);
+      }
       return await d.promise;
     } finally {
       scope.signal.removeEventListener('abort', onAbort);
@@ -551,19 +557,28 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       closingAbort: false,
       done: Promise.resolve(),
     };
-    this.#inflight.set(claim.op.id, entry);
+    this.#inflight.set(claimId(claim), entry);
     entry.done = this.#execute(entry)
       .catch((err: unknown) =>
         this.#logger.error({ err, id: claim.op.id }, 'async-queue settle failed'),
       )
       .finally(() => {
-        this.#inflight.delete(claim.op.id);
+        this.#inflight.delete(claimId(claim));
         this.#ring();
         this.#checkIdle();
       });
   }
 
   async #execute(entry: Inflight): Promise<void> {
+    this.#unsettled.add(entry.claim.op.id);
+    try {
+      await this.#executeClaim(entry);
+    } finally {
+      this.#unsettled.delete(entry.claim.op.id);
+    }
+  }
+
+  async #executeClaim(entry: Inflight): Promise<void> {
     const { op } = entry.claim;
     this.#events.emit('op:started', {
       id: op.id,
@@ -729,12 +744,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           closingAbort: false,
           done: Promise.resolve(),
         };
-        this.#inflight.set(claim.op.id, entry);
+        this.#inflight.set(claimId(claim), entry);
         try {
           entry.done = this.#execute(entry);
           await entry.done;
         } finally {
-          this.#inflight.delete(claim.op.id);
+          this.#inflight.delete(claimId(claim));
           this.#ring();
         }
         continue;
@@ -759,6 +774,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   // ---------------------------------------------------------------- waiters
 
   #settleWaiters(op: OpInfo, localError?: unknown, localResult?: unknown): void {
+    if (TERMINAL.has(op.status)) this.#unsettled.delete(op.id);
     const set = this.#waiters.get(op.id);
     if (!set || !TERMINAL.has(op.status)) return;
     this.#waiters.delete(op.id);
@@ -797,8 +813,13 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     }
   }
 
+  /** True while a local handler runs (or settles) `id`: it settles the waiters itself. */
+  #runningHere(id: string): boolean {
+    return this.#unsettled.has(id);
+  }
+
   #remoteSettled(id: string): void {
-    if (!this.#waiters.has(id)) return;
+    if (!this.#waiters.has(id) || this.#runningHere(id)) return;
     this.backend.get(id).then(
       (op) => {
         if (op) this.#settleWaiters(op);
@@ -813,7 +834,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       await this.#clock.sleep(every, { signal: this.#stop.signal }).catch(() => {});
       if (this.#stop.signal.aborted) return;
       for (const id of [...this.#waiters.keys()]) {
-        if (this.#inflight.has(id)) continue;
+        if (this.#runningHere(id)) continue;
         const op = await this.backend.get(id).catch(() => undefined);
         if (op) this.#settleWaiters(op);
       }
@@ -833,7 +854,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           this.#leaseMs,
         );
         for (const e of entries) {
-          if (lost.has(e.claim.op.id) && !e.controller.signal.aborted) {
+          if (lost.has(e.claim) && !e.controller.signal.aborted) {
             e.controller.abort(
               new QueueError(
                 'async-queue.lease_lost',
@@ -910,7 +931,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           const { op } = e.claim;
           this.#events.emit('op:released', { id: op.id, key: op.key, type: op.type });
         }
-        this.#inflight.delete(e.claim.op.id);
+        this.#inflight.delete(claimId(e.claim));
       }
     }
     for (const set of this.#waiters.values()) {

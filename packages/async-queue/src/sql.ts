@@ -564,7 +564,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     },
 
     async heartbeat(claims, leaseMs) {
-      const lost = new Set<string>();
+      const lost = new Set<Claim>();
       const until = now() + leaseMs;
       for (const c of claims) {
         const r = await db
@@ -579,7 +579,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         if (Number(r.numUpdatedRows) === 0) {
           // MySQL reports 0 changed rows when the value did not change: check by reading.
           const k = await keyRow(db, c.op.key, false);
-          if (!k || k.running_op !== c.op.id || Number(k.token) !== c.token) lost.add(c.op.id);
+          if (!k || k.running_op !== c.op.id || Number(k.token) !== c.token) lost.add(c);
         }
       }
       return lost;

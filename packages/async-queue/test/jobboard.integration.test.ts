@@ -1,0 +1,212 @@
+import { deferred, sleep } from '@rigging/core';
+import { openDatabase, type Database } from '@rigging/sql';
+import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createQueue, type HandlerContext, type Queue } from '../src/index.js';
+import { sqlBackend } from '../src/sql.js';
+
+const backends = await sqlBackends('async_queue_jb', ['sqlite-file', 'postgres', 'mysql']);
+
+const waitFor = async (pred: () => boolean | Promise<boolean>, ms = 15_000) => {
+  const end = Date.now() + ms;
+  while (!(await pred())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+};
+
+for (const b of backends) {
+  describe.skipIf(!b.available)(`jobboard on ${b.kind}`, () => {
+    let fresh: FreshDatabase;
+    let db1: Database;
+    let db2: Database;
+    let n = 0;
+    const queues: Queue<any>[] = [];
+    const track = <Q extends Queue<any>>(q: Q) => (queues.push(q), q);
+    beforeAll(async () => {
+      fresh = await b.create();
+      db1 = await openDatabase(fresh.url);
+      // Two handles on one SQLite file in one process would block each other's event loop
+      // (better-sqlite3 waits synchronously on the busy timeout); processes are tested elsewhere.
+      db2 = b.kind === 'sqlite-file' ? db1 : await openDatabase(fresh.url);
+    }, 60_000);
+    afterAll(async () => {
+      await Promise.allSettled(queues.map((q) => q.close()));
+      await db1?.close();
+      if (db2 !== db1) await db2?.close();
+      await fresh?.drop();
+    }, 60_000);
+
+    it('two instances on two connections share the work and keep per-key order', async () => {
+      const name = `share${++n}`;
+      const log = new Map<string, number[]>();
+      const by = new Map<string, number>();
+      const make = (db: Database, worker: string) =>
+        track(
+          createQueue({
+            backend: sqlBackend(db, { name, pollMs: 20 }),
+            concurrency: 4,
+            workerId: worker,
+            handlers: {
+              async step(p: { key: string; n: number }) {
+                await sleep(1);
+                log.set(p.key, [...(log.get(p.key) ?? []), p.n]);
+                by.set(worker, (by.get(worker) ?? 0) + 1);
+                return p.n;
+              },
+            },
+          }),
+        );
+      const a = make(db1, 'a');
+      const c = make(db2, 'b');
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        for (let key = 0; key < 8; key++) {
+          ids.push(
+            await (i % 2 ? a : c).cast(`k${key}`, {
+              type: 'step',
+              payload: { key: `k${key}`, n: i },
+            }),
+          );
+        }
+      }
+      await Promise.all(ids.map((id) => a.wait(id)));
+      for (let key = 0; key < 8; key++) expect(log.get(`k${key}`)).toEqual([...Array(10).keys()]);
+      expect(by.get('a')! + by.get('b')!).toBe(80);
+      expect(by.get('a')).toBeGreaterThan(0);
+      expect(by.get('b')).toBeGreaterThan(0);
+    }, 60_000);
+
+    it('re-claims an op whose lease expired; the stale completion is refused', async () => {
+      const name = `lease${++n}`;
+      const release = deferred<void>();
+      const started = deferred<void>();
+      const runs: string[] = [];
+      // A never heartbeats in time (heartbeatMs > leaseMs): its claim expires while it runs.
+      const a = track(
+        createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          workerId: 'a',
+          leaseMs: 150,
+          heartbeatMs: 60_000,
+          closeGraceMs: 100,
+          handlers: {
+            async op(_p: null, ctx: HandlerContext) {
+              runs.push(`a${ctx.attempt}`);
+              started.resolve();
+              await release.promise;
+              return 'from a';
+            },
+          },
+        }),
+      );
+      const refused: string[] = [];
+      a.on('op:refused', (e) => refused.push(e.id));
+      const id = await a.cast('k', { type: 'op', payload: null });
+      await started.promise;
+      const b2 = track(
+        createQueue({
+          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          workerId: 'b',
+          leaseMs: 5000,
+          handlers: {
+            async op(_p: null, ctx: HandlerContext) {
+              runs.push(`b${ctx.attempt}`);
+              return 'from b';
+            },
+          },
+        }),
+      );
+      expect(await b2.wait(id)).toBe('from b');
+      release.resolve();
+      await waitFor(() => refused.length === 1);
+      expect(refused).toEqual([id]);
+      expect(runs).toEqual(['a1', 'b2']);
+      expect(await a.get(id)).toMatchObject({ status: 'succeeded', result: 'from b', attempts: 2 });
+    }, 60_000);
+
+    it('an op whose worker keeps dying fails as poison after maxLeaseExpiries', async () => {
+      const name = `poison${++n}`;
+      let runs = 0;
+      const q = track(
+        createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          leaseMs: 100,
+          heartbeatMs: 60_000,
+          closeGraceMs: 100,
+          maxLeaseExpiries: 2,
+          // A real dead worker frees its slots; this one keeps hanging handlers, so give it room.
+          concurrency: 3,
+          handlers: {
+            async hang(_p: null, ctx: HandlerContext) {
+              runs++;
+              await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+            },
+            async ok(_p: null) {
+              return 1;
+            },
+          },
+        }),
+      );
+      const failed: string[] = [];
+      q.on('op:failed', (e) => failed.push(`${e.id}:${e.error.code ?? ''}`));
+      const id = await q.cast('p', { type: 'hang', payload: null });
+      const after = await q.cast('p', { type: 'ok', payload: null });
+      await expect(q.wait(id)).rejects.toMatchObject({ code: 'async-queue.op_failed' });
+      expect(runs).toBe(2);
+      expect(failed).toEqual([`${id}:async-queue.poison`]);
+      expect((await q.get(after))?.status).toBe('cancelled');
+      expect(await q.keyStatus('p')).toBe('blocked');
+      expect((await q.deadLetters()).map((o) => o.id)).toEqual([id]);
+    }, 60_000);
+
+    it('a producer-only instance gets call results from a worker elsewhere', async () => {
+      const name = `remote${++n}`;
+      const producer = track(
+        createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          worker: false,
+          handlers: { double: async (x: number) => x * 2 },
+        }),
+      );
+      track(
+        createQueue({
+          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          concurrency: 2,
+          handlers: { double: async (x: number) => x * 2 },
+        }),
+      );
+      await expect(producer.call('r', { type: 'double', payload: 21 })).resolves.toBe(42);
+    }, 60_000);
+
+    it('prunes finished ops by count and age; keeps dead letters until their age', async () => {
+      const name = `retain${++n}`;
+      const q = track(
+        createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          policy: 'continue',
+          concurrency: 2,
+          handlers: {
+            async ok(_p: null) {
+              return null;
+            },
+            async bad(_p: null) {
+              throw new Error('bad');
+            },
+          },
+        }),
+      );
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++)
+        ids.push(await q.cast(`r${i % 2}`, { type: 'ok', payload: null }));
+      const bad = await q.cast('r0', { type: 'bad', payload: null });
+      await q.wait(bad).catch(() => {});
+      await Promise.all(ids.map((id) => q.wait(id)));
+      await sleep(5);
+      expect(await q.prune({ maxCount: 2 })).toBeGreaterThanOrEqual(4);
+      expect((await q.deadLetters()).map((o) => o.id)).toEqual([bad]);
+      expect(await q.prune({ maxAgeMs: 0 })).toBeGreaterThanOrEqual(1);
+      expect(await q.deadLetters()).toEqual([]);
+    }, 60_000);
+  });
+}
