@@ -233,7 +233,11 @@ export async function openDatabase<DB = any>(
       assertOpen();
       for (let attempt = 0; ; attempt++) {
         try {
-          if (parsed.dialect === 'sqlite') return await sqliteTransaction(db, fn);
+          if (parsed.dialect === 'sqlite') {
+            return parsed.memory
+              ? await sqliteTransaction(db, fn)
+              : await withFileQueue(parsed.filename, () => sqliteTransaction(db, fn));
+          }
           let builder = db.transaction();
           if (txOptions.isolation) builder = builder.setIsolationLevel(txOptions.isolation);
           return await builder.execute(fn);
@@ -242,7 +246,7 @@ export async function openDatabase<DB = any>(
           if (attempt >= retries) {
             throw new SqlError(
               'sql.transaction_failed',
-              `transaction still conflicting after ${retries + 1} attempts: ${(error as Error).message}`,
+              `transaction still conflicting after ${retries + 1} attempt${retries === 0 ? '' : 's'}: ${(error as Error).message}; retry later, raise \`retries\` or reduce contention`,
               { cause: error },
             );
           }
@@ -295,6 +299,33 @@ function unreachable(what: string, url: string, cause: unknown): SqlError {
       details: { url },
     },
   );
+}
+
+const fileQueues = new Map<string, { tail: Promise<void>; users: number }>();
+
+/**
+ * Queues the SQLite transactions of every `Database` of this process on one file. better-sqlite3
+ * waits for a busy lock synchronously, blocking the event loop: a second connection's BEGIN
+ * IMMEDIATE would stall the whole process for `busyTimeoutMs` while the first transaction, which
+ * needs the event loop to finish, cannot progress. Other processes still meet the busy timeout.
+ */
+async function withFileQueue<T>(file: string, fn: () => Promise<T>): Promise<T> {
+  let entry = fileQueues.get(file);
+  if (!entry) fileQueues.set(file, (entry = { tail: Promise.resolve(), users: 0 }));
+  const previous = entry.tail;
+  let release!: () => void;
+  const mine = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  entry.tail = previous.then(() => mine);
+  entry.users++;
+  try {
+    await previous;
+    return await fn();
+  } finally {
+    release();
+    if (--entry.users === 0) fileQueues.delete(file);
+  }
 }
 
 /** SQLite transactions start with BEGIN IMMEDIATE, so two writers queue on the busy timeout

@@ -195,6 +195,39 @@ describe.skipIf(!mysqlUp)('MariaDB', () => {
   });
 });
 
+describe('SQLite in one process', () => {
+  it('transactions of two Database objects on one file queue instead of busy-waiting', async () => {
+    const fresh = await freshDatabase('sqlite-file', 'sql_inproc');
+    // A tiny busy timeout and no retries: without the in-process queue, b's BEGIN IMMEDIATE
+    // would fail with SQLITE_BUSY while a's transaction waits for the event loop.
+    const a = await openDatabase(fresh.url, { busyTimeoutMs: 10 });
+    const b = await openDatabase(fresh.url, { busyTimeoutMs: 10 });
+    try {
+      await sql`create table t (id integer)`.execute(a.db);
+      const aInside = deferred<void>();
+      const first = a.transaction(
+        async (trx) => {
+          await sql`insert into t values (1)`.execute(trx);
+          aInside.resolve();
+          await new Promise((r) => setTimeout(r, 100));
+        },
+        { retries: 0 },
+      );
+      await aInside.promise;
+      const second = b.transaction((trx) => sql`insert into t values (2)`.execute(trx), {
+        retries: 0,
+      });
+      await Promise.all([first, second]);
+      const rows = await sql<{ id: number }>`select id from t order by id`.execute(b.db);
+      expect(rows.rows.map((r) => r.id)).toEqual([1, 2]);
+    } finally {
+      await a.close();
+      await b.close();
+      await fresh.drop();
+    }
+  });
+});
+
 describe('SQLite across processes', () => {
   it(
     'a transaction blocked by another process is retried on SQLITE_BUSY, then commits',
