@@ -113,12 +113,12 @@ export function describeHolder(holder: LockHolder): string {
     holder.pid !== undefined ? `pid ${holder.pid}` : undefined,
     holder.host !== undefined ? `on ${holder.host}` : undefined,
     holder.owner !== undefined ? `owner ${holder.owner}` : undefined,
-    holder.count !== undefined && holder.count > 1 ? `${holder.count} holders` : undefined,
   ]
     .filter(Boolean)
     .join(' ');
+  const count = holder.count !== undefined && holder.count > 1 ? ` (${holder.count} holders)` : '';
   const since = new Date(holder.since).toISOString().slice(11, 19);
-  return `held ${holder.mode}${who ? ` by ${who}` : ''} since ${since}`;
+  return `held ${holder.mode}${who ? ` by ${who}` : ''}${count} since ${since}`;
 }
 
 /** Options shared by every provider in this package. */
