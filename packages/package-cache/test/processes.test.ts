@@ -26,17 +26,19 @@ afterEach(async () => {
   workers = [];
 });
 
+type Workers = Worker[] & { 0: Worker; 1: Worker; 2: Worker; 3: Worker };
+
 async function start(
   n: number,
   options: Partial<WorkerOptions> & { root: string },
-): Promise<Worker[]> {
+): Promise<Workers> {
   const ws = Array.from(
     { length: n },
     () => new Worker({ counter: join(options.root, 'fetches.log'), ...options }),
   );
   workers.push(...ws);
   await Promise.all(ws.map((w) => w.ready()));
-  return ws;
+  return ws as Workers;
 }
 
 describe('several OS processes sharing one cache root', { timeout: 120_000 }, () => {
@@ -157,22 +159,13 @@ describe('several OS processes sharing one cache root', { timeout: 120_000 }, ()
         .split('\n')
         .filter((l) => l.endsWith(` ${key(r)}`));
       expect(lines[0]!.startsWith(`${victim.pid} `)).toBe(true);
-      if (lines[1]) expect(lines[1].startsWith(`${waiter!.pid} `)).toBe(true);
+      if (lines[1]) expect(lines[1].startsWith(`${waiter.pid} `)).toBe(true);
       await waiter.send('release', { ref: r });
     }
     // A fresh process sweeps the dead downloaders' temp dirs and progress files.
     const [fresh] = await start(1, { root });
-    await fresh!.send('stats');
+    await fresh.send('stats');
     const left = await readdir(join(root, '.tmp'));
     expect(left).toEqual([]);
   });
 });
-
-declare module './procs.js' {
-  interface Worker {
-    kill(): void;
-  }
-}
-Worker.prototype.kill = function kill(this: Worker) {
-  this.child.kill('SIGKILL');
-};

@@ -44,6 +44,9 @@ export class Worker {
       .filter((l) => l.includes(`"event":"${name}"`))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
   }
+  kill(): void {
+    this.child.kill('SIGKILL');
+  }
   async exit(): Promise<void> {
     if (this.child.proc.exitCode !== null || this.child.proc.signalCode !== null) return;
     await this.send('exit').catch(() => undefined);
