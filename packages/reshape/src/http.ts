@@ -84,7 +84,7 @@ const CODE_MAP: Partial<Record<ReshapeErrorCode, [number, string]>> = {
   'reshape.capacity_exceeded': [409, 'placement.undefined_code'],
   'reshape.invalid_allocation': [409, 'placement.undefined_code'],
   'reshape.inventory_in_use': [409, 'placement.inventory.inuse'],
-  'reshape.provider_not_found': [404, 'placement.resource_provider.not_found'],
+  'reshape.provider_not_found': [404, 'placement.undefined_code'],
   'reshape.resource_class_not_found': [400, 'placement.undefined_code'],
   'reshape.resource_class_in_use': [409, 'placement.undefined_code'],
   'reshape.trait_not_found': [400, 'placement.undefined_code'],
@@ -522,7 +522,7 @@ function versionDocument(base: string): unknown {
         max_version: MAX_MICROVERSION,
         min_version: '1.0',
         status: 'CURRENT',
-        links: [{ rel: 'self', href: `${base}/` }],
+        links: [{ rel: 'self', href: base }],
       },
     ],
   };
@@ -563,12 +563,7 @@ function inventoriesJson(inv: Record<string, Inventory>): Obj {
 
 function buildRoutes(store: ReshapeStore): Route[] {
   const rpUuid = (raw: string): string => {
-    if (!isUuid(raw))
-      throw new HttpError(
-        404,
-        `No resource provider with uuid ${raw} found`,
-        'placement.resource_provider.not_found',
-      );
+    if (!isUuid(raw)) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
     return normalizeUuid(raw);
   };
   const call = async <T>(fn: () => Promise<T>, bodyRefs = false): Promise<T> => {
@@ -580,12 +575,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
   };
   const provider = async (raw: string): Promise<ResourceProvider> => {
     const p = await call(() => store.getProvider(rpUuid(raw)));
-    if (!p)
-      throw new HttpError(
-        404,
-        `No resource provider with uuid ${raw} found`,
-        'placement.resource_provider.not_found',
-      );
+    if (!p) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
     return p;
   };
   const inventoriesReply = (generation: number, inv: Record<string, Inventory>): Reply => ({
@@ -607,17 +597,12 @@ function buildRoutes(store: ReshapeStore): Route[] {
             const allowedKeys = ['name', 'uuid', 'member_of', 'resources', 'required', 'in_tree'];
             for (const k of new Set(query.keys())) {
               if (!allowedKeys.includes(k) || (k === 'in_tree' && !atLeast(version, [1, 14])))
-                throw new HttpError(
-                  400,
-                  `Invalid query string parameters: '${k}' was unexpected`,
-                  'placement.query.bad_value',
-                );
+                throw new HttpError(400, `Invalid query string parameters: '${k}' was unexpected`);
             }
             if (query.has('resources') || query.has('member_of') || query.has('required'))
               throw new HttpError(
                 400,
                 'resources, member_of and required filters are not supported by this server',
-                'placement.query.bad_value',
               );
             const filter: { name?: string; uuid?: string; inTree?: string } = {};
             const name = query.get('name');
@@ -625,11 +610,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
             const u = query.get('uuid');
             if (u !== null) {
               if (!isUuid(u))
-                throw new HttpError(
-                  400,
-                  `Invalid query string parameters: '${u}' is not a 'uuid'`,
-                  'placement.query.bad_value',
-                );
+                throw new HttpError(400, `Invalid query string parameters: '${u}' is not a 'uuid'`);
               filter.uuid = u;
             }
             const inTree = query.get('in_tree');
@@ -638,7 +619,6 @@ function buildRoutes(store: ReshapeStore): Route[] {
                 throw new HttpError(
                   400,
                   `Invalid query string parameters: '${inTree}' is not a 'uuid'`,
-                  'placement.query.bad_value',
                 );
               if (!(await store.getProvider(inTree)))
                 return { status: 200, body: { resource_providers: [] } };

@@ -274,8 +274,8 @@ export function memoryStore(): ReshapeStore {
     async setTraits(uuid, input) {
       open();
       const rp = provider(uuid);
-      checkTraits(input.traits, (t) => customTraits.has(t));
       if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
+      checkTraits(input.traits, (t) => customTraits.has(t));
       traits.set(rp.uuid, new Set(input.traits));
       providers.set(rp.uuid, { ...rp, generation: rp.generation + 1 });
       return { generation: rp.generation + 1, traits: [...input.traits].sort() };

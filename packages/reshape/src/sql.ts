@@ -585,8 +585,8 @@ export async function sqlStore(
             (await trx.selectFrom(T.customTraits).select('name').execute()) as { name: string }[]
           ).map((r) => r.name),
         );
-        checkTraits(input.traits, (t) => custom.has(t));
         if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
+        checkTraits(input.traits, (t) => custom.has(t));
         const traits = [...new Set(input.traits)].sort();
         await trx.deleteFrom(T.traits).where('provider_uuid', '=', rp.uuid).execute();
         if (traits.length)

@@ -257,7 +257,7 @@ describe('Placement HTTP API', () => {
     ).toBe(415);
     expect((await api('POST', '/resource_providers', '{bad json')).status).toBe(400);
     expect((await api('GET', `/resource_providers/${randomUUID()}`)).body.errors[0].code).toBe(
-      'placement.resource_provider.not_found',
+      'placement.undefined_code',
     );
   });
 

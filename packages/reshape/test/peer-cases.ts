@@ -1,0 +1,459 @@
+/**
+ * One scripted session of Placement API calls, run against our server and against OpenStack
+ * Placement 8.0 to compare status codes, error codes and bodies case by case.
+ */
+import { randomUUID } from 'node:crypto';
+
+export interface CaseResult {
+  name: string;
+  status: number;
+  code?: string;
+  body?: unknown;
+}
+
+interface Ids {
+  root: string;
+  child: string;
+  c1: string;
+  c2: string;
+}
+
+type Step = [
+  name: string,
+  method: string,
+  path: (i: Ids) => string,
+  body: ((i: Ids) => unknown) | undefined,
+  version: string,
+];
+
+const A = (rp: string, r: Record<string, number>) => ({ [rp]: { resources: r } });
+
+export const STEPS: Step[] = [
+  ['version discovery', 'GET', () => '/', undefined, '1.0'],
+  [
+    'create root (1.20 returns body)',
+    'POST',
+    () => '/resource_providers',
+    (i) => ({ name: `cn-${i.root.slice(0, 8)}`, uuid: i.root }),
+    '1.20',
+  ],
+  [
+    'create child (1.14, 201)',
+    'POST',
+    () => '/resource_providers',
+    (i) => ({ name: `gpu-${i.child.slice(0, 8)}`, uuid: i.child, parent_provider_uuid: i.root }),
+    '1.14',
+  ],
+  [
+    'duplicate name',
+    'POST',
+    () => '/resource_providers',
+    (i) => ({ name: `cn-${i.root.slice(0, 8)}` }),
+    '1.39',
+  ],
+  [
+    'unknown parent',
+    'POST',
+    () => '/resource_providers',
+    () => ({ name: `x-${randomUUID()}`, parent_provider_uuid: randomUUID() }),
+    '1.39',
+  ],
+  [
+    'parent before 1.14',
+    'POST',
+    () => '/resource_providers',
+    () => ({ name: `y-${randomUUID()}`, parent_provider_uuid: randomUUID() }),
+    '1.13',
+  ],
+  ['list in_tree', 'GET', (i) => `/resource_providers?in_tree=${i.child}`, undefined, '1.14'],
+  [
+    'list in_tree before 1.14',
+    'GET',
+    (i) => `/resource_providers?in_tree=${i.child}`,
+    undefined,
+    '1.13',
+  ],
+  ['list bad uuid', 'GET', () => '/resource_providers?uuid=nope', undefined, '1.39'],
+  ['show', 'GET', (i) => `/resource_providers/${i.child}`, undefined, '1.39'],
+  ['show unknown', 'GET', () => `/resource_providers/${randomUUID()}`, undefined, '1.39'],
+  [
+    'rename',
+    'PUT',
+    (i) => `/resource_providers/${i.child}`,
+    (i) => ({ name: `gpu0-${i.child.slice(0, 8)}`, parent_provider_uuid: i.root }),
+    '1.39',
+  ],
+  [
+    're-parent before 1.37',
+    'PUT',
+    (i) => `/resource_providers/${i.child}`,
+    (i) => ({ name: `gpu0-${i.child.slice(0, 8)}`, parent_provider_uuid: null }),
+    '1.36',
+  ],
+  [
+    'set inventories',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({
+      resource_provider_generation: 0,
+      inventories: { VCPU: { total: 8 }, VGPU: { total: 4, max_unit: 2 } },
+    }),
+    '1.39',
+  ],
+  [
+    'set inventories, stale generation',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({ resource_provider_generation: 0, inventories: {} }),
+    '1.39',
+  ],
+  [
+    'set inventories, bad total',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({ resource_provider_generation: 1, inventories: { VCPU: { total: 0 } } }),
+    '1.39',
+  ],
+  [
+    'set inventories, unknown class',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({ resource_provider_generation: 1, inventories: { CUSTOM_NOPE: { total: 1 } } }),
+    '1.39',
+  ],
+  [
+    'set inventories, extra field',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({ resource_provider_generation: 1, inventories: {}, extra: 1 }),
+    '1.39',
+  ],
+  ['get inventories', 'GET', (i) => `/resource_providers/${i.root}/inventories`, undefined, '1.39'],
+  [
+    'get one inventory',
+    'GET',
+    (i) => `/resource_providers/${i.root}/inventories/VGPU`,
+    undefined,
+    '1.39',
+  ],
+  [
+    'get missing inventory',
+    'GET',
+    (i) => `/resource_providers/${i.root}/inventories/DISK_GB`,
+    undefined,
+    '1.39',
+  ],
+  [
+    'allocate (1.28, new consumer)',
+    'PUT',
+    (i) => `/allocations/${i.c1}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 2, VGPU: 2 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate without consumer_generation at 1.28',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    (i) => ({ allocations: A(i.root, { VCPU: 1 }), project_id: 'p', user_id: 'u' }),
+    '1.28',
+  ],
+  [
+    'allocate, stale consumer generation',
+    'PUT',
+    (i) => `/allocations/${i.c1}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate over max_unit',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    (i) => ({
+      allocations: A(i.root, { VGPU: 3 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate over capacity',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 7 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate on class without inventory',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    (i) => ({
+      allocations: A(i.root, { DISK_GB: 1 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate on unknown provider',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    () => ({
+      allocations: A(randomUUID(), { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    }),
+    '1.28',
+  ],
+  [
+    'allocate (1.0 list format)',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    (i) => ({ allocations: [{ resource_provider: { uuid: i.root }, resources: { VCPU: 1 } }] }),
+    '1.0',
+  ],
+  ['get allocations 1.28', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
+  ['get allocations 1.0', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.0'],
+  ['get allocations of nobody', 'GET', () => `/allocations/${randomUUID()}`, undefined, '1.28'],
+  [
+    'provider allocations',
+    'GET',
+    (i) => `/resource_providers/${i.root}/allocations`,
+    undefined,
+    '1.39',
+  ],
+  ['usages', 'GET', (i) => `/resource_providers/${i.root}/usages`, undefined, '1.39'],
+  [
+    'remove inventory in use',
+    'PUT',
+    (i) => `/resource_providers/${i.root}/inventories`,
+    () => ({ resource_provider_generation: 3, inventories: { VCPU: { total: 8 } } }),
+    '1.39',
+  ],
+  [
+    'reshaper before 1.30',
+    'POST',
+    () => '/reshaper',
+    () => ({ inventories: {}, allocations: {} }),
+    '1.29',
+  ],
+  [
+    'reshaper, stale generation',
+    'POST',
+    () => '/reshaper',
+    (i) => ({
+      inventories: {
+        [i.root]: { resource_provider_generation: 1, inventories: { VCPU: { total: 8 } } },
+        [i.child]: { resource_provider_generation: 0, inventories: { VGPU: { total: 4 } } },
+      },
+      allocations: {
+        [i.c1]: {
+          allocations: { ...A(i.root, { VCPU: 2 }), ...A(i.child, { VGPU: 2 }) },
+          project_id: 'p',
+          user_id: 'u',
+          consumer_generation: 1,
+        },
+      },
+    }),
+    '1.30',
+  ],
+  [
+    'reshaper, in use',
+    'POST',
+    () => '/reshaper',
+    (i) => ({
+      inventories: {
+        [i.root]: { resource_provider_generation: 3, inventories: { VCPU: { total: 8 } } },
+        [i.child]: { resource_provider_generation: 0, inventories: { VGPU: { total: 4 } } },
+      },
+      allocations: {},
+    }),
+    '1.30',
+  ],
+  [
+    'reshaper, over capacity',
+    'POST',
+    () => '/reshaper',
+    (i) => ({
+      inventories: {
+        [i.root]: { resource_provider_generation: 3, inventories: { VCPU: { total: 8 } } },
+        [i.child]: { resource_provider_generation: 0, inventories: { VGPU: { total: 1 } } },
+      },
+      allocations: {
+        [i.c1]: {
+          allocations: { ...A(i.root, { VCPU: 2 }), ...A(i.child, { VGPU: 2 }) },
+          project_id: 'p',
+          user_id: 'u',
+          consumer_generation: 1,
+        },
+      },
+    }),
+    '1.30',
+  ],
+  [
+    'reshaper',
+    'POST',
+    () => '/reshaper',
+    (i) => ({
+      inventories: {
+        [i.root]: { resource_provider_generation: 3, inventories: { VCPU: { total: 8 } } },
+        [i.child]: { resource_provider_generation: 0, inventories: { VGPU: { total: 4 } } },
+      },
+      allocations: {
+        [i.c1]: {
+          allocations: { ...A(i.root, { VCPU: 2 }), ...A(i.child, { VGPU: 2 }) },
+          project_id: 'p',
+          user_id: 'u',
+          consumer_generation: 1,
+        },
+      },
+    }),
+    '1.30',
+  ],
+  [
+    'usages after reshape',
+    'GET',
+    (i) => `/resource_providers/${i.child}/usages`,
+    undefined,
+    '1.39',
+  ],
+  ['get allocations after reshape', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
+  [
+    'POST /allocations',
+    'POST',
+    () => '/allocations',
+    (i) => ({
+      [i.c1]: {
+        allocations: A(i.root, { VCPU: 1 }),
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: 2,
+      },
+    }),
+    '1.28',
+  ],
+  ['delete provider in use', 'DELETE', (i) => `/resource_providers/${i.root}`, undefined, '1.39'],
+  [
+    'create custom class',
+    'PUT',
+    (i) =>
+      `/resource_classes/CUSTOM_PEER_${i.root
+        .slice(0, 8)
+        .toUpperCase()
+        .replace(/[^A-Z0-9]/g, '_')}`,
+    undefined,
+    '1.7',
+  ],
+  [
+    'create custom class again',
+    'PUT',
+    (i) =>
+      `/resource_classes/CUSTOM_PEER_${i.root
+        .slice(0, 8)
+        .toUpperCase()
+        .replace(/[^A-Z0-9]/g, '_')}`,
+    undefined,
+    '1.7',
+  ],
+  ['create bad class', 'PUT', () => '/resource_classes/GPU', undefined, '1.7'],
+  ['delete standard class', 'DELETE', () => '/resource_classes/VCPU', undefined, '1.7'],
+  [
+    'show class',
+    'GET',
+    (i) =>
+      `/resource_classes/CUSTOM_PEER_${i.root
+        .slice(0, 8)
+        .toUpperCase()
+        .replace(/[^A-Z0-9]/g, '_')}`,
+    undefined,
+    '1.7',
+  ],
+  [
+    'create trait',
+    'PUT',
+    (i) =>
+      `/traits/CUSTOM_PEER_${i.root
+        .slice(0, 8)
+        .toUpperCase()
+        .replace(/[^A-Z0-9]/g, '_')}`,
+    undefined,
+    '1.6',
+  ],
+  [
+    'set unknown trait',
+    'PUT',
+    (i) => `/resource_providers/${i.child}/traits`,
+    () => ({ traits: ['CUSTOM_UNKNOWN_X'], resource_provider_generation: 1 }),
+    '1.6',
+  ],
+  [
+    'set traits',
+    'PUT',
+    (i) => `/resource_providers/${i.child}/traits`,
+    (i) => ({
+      traits: [
+        `CUSTOM_PEER_${i.root
+          .slice(0, 8)
+          .toUpperCase()
+          .replace(/[^A-Z0-9]/g, '_')}`,
+      ],
+      resource_provider_generation: 1,
+    }),
+    '1.6',
+  ],
+  ['delete allocations', 'DELETE', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
+  ['delete allocations again', 'DELETE', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
+  ['delete parent', 'DELETE', (i) => `/resource_providers/${i.root}`, undefined, '1.39'],
+  ['unsupported version', 'GET', () => '/resource_providers', undefined, '1.99'],
+  ['bad version', 'GET', () => '/resource_providers', undefined, 'x.y'],
+  ['unknown path', 'GET', () => '/nothing_here', undefined, '1.39'],
+  ['wrong method', 'PATCH', () => '/resource_providers', undefined, '1.39'],
+  ['malformed JSON', 'POST', () => '/resource_providers', () => '{nope', '1.39'],
+  ['delete child', 'DELETE', (i) => `/resource_providers/${i.child}`, undefined, '1.39'],
+];
+
+/** Runs every step against `base` with fresh uuids; returns one result per step. */
+export async function runSession(base: string, token = 'admin'): Promise<CaseResult[]> {
+  const ids: Ids = { root: randomUUID(), child: randomUUID(), c1: randomUUID(), c2: randomUUID() };
+  const out: CaseResult[] = [];
+  for (const [name, method, path, body, version] of STEPS) {
+    const b = body?.(ids);
+    const res = await fetch(base + path(ids), {
+      method,
+      headers: {
+        'x-auth-token': token,
+        'openstack-api-version': `placement ${version}`,
+        accept: 'application/json',
+        ...(b === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: b === undefined ? undefined : typeof b === 'string' ? b : JSON.stringify(b),
+    });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    const code = (parsed as { errors?: { code?: string }[] } | undefined)?.errors?.[0]?.code;
+    out.push({ name, status: res.status, ...(code ? { code } : {}), body: parsed });
+  }
+  return out;
+}

@@ -1,0 +1,51 @@
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryStore } from '../src/index.js';
+import { createPlacementServer } from '../src/http.js';
+import { placementAvailable, startPlacement, type PeerPlacement } from './peer.js';
+import { runSession } from './peer-cases.js';
+
+const available = placementAvailable();
+if (!available)
+  console.warn(
+    'skipping the Placement comparison: /usr/bin/python3 cannot import placement (install python3-placement)',
+  );
+
+describe.skipIf(!available)('compared with OpenStack Placement 8.0', () => {
+  let peer: PeerPlacement;
+  const server = createPlacementServer(memoryStore());
+  let ours = '';
+  beforeAll(async () => {
+    peer = await startPlacement();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    ours = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }, 90_000);
+  afterAll(async () => {
+    await peer?.stop();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it(
+    'gives the same status and error code for every case of the session',
+    { timeout: 60_000 },
+    async () => {
+      const a = await runSession(ours);
+      const b = await runSession(peer.url);
+      const diff = a
+        .map((r, i) => ({
+          name: r.name,
+          ours: [r.status, r.code],
+          placement: [b[i]!.status, b[i]!.code],
+        }))
+        .filter((d) => d.ours[0] !== d.placement[0] || d.ours[1] !== d.placement[1]);
+      expect(diff).toEqual([]);
+      // Bodies of successful reads have the same shape (generations aside, see the README).
+      for (const [i, r] of a.entries()) {
+        if (r.status !== 200) continue;
+        const keys = (x: unknown) =>
+          typeof x === 'object' && x ? Object.keys(x).sort() : x === undefined ? [] : [typeof x];
+        expect(keys(r.body), r.name).toEqual(keys(b[i]!.body));
+      }
+    },
+  );
+});
