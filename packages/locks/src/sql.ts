@@ -1,7 +1,14 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
-import { sql, type Database, type Migration, type Session } from '@rigging/sql';
+import {
+  isConnectionError,
+  isRetryableError,
+  sql,
+  type Database,
+  type Migration,
+  type Session,
+} from '@rigging/sql';
 import {
   LeaseImpl,
   abortedError,
@@ -590,7 +597,15 @@ export class SqlLockProvider implements LockProvider {
           wake?.();
         });
         try {
-          const granted = await this.#backend.tryGrant(key, id, mode);
+          let granted: Granted | undefined;
+          try {
+            granted = await this.#backend.tryGrant(key, id, mode);
+          } catch (error) {
+            // a lost session or a busy database is retried (a new session is opened) until the
+            // deadline; anything else is a real error
+            if (!isConnectionError(error) && !isRetryableError(error, this.dialect)) throw error;
+            granted = undefined;
+          }
           if (granted) return this.#lease(key, mode, core, localMode, granted, started);
           await emitWaiting();
           const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);

@@ -202,3 +202,25 @@ describe('FileLock waits', () => {
     holderSide.close();
   });
 });
+
+describe('FileLock loss', () => {
+  it('a release after loss is a no-op that says so in lock:released', async () => {
+    const dir = freshDir();
+    const locks = new FileLock({ dir, checkIntervalMs: 10 });
+    const events: { event: string; afterLoss?: boolean }[] = [];
+    locks.events.onAny((event, payload) =>
+      events.push({ event, afterLoss: (payload as { afterLoss?: boolean }).afterLoss }),
+    );
+    const lease = await locks.acquire('gone');
+    rmSync(locks.pathOf('gone'));
+    await new Promise<void>((r) => lease.lost.addEventListener('abort', () => r(), { once: true }));
+    await lease.release();
+    await lease.release();
+    expect(events).toEqual([
+      { event: 'lock:acquired', afterLoss: undefined },
+      { event: 'lock:lost', afterLoss: undefined },
+      { event: 'lock:released', afterLoss: true },
+    ]);
+    locks.close();
+  });
+});
