@@ -77,6 +77,7 @@ interface PgModule {
 }
 interface PgPool {
   on(event: 'error', fn: (err: Error) => void): void;
+  connect(): Promise<{ on(event: 'error', fn: (err: Error) => void): void }>;
   query(text: string): Promise<unknown>;
   end(): Promise<void>;
 }
@@ -177,7 +178,24 @@ export async function openDatabase<DB = any>(
       await pool.end().catch(() => {});
       throw unreachable('PostgreSQL', shownUrl, cause);
     }
-    dialect = new PostgresDialect({ pool: pool as never });
+    // A checked-out client whose connection dies (backend terminated, server restarted) emits
+    // 'error' on itself, not on the pool; with no listener that kills the process. Give every
+    // client a listener once; pg-pool then discards the broken client when it is released.
+    const guarded = new WeakSet<object>();
+    const guardedPool = {
+      async connect() {
+        const client = await pool.connect();
+        if (!guarded.has(client)) {
+          guarded.add(client);
+          client.on('error', (err) =>
+            logger.warn({ err }, 'PostgreSQL connection lost while in use'),
+          );
+        }
+        return client;
+      },
+      end: () => pool.end(),
+    };
+    dialect = new PostgresDialect({ pool: guardedPool as never });
     closeDriver = () => pool.end();
     sessionFactory = {
       dialect: 'postgres',

@@ -140,6 +140,40 @@ describe.skipIf(!pgUp)('PostgreSQL', () => {
     expect((e as Error).message).toMatch(/does not exist.*check the URL/);
   });
 
+  it('pooled connections killed by the server are replaced, never crash the process', async () => {
+    // Without an 'error' listener on checked-out clients, pg emits an unhandled 'error' and the
+    // process dies. Kill the pool's backends while queries are in flight, a few times over.
+    const db = await openDatabase(fresh.url, { poolSize: 3 });
+    await using killer = await database.session();
+    try {
+      for (let round = 0; round < 5; round++) {
+        const inFlight = [1, 2, 3].map(() =>
+          sql`select pg_sleep(0.2)`.execute(db.db).catch((e: unknown) => e),
+        );
+        await new Promise((r) => setTimeout(r, 50));
+        await killer.query(
+          `select pg_terminate_backend(pid) from pg_stat_activity
+           where datname = current_database() and pid <> pg_backend_pid() and query like '%pg_sleep(0.2)%'`,
+        );
+        for (const r of await Promise.all(inFlight)) {
+          if (r instanceof Error) expect(isConnectionError(r), String(r)).toBe(true);
+        }
+        // Queries right after a kill may still meet dying connections (at most one failure per
+        // killed connection); the pool then replaces them.
+        let n: number | undefined;
+        for (let attempt = 0; attempt < 10 && n === undefined; attempt++) {
+          const r = await sql<{ n: number }>`select 1 as n`.execute(db.db).catch((e: unknown) => {
+            expect(isConnectionError(e), String(e)).toBe(true);
+          });
+          n = r?.rows[0]?.n;
+        }
+        expect(n).toBe(1);
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
   it('a normal close does not abort lost', async () => {
     const session = await database.session();
     await session.close();
@@ -175,6 +209,35 @@ describe.skipIf(!mysqlUp)('MariaDB', () => {
     const e = await session.query('select 1').catch((err: unknown) => err);
     expect(isConnectionError(e)).toBe(true);
     await session.close();
+  });
+
+  it('pooled connections killed by the server are replaced, never crash the process', async () => {
+    const db = await openDatabase(fresh.url, { poolSize: 3 });
+    await using killer = await database.session();
+    try {
+      for (let round = 0; round < 3; round++) {
+        const inFlight = [1, 2, 3].map(() =>
+          sql`select sleep(0.2)`.execute(db.db).catch((e: unknown) => e),
+        );
+        await new Promise((r) => setTimeout(r, 50));
+        const victims = await killer.query<{ id: number }>(
+          `select id from information_schema.processlist where db = database() and id <> connection_id() and info like 'select sleep(0.2)%'`,
+        );
+        expect(victims.rows.length).toBeGreaterThan(0);
+        for (const { id } of victims.rows) await killer.query(`kill ${Number(id)}`);
+        await Promise.all(inFlight);
+        let n: number | undefined;
+        for (let attempt = 0; attempt < 10 && n === undefined; attempt++) {
+          const r = await sql<{ n: number }>`select 1 as n`.execute(db.db).catch((e: unknown) => {
+            expect(isConnectionError(e), String(e)).toBe(true);
+          });
+          n = r?.rows[0]?.n;
+        }
+        expect(Number(n)).toBe(1);
+      }
+    } finally {
+      await db.close();
+    }
   });
 
   it('retries a real deadlock until both transactions commit', async () => {
