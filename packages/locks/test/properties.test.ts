@@ -50,9 +50,13 @@ describe('properties (fc.scheduler interleavings)', () => {
             const rw = new ReadWriteLock({ preference });
             const m = monitor();
             let served = 0;
+            const arrivals: number[] = [];
+            const grants: number[] = [];
             const tasks = modes.map((mode, i) =>
               s.schedule(Promise.resolve(), `arrive ${i}`).then(async () => {
+                arrivals.push(i);
                 const release = await rw.acquire({ mode });
+                grants.push(i);
                 m.enter(mode);
                 await s.schedule(Promise.resolve(), `work ${i} ${mode}`);
                 m.leave(mode);
@@ -62,6 +66,23 @@ describe('properties (fc.scheduler interleavings)', () => {
             );
             await s.waitFor(Promise.all(tasks));
             expect(served).toBe(modes.length); // no lost wake-ups
+            // fairness: in 'fifo' nobody is overtaken by a later arrival unless both are readers;
+            // in 'fifo' and 'write' a writer is never overtaken by a reader that came after it
+            const pos = new Map(grants.map((g, at) => [g, at]));
+            for (let x = 0; x < arrivals.length; x++) {
+              for (let y = x + 1; y < arrivals.length; y++) {
+                const early = arrivals[x]!;
+                const late = arrivals[y]!;
+                const bothReaders = modes[early] === 'shared' && modes[late] === 'shared';
+                const writerThenReader = modes[early] === 'exclusive' && modes[late] === 'shared';
+                if (
+                  (preference === 'fifo' && !bothReaders) ||
+                  (preference === 'write' && writerThenReader)
+                ) {
+                  expect(pos.get(early)).toBeLessThan(pos.get(late)!);
+                }
+              }
+            }
             expect(rw.waiting).toBe(0);
             expect(rw.readers).toBe(0);
           },
