@@ -525,26 +525,28 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     let timeout: number | undefined;
     if (canClaim) {
       const due = await this.backend.nextDueAt().catch(() => undefined);
+      if (this.#rung) return;
       if (due !== undefined) timeout = Math.max(0, due - this.#clock.now());
       if (this.backend.durable) {
         const poll = this.backend.pollMs > 0 ? this.backend.pollMs : this.#leaseMs / 2;
         timeout = timeout === undefined ? poll : Math.min(timeout, poll);
       }
     }
-    if (this.#rung) return;
+    if (this.#rung || this.#stop.signal.aborted) return;
+    // close() rings the bell after aborting #stop, so the bell alone ends the wait.
     const bell = (this.#bell = deferred<void>());
-    const controller = new AbortController();
-    const waits: Promise<unknown>[] = [bell.promise];
-    if (timeout !== undefined) {
-      waits.push(this.#clock.sleep(timeout, { signal: controller.signal }).catch(() => {}));
+    if (timeout === undefined) {
+      await bell.promise;
+      return;
     }
-    const onStop = () => bell.resolve();
-    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const controller = new AbortController();
     try {
-      await Promise.race(waits);
+      await Promise.race([
+        bell.promise,
+        this.#clock.sleep(timeout, { signal: controller.signal }).catch(() => {}),
+      ]);
     } finally {
       controller.abort();
-      this.#stop.signal.removeEventListener('abort', onStop);
       if (this.#bell === bell) this.#bell = undefined;
     }
   }
@@ -702,8 +704,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     });
   }
 
-  async #emitKeyStatus(key: string): Promise<void> {
-    if (!this.#events.hasListeners('key:status')) return;
+  #emitKeyStatus(key: string): Promise<void> | undefined {
+    if (!this.#events.hasListeners('key:status')) return undefined;
+    return this.#doEmitKeyStatus(key);
+  }
+
+  async #doEmitKeyStatus(key: string): Promise<void> {
     let status: KeyStatus;
     try {
       status = await this.backend.keyStatus(key);

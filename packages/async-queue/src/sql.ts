@@ -167,6 +167,25 @@ function toInfo(row: OpRow): OpInfo {
 
 type Db = Kysely<any>;
 
+interface LocalListener {
+  wake(): void;
+  settled(id: string): void;
+}
+
+/**
+ * Queue instances of one process sharing a Database object and queue name wake each other
+ * directly (no need to wait for NOTIFY or the next poll).
+ */
+const local = new WeakMap<Database, Map<string, Set<LocalListener>>>();
+
+function localListeners(database: Database, name: string): Set<LocalListener> {
+  let byName = local.get(database);
+  if (!byName) local.set(database, (byName = new Map()));
+  let set = byName.get(name);
+  if (!set) byName.set(name, (set = new Set()));
+  return set;
+}
+
 /**
  * The durable jobboard over `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB). Tables
  * `rigging_queue_ops` and `rigging_queue_keys`, created by `database.migrate('async-queue')` on
@@ -194,6 +213,14 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   let listenLoop: Promise<void> | undefined;
   const stop = new AbortController();
   const now = () => (clock ? clock.now() : Date.now());
+  const neighbours = localListeners(database, name);
+  let me: LocalListener | undefined;
+  const wakeLocal = () => {
+    for (const l of neighbours) if (l !== me) l.wake();
+  };
+  const settledLocal = (ids: string[]) => {
+    for (const l of neighbours) if (l !== me) for (const id of ids) l.settled(id);
+  };
 
   const tx = <T>(fn: (trx: Db) => Promise<T>) => database.transaction(fn, { retries: 20 });
 
@@ -360,6 +387,8 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       clock = context.clock;
       logger = context.logger;
       await database.migrate('async-queue', migrations);
+      me = { wake: () => context.wake(), settled: (id) => context.settled(id) };
+      neighbours.add(me);
       if (notify) listenLoop = listen();
     },
 
@@ -430,6 +459,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         out = await run();
       }
       const { row, created } = out;
+      if (created) wakeLocal();
       if (!created && (row.op_key !== input.key || row.type !== input.type)) {
         throw new QueueError(
           'async-queue.idempotency_conflict',
@@ -795,9 +825,36 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       if (closed) return;
       closed = true;
       stop.abort();
+      if (me) neighbours.delete(me);
       await session?.close().catch(() => {});
       await listenLoop;
     },
+  };
+  const { succeed, fail, release, resume, discard } = backend;
+  backend.succeed = async (claim, result) => {
+    const c = await succeed(claim, result);
+    if (c) settledLocal([c.op.id]);
+    return c;
+  };
+  backend.fail = async (claim, error, outcome) => {
+    const c = await fail(claim, error, outcome);
+    if (c && !('retryAt' in outcome)) settledLocal([c.op.id, ...c.cancelled.map((x) => x.id)]);
+    return c;
+  };
+  backend.release = async (claim) => {
+    const released = await release(claim);
+    if (released) wakeLocal();
+    return released;
+  };
+  backend.resume = async (key) => {
+    const resumed = await resume(key);
+    if (resumed) wakeLocal();
+    return resumed;
+  };
+  backend.discard = async (key) => {
+    const cancelled = await discard(key);
+    settledLocal(cancelled.map((x) => x.id));
+    return cancelled;
   };
   return backend;
 }

@@ -1,0 +1,266 @@
+// Side-by-side figures for @rigging/async-queue. Run: pnpm bench (about a minute or two).
+// BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 50 keys x 50 jobs).
+import { performance } from 'node:perf_hooks';
+import { deferred, sleep } from '@rigging/core';
+import { openDatabase, type Database } from '@rigging/sql';
+import { freshDatabase, service, REDIS_URL, PG_URL } from '@rigging/testkit';
+import PQueue from 'p-queue';
+import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
+import { sqlBackend } from '../src/sql.js';
+
+const KEYS = Number(process.env.BENCH_KEYS ?? 50);
+const JOBS = Number(process.env.BENCH_JOBS ?? 50);
+const CONCURRENCY = 16;
+const rows: { name: string; value: string }[] = [];
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+// ------------------------------------------------ memory vs p-queue, no-op ops
+async function memoryVsPQueue(n: number): Promise<[number, number]> {
+  const keys = 1000;
+  const ours = async () => {
+    const q = createQueue({
+      backend: memoryBackend(),
+      concurrency: CONCURRENCY,
+      handlers: { noop: async (_p: null) => null },
+    });
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) void q.cast(`k${i % keys}`, { type: 'noop', payload: null });
+    await new Promise<void>((resolve) => {
+      let done = 0;
+      q.on('op:succeeded', () => {
+        if (++done === n) resolve();
+      });
+    });
+    const ms = performance.now() - t0;
+    await q.close();
+    return (n / ms) * 1000;
+  };
+  const theirs = async () => {
+    const q = new PQueue({ concurrency: CONCURRENCY });
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) void q.add(async () => null);
+    await q.onIdle();
+    return (n / (performance.now() - t0)) * 1000;
+  };
+  await ours();
+  await theirs();
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    a.push(await ours());
+    b.push(await theirs());
+  }
+  const median = (xs: number[]) => xs.sort((x, y) => x - y)[1]!;
+  return [median(a), median(b)];
+}
+
+// ------------------------------------------------ durable backends: per-key serial throughput
+async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: () => QueueBackend) {
+  const producer = createQueue({
+    backend: makeProducer(),
+    worker: false,
+    handlers: { job: (_p: { k: number }) => null },
+  });
+  const n = KEYS * JOBS;
+  const order = new Map<string, number>();
+  let violations = 0;
+  const all = deferred<void>();
+  let done = 0;
+  for (let j = 0; j < JOBS; j++) {
+    for (let k = 0; k < KEYS; k++) await producer.cast(`k${k}`, { type: 'job', payload: { k: j } });
+  }
+  const t0 = performance.now();
+  const worker = createQueue({
+    backend: makeBackend(),
+    concurrency: CONCURRENCY,
+    handlers: {
+      job: async (p: { k: number }, ctx) => {
+        const last = order.get(ctx.key) ?? -1;
+        if (p.k !== last + 1) violations++;
+        order.set(ctx.key, p.k);
+        return null;
+      },
+    },
+  });
+  worker.on('op:succeeded', () => {
+    if (++done === n) all.resolve();
+  });
+  await all.promise;
+  const rate = (n / (performance.now() - t0)) * 1000;
+  await worker.close();
+  await producer.close();
+  if (violations) throw new Error(`per-key order violated ${violations} times`);
+  return rate;
+}
+
+// ------------------------------------------------ idle enqueue -> start latency (another instance enqueues)
+async function idleLatency(
+  makeBackend: () => QueueBackend,
+  makeProducer: () => QueueBackend,
+  samples = 30,
+) {
+  let started: ReturnType<typeof deferred<number>> = deferred<number>();
+  const worker = createQueue({
+    backend: makeBackend(),
+    concurrency: 4,
+    handlers: { ping: async (_p: null) => started.resolve(performance.now()) },
+  });
+  const producer = createQueue({
+    backend: makeProducer(),
+    worker: false,
+    handlers: { ping: (_p: null) => null },
+  });
+  const lat: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    await sleep(20 + Math.random() * 30);
+    started = deferred<number>();
+    const t0 = performance.now();
+    await producer.cast(`l${i}`, { type: 'ping', payload: null });
+    lat.push((await started.promise) - t0);
+  }
+  await worker.close();
+  await producer.close();
+  lat.sort((a, b) => a - b);
+  return { p50: lat[Math.floor(lat.length / 2)]!, p95: lat[Math.floor(lat.length * 0.95)]! };
+}
+
+async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
+  const fresh = await freshDatabase(kind, 'aq_bench');
+  const a: Database = await openDatabase(fresh.url, { poolSize: 8 });
+  // Producer on its own connection (a different handle on SQLite: still one process here).
+  const p: Database = kind === 'postgres' ? await openDatabase(fresh.url) : a;
+  try {
+    const rate = await perKeyThroughput(
+      () => sqlBackend(a, { name: 'tp' }),
+      () => sqlBackend(p, { name: 'tp' }),
+    );
+    rows.push({
+      name: `${label}: ${KEYS} keys x ${JOBS} jobs, concurrency ${CONCURRENCY}`,
+      value: `${fmt(rate)} jobs/s`,
+    });
+    const lat = await idleLatency(
+      () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250 }),
+      () => sqlBackend(p, { name: 'lat' }),
+    );
+    rows.push({
+      name: `${label}: idle enqueue -> start (same process)`,
+      value: `p50 ${lat.p50.toFixed(2)} ms, p95 ${lat.p95.toFixed(2)} ms`,
+    });
+    return rate;
+  } finally {
+    if (p !== a) await p.close();
+    await a.close();
+    await fresh.drop();
+  }
+}
+
+// ------------------------------------------------ peers
+async function pgBoss(): Promise<number | undefined> {
+  const fresh = await freshDatabase('postgres', 'aq_bench_boss');
+  const { PgBoss } = (await import('pg-boss')) as unknown as { PgBoss: new (url: string) => any };
+  const boss = new PgBoss(fresh.url);
+  boss.on('error', () => {});
+  await boss.start();
+  try {
+    const n = KEYS * JOBS;
+    await boss.createQueue('bench');
+    const jobs = [];
+    for (let j = 0; j < JOBS; j++)
+      for (let k = 0; k < KEYS; k++) jobs.push({ data: { k, j }, singletonKey: `k${k}` });
+    await boss.insert('bench', jobs);
+    let done = 0;
+    const all = deferred<void>();
+    const t0 = performance.now();
+    for (let w = 0; w < CONCURRENCY; w++) {
+      await boss.work('bench', { batchSize: 1, pollingIntervalSeconds: 0.5 }, async () => {
+        if (++done === n) all.resolve();
+      });
+    }
+    await Promise.race([all.promise, sleep(60_000)]);
+    return (done / (performance.now() - t0)) * 1000;
+  } finally {
+    await boss.stop({ graceful: false, wait: true }).catch(() => {});
+    await fresh.drop().catch(() => {});
+  }
+}
+
+async function bullmq(): Promise<number> {
+  const { Queue, Worker } = await import('bullmq');
+  const { Redis } = await import('ioredis');
+  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const name = `aq-bench-${process.pid}`;
+  const q = new Queue(name, { connection });
+  const n = KEYS * JOBS;
+  const jobs = [];
+  for (let j = 0; j < JOBS; j++)
+    for (let k = 0; k < KEYS; k++)
+      jobs.push({ name: 'job', data: { k, j }, opts: { removeOnComplete: true } });
+  await q.addBulk(jobs);
+  let done = 0;
+  const all = deferred<void>();
+  const t0 = performance.now();
+  const worker = new Worker(name, async () => null, {
+    connection: connection.duplicate(),
+    concurrency: CONCURRENCY,
+  });
+  worker.on('completed', () => {
+    if (++done === n) all.resolve();
+  });
+  await all.promise;
+  const rate = (n / (performance.now() - t0)) * 1000;
+  await worker.close();
+  await q.obliterate({ force: true });
+  await q.close();
+  connection.disconnect();
+  return rate;
+}
+
+// ------------------------------------------------ run
+const N = 20_000;
+const [ours, pq] = await memoryVsPQueue(N);
+rows.push({
+  name: `memory backend: ${N} no-op ops, 1000 keys, concurrency ${CONCURRENCY}`,
+  value: `${fmt(ours)} ops/s`,
+});
+rows.push({ name: `p-queue (no per-key order), same ops`, value: `${fmt(pq)} ops/s` });
+rows.push({ name: 'ratio memory / p-queue', value: `${(ours / pq).toFixed(2)}x` });
+
+const sqliteRate = await withSql('sqlite-file', 'SQLite backend');
+let pgRate: number | undefined;
+if ((await service('postgres')).available) {
+  pgRate = await withSql('postgres', 'PostgreSQL backend');
+  const boss = await pgBoss().catch(
+    (e: unknown) => (console.warn('pg-boss failed:', e), undefined),
+  );
+  if (boss !== undefined) {
+    rows.push({
+      name: `pg-boss 10 (singletonKey, 16 workers), same jobs`,
+      value: `${fmt(boss)} jobs/s`,
+    });
+    rows.push({
+      name: 'ratio PostgreSQL backend / pg-boss',
+      value: `${(pgRate / boss).toFixed(2)}x`,
+    });
+  }
+}
+if ((await service('redis')).available) {
+  const bull = await bullmq().catch((e: unknown) => (console.warn('BullMQ failed:', e), undefined));
+  if (bull !== undefined) {
+    rows.push({
+      name: `BullMQ (one queue, NO per-key order), same jobs`,
+      value: `${fmt(bull)} jobs/s`,
+    });
+    if (pgRate !== undefined)
+      rows.push({
+        name: 'ratio PostgreSQL backend / BullMQ',
+        value: `${(pgRate / bull).toFixed(2)}x`,
+      });
+    rows.push({
+      name: 'ratio SQLite backend / BullMQ',
+      value: `${(sqliteRate / bull).toFixed(2)}x`,
+    });
+  }
+}
+void PG_URL;
+console.table(rows);
+process.exit(0);
