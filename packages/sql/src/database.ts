@@ -117,7 +117,8 @@ export async function openDatabase<DB = any>(
 ): Promise<Database<DB>> {
   const parsed = parseDatabaseUrl(url);
   const logger = options.logger ?? silentLogger;
-  const poolSize = positiveInt('poolSize', options.poolSize, 10) || 1;
+  const poolSize = positiveInt('poolSize', options.poolSize, 10);
+  if (poolSize < 1) throw new TypeError(`poolSize must be at least 1, got ${poolSize}`);
   const busyTimeoutMs = positiveInt('busyTimeoutMs', options.busyTimeoutMs, 5000);
   const connectTimeoutMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs, 10_000);
   const synchronous = options.synchronous ?? 'normal';

@@ -46,6 +46,10 @@ describe('URL', () => {
     await expect(
       openDatabase('sqlite::memory:', { synchronous: 'sometimes' as never }),
     ).rejects.toThrow(TypeError);
+    await expect(openDatabase('sqlite::memory:', { poolSize: 0 })).rejects.toThrow(
+      /poolSize must be at least 1, got 0/,
+    );
+    await expect(openDatabase('sqlite::memory:', { poolSize: 1.5 })).rejects.toThrow(/1\.5/);
   });
 });
 

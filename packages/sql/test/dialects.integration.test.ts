@@ -198,6 +198,14 @@ describe.skipIf(!mysqlUp)('MariaDB', () => {
     await fresh?.drop();
   });
 
+  it('a database that does not exist is sql.unreachable, saying so', async () => {
+    const url = new URL(fresh.url);
+    url.pathname = '/rg_no_such_database';
+    const e = await openDatabase(url.toString()).catch((err: unknown) => err);
+    expect(e).toMatchObject({ code: 'sql.unreachable' });
+    expect((e as Error).message).toMatch(/Unknown database.*check the URL/);
+  });
+
   it("a session's lost signal aborts when the server kills the connection", async () => {
     const session = await database.session();
     expect(session.id).toBeTypeOf('number');
