@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import {
   mkdir,
@@ -297,6 +298,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       }
       this.#locks = options.locks;
     }
+    // Every acquire in flight listens to this signal (combined with its own).
+    setMaxListeners(0, this.#closed.signal);
   }
 
   /** Creates a cache and waits until it swept dead temp dirs and indexed the disk. */

@@ -1,0 +1,197 @@
+// pnpm bench: @rigging/package-cache side by side with cacache, on the same payloads.
+import { copyFile, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import cacache from 'cacache';
+import { PackageCache, type PackageRef } from '../src/index.js';
+import { tarOf } from '../test/helpers.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const dirs: string[] = [];
+const tmp = async (p: string) => {
+  const d = await mkdtemp(join(tmpdir(), p));
+  dirs.push(d);
+  return d;
+};
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]!;
+const mbps = (bytes: number, ms: number) => bytes / MiB / (ms / 1000);
+const fmt = (n: number, d = 1) => n.toFixed(d);
+const rows: string[][] = [];
+const row = (...cols: string[]) => {
+  rows.push(cols);
+  console.log(cols.join(' | '));
+};
+
+function payload(bytes: number): Buffer {
+  const blob = Buffer.alloc(bytes - 3 * 512);
+  for (let i = 0; i < blob.length; i += 4096) blob[i] = i & 0xff;
+  return tarOf([{ name: 'blob', content: blob }]);
+}
+
+async function time(fn: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+async function main() {
+  console.log(`node ${process.version}; machine shared with other jobs, figures are indicative`);
+
+  // 1. Warm acquire + release (both lock levels: in-process + flock).
+  {
+    const root = await tmp('pcb-warm-');
+    const body = payload(64 * KiB);
+    const cache = await PackageCache.open({ root, fetch: () => Promise.resolve({ buffer: body }) });
+    const ref: PackageRef = { fqn: 'bench.app', version: '1', id: 'a' };
+    await (await cache.acquire(ref)).release();
+    const samples: number[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const t = performance.now();
+      const pkg = await cache.acquire(ref);
+      await pkg.release();
+      samples.push((performance.now() - t) * 1000);
+    }
+    const c = await tmp('pcb-cacache-');
+    await cacache.put(c, 'k', body);
+    const cs: number[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const t = performance.now();
+      await cacache.get.info(c, 'k');
+      cs.push((performance.now() - t) * 1000);
+    }
+    row(
+      'warm acquire+release p50 / p99 (µs)',
+      `${fmt(pct(samples, 0.5))} / ${fmt(pct(samples, 0.99))}`,
+      `cacache get.info p50 ${fmt(pct(cs, 0.5))}`,
+      `ratio ${fmt(pct(samples, 0.5) / pct(cs, 0.5), 2)}x`,
+    );
+    await cache.close();
+  }
+
+  // 2. N concurrent misses of one key.
+  {
+    const N = 16;
+    const root = await tmp('pcb-miss-');
+    const body = payload(64 * KiB);
+    let fetches = 0;
+    const cache = await PackageCache.open({
+      root,
+      fetch: async () => {
+        fetches++;
+        await new Promise((r) => setTimeout(r, 20));
+        return { buffer: body };
+      },
+    });
+    const ref: PackageRef = { fqn: 'bench.app', version: '1', id: 'miss' };
+    const ms = await time(async () => {
+      const pkgs = await Promise.all(Array.from({ length: N }, () => cache.acquire(ref)));
+      await Promise.all(pkgs.map((p) => p.release()));
+    });
+    const c = await tmp('pcb-cacache-');
+    let produced = 0;
+    const cms = await time(() =>
+      Promise.all(
+        Array.from({ length: N }, async () => {
+          try {
+            return await cacache.get(c, 'miss');
+          } catch {
+            produced++;
+            await new Promise((r) => setTimeout(r, 20));
+            await cacache.put(c, 'miss', body);
+            return undefined;
+          }
+        }),
+      ),
+    );
+    row(
+      `${N} concurrent misses of one id`,
+      `${fetches} fetch, ${fmt(ms)} ms`,
+      `cacache: ${produced} producer calls, ${fmt(cms)} ms`,
+      `ratio ${fmt(fetches / produced, 3)}x fetches`,
+    );
+    await cache.close();
+  }
+
+  // 3. Cold install and warm read, 64 KiB and 10 MiB, vs cacache put/get and a plain copy.
+  for (const size of [64 * KiB, 10 * MiB]) {
+    const body = payload(size);
+    const reps = size > MiB ? 5 : 40;
+    const label = size > MiB ? '10 MiB' : '64 KiB';
+    for (const durable of [true, false]) {
+      const root = await tmp('pcb-cold-');
+      const cache = await PackageCache.open({
+        root,
+        durable,
+        fetch: () => Promise.resolve({ buffer: body }),
+      });
+      const ours: number[] = [];
+      for (let i = 0; i < reps; i++) {
+        ours.push(
+          await time(async () =>
+            (await cache.acquire({ fqn: 'b', version: `v${i}`, id: 'c' })).release(),
+          ),
+        );
+      }
+      const c = await tmp('pcb-cacache-');
+      const theirs: number[] = [];
+      for (let i = 0; i < reps; i++) theirs.push(await time(() => cacache.put(c, `k${i}`, body)));
+      const src = join(await tmp('pcb-src-'), 'pkg.tar');
+      await writeFile(src, body);
+      const copies: number[] = [];
+      for (let i = 0; i < reps; i++) copies.push(await time(() => copyFile(src, `${src}.${i}`)));
+      // The same bytes written from memory (what a fetcher hands over), fsynced when durable.
+      const writes: number[] = [];
+      for (let i = 0; i < reps; i++) {
+        writes.push(
+          await time(async () => {
+            const fh = await open(`${src}.w${i}`, 'w');
+            await fh.writeFile(body);
+            if (durable) await fh.sync();
+            await fh.close();
+          }),
+        );
+      }
+      const o = pct(ours, 0.5);
+      row(
+        `cold install ${label} (durable: ${durable}) p50 ms`,
+        `${fmt(o, 2)} (${fmt(mbps(size, o))} MB/s)`,
+        `cacache.put ${fmt(pct(theirs, 0.5), 2)} (${fmt(mbps(size, pct(theirs, 0.5)))} MB/s); copyFile ${fmt(pct(copies, 0.5), 2)}; write${durable ? '+fsync' : ''} ${fmt(pct(writes, 0.5), 2)}`,
+        `${fmt(o / pct(theirs, 0.5), 2)}x cacache, ${fmt(o / pct(copies, 0.5), 1)}x copyFile, ${fmt(o / pct(writes, 0.5), 1)}x write`,
+      );
+      if (!durable) {
+        // Warm get: acquire + read the bytes, vs cacache.get.
+        const warm: number[] = [];
+        for (let i = 0; i < reps; i++) {
+          warm.push(
+            await time(async () => {
+              await using pkg = await cache.acquire({ fqn: 'b', version: `v${i}`, id: 'c' });
+              await readFile(join(pkg.path, 'blob'));
+            }),
+          );
+        }
+        const cget: number[] = [];
+        for (let i = 0; i < reps; i++) cget.push(await time(() => cacache.get(c, `k${i}`)));
+        const w = pct(warm, 0.5);
+        const g = pct(cget, 0.5);
+        row(
+          `warm get ${label} (acquire + read) p50 ms`,
+          `${fmt(w, 3)} (${fmt(mbps(size, w))} MB/s)`,
+          `cacache.get ${fmt(g, 3)} (${fmt(mbps(size, g))} MB/s)`,
+          `ratio ${fmt(w / g, 2)}x time`,
+        );
+      }
+      await cache.close();
+    }
+  }
+  console.log('\n| measure | rigging | peer | ratio |\n|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}
+
+try {
+  await main();
+} finally {
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+}
