@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import {
+  chmodSync,
   cpSync,
   mkdirSync,
   mkdtempSync,
@@ -88,6 +89,16 @@ describe('SQLite paths', () => {
   it('a file that is not a SQLite database → sql.cannot_open', async () => {
     const file = join(tmp, 'garbage.db');
     writeFileSync(file, 'this is not a database, just some text that is long enough'.repeat(20));
+    await expect(openDatabase(`sqlite:${file}`)).rejects.toMatchObject({
+      code: 'sql.cannot_open',
+    });
+  });
+
+  // root reads any file, so this one can only be proven as another user.
+  it.skipIf(process.getuid?.() === 0)('an unreadable file → sql.cannot_open', async () => {
+    const file = join(tmp, 'unreadable.db');
+    writeFileSync(file, '');
+    chmodSync(file, 0o000);
     await expect(openDatabase(`sqlite:${file}`)).rejects.toMatchObject({
       code: 'sql.cannot_open',
     });
