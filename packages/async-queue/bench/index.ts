@@ -157,7 +157,8 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
 // ------------------------------------------------ peers
 async function pgBoss(): Promise<number | undefined> {
   const fresh = await freshDatabase('postgres', 'aq_bench_boss');
-  const { PgBoss } = (await import('pg-boss')) as unknown as { PgBoss: new (url: string) => any };
+  const mod = (await import('pg-boss')) as unknown as { default: new (url: string) => any };
+  const PgBoss = mod.default;
   const boss = new PgBoss(fresh.url);
   boss.on('error', () => {});
   await boss.start();
