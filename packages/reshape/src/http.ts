@@ -721,8 +721,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
       methods: {
         GET: {
           handler: async ({ params }) => {
-            const p = await provider(params[0]!);
-            const r = await call(() => store.getInventories(p.uuid));
+            const r = await call(() => store.getInventories(rpUuid(params[0]!)));
             return inventoriesReply(r.generation, r.inventories);
           },
         },

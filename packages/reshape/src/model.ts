@@ -134,7 +134,10 @@ export function isUuid(value: unknown): value is string {
 }
 
 /** Lower-case, dashed form of a uuid (Placement accepts both forms). */
+const CANONICAL = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 export function normalizeUuid(value: string, what = 'uuid'): string {
+  if (typeof value === 'string' && value.length === 36 && CANONICAL.test(value)) return value;
   if (!isUuid(value)) invalid(`${what} must be a UUID, got ${JSON.stringify(value)}`);
   const hex = value.replace(/-/g, '').toLowerCase();
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;

@@ -334,9 +334,9 @@ export async function sqlStore(
             .set((eb) => ({ generation: eb('generation', '+', 1) }))
             .where('uuid', 'in', part)
             .execute();
-        for (const part of chunks(created, 250))
+        for (const part of chunks(created, 1000))
           await trx.insertInto(T.consumers).values(part).execute();
-        for (const part of chunks(rows, 250))
+        for (const part of chunks(rows, 1000))
           await trx.insertInto(T.allocations).values(part).execute();
         return {
           providerGenerations: Object.fromEntries(p.providerGenerations),
@@ -547,18 +547,28 @@ export async function sqlStore(
       });
     },
     async getInventories(uuid) {
-      const rp = await readProvider(uuid);
+      const id = normalizeUuid(uuid, 'provider uuid');
+      // One statement, so the generation and the rows come from the same snapshot.
       const rows = (await db
-        .selectFrom(T.inventories)
-        .selectAll()
-        .where('provider_uuid', '=', rp.uuid)
+        .selectFrom(`${T.providers} as p`)
+        .leftJoin(`${T.inventories} as i`, 'i.provider_uuid', 'p.uuid')
+        .select([
+          'p.generation as provider_generation',
+          'i.resource_class',
+          'i.total',
+          'i.reserved',
+          'i.min_unit',
+          'i.max_unit',
+          'i.step_size',
+          'i.allocation_ratio',
+        ])
+        .where('p.uuid', '=', id)
         .execute()) as Record<string, unknown>[];
+      if (rows.length === 0) throw notFound(id);
       const inventories: Record<string, Inventory> = {};
-      for (const r of rows) inventories[String(r.resource_class)] = toInventory(r);
-      // Read the generation again: a write between the two reads would otherwise pair new rows with an old generation.
-      const again = await readProvider(rp.uuid);
-      if (again.generation !== rp.generation) return store.getInventories(uuid);
-      return { generation: rp.generation, inventories };
+      for (const r of rows)
+        if (r.resource_class != null) inventories[String(r.resource_class)] = toInventory(r);
+      return { generation: Number(rows[0]!.provider_generation), inventories };
     },
     async setInventories(uuid, input) {
       const id = normalizeUuid(uuid, 'provider uuid');

@@ -1,0 +1,200 @@
+// pnpm bench: reshapes and API calls, ours vs OpenStack Placement 8.0 (when importable).
+import { randomUUID } from 'node:crypto';
+import { Agent, request } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '@rigging/sql';
+import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
+import { createPlacementServer } from '../src/http.js';
+import { sqlStore } from '../src/sql.js';
+import { placementAvailable, startPlacement } from '../test/peer.js';
+
+const H = (v = '1.30') => ({
+  'x-auth-token': 'admin',
+  'openstack-api-version': `placement ${v}`,
+  'content-type': 'application/json',
+});
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+/** One request with node:http and a keep-alive agent (fetch's own overhead would dominate). */
+function call(base: string, method: string, path: string, body?: unknown): Promise<any> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      base + path,
+      {
+        method,
+        agent,
+        headers:
+          payload === undefined ? H() : { ...H(), 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          if ((res.statusCode ?? 500) >= 400)
+            reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
+          else resolve(text ? JSON.parse(text) : undefined);
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Over HTTP: a root with `n` VGPUs allocated to `n` consumers; time the reshape moving them to a child. */
+async function httpReshape(base: string, n: number): Promise<number> {
+  const root = randomUUID();
+  const child = randomUUID();
+  await call(base, 'POST', '/resource_providers', { name: `host-${root}`, uuid: root });
+  await call(base, 'POST', '/resource_providers', {
+    name: `gpu-${child}`,
+    uuid: child,
+    parent_provider_uuid: root,
+  });
+  await call(base, 'PUT', `/resource_providers/${root}/inventories`, {
+    resource_provider_generation: 0,
+    inventories: { VCPU: { total: 4 * n }, VGPU: { total: n } },
+  });
+  const consumers = Array.from({ length: n }, () => randomUUID());
+  const setup: Record<string, unknown> = {};
+  for (const c of consumers)
+    setup[c] = {
+      allocations: { [root]: { resources: { VCPU: 1, VGPU: 1 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    };
+  await call(base, 'POST', '/allocations', setup);
+  const rootGen = (await call(base, 'GET', `/resource_providers/${root}`)).generation as number;
+  const allocations: Record<string, unknown> = {};
+  for (const c of consumers)
+    allocations[c] = {
+      allocations: { [root]: { resources: { VCPU: 1 } }, [child]: { resources: { VGPU: 1 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: 1,
+    };
+  const body = {
+    inventories: {
+      [root]: { resource_provider_generation: rootGen, inventories: { VCPU: { total: 4 * n } } },
+      [child]: { resource_provider_generation: 0, inventories: { VGPU: { total: n } } },
+    },
+    allocations,
+  };
+  const t0 = performance.now();
+  await call(base, 'POST', '/reshaper', body);
+  const ms = performance.now() - t0;
+  const usages = await call(base, 'GET', `/resource_providers/${child}/usages`);
+  if (usages.usages.VGPU !== n) throw new Error('reshape did not move every allocation');
+  return ms;
+}
+
+/** Sequential GETs of one provider's inventories for `ms`; returns calls per second. */
+async function callRate(base: string, ms: number): Promise<number> {
+  const rp = randomUUID();
+  await call(base, 'POST', '/resource_providers', { name: `rate-${rp}`, uuid: rp });
+  await call(base, 'PUT', `/resource_providers/${rp}/inventories`, {
+    resource_provider_generation: 0,
+    inventories: { VCPU: { total: 8 } },
+  });
+  let n = 0;
+  const end = performance.now() + ms;
+  const t0 = performance.now();
+  while (performance.now() < end) {
+    await call(base, 'GET', `/resource_providers/${rp}/inventories`);
+    n++;
+  }
+  return (n * 1000) / (performance.now() - t0);
+}
+
+/** Library-direct: a reshape of `n` consumers. */
+async function libraryReshape(store: ReshapeStore, n: number): Promise<number> {
+  const root = await store.createProvider({ name: `lib-${randomUUID()}` });
+  const child = await store.createProvider({
+    name: `lib-gpu-${randomUUID()}`,
+    parentProviderUuid: root.uuid,
+  });
+  await store.setInventories(root.uuid, {
+    generation: 0,
+    inventories: { VCPU: { total: 4 * n }, VGPU: { total: n } },
+  });
+  const consumers = Array.from({ length: n }, () => randomUUID());
+  await store.reshape({
+    allocations: Object.fromEntries(
+      consumers.map((c) => [
+        c,
+        {
+          projectId: 'p',
+          userId: 'u',
+          consumerGeneration: null,
+          allocations: { [root.uuid]: { VCPU: 1, VGPU: 1 } },
+        },
+      ]),
+    ),
+  });
+  const gen = (await store.getProvider(root.uuid))!.generation;
+  const t0 = performance.now();
+  await store.reshape({
+    inventories: {
+      [root.uuid]: { generation: gen, inventories: { VCPU: { total: 4 * n } } },
+      [child.uuid]: { generation: 0, inventories: { VGPU: { total: n } } },
+    },
+    allocations: Object.fromEntries(
+      consumers.map((c) => [
+        c,
+        {
+          projectId: 'p',
+          userId: 'u',
+          consumerGeneration: 1,
+          allocations: { [root.uuid]: { VCPU: 1 }, [child.uuid]: { VGPU: 1 } } as AllocationMap,
+        },
+      ]),
+    ),
+  });
+  return performance.now() - t0;
+}
+
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+const dir = mkdtempSync(join(tmpdir(), 'rigging-reshape-bench-'));
+const database = await openDatabase(`sqlite:${join(dir, 'bench.db')}`);
+const store = await sqlStore(database);
+const server = createPlacementServer(store);
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const ours = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+const peer = placementAvailable() ? await startPlacement() : undefined;
+if (!peer)
+  console.log('Placement is not importable (/usr/bin/python3 -c "import placement"): ours only');
+
+console.log('\nHTTP, SQLite on both sides, one POST /reshaper moving n consumers');
+for (const n of [100, 1000]) {
+  await httpReshape(ours, 10); // warm-up
+  const a = await httpReshape(ours, n);
+  const b = peer ? await httpReshape(peer.url, n) : undefined;
+  console.log(
+    `  n=${n}: ours ${fmt(a)}` +
+      (b === undefined ? '' : `, Placement ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
+  );
+}
+console.log('\nHTTP, sequential GET /resource_providers/{uuid}/inventories for 3 s');
+const ra = await callRate(ours, 3000);
+const rb = peer ? await callRate(peer.url, 3000) : undefined;
+console.log(
+  `  ours ${ra.toFixed(0)}/s` +
+    (rb === undefined ? '' : `, Placement ${rb.toFixed(0)}/s, ratio ${(ra / rb).toFixed(1)}x`),
+);
+
+console.log('\nLibrary direct, one reshape of 10,000 consumers');
+console.log(`  sqlStore (SQLite file): ${fmt(await libraryReshape(store, 10_000))}`);
+console.log(`  memoryStore:            ${fmt(await libraryReshape(memoryStore(), 10_000))}`);
+
+agent.destroy();
+await peer?.stop();
+server.close();
+await database.close();
+rmSync(dir, { recursive: true, force: true });
