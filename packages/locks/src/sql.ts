@@ -90,6 +90,8 @@ interface Backend {
   holder(key: string, id: string): Promise<LockHolder | undefined>;
   /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
   subscribe?(id: string, wake: () => void): () => void;
+  /** Announces a waiter of `id` to releasers (so they notify); returns the function ending it. */
+  beginWait?(id: string): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -250,21 +252,58 @@ class PostgresBackend extends SessionBackend {
     };
   }
 
+  async beginWait(id: string): Promise<() => Promise<void>> {
+    const { session, lost } = await this.session();
+    const { hi, lo } = split64(id);
+    await session.query('select pg_advisory_lock_shared($1::int, $2::int)', [hi | 0, lo | 0]);
+    let ended = false;
+    return async () => {
+      if (ended || lost.signal.aborted) return;
+      ended = true;
+      await session
+        .query('select pg_advisory_unlock_shared($1::int, $2::int)', [hi | 0, lo | 0])
+        .catch(() => undefined);
+    };
+  }
+
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
     const { session, lost } = await this.session();
-    const { big } = split64(id);
+    const { big, hi, lo } = split64(id);
     const fn = mode === 'shared' ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock';
-    const r = await session.query<{ token: string }>(
-      `with l as (select ${fn}($1::bigint) as ok)
-       insert into rigging_locks_tokens as t (lock_id, lock_key, token, holder, since)
-       select $2, $3, floor(extract(epoch from clock_timestamp()) * 1000000)::bigint, $4, $5 from l where l.ok
-       on conflict (lock_id) do update
-         set token = greatest(t.token + 1, excluded.token), holder = excluded.holder, since = excluded.since
-       returning token::text as token`,
-      [big, id, key, holderJson(), Date.now()],
+    const floor = 'floor(extract(epoch from clock_timestamp()) * 1000000)::bigint';
+    // Common case in one round trip: take the lock and advance the existing counter row.
+    const r = await session.query<{ ok: boolean; token: string | null }>(
+      `with l as (select ${fn}($1::bigint) as ok),
+            u as (update rigging_locks_tokens t
+                     set token = greatest(t.token + 1, ${floor}), holder = $3, since = $4
+                    from l where l.ok and t.lock_id = $2
+                  returning t.token)
+       select l.ok, (select token::text from u) as token from l`,
+      [big, id, holderJson(), Date.now()],
     );
-    const row = r.rows[0];
-    if (!row) return undefined;
+    const first = r.rows[0];
+    if (!first?.ok) return undefined;
+    let token = first.token;
+    if (token === null) {
+      // first grant of this key: create its counter row (we hold the lock already)
+      try {
+        const ins = await session.query<{ token: string }>(
+          `insert into rigging_locks_tokens as t (lock_id, lock_key, token, holder, since)
+           values ($1, $2, ${floor}, $3, $4)
+           on conflict (lock_id) do update
+             set token = greatest(t.token + 1, excluded.token), holder = excluded.holder, since = excluded.since
+           returning token::text as token`,
+          [id, key, holderJson(), Date.now()],
+        );
+        token = ins.rows[0]?.token ?? null;
+        if (token === null) throw new Error('no token row returned');
+      } catch (error) {
+        const unlockFn = mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
+        await session.query(`select ${unlockFn}($1::bigint)`, [big]).catch(() => undefined);
+        throw error;
+      }
+    }
+    const row = { token };
     this.held(1);
     const unlock = mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     let released = false;
@@ -276,9 +315,14 @@ class PostgresBackend extends SessionBackend {
         released = true;
         this.held(-1);
         if (lost.signal.aborted) return;
-        await session.query(`select ${unlock}($1::bigint), pg_notify('${CHANNEL}', $1::text)`, [
-          big,
-        ]);
+        // NOTIFY only when another session announced a waiter (a shared lock in the two-int key
+        // space, which does not overlap the bigint one); the probe is transaction-scoped
+        await session.query(
+          `select ${unlock}($1::bigint),
+                  case when pg_try_advisory_xact_lock($2::int, $3::int) then null
+                       else pg_notify('${CHANNEL}', $1::text) end`,
+          [big, hi | 0, lo | 0],
+        );
         // waiters of this process on the same key retry at once
         const set = this.#wakers.get(big);
         if (set) for (const wake of [...set]) wake();
@@ -588,63 +632,74 @@ export class SqlLockProvider implements LockProvider {
     try {
       await this.migrate();
       let delay = this.#pollMin;
-      for (;;) {
-        if (signal?.aborted) throw abortedError(key, signal.reason);
-        let woken = false;
-        let wake: (() => void) | undefined;
-        const unsubscribe = this.#backend.subscribe?.(id, () => {
-          woken = true;
-          wake?.();
-        });
-        try {
-          let granted: Granted | undefined;
-          try {
-            granted = await this.#backend.tryGrant(key, id, mode);
-          } catch (error) {
-            // a lost session or a busy database is retried (a new session is opened) until the
-            // deadline; anything else is a real error
-            if (!isConnectionError(error) && !isRetryableError(error, this.dialect)) throw error;
-            granted = undefined;
-          }
-          if (granted) return this.#lease(key, mode, core, localMode, granted, started);
-          await emitWaiting();
-          const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
-          if (left <= 0) {
-            throw timeoutError(
-              key,
-              timeoutMs ?? 0,
-              await this.#backend.holder(key, id).catch(() => undefined),
-            );
-          }
-          if (woken) continue;
-          const pause = Math.min(
-            left,
-            unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
-          );
-          await new Promise<void>((resolve, reject) => {
-            const done = () => {
-              clearTimeout(timer);
-              signal?.removeEventListener('abort', onAbort);
-              wake = undefined;
-            };
-            const timer = setTimeout(() => {
-              done();
-              resolve();
-            }, pause);
-            const onAbort = () => {
-              done();
-              reject(abortedError(key, signal?.reason));
-            };
-            wake = () => {
-              done();
-              resolve();
-            };
-            signal?.addEventListener('abort', onAbort, { once: true });
+      let endWait: (() => Promise<void>) | undefined;
+      try {
+        for (;;) {
+          if (signal?.aborted) throw abortedError(key, signal.reason);
+          let woken = false;
+          let wake: (() => void) | undefined;
+          const unsubscribe = this.#backend.subscribe?.(id, () => {
+            woken = true;
+            wake?.();
           });
-          delay = Math.min(delay * 2, this.#pollMax);
-        } finally {
-          unsubscribe?.();
+          try {
+            let granted: Granted | undefined;
+            try {
+              granted = await this.#backend.tryGrant(key, id, mode);
+            } catch (error) {
+              // a lost session or a busy database is retried (a new session is opened) until the
+              // deadline; anything else is a real error
+              if (!isConnectionError(error) && !isRetryableError(error, this.dialect)) throw error;
+              granted = undefined;
+            }
+            if (granted) return this.#lease(key, mode, core, localMode, granted, started);
+            await emitWaiting();
+            const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
+            if (left <= 0) {
+              throw timeoutError(
+                key,
+                timeoutMs ?? 0,
+                await this.#backend.holder(key, id).catch(() => undefined),
+              );
+            }
+            if (woken) continue;
+            if (this.#backend.beginWait && !endWait) {
+              // announce the wait, then try again at once: a release between our try and the
+              // announcement sent no notification
+              endWait = await this.#backend.beginWait(id).catch(() => undefined);
+              if (endWait) continue;
+            }
+            const pause = Math.min(
+              left,
+              unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
+            );
+            await new Promise<void>((resolve, reject) => {
+              const done = () => {
+                clearTimeout(timer);
+                signal?.removeEventListener('abort', onAbort);
+                wake = undefined;
+              };
+              const timer = setTimeout(() => {
+                done();
+                resolve();
+              }, pause);
+              const onAbort = () => {
+                done();
+                reject(abortedError(key, signal?.reason));
+              };
+              wake = () => {
+                done();
+                resolve();
+              };
+              signal?.addEventListener('abort', onAbort, { once: true });
+            });
+            delay = Math.min(delay * 2, this.#pollMax);
+          } finally {
+            unsubscribe?.();
+          }
         }
+      } finally {
+        await endWait?.();
       }
     } catch (error) {
       core.release(localMode);

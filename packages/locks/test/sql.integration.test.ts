@@ -82,6 +82,28 @@ for (const backend of backends) {
     }
 
     if (backend.kind === 'postgres') {
+      it('wakes waiters of other sessions by NOTIFY, not by polling', async () => {
+        const a = sqlLockProvider(database, { fallbackPollMs: 600_000 });
+        const b = sqlLockProvider(database, { fallbackPollMs: 600_000 });
+        try {
+          for (let i = 0; i < 5; i++) {
+            const held = await a.acquire('notify');
+            const waiting = b.acquire('notify', { timeoutMs: 10_000 });
+            await new Promise((r) => setTimeout(r, 30)); // b has tried, announced itself, and waits
+            await held.release();
+            const lease = await waiting; // would time out if the wake-up were lost
+            await lease.release();
+          }
+          // an uncontended release sends no NOTIFY; contended ones still wake the waiter
+          const s1 = await a.acquire('notify', { mode: 'shared' });
+          const s2 = await b.acquire('notify', { mode: 'shared', timeoutMs: 1000 });
+          await Promise.all([s1.release(), s2.release()]);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }, 60_000);
+
       it('fires lease.lost when the session is terminated, and another client acquires', async () => {
         const a = sqlLockProvider(database);
         const b = sqlLockProvider(database);
