@@ -137,7 +137,7 @@ export async function openDatabase<DB = any>(
   if (parsed.dialect === 'sqlite') {
     const Sqlite = await loadDriver<SqliteCtor>('sqlite', options.driver);
     const openHandle = (): SqliteHandle => {
-      let handle: SqliteHandle;
+      let handle: SqliteHandle | undefined;
       try {
         if (!parsed.memory) mkdirSync(dirname(parsed.filename), { recursive: true });
         handle = new Sqlite(parsed.filename);
@@ -145,14 +145,32 @@ export async function openDatabase<DB = any>(
         if (!parsed.memory) handle.pragma('journal_mode = WAL');
         handle.pragma(`synchronous = ${synchronous}`);
         handle.pragma('foreign_keys = ON');
+        return handle;
       } catch (cause) {
+        try {
+          if (handle?.open) handle.close();
+        } catch {
+          // already failing; the open error is the one to report
+        }
+        const message = (cause as Error)?.message ?? String(cause);
+        // better-sqlite3 loads its native addon on first use, not on import.
+        if (
+          /bindings file|NODE_MODULE_VERSION|was compiled against|invalid ELF|wrong ELF/i.test(
+            message,
+          )
+        ) {
+          throw new SqlError(
+            'sql.driver_missing',
+            `the SQLite driver 'better-sqlite3' is installed but its native module failed to load: ${message}; run \`npm rebuild better-sqlite3\` (pnpm: allow its build script)`,
+            { cause, details: { package: 'better-sqlite3' } },
+          );
+        }
         throw new SqlError(
           'sql.cannot_open',
-          `cannot open SQLite database ${shownUrl}: ${(cause as Error).message}; check the path exists and is writable`,
+          `cannot open SQLite database ${shownUrl}: ${message}; check the path exists, is writable and is a SQLite database`,
           { cause, details: { url: shownUrl } },
         );
       }
-      return handle;
     };
     const handle = openHandle();
     dialect = new SqliteDialect({ database: handle as never });

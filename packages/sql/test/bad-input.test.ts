@@ -128,6 +128,23 @@ describe('missing driver', () => {
     expect((e as Error).message).toMatch(/installed but failed to load.*NODE_MODULE_VERSION/);
   });
 
+  it('better-sqlite3 without its native module → sql.driver_missing with a rebuild hint', async () => {
+    // better-sqlite3 loads its addon in the constructor, so the import succeeds and `new` fails.
+    class Unbuilt {
+      constructor() {
+        throw new Error('Could not locate the bindings file. Tried: build/better_sqlite3.node');
+      }
+    }
+    const e = await openDatabase('sqlite::memory:', { driver: Unbuilt }).catch(
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({
+      code: 'sql.driver_missing',
+      details: { package: 'better-sqlite3' },
+    });
+    expect((e as Error).message).toContain('npm rebuild better-sqlite3');
+  });
+
   // The built package, installed in a project that has kysely and @rigging/core but no driver.
   it.each([
     ['sqlite:x.db', 'better-sqlite3'],
