@@ -52,8 +52,16 @@ export interface FetchContext {
   onProgress(progress: { received: number; total?: number | undefined }): void;
 }
 
+/**
+ * What a fetcher may return: a {@link FetchedPackage} (with an optional SRI), or bare bytes
+ * (`Uint8Array`), a bare stream (async iterable or web stream), or a bare path (archive file or
+ * directory).
+ */
+export type FetchResult =
+  FetchedPackage | Uint8Array | string | AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
+
 /** Fetches one package: a stream, a buffer, or a path (archive file or directory), plus an optional SRI. */
-export type PackageFetcher = (ref: PackageRef, context: FetchContext) => Promise<FetchedPackage>;
+export type PackageFetcher = (ref: PackageRef, context: FetchContext) => Promise<FetchResult>;
 
 /** Options of {@link PackageCache}. */
 export interface PackageCacheOptions {
@@ -602,9 +610,15 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   #touch(entry: Entry): void {
     const now = this.#clock.now();
     entry.lastUsed = now;
-    this.#index.get(refKey(entry.ref)); // bump recency
+    // The index may hold a newer object for this key (refresh() rebuilds it): update both.
+    const current = this.#index.get(refKey(entry.ref)); // also bumps recency
+    if (current && current !== entry) {
+      current.lastUsed = now;
+      entry.touchedAt = Math.max(entry.touchedAt, current.touchedAt);
+    }
     if (now - entry.touchedAt < this.#touchIntervalMs) return;
     entry.touchedAt = now;
+    if (current) current.touchedAt = now;
     const t = new Date(now);
     utimes(metaPath(this.root, entry.ref), t, t).catch((e: unknown) => {
       this.#logger.debug({ err: e, ref: entry.ref }, 'package-cache: could not stamp last use');
@@ -688,9 +702,11 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       await writeFile(progressFile, JSON.stringify(state));
       let fetched: FetchedPackage;
       try {
-        fetched = await raceAbort(
-          this.#fetch(ref, { signal, onProgress: (p) => progress(p.received, p.total) }),
-          signal,
+        fetched = normalize(
+          await raceAbort(
+            this.#fetch(ref, { signal, onProgress: (p) => progress(p.received, p.total) }),
+            signal,
+          ),
         );
       } catch (error) {
         if (signal.aborted) throw options.signal?.aborted ? options.signal.reason : signal.reason;
@@ -853,6 +869,18 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       }
     }
   }
+}
+
+function normalize(result: FetchResult): FetchedPackage {
+  if (typeof result === 'string') return { path: result };
+  if (result instanceof Uint8Array) return { buffer: result };
+  if (typeof result === 'object' && result !== null) {
+    if ('stream' in result || 'buffer' in result || 'path' in result) return result;
+    if (Symbol.asyncIterator in result || 'getReader' in result) return { stream: result };
+  }
+  throw new TypeError(
+    'fetch must return { stream | buffer | path, integrity? }, bytes, a stream or a path',
+  );
 }
 
 function positive(name: string, value: number | undefined, fallback: number): number {

@@ -3,6 +3,7 @@ export type {
   AcquireOptions,
   CachedPackage,
   FetchContext,
+  FetchResult,
   PackageCacheEvents,
   PackageCacheOptions,
   PackageCacheStats,

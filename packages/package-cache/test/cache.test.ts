@@ -222,6 +222,38 @@ describe('PackageCache', () => {
     expect(await leftovers(root)).toEqual([]);
   });
 
+  it('accepts bare bytes, streams and paths from the fetcher', async () => {
+    const bytes = simpleTar('bare');
+    const src = await tempDir('pc-src-');
+    await writeFile(join(src, 'p.tar'), bytes);
+    const { cache } = await cacheWith(
+      (r) =>
+        (r.id === 'bytes'
+          ? bytes
+          : r.id === 'path'
+            ? join(src, 'p.tar')
+            : new Blob([new Uint8Array(bytes)]).stream()) as unknown as FetchedPackage,
+    );
+    for (const id of ['bytes', 'path', 'stream']) {
+      await using pkg = await cache.acquire(ref(id, id));
+      expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('name: bare\n');
+    }
+  });
+
+  it('sweeps leftovers of dead processes on start, keeps live ones', async () => {
+    const root = await tempDir();
+    const tmp = join(root, '.tmp');
+    await mkdir(join(tmp, 'dl-999999-abc', 'pkg'), { recursive: true });
+    await mkdir(join(tmp, 'trash-999999-abc'), { recursive: true });
+    await writeFile(join(tmp, 'progress-x.json'), JSON.stringify({ pid: 999999, received: 1 }));
+    await mkdir(join(tmp, `dl-${process.pid}-live`));
+    await mkdir(join(root, 'a', '1'), { recursive: true });
+    await writeFile(join(root, 'a', '1', '.orphan.json'), '{}'); // sidecar whose rename never came
+    await PackageCache.open({ root, fetch: () => Promise.resolve(simpleTar()) });
+    expect((await readdir(tmp)).sort()).toEqual([`dl-${process.pid}-live`]);
+    expect(existsSync(join(root, 'a', '1', '.orphan.json'))).toBe(false);
+  });
+
   it('refuses bytes that are no archive', async () => {
     const { cache } = await cacheWith(() => ({
       buffer: Buffer.from('plain text, not an archive'),
