@@ -165,6 +165,8 @@ interface TypeInfo {
   def: TypeDefinition;
 }
 
+let idOrderOf: (graph: ObjectGraph) => readonly Node[];
+
 /**
  * A graph of resource objects: ids, types, an ownership tree, persistent and runtime references,
  * roots, statics and pins; destruction dependencies; collection, planning and the two-step
@@ -178,6 +180,13 @@ export class ObjectGraph {
   readonly #statics = new Map<string, Node>();
   #seq = 0;
   #stamp = 0;
+  /** Objects sorted by id (cached for plan listings), and those added since. */
+  #sorted: Node[] = [];
+  #fresh: Node[] = [];
+
+  static {
+    idOrderOf = (graph) => graph.#idOrder();
+  }
   #runs = 0;
   #running = false;
 
@@ -231,6 +240,7 @@ export class ObjectGraph {
       options.destroy,
     );
     this.#objects.set(id, node as Node);
+    this.#fresh.push(node as Node);
     if (options.root) node.roots++;
     return node;
   }
@@ -797,6 +807,37 @@ export class ObjectGraph {
     return node;
   }
 
+  /** Live objects in id order: the cached order, merged with the objects added since. */
+  #idOrder(): readonly Node[] {
+    if (this.#fresh.length === 0) return this.#sorted;
+    const fresh = this.#fresh.filter((n) => !n.removed);
+    this.#fresh = [];
+    // Sorting the strings natively is much faster than a comparator over objects.
+    const ids = fresh.map((n) => n.id).sort();
+    const added = ids.map((id) => this.#objects.get(id)!);
+    const old = this.#sorted;
+    const merged: Node[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < old.length || j < added.length) {
+      const a = old[i];
+      if (a?.removed) {
+        i++;
+        continue;
+      }
+      const b = added[j];
+      if (b === undefined || (a !== undefined && a.id < b.id)) {
+        merged.push(a!);
+        i++;
+      } else {
+        merged.push(b);
+        j++;
+      }
+    }
+    this.#sorted = merged;
+    return merged;
+  }
+
   // ---------------------------------------------------------------- explain
 
   /** Why `object` is or is not going to be destroyed, and what orders its destruction. */
@@ -1018,6 +1059,11 @@ export class ObjectGraph {
     }
     return graph;
   }
+}
+
+/** @internal live objects of `graph` in id order. */
+export function idOrder(graph: ObjectGraph): readonly Node[] {
+  return idOrderOf(graph);
 }
 
 function unlink(s: Subscription): void {

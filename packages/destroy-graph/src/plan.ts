@@ -1,4 +1,5 @@
 import type { ObjectGraph } from './graph.js';
+import { idOrder } from './graph.js';
 import type { GraphObject, Node } from './node.js';
 
 /** Why `after` is destroyed after `before`. */
@@ -51,7 +52,7 @@ export class DestructionPlan {
   /** Number of objects planned. */
   readonly size: number;
   readonly #csr: Csr;
-  readonly #groupOf: Map<GraphObject, number>;
+  #groupOf: Map<GraphObject, number> | undefined;
   #edges: PlanEdge[] | undefined;
 
   /** @internal */
@@ -60,23 +61,25 @@ export class DestructionPlan {
     this.groups = groups;
     this.cycles = cycles;
     this.#csr = csr;
-    this.#groupOf = new Map();
     let size = 0;
-    for (let g = 0; g < groups.length; g++) {
-      for (const n of groups[g]!) this.#groupOf.set(n, g);
-      size += groups[g]!.length;
-    }
+    for (const g of groups) size += g.length;
     this.size = size;
   }
 
   /** Index of the group `object` is destroyed in, or -1 when it is not in the plan. */
   groupOf(object: GraphObject): number {
+    if (!this.#groupOf) {
+      this.#groupOf = new Map();
+      this.groups.forEach((g, i) => {
+        for (const o of g) this.#groupOf!.set(o, i);
+      });
+    }
     return this.#groupOf.get(object) ?? -1;
   }
 
   /** Every ordering constraint between planned objects, with its reason (computed on first use). */
   get edges(): readonly PlanEdge[] {
-    this.#edges ??= computeEdges(this.#csr, (n) => this.#groupOf.get(n) ?? -1);
+    this.#edges ??= computeEdges(this.#csr);
     return this.#edges;
   }
 
@@ -138,6 +141,7 @@ export interface Csr {
   off: Int32Array;
   tgt: Int32Array;
   kind: Uint8Array;
+  groupOf: Int32Array;
 }
 
 const OWNER = 0;
@@ -159,33 +163,37 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
   }
   const planned = nodes.length;
   // Placeholders: everything reachable along "destroyed before" edges (owners, subscribers).
+  // The out-degree of each object is counted on the way.
+  const degree: number[] = [];
   for (let i = 0; i < nodes.length; i++) {
     const v = nodes[i]!;
+    let d = 0;
     const owner = v.owner;
-    if (owner && !owner.removed && owner.idxStamp !== stamp) {
-      owner.idxStamp = stamp;
-      owner.idx = nodes.length;
-      nodes.push(owner);
+    if (owner && !owner.removed) {
+      d++;
+      if (owner.idxStamp !== stamp) {
+        owner.idxStamp = stamp;
+        owner.idx = nodes.length;
+        nodes.push(owner);
+      }
     }
     if (v.subscribers) {
       for (const w of v.subscribers.keys()) {
-        if (w.removed || w.idxStamp === stamp) continue;
+        if (w.removed || w === v) continue;
+        d++;
+        if (w.idxStamp === stamp) continue;
         w.idxStamp = stamp;
         w.idx = nodes.length;
         nodes.push(w);
       }
     }
+    degree.push(d);
   }
   const n = nodes.length;
   const inPlan = new Uint8Array(n);
   inPlan.fill(1, 0, planned);
   const off = new Int32Array(n + 1);
-  for (let i = 0; i < n; i++) {
-    const v = nodes[i]!;
-    let d = v.owner && !v.owner.removed ? 1 : 0;
-    if (v.subscribers) for (const w of v.subscribers.keys()) if (w !== v && !w.removed) d++;
-    off[i + 1] = off[i]! + d;
-  }
+  for (let i = 0; i < n; i++) off[i + 1] = off[i]! + degree[i]!;
   const tgt = new Int32Array(off[n]!);
   const kind = new Uint8Array(off[n]!);
   for (let i = 0; i < n; i++) {
@@ -212,18 +220,20 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
     const y = nodes[b]!.id;
     return x < y ? -1 : x > y ? 1 : 0;
   };
+  // Deepest first; the id order inside a level is settled when the groups are listed.
   const splitByDepth = (members: number[]): number[][] => {
-    members.sort(tie);
-    const levels: number[][] = [];
-    let last = -1;
+    let min = Infinity;
+    let max = -1;
     for (const v of members) {
-      if (depth[v] !== last) {
-        levels.push([]);
-        last = depth[v]!;
-      }
-      levels[levels.length - 1]!.push(v);
+      const d = depth[v]!;
+      if (d < min) min = d;
+      if (d > max) max = d;
     }
-    return levels;
+    if (min === max) return [members];
+    const buckets: number[][] = [];
+    for (let d = max; d >= min; d--) buckets.push([]);
+    for (const v of members) buckets[max - depth[v]!]!.push(v);
+    return buckets.filter((level) => level.length > 0);
   };
   const cycleMembers: Array<{ members: number[]; ownership: boolean }> = [];
   const local = new Int32Array(n).fill(-1);
@@ -265,27 +275,62 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
     return levels.flatMap(splitByDepth);
   };
   const layers = layer(n, off, tgt, splitCycle, undefined);
+  // Compact the layers to groups of planned objects.
   const groupOfLocal = new Int32Array(n).fill(-1);
-  const groups: Node[][] = [];
+  let groupCount = 0;
   for (const level of layers) {
-    const members = level.filter((v) => inPlan[v] === 1);
-    if (members.length === 0) continue;
-    members.sort(tie);
-    for (const v of members) groupOfLocal[v] = groups.length;
-    groups.push(members.map((v) => nodes[v]!));
+    let any = false;
+    for (const v of level) {
+      if (inPlan[v] === 1) {
+        groupOfLocal[v] = groupCount;
+        any = true;
+      }
+    }
+    if (any) groupCount++;
   }
+  // List each group by ownership depth (deepest first), then id. For a large plan, one pass over
+  // the graph's cached id order replaces sorting strings; small plans sort.
+  let listed: number[][] = Array.from({ length: groupCount }, () => []);
+  if (planned * 16 >= graph.size) {
+    for (const node of idOrder(graph)) {
+      if (node.idxStamp === stamp && node.idx < planned)
+        listed[groupOfLocal[node.idx]!]!.push(node.idx);
+    }
+    listed = listed.map((members) => splitByDepth(members).flat());
+  } else {
+    for (let v = 0; v < planned; v++) listed[groupOfLocal[v]!]!.push(v);
+    for (const members of listed) members.sort(tie);
+  }
+  const groups = listed.map((members) => members.map((v) => nodes[v]!));
+  const cycleOf = new Int32Array(n).fill(-1);
   const cycles: PlanCycle[] = [];
-  for (const { members, ownership } of cycleMembers) {
-    const mine = members.filter((v) => inPlan[v] === 1);
-    if (mine.length === 0) continue;
-    mine.sort((a, b) => groupOfLocal[a]! - groupOfLocal[b]! || tie(a, b));
-    cycles.push({
-      objects: mine.map((v) => nodes[v]!.id),
-      groups: [...new Set(mine.map((v) => groupOfLocal[v]!))],
-      ownership,
-    });
-  }
-  return new DestructionPlan(graph, groups, cycles, { nodes, inPlan, off, tgt, kind });
+  const cycleIndex: number[] = [];
+  cycleMembers.forEach(({ members, ownership }, ci) => {
+    let mine = 0;
+    for (const v of members) {
+      cycleOf[v] = ci;
+      if (inPlan[v] === 1) mine++;
+    }
+    cycleIndex.push(mine === 0 ? -1 : cycles.length);
+    if (mine > 0) cycles.push({ objects: [], groups: [], ownership });
+  });
+  listed.forEach((members, g) => {
+    for (const v of members) {
+      const ci = cycleOf[v]!;
+      if (ci < 0) continue;
+      const cycle = cycles[cycleIndex[ci]!]!;
+      cycle.objects.push(nodes[v]!.id);
+      if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
+    }
+  });
+  return new DestructionPlan(graph, groups, cycles, {
+    nodes,
+    inPlan,
+    off,
+    tgt,
+    kind,
+    groupOf: groupOfLocal,
+  });
 }
 
 /**
@@ -424,8 +469,8 @@ export function ownershipDepth(node: Node, stamp: number): number {
   return node.depth;
 }
 
-function computeEdges(csr: Csr, groupOf: (n: Node) => number): PlanEdge[] {
-  const { nodes, inPlan, off, tgt, kind } = csr;
+function computeEdges(csr: Csr): PlanEdge[] {
+  const { nodes, inPlan, off, tgt, kind, groupOf } = csr;
   const edges: PlanEdge[] = [];
   for (let v = 0; v < nodes.length; v++) {
     if (inPlan[v] !== 1) continue;
@@ -456,7 +501,7 @@ function computeEdges(csr: Csr, groupOf: (n: Node) => number): PlanEdge[] {
         after: after.id,
         reason: kind[e] === OWNER ? 'owner' : 'dependency',
         transitive,
-        satisfied: groupOf(before) < groupOf(after),
+        satisfied: groupOf[v]! < groupOf[w]!,
       });
     }
   }

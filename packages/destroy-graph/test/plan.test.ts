@@ -139,6 +139,27 @@ describe('plan', () => {
     expect(g.collect()).toHaveLength(200_000);
   });
 
+  it('lists each group by ownership depth (deepest first), then id, for small and large plans alike', () => {
+    const g = new ObjectGraph();
+    const top = g.add({ id: 'top', type: 'T' });
+    const mid = g.add({ id: 'mid', type: 'T', owner: top });
+    const chosen = [
+      g.add({ id: 'b', type: 'T' }),
+      g.add({ id: 'deep', type: 'T', owner: mid }),
+      g.add({ id: 'a', type: 'T' }),
+      g.add({ id: 'c', type: 'T', owner: top }),
+    ];
+    for (let i = 0; i < 100; i++) g.add({ id: `filler-${i}`, type: 'T' });
+    const small = g.plan(chosen); // 4 of 106 objects: sorted
+    expect(groupIds(small.groups)).toEqual([['deep', 'c', 'a', 'b']]);
+    g.add({ id: 'late-0', type: 'T' }); // merged into the cached id order
+    const large = g.plan(g.objects()); // every object: listed from the cached id order
+    const first = large.groups[0]!.map((o) => o.id);
+    expect(first.slice(0, 2)).toEqual(['deep', 'c']);
+    expect(first.slice(2)).toEqual(first.slice(2).sort());
+    expect(first).toContain('late-0');
+  });
+
   it('prints a plan with reasons', () => {
     const g = new ObjectGraph();
     const app = g.add({ id: 'app', type: 'Application' });

@@ -1,0 +1,195 @@
+// plan + collect on random graphs of 10^4, 10^5 and 10^6 objects (about 2 edges per object:
+// ownership, references, destruction dependencies), and the spec's pairwise comparator
+// (what Murano describes) on 10^3 and 10^4 objects, side by side. `pnpm bench`.
+import { ObjectGraph } from '../src/index.js';
+import type { GraphObject } from '../src/index.js';
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Built {
+  graph: ObjectGraph;
+  objects: GraphObject[];
+  owners: Int32Array; // -1 when none
+  subs: Array<[number, number]>; // [publisher, subscriber]
+  edges: number;
+}
+
+/**
+ * n objects; each has an owner (p = 0.8, an earlier object, so ownership depth stays
+ * logarithmic), a reference (p = 0.7, persistent or runtime) and a destruction dependency
+ * (p = 0.5) to a random object: about 2 edges per object. 1% of the objects are roots.
+ */
+function build(n: number, seed: number): Built {
+  const random = rng(seed);
+  const pick = () => Math.floor(random() * n);
+  const graph = new ObjectGraph();
+  const objects: GraphObject[] = [];
+  const owners = new Int32Array(n).fill(-1);
+  let edges = 0;
+  for (let i = 0; i < n; i++) {
+    const owner = i > 0 && random() < 0.8 ? Math.floor(random() * i) : -1;
+    owners[i] = owner;
+    if (owner >= 0) edges++;
+    objects.push(graph.add({ id: `o${i}`, type: 'T', owner: owner >= 0 ? objects[owner]! : null }));
+  }
+  const subs: Array<[number, number]> = [];
+  for (let i = 0; i < n; i++) {
+    if (random() < 0.7) {
+      graph.set(objects[i]!, 'ref', objects[pick()]!, {
+        kind: random() < 0.5 ? 'persistent' : 'runtime',
+      });
+      edges++;
+    }
+    if (random() < 0.5) {
+      const p = pick();
+      graph.subscribeDestruction(objects[p]!, objects[i]!);
+      subs.push([p, i]);
+      edges++;
+    }
+    if (random() < 0.01) graph.addRoot(objects[i]!);
+  }
+  return { graph, objects, owners, subs, edges };
+}
+
+function heapMB(): number {
+  gc?.();
+  return process.memoryUsage().heapUsed / 1024 / 1024;
+}
+
+function time<T>(fn: () => T): { ms: number; value: T } {
+  const t0 = performance.now();
+  const value = fn();
+  return { ms: performance.now() - t0, value };
+}
+
+/**
+ * The spec's comparator, directly: A > B if A owns B (transitively), or A depends on B
+ * (transitively) and not B on A. Closures are precomputed as bitsets (so each comparison is
+ * O(1)), then groups are peeled: a group is every remaining object that is greater than no
+ * other remaining object. O(n^2) per group.
+ */
+function comparatorPlan(b: Built): string[][] {
+  const n = b.objects.length;
+  const words = (n + 31) >>> 5;
+  const owns = new Uint32Array(n * words); // owns[a] has bit x when a owns x
+  for (let x = 0; x < n; x++) {
+    for (let a = b.owners[x]!; a >= 0; a = b.owners[a]!)
+      owns[a * words + (x >>> 5)]! |= 1 << (x & 31);
+  }
+  const depOut: number[][] = Array.from({ length: n }, () => []); // subscriber -> publishers
+  for (const [p, s] of b.subs) depOut[s]!.push(p);
+  const dep = new Uint32Array(n * words);
+  const stack: number[] = [];
+  for (let a = 0; a < n; a++) {
+    stack.push(...depOut[a]!);
+    while (stack.length > 0) {
+      const x = stack.pop()!;
+      const w = a * words + (x >>> 5);
+      const bit = 1 << (x & 31);
+      if (dep[w]! & bit) continue;
+      dep[w]! |= bit;
+      stack.push(...depOut[x]!);
+    }
+  }
+  const has = (set: Uint32Array, a: number, x: number) =>
+    (set[a * words + (x >>> 5)]! & (1 << (x & 31))) !== 0;
+  const greater = (a: number, x: number) => has(owns, a, x) || (has(dep, a, x) && !has(dep, x, a));
+  let remaining = Array.from({ length: n }, (_, i) => i);
+  const groups: string[][] = [];
+  while (remaining.length > 0) {
+    const now: number[] = [];
+    const later: number[] = [];
+    for (const a of remaining) {
+      let blocked = false;
+      for (const x of remaining) {
+        if (x !== a && greater(a, x)) {
+          blocked = true;
+          break;
+        }
+      }
+      (blocked ? later : now).push(a);
+    }
+    if (now.length === 0) {
+      groups.push(later.map((i) => b.objects[i]!.id)); // inconsistent comparator: give up ordering
+      break;
+    }
+    groups.push(now.map((i) => b.objects[i]!.id));
+    remaining = later;
+  }
+  return groups;
+}
+
+const fmt = (x: number, d = 1) => x.toFixed(d);
+console.log(
+  `node ${process.version}, ${gc ? 'gc exposed' : 'no --expose-gc (memory is approximate)'}`,
+);
+console.log('\n## plan + collect on random graphs');
+console.log(
+  '| objects | edges | collect ms | plan ms | plan+collect ms | plan heap MB | groups | cycles (largest) | growth |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|');
+let previous: number | undefined;
+const growth: number[] = [];
+for (const n of [10_000, 100_000, 1_000_000]) {
+  const b = build(n, 42);
+  const runs = n >= 1_000_000 ? 2 : 3;
+  let best = { collect: Infinity, plan: Infinity, heap: 0, groups: 0, cycles: 0, largest: 0 };
+  for (let r = 0; r < runs; r++) {
+    const before = heapMB();
+    const c = time(() => b.graph.collect({ scope: 'complete' }));
+    const p = time(() => b.graph.plan(b.objects));
+    const heap = heapMB() - before;
+    if (c.ms + p.ms < best.collect + best.plan) {
+      best = {
+        collect: c.ms,
+        plan: p.ms,
+        heap,
+        groups: p.value.groups.length,
+        cycles: p.value.cycles.length,
+        largest: Math.max(0, ...p.value.cycles.map((x) => x.objects.length)),
+      };
+    }
+  }
+  const total = best.collect + best.plan;
+  const ratio = previous === undefined ? '' : `${fmt(total / previous, 2)}x`;
+  if (previous !== undefined) growth.push(total / previous);
+  previous = total;
+  console.log(
+    `| ${n.toLocaleString('en')} | ${b.edges.toLocaleString('en')} | ${fmt(best.collect)} | ${fmt(best.plan)} | ${fmt(total)} | ${fmt(best.heap)} | ${best.groups} | ${best.cycles} (${best.largest}) | ${ratio} |`,
+  );
+}
+console.log(
+  `growth for 10x objects: ${growth.map((g) => `${fmt(g, 2)}x`).join(', ')} (must be <= 12x)`,
+);
+
+console.log('\n## versus the pairwise comparator (same graphs, plan only)');
+console.log(
+  '| objects | comparator ms | rigging plan ms | ratio (comparator / rigging) | same groups |',
+);
+console.log('|---|---|---|---|---|');
+for (const n of [1_000, 10_000]) {
+  const b = build(n, 7);
+  const ours = time(() => b.graph.plan(b.objects));
+  const theirs = time(() => comparatorPlan(b));
+  const same =
+    ours.value.cycles.length === 0
+      ? String(
+          JSON.stringify(ours.value.groups.map((g) => g.map((o) => o.id).sort())) ===
+            JSON.stringify(theirs.value.map((g) => g.slice().sort())),
+        )
+      : 'n/a (cycles)';
+  console.log(
+    `| ${n.toLocaleString('en')} | ${fmt(theirs.ms)} | ${fmt(ours.ms)} | ${fmt(theirs.ms / ours.ms, 0)}x | ${same} |`,
+  );
+}
