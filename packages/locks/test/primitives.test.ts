@@ -53,7 +53,7 @@ describe('Mutex', () => {
     expect(added).toBe(100);
     expect(removed).toBe(100);
     hold();
-  });
+  }, 60_000);
 });
 
 describe('Semaphore', () => {
