@@ -19,7 +19,7 @@ import { Unpack } from 'tar';
 import yauzl from 'yauzl';
 import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
-import { IntegrityHasher } from './integrity.js';
+import { IntegrityHasher, verifyBuffer } from './integrity.js';
 
 /** What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory). */
 export type FetchedPackage =
@@ -154,19 +154,27 @@ export async function materialize(
       fetched.buffer.byteOffset,
       fetched.buffer.byteLength,
     );
-    const hasher = new IntegrityHasher(fetched.integrity);
-    hasher.update(buffer);
-    opts.onBytes?.(hasher.bytes);
-    const integrity = hasher.verify(what);
+    // Hash on the thread pool while extracting; nothing is visible until the caller renames.
+    const verified = verifyBuffer(buffer, fetched.integrity, what);
+    verified.catch(() => {});
+    opts.onBytes?.(buffer.length);
     const format = detect(buffer);
-    if (format === undefined) throw unsupported(what);
-    await mkdir(target);
-    if (format === 'zip') {
-      await extractZip((cb) => yauzl.fromBuffer(buffer, zipOptions, cb), target, what);
-    } else {
-      await untar([buffer], target, what, signal);
+    if (format === undefined) {
+      await verified;
+      throw unsupported(what);
     }
-    return { integrity };
+    await mkdir(target);
+    try {
+      if (format === 'zip') {
+        await extractZip((cb) => yauzl.fromBuffer(buffer, zipOptions, cb), target, what);
+      } else {
+        await untar([buffer], target, what, signal);
+      }
+    } catch (error) {
+      await verified; // an integrity mismatch explains a broken archive best
+      throw error;
+    }
+    return { integrity: await verified };
   }
   const source: AsyncIterable<Uint8Array> = isWebStream(fetched.stream)
     ? (Readable.fromWeb(

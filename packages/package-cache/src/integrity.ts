@@ -36,6 +36,49 @@ export function parseIntegrity(value: string): ParsedIntegrity {
   return best;
 }
 
+const SUBTLE = { sha256: 'SHA-256', sha384: 'SHA-384', sha512: 'SHA-512' } as const;
+
+/**
+ * Hashes a whole buffer off the main thread (WebCrypto runs on the libuv pool), so it overlaps
+ * with extraction; resolves to the SRI, or rejects with `package_cache.integrity_mismatch`.
+ */
+export async function verifyBuffer(
+  bytes: Uint8Array,
+  expected: string | undefined,
+  what: string,
+): Promise<string> {
+  const parsed = expected === undefined ? undefined : parseIntegrity(expected);
+  const algorithm = parsed?.algorithm ?? 'sha512';
+  const digest = Buffer.from(
+    await crypto.subtle.digest(SUBTLE[algorithm], bytes as Uint8Array<ArrayBuffer>),
+  ).toString('base64');
+  return check(parsed, algorithm, digest, bytes.byteLength, what);
+}
+
+function check(
+  expected: ParsedIntegrity | undefined,
+  algorithm: Algorithm,
+  digest: string,
+  bytes: number,
+  what: string,
+): string {
+  const actual = `${algorithm}-${digest}`;
+  if (expected && !expected.digests.includes(digest)) {
+    throw new PackageCacheError(
+      'package_cache.integrity_mismatch',
+      `integrity mismatch for ${what}: expected ${expected.algorithm}-${expected.digests[0]}, got ${actual}`,
+      {
+        details: {
+          expected: expected.digests.map((d) => `${expected.algorithm}-${d}`),
+          actual,
+          bytes,
+        },
+      },
+    );
+  }
+  return actual;
+}
+
 /** Hashes bytes as they pass, for the algorithm an integrity names (sha512 when none). */
 export class IntegrityHasher {
   readonly #expected: ParsedIntegrity | undefined;
@@ -56,22 +99,6 @@ export class IntegrityHasher {
 
   /** Returns the SRI of what was hashed; throws `package_cache.integrity_mismatch` if expected differs. */
   verify(what: string): string {
-    const digest = this.#hash.digest('base64');
-    const actual = `${this.algorithm}-${digest}`;
-    const expected = this.#expected;
-    if (expected && !expected.digests.includes(digest)) {
-      throw new PackageCacheError(
-        'package_cache.integrity_mismatch',
-        `integrity mismatch for ${what}: expected ${expected.algorithm}-${expected.digests[0]}, got ${actual}`,
-        {
-          details: {
-            expected: expected.digests.map((d) => `${expected.algorithm}-${d}`),
-            actual,
-            bytes: this.bytes,
-          },
-        },
-      );
-    }
-    return actual;
+    return check(this.#expected, this.algorithm, this.#hash.digest('base64'), this.bytes, what);
   }
 }
