@@ -36,6 +36,7 @@ export interface FlowRecord {
   /** The highest fencing token that wrote to this flow, if any. */
   token: bigint | null;
   createdAt: number;
+  /** Time of the last write; SQL logs may only move it on flow-level transitions. */
   updatedAt: number;
 }
 

@@ -199,6 +199,27 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
     }
   };
 
+  /**
+   * SQLite, a task transition by the current owner: one autocommitted statement that inserts the
+   * entry only while the flow's token is still the writer's (writers are serialized by SQLite, so
+   * the check and the insert are atomic). Anything else takes the transactional path.
+   */
+  const appendSqliteFast = async (
+    flowId: string,
+    entry: LogEntry,
+    token: bigint | null | undefined,
+  ): Promise<boolean> => {
+    const r = toRow(flowId, entry);
+    const fence = token == null ? sql`token is null` : sql`token = ${token.toString()}`;
+    const result = await sql`
+      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
+      select ${r.flow_id}, ${r.seq}, ${r.task}, ${r.state}, ${r.attempt}, ${r.payload}, ${r.token}, ${r.at}
+      where exists (select 1 from ${sql.table(FLOWS)} where flow_id = ${flowId} and ${fence})`.execute(
+      db,
+    );
+    return Number(result.numAffectedRows ?? 0) === 1;
+  };
+
   return {
     async create(record, entries) {
       try {
@@ -236,6 +257,9 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
         if (database.dialect === 'postgres' && entries.length > 0) {
           await appendPostgres(flowId, entries, update);
           return;
+        }
+        if (database.dialect === 'sqlite' && entries.length === 1 && !update.state) {
+          if (await appendSqliteFast(flowId, entries[0]!, token)) return;
         }
         await database.transaction(async (trx) => {
           const t = trx as typeof db;
