@@ -32,6 +32,12 @@ export interface AuthResult {
   roles: string[];
 }
 
+/**
+ * A request handler. `body`: the request body when a framework has already read it (a string,
+ * a Buffer or parsed JSON); otherwise it is read from `req`.
+ */
+export type PlacementHandler = (req: IncomingMessage, res: ServerResponse, body?: unknown) => void;
+
 /** Options of {@link createPlacementHandler}. */
 export interface PlacementHandlerOptions {
   /**
@@ -291,7 +297,7 @@ const SEG = '([^/]+)';
 export function createPlacementHandler(
   store: ReshapeStore,
   options: PlacementHandlerOptions = {},
-): (req: IncomingMessage, res: ServerResponse) => void {
+): PlacementHandler {
   const base = (options.basePath ?? '').replace(/\/+$/, '');
   if (base && !base.startsWith('/'))
     throw new TypeError(`basePath must start with /, got ${JSON.stringify(options.basePath)}`);
@@ -320,6 +326,7 @@ export function createPlacementHandler(
     req: IncomingMessage,
     res: ServerResponse,
     requestId: string,
+    preread: unknown,
   ): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
     let path = url.pathname;
@@ -387,11 +394,18 @@ export function createPlacementHandler(
             415,
             `The media type ${type || 'None'} is not supported, use application/json`,
           );
-        const text = await readBody(req, maxBody);
-        try {
-          body = JSON.parse(text);
-        } catch (error) {
-          throw new HttpError(400, `Malformed JSON: ${(error as Error).message}`);
+        if (preread !== undefined && typeof preread !== 'string' && !Buffer.isBuffer(preread)) {
+          body = preread;
+        } else {
+          const text =
+            preread === undefined
+              ? await readBody(req, maxBody)
+              : String(preread as string | Buffer);
+          try {
+            body = JSON.parse(text);
+          } catch (error) {
+            throw new HttpError(400, `Malformed JSON: ${(error as Error).message}`);
+          }
         }
       }
       const params = m.slice(1).map((p) => decodeURIComponent(p));
@@ -419,9 +433,9 @@ export function createPlacementHandler(
     throw new HttpError(404, 'The resource could not be found.');
   }
 
-  return (req, res) => {
+  return (req, res, preread) => {
     const requestId = `req-${randomUUID()}`;
-    handle(req, res, requestId).catch((error: unknown) => {
+    handle(req, res, requestId, preread).catch((error: unknown) => {
       let e: HttpError;
       let version: Version = [1, 0];
       try {
@@ -469,7 +483,8 @@ export function createPlacementServer(
   store: ReshapeStore,
   options: PlacementHandlerOptions = {},
 ): Server {
-  return createServer(createPlacementHandler(store, options));
+  const handler = createPlacementHandler(store, options);
+  return createServer((req, res) => handler(req, res));
 }
 
 function send(
