@@ -652,7 +652,14 @@ export class SqlLockProvider implements LockProvider {
               if (!isConnectionError(error) && !isRetryableError(error, this.dialect)) throw error;
               granted = undefined;
             }
-            if (granted) return this.#lease(key, mode, core, localMode, granted, started);
+            if (granted) {
+              if (signal?.aborted) {
+                // aborted while the grant was on its way: give it back
+                await granted.release().catch(() => undefined);
+                throw abortedError(key, signal.reason);
+              }
+              return this.#lease(key, mode, core, localMode, granted, started);
+            }
             await emitWaiting();
             const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
             if (left <= 0) {
