@@ -126,7 +126,7 @@ async function idleLatency(
 
 async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   const fresh = await freshDatabase(kind, 'aq_bench');
-  const a: Database = await openDatabase(fresh.url, { poolSize: 8 });
+  const a: Database = await openDatabase(fresh.url, { poolSize: CONCURRENCY + 2 });
   // Producer on its own connection (a different handle on SQLite: still one process here).
   const p: Database = kind === 'postgres' ? await openDatabase(fresh.url) : a;
   try {
@@ -164,11 +164,12 @@ async function pgBoss(): Promise<number | undefined> {
   await boss.start();
   try {
     const n = KEYS * JOBS;
-    await boss.createQueue('bench');
+    await boss.createQueue('bench', { name: 'bench', policy: 'singleton' });
     const jobs = [];
     for (let j = 0; j < JOBS; j++)
-      for (let k = 0; k < KEYS; k++) jobs.push({ data: { k, j }, singletonKey: `k${k}` });
-    await boss.insert('bench', jobs);
+      for (let k = 0; k < KEYS; k++)
+        jobs.push({ name: 'bench', data: { k, j }, singletonKey: `k${k}` });
+    await boss.insert(jobs);
     let done = 0;
     const all = deferred<void>();
     const t0 = performance.now();
@@ -177,7 +178,7 @@ async function pgBoss(): Promise<number | undefined> {
         if (++done === n) all.resolve();
       });
     }
-    await Promise.race([all.promise, sleep(60_000)]);
+    await Promise.race([all.promise, sleep(30_000)]);
     return (done / (performance.now() - t0)) * 1000;
   } finally {
     await boss.stop({ graceful: false, wait: true }).catch(() => {});
@@ -235,7 +236,7 @@ if ((await service('postgres')).available) {
   );
   if (boss !== undefined) {
     rows.push({
-      name: `pg-boss 10 (singletonKey, 16 workers), same jobs`,
+      name: `pg-boss 10 (policy singleton + singletonKey, 16 workers), same jobs`,
       value: `${fmt(boss)} jobs/s`,
     });
     rows.push({

@@ -7,12 +7,27 @@ export interface EnqueueInput {
   type: string;
   payload: unknown;
   idempotencyKey?: string | undefined;
+  /** Someone is waiting for the outcome (`call`): a durable backend may announce it. */
+  waited?: boolean | undefined;
 }
 
 /** A claimed op. `token` is the fencing token: completions carrying an older one are refused. */
 export interface Claim {
   op: OpInfo;
   token: number;
+  /** Durable backends: announce the outcome to other processes (a `call` waits for it). */
+  announce?: boolean | undefined;
+}
+
+/** Options of {@link QueueBackend.claim}. */
+export interface ClaimOptions {
+  limit: number;
+  leaseMs: number;
+  workerId: string;
+  /** Only this key's head op (sync mode). */
+  key?: string | undefined;
+  maxLeaseExpiries: number;
+  stopOnPoison: boolean;
 }
 
 /** Changes a completion made, for events. */
@@ -22,6 +37,8 @@ export interface Completion {
   cancelled: OpInfo[];
   /** True when the key is now blocked. */
   blocked: boolean;
+  /** What `succeed(…, next)` claimed in the same transaction, if the backend does that. */
+  next?: { claims: Claim[]; poisoned: Completion[] } | undefined;
 }
 
 /** How the queue tells the backend to settle a failed attempt. */
@@ -53,18 +70,18 @@ export interface QueueBackend {
    * waited longest first). Expired claims are re-claimed; an op whose lease expired
    * `maxLeaseExpiries` times is failed as poison instead (returned in `poisoned`).
    */
-  claim(options: {
-    limit: number;
-    leaseMs: number;
-    workerId: string;
-    key?: string | undefined;
-    maxLeaseExpiries: number;
-    stopOnPoison: boolean;
-  }): Promise<{ claims: Claim[]; poisoned: Completion[] }>;
+  claim(options: ClaimOptions): Promise<{ claims: Claim[]; poisoned: Completion[] }>;
   /** Extends leases; returns the claims that are no longer held (same objects). */
   heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>>;
-  /** Records success; `undefined` when the claim is stale (refused). */
-  succeed(claim: Claim, result: unknown): Promise<Completion | undefined>;
+  /**
+   * Records success; `undefined` when the claim is stale (refused). With `next`, a backend may
+   * also claim the next runnable op (fairly, as `claim` would) and return it in `next`.
+   */
+  succeed(
+    claim: Claim,
+    result: unknown,
+    next?: Omit<ClaimOptions, 'limit' | 'key'>,
+  ): Promise<Completion | undefined>;
   /** Records a failed attempt: reschedule it (`retryAt`), or fail it (`stop` blocks the key). */
   fail(claim: Claim, error: SerializedError, outcome: FailOutcome): Promise<Completion | undefined>;
   /** Gives an unfinished op back (queued again, attempt not counted as a failure). */

@@ -8,6 +8,7 @@ export type {
   QueueBackend,
   BackendContext,
   Claim,
+  ClaimOptions,
   Completion,
   EnqueueInput,
   FailOutcome,

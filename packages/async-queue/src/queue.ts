@@ -292,7 +292,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     options: WaitOptions = {},
   ): Promise<ResultOf<H, T>> {
     throwIfAborted(options.signal);
-    const info = await this.#enqueue(key, op);
+    const info = await this.#enqueue(key, op, true);
     const outcome = this.wait(info.id, options);
     if (this.mode === 'sync') {
       // The outcome is settled by the inline run (or later, by resume/discard when held).
@@ -409,7 +409,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
 
   // ---------------------------------------------------------------- enqueue
 
-  async #enqueue(key: string, op: OpInput<H>): Promise<OpInfo> {
+  async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
     if (this.#closed) throw this.#closedError();
     if (typeof key !== 'string' || key.length === 0) {
       throw new TypeError(`key must be a non-empty string, got ${JSON.stringify(key)}`);
@@ -442,13 +442,16 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       type: op.type,
       payload: op.payload,
       idempotencyKey: op.idempotencyKey,
+      waited,
     });
-    this.#events.emit('op:queued', {
-      id: info.id,
-      key: info.key,
-      type: info.type,
-      deduplicated: !created,
-    });
+    if (this.#events.hasListeners('op:queued')) {
+      this.#events.emit('op:queued', {
+        id: info.id,
+        key: info.key,
+        type: info.type,
+        deduplicated: !created,
+      });
+    }
     if (created) await this.#emitKeyStatus(key);
     this.#ring();
     return info;
@@ -582,13 +585,15 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
 
   async #executeClaim(entry: Inflight): Promise<void> {
     const { op } = entry.claim;
-    this.#events.emit('op:started', {
-      id: op.id,
-      key: op.key,
-      type: op.type,
-      attempt: op.attempts,
-      workerId: this.workerId,
-    });
+    if (this.#events.hasListeners('op:started')) {
+      this.#events.emit('op:started', {
+        id: op.id,
+        key: op.key,
+        type: op.type,
+        attempt: op.attempts,
+        workerId: this.workerId,
+      });
+    }
     void this.#emitKeyStatus(op.key);
     const started = this.#clock.now();
     let ok = false;
@@ -627,17 +632,30 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     }
     if (entry.abandoned) return;
     if (ok) {
-      const c = await this.backend.succeed(entry.claim, result);
+      const chain =
+        this.backend.durable && this.#loop !== undefined && !this.#stop.signal.aborted
+          ? {
+              leaseMs: this.#leaseMs,
+              workerId: this.workerId,
+              maxLeaseExpiries: this.#maxLeaseExpiries,
+              stopOnPoison: this.#policy.onFailure === 'stop',
+            }
+          : undefined;
+      const c = await this.backend.succeed(entry.claim, result, chain);
       if (!c) return this.#refused(entry.claim);
-      this.#events.emit('op:succeeded', {
-        id: op.id,
-        key: op.key,
-        type: op.type,
-        attempt: op.attempts,
-        result,
-        durationMs: this.#clock.now() - started,
-      });
-      await this.#emitKeyStatus(op.key);
+      if (c.next) await this.#adopt(c.next);
+      if (this.#events.hasListeners('op:succeeded')) {
+        this.#events.emit('op:succeeded', {
+          id: op.id,
+          key: op.key,
+          type: op.type,
+          attempt: op.attempts,
+          result,
+          durationMs: this.#clock.now() - started,
+        });
+      }
+      const status = this.#emitKeyStatus(op.key);
+      if (status) await status;
       this.#settleWaiters(c.op, undefined, result);
       return;
     }
@@ -669,6 +687,22 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     });
     if (!c) return this.#refused(entry.claim);
     await this.#reportFailure(c, error);
+  }
+
+  /** Starts ops claimed along with a completion (they take the finishing op's slot). */
+  async #adopt(next: { claims: Claim[]; poisoned: Completion[] }): Promise<void> {
+    for (const p of next.poisoned) await this.#reportFailure(p, undefined);
+    for (const claim of next.claims) {
+      if (this.#stop.signal.aborted) {
+        if (await this.backend.release(claim).catch(() => false)) {
+          this.#events.emit('op:released', {
+            id: claim.op.id,
+            key: claim.op.key,
+            type: claim.op.type,
+          });
+        }
+      } else this.#start(claim);
+    }
   }
 
   async #reportFailure(c: Completion, localError: unknown): Promise<void> {

@@ -11,6 +11,7 @@ import {
 import type {
   BackendContext,
   Claim,
+  ClaimOptions,
   Completion,
   EnqueueInput,
   FailOutcome,
@@ -61,6 +62,7 @@ export const migrations: readonly Migration[] = [
         .addColumn('error', 'text')
         .addColumn('cancelled_by', 'varchar(36)')
         .addColumn('worker', 'varchar(255)')
+        .addColumn('announce', 'integer', (c) => c.notNull().defaultTo(0))
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .addColumn('started_at', 'bigint')
         .addColumn('finished_at', 'bigint')
@@ -122,6 +124,7 @@ interface OpRow {
   error: string | null;
   cancelled_by: string | null;
   worker: string | null;
+  announce: number | string;
   created_at: number | string;
   started_at: number | string | null;
   finished_at: number | string | null;
@@ -212,6 +215,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   let closed = false;
   let listenLoop: Promise<void> | undefined;
   const stop = new AbortController();
+  let lastExpiredCheck = 0;
   const now = () => (clock ? clock.now() : Date.now());
   const neighbours = localListeners(database, name);
   let me: LocalListener | undefined;
@@ -377,6 +381,132 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     }
   };
 
+  const claimWithin = async (
+    trx: Db,
+    { limit, leaseMs, workerId, key, maxLeaseExpiries, stopOnPoison }: ClaimOptions,
+  ): Promise<{ claims: Claim[]; poisoned: Completion[] }> => {
+    const at = now();
+    const claims: Claim[] = [];
+    const poisoned: Completion[] = [];
+    const pick = async (state: 'running' | 'ready', n: number) => {
+      let q = trx.selectFrom(KEYS).selectAll().where('queue', '=', name).where('state', '=', state);
+      q = state === 'running' ? q.where('lease_until', '<', at) : q.where('avail_at', '<=', at);
+      if (key !== undefined) q = q.where('op_key', '=', key);
+      q = q.orderBy('turn').orderBy('op_key').limit(n);
+      if (locking) q = q.forUpdate().skipLocked();
+      return (await q.execute()) as KeyRow[];
+    };
+    // Expired leases are rare: look for them at most every `pollMs` (always for one key).
+    let expired: KeyRow[] = [];
+    if (key !== undefined || at - lastExpiredCheck >= Math.min(pollMs, leaseMs / 2)) {
+      lastExpiredCheck = at;
+      expired = await pick('running', limit);
+    }
+    for (const k of expired) {
+      const row = await opRow(trx, k.running_op ?? '');
+      if (!row || row.status !== 'running') {
+        await advanceKey(trx, k.op_key, at);
+        continue;
+      }
+      const expiries = Number(row.expiries) + 1;
+      if (expiries >= maxLeaseExpiries) {
+        const error: SerializedError = {
+          name: 'QueueError',
+          code: 'async-queue.poison',
+          message: `op ${row.id} (${row.type}) lost its worker ${expiries} times (lease expired); failed as poison`,
+        };
+        await trx
+          .updateTable(OPS)
+          .set({ expiries, token: sql`token + 1` })
+          .where('id', '=', row.id)
+          .execute();
+        poisoned.push(await failOp(trx, row, error, stopOnPoison, at));
+        continue;
+      }
+      const token = Number(k.token) + 1;
+      await trx
+        .updateTable(OPS)
+        .set({
+          token,
+          expiries,
+          attempts: sql`attempts + 1`,
+          worker: workerId,
+          started_at: at,
+        })
+        .where('id', '=', row.id)
+        .execute();
+      await trx
+        .updateTable(KEYS)
+        .set({ token, lease_until: at + leaseMs, turn: at })
+        .where('queue', '=', name)
+        .where('op_key', '=', k.op_key)
+        .execute();
+      claims.push({
+        op: toInfo({ ...row, token, attempts: Number(row.attempts) + 1, started_at: at }),
+        token,
+        announce: Number(row.announce) === 1,
+      });
+    }
+    const ready = claims.length < limit ? await pick('ready', limit - claims.length) : [];
+    for (const k of ready) {
+      const row = (await trx
+        .selectFrom(OPS)
+        .selectAll()
+        .where('queue', '=', name)
+        .where('op_key', '=', k.op_key)
+        .where('status', '=', 'queued')
+        .orderBy('seq')
+        .limit(1)
+        .executeTakeFirst()) as OpRow | undefined;
+      if (!row) {
+        await trx
+          .updateTable(KEYS)
+          .set({ state: 'idle', pending: 0 })
+          .where('queue', '=', name)
+          .where('op_key', '=', k.op_key)
+          .execute();
+        continue;
+      }
+      const token = Number(k.token) + 1;
+      await trx
+        .updateTable(OPS)
+        .set({
+          status: 'running',
+          token,
+          attempts: sql`attempts + 1`,
+          worker: workerId,
+          started_at: at,
+        })
+        .where('id', '=', row.id)
+        .execute();
+      await trx
+        .updateTable(KEYS)
+        .set({
+          state: 'running',
+          running_op: row.id,
+          running_type: row.type,
+          token,
+          lease_until: at + leaseMs,
+          pending: sql`pending - 1`,
+        })
+        .where('queue', '=', name)
+        .where('op_key', '=', k.op_key)
+        .execute();
+      claims.push({
+        op: toInfo({
+          ...row,
+          status: 'running',
+          token,
+          attempts: Number(row.attempts) + 1,
+          started_at: at,
+        }),
+        token,
+        announce: Number(row.announce) === 1,
+      });
+    }
+    return { claims, poisoned };
+  };
+
   const backend: QueueBackend = {
     kind: `sql:${dialect}`,
     durable: true,
@@ -432,6 +562,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
             error: null,
             cancelled_by: null,
             worker: null,
+            announce: input.waited ? 1 : 0,
             created_at: at,
             started_at: null,
             finished_at: null,
@@ -470,127 +601,9 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       return { op: toInfo(row), created };
     },
 
-    async claim({ limit, leaseMs, workerId, key, maxLeaseExpiries, stopOnPoison }) {
-      if (limit <= 0) return { claims: [], poisoned: [] };
-      return tx(async (trx) => {
-        const at = now();
-        const claims: Claim[] = [];
-        const poisoned: Completion[] = [];
-        const pick = async (state: 'running' | 'ready', n: number) => {
-          let q = trx
-            .selectFrom(KEYS)
-            .selectAll()
-            .where('queue', '=', name)
-            .where('state', '=', state);
-          q = state === 'running' ? q.where('lease_until', '<', at) : q.where('avail_at', '<=', at);
-          if (key !== undefined) q = q.where('op_key', '=', key);
-          q = q.orderBy('turn').orderBy('op_key').limit(n);
-          if (locking) q = q.forUpdate().skipLocked();
-          return (await q.execute()) as KeyRow[];
-        };
-        const expired = await pick('running', limit);
-        for (const k of expired) {
-          const row = await opRow(trx, k.running_op ?? '');
-          if (!row || row.status !== 'running') {
-            await advanceKey(trx, k.op_key, at);
-            continue;
-          }
-          const expiries = Number(row.expiries) + 1;
-          if (expiries >= maxLeaseExpiries) {
-            const error: SerializedError = {
-              name: 'QueueError',
-              code: 'async-queue.poison',
-              message: `op ${row.id} (${row.type}) lost its worker ${expiries} times (lease expired); failed as poison`,
-            };
-            await trx
-              .updateTable(OPS)
-              .set({ expiries, token: sql`token + 1` })
-              .where('id', '=', row.id)
-              .execute();
-            poisoned.push(await failOp(trx, row, error, stopOnPoison, at));
-            continue;
-          }
-          const token = Number(k.token) + 1;
-          await trx
-            .updateTable(OPS)
-            .set({
-              token,
-              expiries,
-              attempts: sql`attempts + 1`,
-              worker: workerId,
-              started_at: at,
-            })
-            .where('id', '=', row.id)
-            .execute();
-          await trx
-            .updateTable(KEYS)
-            .set({ token, lease_until: at + leaseMs, turn: at })
-            .where('queue', '=', name)
-            .where('op_key', '=', k.op_key)
-            .execute();
-          claims.push({
-            op: toInfo({ ...row, token, attempts: Number(row.attempts) + 1, started_at: at }),
-            token,
-          });
-        }
-        const ready = claims.length < limit ? await pick('ready', limit - claims.length) : [];
-        for (const k of ready) {
-          const row = (await trx
-            .selectFrom(OPS)
-            .selectAll()
-            .where('queue', '=', name)
-            .where('op_key', '=', k.op_key)
-            .where('status', '=', 'queued')
-            .orderBy('seq')
-            .limit(1)
-            .executeTakeFirst()) as OpRow | undefined;
-          if (!row) {
-            await trx
-              .updateTable(KEYS)
-              .set({ state: 'idle', pending: 0 })
-              .where('queue', '=', name)
-              .where('op_key', '=', k.op_key)
-              .execute();
-            continue;
-          }
-          const token = Number(k.token) + 1;
-          await trx
-            .updateTable(OPS)
-            .set({
-              status: 'running',
-              token,
-              attempts: sql`attempts + 1`,
-              worker: workerId,
-              started_at: at,
-            })
-            .where('id', '=', row.id)
-            .execute();
-          await trx
-            .updateTable(KEYS)
-            .set({
-              state: 'running',
-              running_op: row.id,
-              running_type: row.type,
-              token,
-              lease_until: at + leaseMs,
-              pending: sql`pending - 1`,
-            })
-            .where('queue', '=', name)
-            .where('op_key', '=', k.op_key)
-            .execute();
-          claims.push({
-            op: toInfo({
-              ...row,
-              status: 'running',
-              token,
-              attempts: Number(row.attempts) + 1,
-              started_at: at,
-            }),
-            token,
-          });
-        }
-        return { claims, poisoned };
-      });
+    async claim(options) {
+      if (options.limit <= 0) return { claims: [], poisoned: [] };
+      return tx((trx) => claimWithin(trx, options));
     },
 
     async heartbeat(claims, leaseMs) {
@@ -615,9 +628,9 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       return lost;
     },
 
-    async succeed(claim, result) {
+    async succeed(claim, result, next) {
       const text = JSON.stringify(result ?? null);
-      return tx(async (trx) => {
+      return tx(async (trx): Promise<Completion | undefined> => {
         if (!(await holdsClaim(trx, claim))) return undefined;
         const at = now();
         await trx
@@ -626,11 +639,14 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
           .where('id', '=', claim.op.id)
           .execute();
         await advanceKey(trx, claim.op.key, at);
-        await pgNotify(trx, `d:${name}:${claim.op.id}`);
+        if (claim.announce) await pgNotify(trx, `d:${name}:${claim.op.id}`);
+        // Claim the next fair key in the same transaction: one transaction per op, not two.
+        const chained = next && !closed ? await claimWithin(trx, { ...next, limit: 1 }) : undefined;
         return {
           op: { ...claim.op, status: 'succeeded' as const, result, finishedAt: at },
           cancelled: [],
           blocked: false,
+          next: chained,
         };
       });
     },
@@ -665,7 +681,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
           };
         }
         const c = await failOp(trx, row, error, outcome.stop, at);
-        await pgNotify(trx, `d:${name}:${row.id}`);
+        if (claim.announce || c.cancelled.length > 0) await pgNotify(trx, `d:${name}:${row.id}`);
         for (const x of c.cancelled) await pgNotify(trx, `d:${name}:${x.id}`);
         return c;
       });
@@ -831,8 +847,8 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     },
   };
   const { succeed, fail, release, resume, discard } = backend;
-  backend.succeed = async (claim, result) => {
-    const c = await succeed(claim, result);
+  backend.succeed = async (claim, result, next) => {
+    const c = await succeed(claim, result, next);
     if (c) settledLocal([c.op.id]);
     return c;
   };
