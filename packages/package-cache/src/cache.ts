@@ -12,7 +12,7 @@ import {
   utimes,
   writeFile,
 } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { TwoLevelLock } from '@rigging/locks';
 import {
@@ -280,7 +280,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     if (typeof options.fetch !== 'function') {
       throw new TypeError(`PackageCache: fetch must be a function, got ${typeof options.fetch}`);
     }
-    this.root = options.root;
+    this.root = resolve(options.root);
     this.#fetch = options.fetch;
     this.#maxBytes = positive('maxBytes', options.maxBytes, Infinity);
     this.#idleTtlMs = positive('idleTtlMs', options.idleTtlMs, Infinity);

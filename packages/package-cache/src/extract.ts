@@ -62,6 +62,7 @@ function unsafe(what: string, problem: string, entry?: string): PackageCacheErro
 
 /** Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`. */
 export function relativePathProblem(p: string): string | undefined {
+  if (p === '') return 'has an empty name';
   if (p.includes('\0')) return 'contains NUL';
   if (p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p)) return 'is absolute';
   let depth = 0;
