@@ -207,6 +207,8 @@ abstract class SessionBackend implements Backend {
     this.#session = undefined;
     if (current) {
       const s = await current.catch(() => undefined);
+      // the server frees the session's locks when it closes: say so to the holders first
+      s?.lost.abort(new Error('lock provider closed'));
       await s?.session.close();
     }
   }
@@ -549,6 +551,15 @@ class LeaseTableBackend implements Backend {
   async close(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+    // leases stop being renewed: free their rows now rather than at expiry, and say so
+    const leases = [...this.#leases.values()];
+    this.#leases.clear();
+    for (const lease of leases) {
+      await sql`delete from rigging_locks_leases where lock_id = ${lease.id} and lease_id = ${lease.leaseId}`
+        .execute(this.#database.db)
+        .catch(() => undefined);
+      lease.lost.abort(new Error('lock provider closed'));
+    }
   }
 }
 

@@ -38,6 +38,19 @@ for (const backend of backends) {
       };
     });
 
+    it('close() marks held leases lost and frees them for others', async () => {
+      const a = sqlLockProvider(database);
+      const b = sqlLockProvider(database);
+      const lease = await a.acquire('closing');
+      await a.close();
+      expect(lease.lost.aborted).toBe(true);
+      const next = await b.acquire('closing', { timeoutMs: 5000 });
+      expect(next.token).toBeGreaterThan(lease.token);
+      await next.release();
+      await lease.release(); // no-op
+      await b.close();
+    });
+
     if (backend.kind !== 'sqlite-memory') {
       it('counts exactly with 3 processes x 30 iterations', async () => {
         const dir = mkdtempSync(join(tmpdir(), 'rigging-locks-sql-'));
