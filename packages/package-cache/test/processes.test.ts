@@ -44,7 +44,7 @@ async function start(
 describe('several OS processes sharing one cache root', { timeout: 120_000 }, () => {
   it('16 concurrent acquires of one missing id across 4 processes: exactly 1 fetch, explained waits, remote progress', async () => {
     const root = await tempDir();
-    const ws = await start(4, { root, chunks: 10, chunkDelayMs: 30, blobBytes: 64 * 1024 });
+    const ws = await start(4, { root, chunks: 10, chunkDelayMs: 80, blobBytes: 64 * 1024 });
     const r = ref('one');
     const results = await Promise.all(
       ws.flatMap((w) => Array.from({ length: 4 }, () => w.send<Acquired>('acquire', { ref: r }))),
