@@ -170,7 +170,8 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       if (k.queue.length === 0 && !k.running) k.availAt = 0;
       k.queue.push(op);
       makeReady(k);
-      return { op: snapshot(op), created: true };
+      // The queue only reads what backends return; the record itself is never handed to users.
+      return { op, created: true };
     },
     async claim({ limit, key }) {
       const claims: Claim[] = [];
@@ -182,7 +183,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
         op.token++;
         op.startedAt = at;
         k.running = op;
-        claims.push({ op: snapshot(op), token: op.token });
+        claims.push({ op, token: op.token });
       };
       const eligible = (k: KeyRec) =>
         !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
@@ -230,7 +231,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       retire(op);
       makeReady(k);
       forgetKeyIfIdle(k);
-      return { op: snapshot(op), cancelled: [], blocked: false };
+      return { op, cancelled: [], blocked: false };
     },
     async fail(claim, error: SerializedError, outcome: FailOutcome) {
       const op = held(claim);

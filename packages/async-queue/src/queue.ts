@@ -161,8 +161,18 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const claimId = (claim: Claim) => `${claim.op.id}#${claim.token}`;
 
+function lazyController(): { controller: AbortController } {
+  let controller: AbortController | undefined;
+  return {
+    get controller() {
+      return (controller ??= new AbortController());
+    },
+  };
+}
+
 interface Inflight {
   claim: Claim;
+  /** Created on first use (most handlers never look at their signal). */
   controller: AbortController;
   /** Set when close() gave up on the handler and released the op. */
   abandoned: boolean;
@@ -209,6 +219,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #halt = new AbortController();
   readonly #attached: Promise<void>;
   #closed: Promise<void> | undefined;
+  #isAttached = false;
   #rung = false;
   #bell: Deferred<void> | undefined;
   #idleWaiters: Deferred<void>[] = [];
@@ -255,6 +266,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       wake: () => this.#ring(),
       settled: (id) => this.#remoteSettled(id),
     });
+    this.#attached.then(
+      () => {
+        this.#isAttached = true;
+      },
+      () => {},
+    );
     this.#attached.catch((err: unknown) =>
       this.#logger.error({ err }, 'async-queue backend failed to attach'),
     );
@@ -436,7 +453,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         );
       }
     }
-    await this.#attached;
+    if (!this.#isAttached) await this.#attached;
     const { op: info, created } = await this.backend.enqueue({
       key,
       type: op.type,
@@ -452,7 +469,10 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         deduplicated: !created,
       });
     }
-    if (created) await this.#emitKeyStatus(key);
+    if (created) {
+      const status = this.#emitKeyStatus(key);
+      if (status) await status;
+    }
     this.#ring();
     return info;
   }
@@ -557,7 +577,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #start(claim: Claim): void {
     const entry: Inflight = {
       claim,
-      controller: new AbortController(),
+      ...lazyController(),
       abandoned: false,
       closingAbort: false,
       done: Promise.resolve(),
@@ -613,7 +633,9 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         key: op.key,
         type: op.type,
         attempt: op.attempts,
-        signal: entry.controller.signal,
+        get signal() {
+          return entry.controller.signal;
+        },
       });
       ok = true;
       if (this.backend.durable) {
@@ -779,7 +801,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       if (claim) {
         const entry: Inflight = {
           claim,
-          controller: new AbortController(),
+          ...lazyController(),
           abandoned: false,
           closingAbort: false,
           done: Promise.resolve(),
