@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import {
   mkdir,
@@ -546,15 +547,11 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   /** The installed entry, from memory or the sidecar; `undefined` when the directory is absent. */
   async #lookup(ref: PackageRef): Promise<Entry | undefined> {
     const key = refKey(ref);
-    try {
-      const st = await stat(refPath(this.root, ref));
-      if (!st.isDirectory()) return undefined;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-        if (this.#index.has(key)) this.#forget(key);
-        return undefined;
-      }
-      throw error;
+    // One local stat: synchronous is several times cheaper than a trip to the thread pool.
+    const st = statSync(refPath(this.root, ref), { throwIfNoEntry: false });
+    if (!st?.isDirectory()) {
+      if (this.#index.has(key)) this.#forget(key);
+      return undefined;
     }
     const known = this.#index.get(key);
     if (known) return known;
