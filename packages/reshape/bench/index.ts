@@ -1,13 +1,13 @@
 // pnpm bench: reshapes and API calls, ours vs OpenStack Placement 8.0 (when importable).
 import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { openDatabase } from '@rigging/sql';
 import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
 import { sqlStore } from '../src/sql.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
 
@@ -164,29 +164,61 @@ const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
 const dir = mkdtempSync(join(tmpdir(), 'rigging-reshape-bench-'));
 const database = await openDatabase(`sqlite:${join(dir, 'bench.db')}`);
 const store = await sqlStore(database);
-const server = createPlacementServer(store);
-await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-const ours = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+// Our servers run in their own processes, like Placement's, so the client does not share a loop.
+const children: ReturnType<typeof spawn>[] = [];
+async function serve(arg: string): Promise<string> {
+  const script = fileURLToPath(new URL('./serve.ts', import.meta.url));
+  const proc = spawn(process.execPath, ['--import', 'tsx', script, arg], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(proc);
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.stdout!.on('data', (c: Buffer) => {
+      const m = /listening (\d+)/.exec(c.toString());
+      if (m) resolve(Number(m[1]));
+    });
+    proc.on('exit', (code) => reject(new Error(`server exited ${String(code)}`)));
+  });
+  return `http://127.0.0.1:${port}`;
+}
+const ours = await serve(join(dir, 'http.db'));
+const oursMemory = await serve('memory');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const peer = placementAvailable() ? await startPlacement() : undefined;
 if (!peer)
   console.log('Placement is not importable (/usr/bin/python3 -c "import placement"): ours only');
 
-console.log('\nHTTP, SQLite on both sides, one POST /reshaper moving n consumers');
+console.log(
+  '\nHTTP, one POST /reshaper moving n consumers (ours: median of 3; Placement: one run)',
+);
+await httpReshape(ours, 200); // warm-up
+await httpReshape(oursMemory, 200);
 for (const n of [100, 1000]) {
-  await httpReshape(ours, 10); // warm-up
-  const a = await httpReshape(ours, n);
+  const a = median([
+    await httpReshape(ours, n),
+    await httpReshape(ours, n),
+    await httpReshape(ours, n),
+  ]);
+  const m = median([
+    await httpReshape(oursMemory, n),
+    await httpReshape(oursMemory, n),
+    await httpReshape(oursMemory, n),
+  ]);
   const b = peer ? await httpReshape(peer.url, n) : undefined;
   console.log(
-    `  n=${n}: ours ${fmt(a)}` +
-      (b === undefined ? '' : `, Placement ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
+    `  n=${n}: ours (SQLite) ${fmt(a)}, ours (memory) ${fmt(m)}` +
+      (b === undefined ? '' : `, Placement (SQLite) ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
   );
 }
 console.log('\nHTTP, sequential GET /resource_providers/{uuid}/inventories for 3 s');
 const ra = await callRate(ours, 3000);
+const rm = await callRate(oursMemory, 3000);
 const rb = peer ? await callRate(peer.url, 3000) : undefined;
 console.log(
-  `  ours ${ra.toFixed(0)}/s` +
-    (rb === undefined ? '' : `, Placement ${rb.toFixed(0)}/s, ratio ${(ra / rb).toFixed(1)}x`),
+  `  ours (SQLite) ${ra.toFixed(0)}/s, ours (memory) ${rm.toFixed(0)}/s` +
+    (rb === undefined
+      ? ''
+      : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra / rb).toFixed(1)}x`),
 );
 
 console.log('\nLibrary direct, one reshape of 10,000 consumers');
@@ -195,6 +227,6 @@ console.log(`  memoryStore:            ${fmt(await libraryReshape(memoryStore(),
 
 agent.destroy();
 await peer?.stop();
-server.close();
+for (const c of children) c.kill('SIGTERM');
 await database.close();
 rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,38 @@
-import { describe } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { conformance } from './conformance.js';
 
 describe('memoryStore', () => {
   conformance(async () => memoryStore());
+});
+
+describe('offlineReshape', () => {
+  it('runs the flow with reshapes allowed', async () => {
+    const { offlineReshape, ReshapeNeeded } = await import('../src/index.js');
+    const { randomUUID } = await import('node:crypto');
+    const store = memoryStore();
+    const root = await store.createProvider({ name: 'host' });
+    await store.setInventories(root.uuid, { generation: 0, inventories: { VGPU: { total: 2 } } });
+    const c = randomUUID();
+    await store.setAllocations(c, {
+      projectId: 'p',
+      userId: 'u',
+      allocations: { [root.uuid]: { VGPU: 2 } },
+    });
+    const result = await offlineReshape(
+      store,
+      {
+        updateProviderTree(tree, allocations) {
+          if (!tree.exists('gpu')) tree.newChild('gpu', root.uuid);
+          tree.updateInventory('gpu', { VGPU: { total: 2 } });
+          tree.updateInventory(root.uuid, {});
+          if (!allocations) throw new ReshapeNeeded();
+          allocations[c]!.allocations = { [tree.data('gpu').uuid]: { VGPU: 2 } };
+        },
+      },
+      { rootUuid: root.uuid },
+    );
+    expect(result.reshaped).toBe(true);
+    expect((await store.getUsages(result.tree.data('gpu').uuid)).usages).toEqual({ VGPU: 2 });
+  });
 });
