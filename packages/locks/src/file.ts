@@ -40,7 +40,7 @@ const HOST = hostname();
 const HOST_JSON = JSON.stringify(HOST);
 const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
 const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
-const READ_SIZE = 8192;
+const READ_SIZE = 65536;
 const SHARED = { shared: true };
 const EXCLUSIVE = { shared: false };
 
@@ -530,6 +530,11 @@ export class FileLock implements LockProvider {
   }
 
   #checkAll(): void {
+    if (this.#heldCount === 0) {
+      if (this.#checker) clearInterval(this.#checker);
+      this.#checker = undefined;
+      return;
+    }
     for (const state of this.#states.values()) {
       for (const lease of state.leases) this.#check(lease);
     }
@@ -556,11 +561,7 @@ export class FileLock implements LockProvider {
       } finally {
         if (lease.isLost) closeSync(held.fd);
         else this.#putBack(state, held.fd, held.ino, held.dev);
-        this.#heldCount--;
-        if (this.#heldCount === 0 && this.#checker) {
-          clearInterval(this.#checker);
-          this.#checker = undefined;
-        }
+        this.#heldCount--; // the checker stops itself at its next tick when nothing is held
         state.wake?.();
         this.#maybeForget(state);
       }
@@ -640,8 +641,12 @@ function writeRecord(fd: number, token: bigint, record: FileRecord): void {
   writeText(fd, `${token.toString().padStart(20, '0')}\n${JSON.stringify(record)}\n`);
 }
 
+const writeBuf = Buffer.alloc(READ_SIZE);
+
 function writeText(fd: number, text: string): void {
-  const buf = Buffer.from(text, 'utf8');
+  // most records fit the shared buffer (no allocation per grant)
+  const buf = text.length * 3 <= writeBuf.length ? writeBuf : Buffer.alloc(Buffer.byteLength(text));
+  const len = buf.write(text, 0, 'utf8');
   let off = 0;
-  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, off);
+  while (off < len) off += writeSync(fd, buf, off, len - off, off);
 }

@@ -169,16 +169,19 @@ abstract class SessionBackend implements Backend {
   /** Counts a grant for the heartbeat (a round trip every heartbeatMs while anything is held). */
   protected held(delta: 1 | -1): void {
     this.#grants += delta;
+    // started on demand; it stops itself at a tick with nothing held (no timer churn per grant)
     if (this.#grants > 0 && !this.#timer && this.#heartbeatMs > 0) {
       this.#timer = setInterval(() => void this.#beat(), this.#heartbeatMs);
       this.#timer.unref();
-    } else if (this.#grants === 0 && this.#timer) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
     }
   }
 
   async #beat(): Promise<void> {
+    if (this.#grants === 0) {
+      if (this.#timer) clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
     const current = this.#session;
     if (!current) return;
     let s: { session: Session; lost: AbortController };
@@ -496,16 +499,19 @@ class LeaseTableBackend implements Backend {
   }
 
   #schedule(): void {
+    // started on demand; it stops itself at a tick with nothing held
     if (this.#leases.size > 0 && !this.#timer) {
       this.#timer = setInterval(() => void this.#renew(), this.#heartbeatMs);
       this.#timer.unref();
-    } else if (this.#leases.size === 0 && this.#timer) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
     }
   }
 
   async #renew(): Promise<void> {
+    if (this.#leases.size === 0) {
+      if (this.#timer) clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
     for (const lease of [...this.#leases.values()]) {
       if (lease.lost.signal.aborted) continue;
       try {
