@@ -93,6 +93,8 @@ export interface QueueBackend {
   get(id: string): Promise<OpInfo | undefined>;
   inspect(key: string): Promise<KeyInfo>;
   keyStatus(key: string): Promise<KeyStatus>;
+  /** Keys that are not idle (queued, in progress or blocked), at most `limit`. */
+  activeKeys(limit: number): Promise<{ key: string; status: KeyStatus }[]>;
   /** Failed ops still retained, newest first. */
   deadLetters(limit: number): Promise<OpInfo[]>;
   /** Deletes finished ops outside `retention`; returns how many. */

@@ -305,6 +305,15 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     async keyStatus(key) {
       return statusOf(keys.get(key));
     },
+    async activeKeys(limit) {
+      const out: { key: string; status: KeyStatus }[] = [];
+      for (const k of keys.values()) {
+        if (out.length >= limit) break;
+        const status = statusOf(k);
+        if (status !== 'idle') out.push({ key: k.key, status });
+      }
+      return out;
+    },
     async deadLetters(limit) {
       const out: OpInfo[] = [];
       for (let i = failed.length - 1; i >= 0 && out.length < limit; i--) {

@@ -61,6 +61,8 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
   /** The op, while retained. */
   get(id: string): Promise<OpInfo | undefined>;
   keyStatus(key: string): Promise<KeyStatus>;
+  /** Keys that are not idle — queued, `<type>-in-progress` or `blocked` — for dashboards. @default limit 1000 */
+  activeKeys(options?: { limit?: number }): Promise<{ key: string; status: KeyStatus }[]>;
   /** The key's status, its running op and its pending ops in order. */
   inspect(key: string): Promise<KeyInfo>;
   /** Unblocks a `blocked` key: held ops run. False when it was not blocked. */
@@ -363,6 +365,14 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   async keyStatus(key: string): Promise<KeyStatus> {
     await this.#attached;
     return this.backend.keyStatus(key);
+  }
+
+  async activeKeys(
+    options: { limit?: number } = {},
+  ): Promise<{ key: string; status: KeyStatus }[]> {
+    const limit = nonNegativeInt('limit', options.limit, 1000);
+    await this.#attached;
+    return this.backend.activeKeys(limit);
   }
 
   async inspect(key: string): Promise<KeyInfo> {

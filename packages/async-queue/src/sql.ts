@@ -780,6 +780,23 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       return statusOf(db, await keyRow(db, key, false));
     },
 
+    async activeKeys(limit) {
+      const rows = (await db
+        .selectFrom(KEYS)
+        .selectAll()
+        .where('queue', '=', name)
+        .where('state', '!=', 'idle')
+        .orderBy('op_key')
+        .limit(limit)
+        .execute()) as KeyRow[];
+      const out: { key: string; status: KeyStatus }[] = [];
+      for (const k of rows) {
+        const status = await statusOf(db, k);
+        if (status !== 'idle') out.push({ key: k.op_key, status });
+      }
+      return out;
+    },
+
     async deadLetters(limit) {
       const rows = (await db
         .selectFrom(OPS)

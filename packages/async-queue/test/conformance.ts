@@ -199,6 +199,7 @@ export function conformance(
         expect(await q.get(later)).toMatchObject({ status: 'cancelled', cancelledBy: bad });
         expect(await q.keyStatus(key)).toBe('blocked');
         expect((await q.inspect(key)).blockedBy).toBe(bad);
+        expect(await q.activeKeys()).toContainEqual({ key, status: 'blocked' });
         expect(events).toEqual(['blocked true']);
         // appended while blocked: held
         const held = await q.cast(key, { type: 'run', payload: { key, n: 3 } });
