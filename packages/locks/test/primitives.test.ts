@@ -150,3 +150,26 @@ describe('InProcessLockProvider', () => {
     expect(p.size).toBe(0);
   });
 });
+
+describe('fencing helpers', () => {
+  it('assertHeld throws locks.lost after loss; FencingGuard refuses older tokens', async () => {
+    const { assertHeld, FencingGuard } = await import('../src/index.js');
+    const p = memoryLockProvider();
+    const first = await p.acquire('res');
+    assertHeld(first);
+    p.revoke('res', 'session gone');
+    expect(() => assertHeld(first)).toThrow(/lost: session gone/);
+    const second = await p.acquire('res');
+    const guard = new FencingGuard();
+    guard.check('res', second.token);
+    let caught: unknown;
+    try {
+      guard.check('res', first.token); // the old holder wakes up and tries to write
+    } catch (error) {
+      caught = error;
+    }
+    expect(RiggingError.hasCode(caught, 'locks.stale')).toBe(true);
+    expect(guard.highest('res')).toBe(second.token);
+    await second.release();
+  });
+});
