@@ -437,6 +437,9 @@ class FlowRun {
   readonly #revertController = new AbortController();
   readonly #signal: AbortSignal | undefined;
   #unavailable = new Set<string>();
+  #flowRetry:
+    { name: string; lo: number; hi: number; delayMs: number; failure: TaskFailure } | undefined;
+  readonly #flowAttempts = new Map<string, number>();
   readonly #onAbort = () => {
     if (!this.#stop || this.#stop === 'suspend') this.#stop = 'cancel';
     this.#controller.abort(this.#signal?.reason);
@@ -751,14 +754,18 @@ class FlowRun {
     const { atoms, rank } = this.#c;
     const states = this.#states;
     const indeg = new Int32Array(atoms.length);
-    const ready = new MinHeap((i) => rank[i]!);
-    for (const a of atoms) {
-      if (states[a.index] === 'SUCCESS') continue;
-      let d = 0;
-      for (const p of a.preds) if (states[p] !== 'SUCCESS') d++;
-      indeg[a.index] = d;
-      if (d === 0) ready.push(a.index);
-    }
+    let ready = new MinHeap((i) => rank[i]!);
+    const rebuild = () => {
+      ready = new MinHeap((i) => rank[i]!);
+      for (const a of atoms) {
+        if (states[a.index] === 'SUCCESS') continue;
+        let d = 0;
+        for (const p of a.preds) if (states[p] !== 'SUCCESS') d++;
+        indeg[a.index] = d;
+        if (d === 0) ready.push(a.index);
+      }
+    };
+    rebuild();
     const limit = this.#engine.concurrency;
     let running = 0;
     let woken = false;
@@ -781,13 +788,25 @@ class FlowRun {
         ready.size > 0 &&
         this.#stop === undefined &&
         this.#failures.length === 0 &&
-        this.#fatal === undefined
+        this.#fatal === undefined &&
+        this.#flowRetry === undefined
       ) {
         const i = ready.pop();
         running++;
         this.#runAtom(i).then((ok) => onDone(i, ok), onFatal);
       }
-      if (running === 0) break;
+      if (running === 0) {
+        const retry = this.#flowRetry;
+        if (retry === undefined || this.#fatal !== undefined) break;
+        this.#flowRetry = undefined;
+        if (this.#stop !== undefined || this.#failures.length > 0) {
+          if (this.#stop === undefined) this.#failures.push(retry.failure);
+          break;
+        }
+        await this.#retryFlow(retry);
+        rebuild();
+        continue;
+      }
       if (!woken) {
         await new Promise<void>((resolve) => {
           wake = resolve;
@@ -797,6 +816,62 @@ class FlowRun {
       woken = false;
     }
     if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
+  }
+
+  /** The innermost enclosing flow whose retry controller retries, if any (counting its attempt). */
+  #flowRetryFor(
+    i: number,
+    error: unknown,
+  ): { name: string; lo: number; hi: number; delayMs: number } | undefined {
+    const a = this.#c.atoms[i]!;
+    for (let k = a.path.length - 1; k >= 0; k--) {
+      const scope = this.#c.scopes.get(a.path[k]!);
+      if (!scope) continue;
+      const attempt = (this.#flowAttempts.get(scope.name) ?? 0) + 1;
+      const d = scope.retry.onFailure({ task: scope.name, attempt, error });
+      if (d.action === 'revertAll') return undefined;
+      if (d.action === 'revert') continue;
+      // Tasks outside the flow that already used its results would make reverting it unsound.
+      for (let j = scope.lo; j < scope.hi; j++) {
+        for (const s of this.#c.atoms[j]!.succs) {
+          if ((s < scope.lo || s >= scope.hi) && this.#states[s] !== 'PENDING') return undefined;
+        }
+      }
+      this.#flowAttempts.set(scope.name, attempt);
+      return { name: scope.name, lo: scope.lo, hi: scope.hi, delayMs: d.delayMs ?? 0 };
+    }
+    return undefined;
+  }
+
+  /** Reverts a flow's completed tasks (reverse completion order) and makes all its tasks PENDING again. */
+  async #retryFlow(scope: {
+    name: string;
+    lo: number;
+    hi: number;
+    delayMs: number;
+    failure: TaskFailure;
+  }): Promise<void> {
+    const done: number[] = [];
+    for (let j = scope.lo; j < scope.hi; j++) if (this.#states[j] === 'SUCCESS') done.push(j);
+    done.sort((x, y) => this.#completedAt[y]! - this.#completedAt[x]!);
+    for (const j of done) {
+      if (!(await this.#revertAtom(j, scope.failure))) {
+        this.#failures.push(scope.failure);
+        return;
+      }
+    }
+    this.#logger.debug({ flowId: this.flowId, flow: scope.name }, 'retrying flow');
+    for (let j = scope.lo; j < scope.hi; j++) {
+      if (this.#states[j] !== 'PENDING') await this.#transition(j, 'PENDING');
+      this.#completedAt[j] = 0;
+    }
+    if (scope.delayMs) {
+      try {
+        await this.#clock.sleep(scope.delayMs, { signal: this.#controller.signal });
+      } catch {
+        // Cancelled while waiting: the forward loop sees the stop.
+      }
+    }
   }
 
   async #runAtom(i: number): Promise<boolean> {
@@ -865,6 +940,13 @@ class FlowRun {
         params = decision.params ?? t.retry?.paramsFor?.(attempt);
         await this.#transition(i, 'RUNNING');
         continue;
+      }
+      const scope = decision.action === 'revertAll' ? undefined : this.#flowRetryFor(i, error);
+      if (scope && this.#flowRetry === undefined) {
+        // The task will run again with its flow: RETRYING (not FAILURE), so a resume re-runs it.
+        await this.#transition(i, 'RETRYING', { failure });
+        this.#flowRetry = { ...scope, failure };
+        return false;
       }
       await this.#transition(i, 'FAILURE', { failure });
       this.#failures.push(failure);
@@ -938,7 +1020,7 @@ class FlowRun {
     if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
   }
 
-  async #revertAtom(i: number): Promise<boolean> {
+  async #revertAtom(i: number, cause: TaskFailure | undefined = this.#cause): Promise<boolean> {
     const a = this.#c.atoms[i]!;
     const t = a.task;
     if (t.revert) {
@@ -949,7 +1031,7 @@ class FlowRun {
           this.#ctx(i, this.#revertController.signal, t.retry?.paramsFor?.(this.#attempts[i]!)),
           {
             result: stored.ok ? stored.value : REDACTED,
-            failure: this.#cause,
+            failure: cause,
             inputs: this.#inputsFor(i, t.retry?.paramsFor?.(this.#attempts[i]!)),
           },
         );

@@ -10,6 +10,8 @@ export interface Flow<I = any, O = any> {
   readonly version: string;
   readonly children: readonly Node[];
   readonly links: readonly Link[];
+  /** Retries the whole flow (after reverting it) when one of its tasks fails for good. */
+  readonly retry: RetryController | undefined;
   /** Phantom types (never set). */
   readonly __types?: { in: I; out: O };
 }
@@ -29,6 +31,11 @@ export interface FlowOptions {
   name: string;
   /** @default 1 */
   version?: string | number;
+  /**
+   * When a task inside fails for good: `times(n)` reverts this flow's completed tasks and runs the
+   * flow again; `revertAll` reverts everything. Without one, the failure goes to the enclosing flow.
+   */
+  retry?: RetryController;
 }
 
 type InOf<N> = N extends Task<infer I, any> ? I : N extends Flow<infer I, any> ? I : never;
@@ -87,7 +94,13 @@ function makeFlow(
     version,
     children: Object.freeze(nodes),
     links: Object.freeze(links),
+    retry: options.retry,
   };
+  if (options.retry !== undefined && typeof options.retry?.onFailure !== 'function') {
+    throw new TypeError(
+      `flow '${name}': retry must be a retry controller (times(), alternatives(), revertAll)`,
+    );
+  }
   checkDuplicates(flow);
   return Object.freeze(flow);
 }
@@ -168,6 +181,8 @@ export interface CompiledFlow {
   order: number[];
   /** Position of each atom in `order`. */
   rank: number[];
+  /** Flows with a retry controller: their atoms are `lo`..`hi - 1`. */
+  scopes: Map<string, { name: string; retry: RetryController; lo: number; hi: number }>;
 }
 
 const cache = new WeakMap<object, CompiledFlow>();
@@ -182,7 +197,14 @@ export function compile(root: Node): CompiledFlow {
   if (hit) return hit;
   const flow: Flow =
     root.kind === 'task'
-      ? { kind: 'linear', name: root.name, version: root.version, children: [root], links: [] }
+      ? {
+          kind: 'linear',
+          name: root.name,
+          version: root.version,
+          children: [root],
+          links: [],
+          retry: undefined,
+        }
       : root;
   const atoms: Atom[] = [];
   const ranges = new Map<Node, [number, number]>();
@@ -345,7 +367,21 @@ export function compile(root: Node): CompiledFlow {
   const rank = new Array<number>(atoms.length);
   for (const [i, a] of order.entries()) rank[a] = i;
   const byName = new Map(atoms.map((a) => [a.name, a]));
-  const compiled: CompiledFlow = { root: flow, atoms, byName, externals, providers, order, rank };
+  const scopes: CompiledFlow['scopes'] = new Map();
+  for (const [node, [lo, hi]] of ranges) {
+    if (node.kind !== 'task' && node.retry)
+      scopes.set(node.name, { name: node.name, retry: node.retry, lo, hi });
+  }
+  const compiled: CompiledFlow = {
+    root: flow,
+    atoms,
+    byName,
+    externals,
+    providers,
+    order,
+    rank,
+    scopes,
+  };
   cache.set(root, compiled);
   return compiled;
 }

@@ -386,3 +386,94 @@ describe('cancellation and suspension', () => {
     expect(await engine.flows({ states: ['SUCCESS'] })).toHaveLength(1);
   });
 });
+
+describe('flow-level retry', () => {
+  it('times(n) on a subflow reverts it and runs it again; the rest of the flow is untouched', async () => {
+    const events: string[] = [];
+    let failures = 2;
+    const t = (name: string, fail = false) =>
+      task({
+        name,
+        execute: () => {
+          if (fail && failures-- > 0) {
+            events.push(`fail ${name}`);
+            throw new Error(`${name} broke`);
+          }
+          events.push(`exec ${name}`);
+          return name;
+        },
+        revert: (_ctx, { failure }) => {
+          events.push(`revert ${name} (${failure?.task})`);
+        },
+      });
+    const flow = linearFlow(
+      'outer',
+      t('a'),
+      linearFlow({ name: 'inner', retry: times(2) }, t('b'), t('c'), t('d', true)),
+      t('e'),
+    );
+    const engine = new Engine();
+    const states: string[] = [];
+    engine.on('task:state', (e) => e.task === 'b' && states.push(e.state));
+    await engine.run(flow, { inputs: {} });
+    expect(events).toEqual([
+      'exec a',
+      'exec b',
+      'exec c',
+      'fail d',
+      'revert c (d)',
+      'revert b (d)',
+      'exec b',
+      'exec c',
+      'fail d',
+      'revert c (d)',
+      'revert b (d)',
+      'exec b',
+      'exec c',
+      'exec d',
+      'exec e',
+    ]);
+    expect(states.slice(0, 6)).toEqual([
+      'RUNNING',
+      'SUCCESS',
+      'REVERTING',
+      'REVERTED',
+      'PENDING',
+      'RUNNING',
+    ]);
+  });
+
+  it('escalates to the whole flow once exhausted, and revertAll on a task skips flow retries', async () => {
+    const { events, make } = recorder();
+    const flow = linearFlow(
+      'outer',
+      make('a'),
+      linearFlow({ name: 'inner', retry: times(1) }, make('b'), make('c', { fail: true })),
+    );
+    await expect(new Engine().run(flow, { inputs: {} })).rejects.toThrow(FlowFailed);
+    expect(events).toEqual([
+      'exec a',
+      'exec b',
+      'fail c',
+      'revert b',
+      'exec b',
+      'fail c',
+      'revert b',
+      'revert a',
+    ]);
+
+    const r = recorder();
+    const hard = task({
+      name: 'hard',
+      retry: revertAll,
+      execute: () => Promise.reject(new Error('fatal')),
+    });
+    const flow2 = linearFlow(
+      'outer',
+      r.make('a'),
+      linearFlow({ name: 'inner', retry: times(3) }, r.make('b'), hard),
+    );
+    await expect(new Engine().run(flow2, { inputs: {} })).rejects.toThrow(FlowFailed);
+    expect(r.events).toEqual(['exec a', 'exec b', 'revert b', 'revert a']);
+  });
+});
