@@ -386,9 +386,15 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
    * without waiting (packages in use are kept).
    */
   prune(options: PruneOptions = {}): Promise<PruneResult> {
-    this.#checkOpen();
-    const maxBytes = positive('maxBytes', options.maxBytes, this.#maxBytes);
-    const idleTtlMs = positive('idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
+    let maxBytes: number;
+    let idleTtlMs: number;
+    try {
+      this.#checkOpen();
+      maxBytes = positive('maxBytes', options.maxBytes, this.#maxBytes);
+      idleTtlMs = positive('idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
     const run = async (): Promise<PruneResult> => {
       await this.#init();
       await this.refresh();

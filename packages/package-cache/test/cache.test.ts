@@ -376,6 +376,8 @@ describe('PackageCache', () => {
     await cache.close();
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
     expect(RiggingError.hasCode(e, 'package_cache.closed')).toBe(true);
+    const p2 = await cache.prune().catch((x: unknown) => x);
+    expect(RiggingError.hasCode(p2, 'package_cache.closed')).toBe(true);
   });
 
   it('rejects bad options with a TypeError naming the value', () => {
