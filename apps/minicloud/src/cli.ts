@@ -7,6 +7,7 @@ import { streamOutput, type Output } from './output.js';
 
 const globalOptions = {
   database: { type: 'string' },
+  'data-dir': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -23,6 +24,8 @@ function mainHelp(): string {
     'Options:',
     '  --database <url>  sqlite:<path>, sqlite::memory:, postgres://… or mysql://…',
     '                    (default: $MINICLOUD_DATABASE_URL, else sqlite:.minicloud/minicloud.db)',
+    '  --data-dir <dir>  package cache and repository (default: $MINICLOUD_DATA_DIR, else the',
+    "                    SQLite file's directory, else .minicloud)",
     '  -h, --help        show help (minicloud <command> --help for a command)',
   ].join('\n');
 }
@@ -67,7 +70,10 @@ export async function main(
       out.line(commandHelp(command));
       return 0;
     }
-    const config = loadConfig({ database: values.database as string | undefined });
+    const config = loadConfig({
+      database: values.database as string | undefined,
+      dataDir: values['data-dir'] as string | undefined,
+    });
     await command.run({ config, out, values, positionals: parsed.positionals });
     return 0;
   } catch (error) {

@@ -1,4 +1,4 @@
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 
 /** Where minicloud keeps its state and how it found out. */
 export interface Config {
@@ -10,6 +10,11 @@ export interface Config {
   sqliteFile: string | undefined;
   /** The directory relative paths are resolved from. */
   baseDir: string;
+  /**
+   * Where files live (package cache, package repository): `--data-dir`, else
+   * `MINICLOUD_DATA_DIR`, else the SQLite file's directory, else `<baseDir>/.minicloud`.
+   */
+  dataDir: string;
 }
 
 /** The default database, relative to the directory minicloud was started from. */
@@ -21,7 +26,7 @@ export const DEFAULT_DATABASE_PATH = join('.minicloud', 'minicloud.db');
  * `npm run` / `pnpm run` (which change into the package directory), else the current directory.
  */
 export function loadConfig(
-  flags: { database?: string | undefined },
+  flags: { database?: string | undefined; dataDir?: string | undefined },
   env: NodeJS.ProcessEnv = process.env,
   cwd: string = process.cwd(),
 ): Config {
@@ -39,7 +44,13 @@ export function loadConfig(
     databaseSource = 'default';
   }
   const { url, file } = resolveSqlite(raw, baseDir);
-  return { databaseUrl: url, databaseSource, sqliteFile: file, baseDir };
+  const rawDir = flags.dataDir ?? env.MINICLOUD_DATA_DIR;
+  const dataDir = rawDir
+    ? resolve(baseDir, rawDir)
+    : file
+      ? dirname(file)
+      : resolve(baseDir, '.minicloud');
+  return { databaseUrl: url, databaseSource, sqliteFile: file, baseDir, dataDir };
 }
 
 function resolveSqlite(url: string, baseDir: string): { url: string; file: string | undefined } {

@@ -1,5 +1,8 @@
 import type { ColumnType, Generated, Migration } from '@rigging/sql';
 
+/** Epoch ms (PostgreSQL and MySQL return bigint columns as strings). */
+type Millis = ColumnType<number | string, number, number>;
+
 /** The app's own tables (namespace `minicloud`); each package migrates its own namespace. */
 export interface MinicloudTables {
   minicloud_runs: {
@@ -9,6 +12,45 @@ export interface MinicloudTables {
     /** Epoch ms (PostgreSQL and MySQL return bigint columns as strings). */
     started_at: ColumnType<number | string, number, never>;
     finished_at: ColumnType<number | string | null, number | null, number>;
+  };
+  /** Environments (a deployment of one application package). */
+  minicloud_environments: {
+    name: string;
+    /** `deploying` | `deployed` | `failed` | `deleting` */
+    state: string;
+    /** `fqn/version/id` of the package it was deployed from. */
+    package: string;
+    flow_id: string;
+    updated_at: Millis;
+  };
+  /** Simulated resources of environments: networks, volumes, VMs, app configs. */
+  minicloud_resources: {
+    id: string;
+    env: string;
+    /** `network` | `volume` | `vm` | `app-config` */
+    type: string;
+    /** Reshape consumer (VMs), else null. */
+    consumer: string | null;
+    /** JSON. */
+    data: string;
+    created_at: Millis;
+  };
+  /** The simulated container runtime that queued container operations act on. */
+  minicloud_containers: {
+    name: string;
+    image: string;
+    /** `created` | `running` | `stopped` */
+    state: string;
+    updated_at: Millis;
+  };
+  /** The package repository's catalog: the current upload of each package version. */
+  minicloud_packages: {
+    fqn: string;
+    version: string;
+    id: string;
+    size: number;
+    integrity: string;
+    uploaded_at: Millis;
   };
 }
 
@@ -31,6 +73,50 @@ export const migrations: Migration[] = [
         .addColumn('status', 'varchar(16)', (c) => c.notNull())
         .addColumn('started_at', 'bigint', (c) => c.notNull())
         .addColumn('finished_at', 'bigint')
+        .execute();
+    },
+  },
+  {
+    name: 'create environments, resources, containers, packages',
+    up: async (db) => {
+      await db.schema
+        .createTable('minicloud_environments')
+        .addColumn('name', 'varchar(128)', (c) => c.primaryKey())
+        .addColumn('state', 'varchar(16)', (c) => c.notNull())
+        .addColumn('package', 'varchar(400)', (c) => c.notNull())
+        .addColumn('flow_id', 'varchar(191)', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('minicloud_resources')
+        .addColumn('id', 'varchar(191)', (c) => c.primaryKey())
+        .addColumn('env', 'varchar(128)', (c) => c.notNull())
+        .addColumn('type', 'varchar(32)', (c) => c.notNull())
+        .addColumn('consumer', 'varchar(64)')
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('minicloud_resources_env')
+        .on('minicloud_resources')
+        .column('env')
+        .execute();
+      await db.schema
+        .createTable('minicloud_containers')
+        .addColumn('name', 'varchar(128)', (c) => c.primaryKey())
+        .addColumn('image', 'varchar(255)', (c) => c.notNull())
+        .addColumn('state', 'varchar(16)', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('minicloud_packages')
+        .addColumn('fqn', 'varchar(128)', (c) => c.notNull())
+        .addColumn('version', 'varchar(128)', (c) => c.notNull())
+        .addColumn('id', 'varchar(128)', (c) => c.notNull())
+        .addColumn('size', 'integer', (c) => c.notNull())
+        .addColumn('integrity', 'varchar(200)', (c) => c.notNull())
+        .addColumn('uploaded_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('minicloud_packages_pk', ['fqn', 'version'])
         .execute();
     },
   },

@@ -48,46 +48,101 @@ describe('minicloud', () => {
     expect(demoHelp.stdout).toMatch(/--fresh/);
   });
 
-  it('demo --database sqlite:<file> migrates, records the run, says what it did', async () => {
-    const file = join(tmp, 'explicit', 'mc.db');
-    const first = await minicloud(['demo', '--database', `sqlite:${file}`]);
-    expect(first.stderr).toBe('');
-    expect(first.code).toBe(0);
-    expect(first.stdout.split('\n')).toEqual([
-      'minicloud demo',
-      `  database  sqlite:${file} (from --database)`,
-      '  migrated  minicloud schema v1 (applied: create minicloud_runs)',
-      '  recorded  run #1 in minicloud_runs (1 so far)',
-      expect.stringMatching(/^done in \d+ ms$/),
-      '',
-    ]);
-    expect(existsSync(file)).toBe(true);
+  it(
+    'demo tells the whole story and ends with its summary; twice; --fresh starts over',
+    { timeout: 120_000 },
+    async () => {
+      const file = join(tmp, 'explicit', 'mc.db');
+      const first = await minicloud(['demo', '--database', `sqlite:${file}`]);
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      const lines = first.stdout.split('\n');
+      expect(lines.slice(0, 3)).toEqual([
+        'minicloud demo',
+        `  database  sqlite:${file} (from --database)`,
+        '  migrated  minicloud schema v2 (applied: create minicloud_runs, create environments, resources, containers, packages)',
+      ]);
+      const out = first.stdout;
+      // 1. startup reshape: ReshapeNeeded, 4 GPU children, nothing lost
+      expect(out).toContain('driver raised ReshapeNeeded');
+      expect(out).toMatch(/└ node-1_pgpu3 {2}VGPU \d\/4/);
+      expect(out).toMatch(/^ {2}reshape {3}node-1: 4 GPU providers, 6 consumers moved, none lost/m);
+      // 2. packages and deployments
+      expect(out).toMatch(/package repository served at http:\/\/127\.0\.0\.1:\d+\/packages\//);
+      expect(out).toContain('vm-2: attempt 1 failed');
+      expect(out).toMatch(/downloaded \(cache miss\)[\s\S]*cache hit/);
+      expect(out).toContain('outdated copies kept while in use');
+      // 3. queue: ctr-2 blocked, the others carried on
+      expect(out).toMatch(/ctr-2 {2}blocked/);
+      expect(out).toContain('ctr-2  stop cancelled');
+      // 4. teardown: plan, notify, VMs before the network
+      expect(out).toMatch(/destruction plan: 9 object\(s\) in 4 group\(s\)/);
+      expect(out).toContain('notify env-1/net: env-1/vm-1 is about to be destroyed');
+      expect(out.indexOf('destroyed env-1/vm-3')).toBeLessThan(out.indexOf('destroyed env-1/net'));
+      // 5. the summary
+      const summary = lines.slice(lines.indexOf('summary'));
+      expect(summary).toEqual([
+        'summary',
+        expect.stringMatching(
+          /^ {2}ran {7}reshape \d+ ms, packages \d+ ms, deploy \d+ ms, queue \d+ ms, teardown \d+ ms$/,
+        ),
+        '  retried   env-1: vm-2 (succeeded on a later attempt)',
+        '  reverted  env-2 after health-check failed, in reverse order: configure-app, vm-3, vm-2, vm-1, volume-3, volume-2, volume-1, create-network',
+        '  cache     1 hits, 2 misses, 2 downloads, 2 uploads, 1 outdated copies cleaned',
+        '  queue     9 ops succeeded, 1 failed, 2 cancelled; blocked: ctr-2',
+        '  tree      5 providers; 6 consumers moved this run; 0 allocations lost',
+        '  destroyed env-1: env-1/app-config, env-1/vm-1, env-1/vm-2, env-1/vm-3, env-1/net, env-1/vol-1, env-1/vol-2, env-1/vol-3, env-1; 3 allocations released',
+        `  data      database sqlite:${file}`,
+        `            package cache ${join(tmp, 'explicit', 'packages')}`,
+        `            package repository ${join(tmp, 'explicit', 'repository')}`,
+        '  recorded  run #1 in minicloud_runs (1 so far)',
+        expect.stringMatching(/^done in \d+ ms$/),
+        '',
+      ]);
+      expect(existsSync(file)).toBe(true);
 
-    const second = await minicloud(['demo', '--database', `sqlite:${file}`]);
-    expect(second.code).toBe(0);
-    expect(second.stdout).toContain('minicloud schema v1 (already up to date)');
-    expect(second.stdout).toContain('run #2 in minicloud_runs (2 so far)');
+      const second = await minicloud(['demo', '--database', `sqlite:${file}`]);
+      expect(second.stderr).toBe('');
+      expect(second.code).toBe(0);
+      expect(second.stdout).toContain('minicloud schema v2 (already up to date)');
+      expect(second.stdout).toContain(
+        'node-1: already reshaped (4 GPU providers), nothing to move',
+      );
+      expect(second.stdout).toContain(
+        '  cache     2 hits, 1 misses, 1 downloads, 1 uploads, 1 outdated copies cleaned',
+      );
+      expect(second.stdout).toContain(
+        '  tree      5 providers; reshaped earlier; 0 allocations lost',
+      );
+      expect(second.stdout).toContain('run #2 in minicloud_runs (2 so far)');
 
-    const fresh = await minicloud(['demo', '--database', `sqlite:${file}`, '--fresh']);
-    expect(fresh.code).toBe(0);
-    expect(fresh.stdout).toContain(', fresh');
-    expect(fresh.stdout).toContain('run #1 in minicloud_runs (1 so far)');
-  });
+      const fresh = await minicloud(['demo', '--database', `sqlite:${file}`, '--fresh']);
+      expect(fresh.code).toBe(0);
+      expect(fresh.stdout).toContain(', fresh');
+      expect(fresh.stdout).toContain('6 consumers moved');
+      expect(fresh.stdout).toContain('1 hits, 2 misses');
+      expect(fresh.stdout).toContain('run #1 in minicloud_runs (1 so far)');
+    },
+  );
 
-  it('defaults to ./.minicloud/minicloud.db, from INIT_CWD under npm/pnpm scripts', async () => {
-    const cwd = mkdtempSync(join(tmp, 'cwd-'));
-    const r = await minicloud(['demo'], { cwd });
-    expect(r.code).toBe(0);
-    expect(r.stdout).toContain(`sqlite:${join(cwd, '.minicloud', 'minicloud.db')} (default)`);
-    expect(existsSync(join(cwd, '.minicloud', 'minicloud.db'))).toBe(true);
+  it(
+    'defaults to ./.minicloud/minicloud.db, from INIT_CWD under npm/pnpm scripts',
+    { timeout: 60_000 },
+    async () => {
+      const cwd = mkdtempSync(join(tmp, 'cwd-'));
+      const r = await minicloud(['demo'], { cwd });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`sqlite:${join(cwd, '.minicloud', 'minicloud.db')} (default)`);
+      expect(existsSync(join(cwd, '.minicloud', 'minicloud.db'))).toBe(true);
 
-    const init = mkdtempSync(join(tmp, 'init-'));
-    const viaPnpm = await minicloud(['demo'], { cwd, env: { INIT_CWD: init } });
-    expect(viaPnpm.code).toBe(0);
-    expect(existsSync(join(init, '.minicloud', 'minicloud.db'))).toBe(true);
-  });
+      const init = mkdtempSync(join(tmp, 'init-'));
+      const viaPnpm = await minicloud(['demo'], { cwd, env: { INIT_CWD: init } });
+      expect(viaPnpm.code).toBe(0);
+      expect(existsSync(join(init, '.minicloud', 'minicloud.db'))).toBe(true);
+    },
+  );
 
-  it('reads MINICLOUD_DATABASE_URL; --database wins over it', async () => {
+  it('reads MINICLOUD_DATABASE_URL; --database wins over it', { timeout: 60_000 }, async () => {
     const file = join(tmp, 'env.db');
     const r = await minicloud(['demo'], { env: { MINICLOUD_DATABASE_URL: `sqlite:${file}` } });
     expect(r.code).toBe(0);

@@ -1,8 +1,12 @@
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { openDatabase, redactUrl, type Database } from '@rigging/sql';
+import { openCloud } from '../cloud/index.js';
 import { CommandError } from '../errors.js';
+import { createLogger } from '../logger.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
-import { demoSteps } from '../steps/index.js';
+import type { Output } from '../output.js';
+import { demoSteps, emptySummary, type DemoSummary } from '../steps/index.js';
 import type { Command } from './types.js';
 
 async function startRun(database: Database<MinicloudTables>): Promise<number> {
@@ -56,6 +60,11 @@ export const demo: Command = {
       );
     }
     if (fresh && config.sqliteFile) removeSqliteFile(config.sqliteFile);
+    if (fresh) {
+      for (const dir of ['packages', 'repository']) {
+        rmSync(join(config.dataDir, dir), { recursive: true, force: true });
+      }
+    }
 
     await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
     out.line('minicloud demo');
@@ -72,10 +81,31 @@ export const demo: Command = {
     );
 
     const runId = await startRun(database);
+    const summary = emptySummary();
     try {
+      await using cloud = await openCloud({
+        database,
+        dataDir: config.dataDir,
+        logger: createLogger(),
+      });
+      const detail = (text: string) => out.line(`${' '.repeat(12)}${text}`);
       for (const step of demoSteps) {
-        out.step(step.label, await step.run({ database, config, out, runId }));
+        out.line(`  ${step.label}…`);
+        const t0 = Date.now();
+        const line = await step.run({ database, config, out, runId, cloud, summary, detail });
+        const ms = Date.now() - t0;
+        summary.steps.push({ label: step.label, ms, line });
+        out.step(step.label, `${line} [${ms} ms]`);
       }
+      const c = cloud.cacheCounters;
+      summary.packages.hits = c.hits;
+      summary.packages.misses = c.misses;
+      summary.packages.downloads = c.downloads;
+      printSummary(out, summary, {
+        database: database.url,
+        packages: join(config.dataDir, 'packages'),
+        repository: join(config.dataDir, 'repository'),
+      });
     } catch (error) {
       await finishRun(database, runId, 'failed').catch(() => {});
       throw error;
@@ -89,3 +119,50 @@ export const demo: Command = {
     out.line(`done in ${Date.now() - started} ms`);
   },
 };
+
+/** The demo's closing summary: what ran, how long, what was reverted, the cache, the data. */
+export function printSummary(
+  out: Output,
+  s: DemoSummary,
+  where: { database: string; packages: string; repository: string },
+): void {
+  out.line('summary');
+  out.step('ran', s.steps.map((x) => `${x.label} ${x.ms} ms`).join(', '));
+  for (const d of s.deployments) {
+    if (d.retried.length)
+      out.step('retried', `${d.env}: ${d.retried.join(', ')} (succeeded on a later attempt)`);
+  }
+  for (const d of s.deployments) {
+    if (!d.ok)
+      out.step(
+        'reverted',
+        `${d.env} after ${d.failure}, in reverse order: ${d.reverted.join(', ')}`,
+      );
+  }
+  if (!s.deployments.some((d) => !d.ok)) out.step('reverted', 'nothing');
+  const p = s.packages;
+  out.step(
+    'cache',
+    `${p.hits} hits, ${p.misses} misses, ${p.downloads} downloads, ${p.uploads} uploads, ${p.cleaned.length} outdated copies cleaned`,
+  );
+  const q = s.containers;
+  out.step(
+    'queue',
+    `${q.succeeded} ops succeeded, ${q.failed} failed, ${q.cancelled} cancelled; blocked: ${q.blocked.join(', ') || 'none'}`,
+  );
+  if (s.reshape) {
+    out.step(
+      'tree',
+      `${s.reshape.providers} providers; ${s.reshape.reshaped ? `${s.reshape.moved} consumers moved this run` : 'reshaped earlier'}; ${s.reshape.lost} allocations lost`,
+    );
+  }
+  if (s.teardown) {
+    out.step(
+      'destroyed',
+      `${s.teardown.env}: ${s.teardown.order.join(', ')}; ${s.teardown.released} allocations released`,
+    );
+  }
+  out.step('data', `database ${where.database}`);
+  out.step('', `package cache ${where.packages}`);
+  out.step('', `package repository ${where.repository}`);
+}

@@ -1,0 +1,710 @@
+import { mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { RiggingError, silentLogger, type Logger } from '@rigging/core';
+import { createQueue, type Queue } from '@rigging/async-queue';
+import { sqlBackend } from '@rigging/async-queue/sql';
+import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
+import { PackageCache, type CachedPackage } from '@rigging/package-cache';
+import { httpFetcher } from '@rigging/package-cache/fetchers';
+import {
+  ReshapeNeeded,
+  offlineReshape,
+  updateProviderTree,
+  type ReshapeStore,
+  type TreeAllocations,
+} from '@rigging/reshape';
+import { sqlStore } from '@rigging/reshape/sql';
+import { Engine, FlowFailed } from '@rigging/tasks';
+import { sqlLog } from '@rigging/tasks/sql';
+import { openDatabase, type Database } from '@rigging/sql';
+import type { CacheEntry, ProviderNode, ReshapeRecord } from '../../dashboard/src/state.js';
+import { CommandError } from '../errors.js';
+import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
+import {
+  allocationTotals,
+  findNode,
+  gpuDriver,
+  NODE_1,
+  seedLegacyNode,
+  treeSnapshot,
+  type ComputeNodeSpec,
+} from './compute.js';
+import {
+  CONTAINER_OPS,
+  containerHandlers,
+  type ContainerOpPayload,
+  type ContainerOpResult,
+  type ContainerOpType,
+} from './containers.js';
+import {
+  deployFlow,
+  deployTaskNames,
+  DEPLOY_FLOW,
+  type DeployFaults,
+  type DeployInputs,
+} from './deploy.js';
+import { CloudHub } from './events.js';
+import { PackageRepository, type PackageFile, type PackageRef } from './repository.js';
+import { teardownEnvironment, type TeardownHooks, type TeardownReport } from './teardown.js';
+
+/** Options of {@link openCloud}. */
+export interface CloudOptions {
+  /** Database URL (`sqlite:…`, `postgres://…`, `mysql://…`); ignored when `database` is given. */
+  databaseUrl?: string;
+  /** An already open database (the cloud migrates it but does not close it). */
+  database?: Database<MinicloudTables>;
+  /** Directory for files: `<dataDir>/packages` (cache), `<dataDir>/repository` (archives). */
+  dataDir: string;
+  /** pino-compatible. @default silentLogger */
+  logger?: Logger;
+  /** Run queue workers in this process (false: producer only). @default true */
+  worker?: boolean;
+  /** Container ops of different containers run at once. @default 3 */
+  queueConcurrency?: number;
+  /** Serve the package repository on loopback (random port) at once. @default true */
+  serveRepository?: boolean | { host?: string; port?: number };
+  /**
+   * Where the package cache downloads from: a URL template with `{fqn}`, `{version}`, `{id}`.
+   * @default this cloud's own repository (`<repository url>/packages/{fqn}/{version}/{id}`)
+   */
+  packageUrl?: string;
+  /** Package cache byte cap. @default 256 MiB */
+  cacheMaxBytes?: number;
+  /** The simulated compute node. @default node-1 with 4 GPUs × 4 VGPUs */
+  node?: ComputeNodeSpec;
+}
+
+/** What {@link Cloud.startupReshape} did. */
+export interface ReshapeOutcome {
+  node: string;
+  rootUuid: string;
+  /** True when the node was created as "the previous version" (VGPUs on the root, instances). */
+  seeded: boolean;
+  /** The driver's `ReshapeNeeded` message, when it raised one. */
+  needed: string | null;
+  reshaped: boolean;
+  movedConsumers: string[];
+  before: ProviderNode[];
+  after: ProviderNode[];
+  /** Consumers before / after, and consumers whose totals changed or vanished (must be empty). */
+  consumersBefore: number;
+  consumersAfter: number;
+  lost: string[];
+  durationMs: number;
+}
+
+/** Options of {@link Cloud.deployEnvironment}. */
+export interface DeployOptions {
+  /** The application package (its current upload in the repository is used). */
+  package: { fqn: string; version: string };
+  faults?: DeployFaults;
+  /** How long to wait for the environment's lock. @default 30000 */
+  lockTimeoutMs?: number;
+  signal?: AbortSignal;
+  /** Called once the package is in the cache, before the flow runs. */
+  onPackage?(pkg: PackageRef & { hit: boolean; path: string }): void;
+}
+
+/** What {@link Cloud.deployEnvironment} did (a failed flow is a result, not an exception). */
+export interface DeployResult {
+  env: string;
+  flowId: string;
+  ok: boolean;
+  package: PackageRef & { hit: boolean; path: string };
+  /** Task names with more than one attempt, e.g. `{ 'vm-2': 2 }`. */
+  retried: Record<string, number>;
+  /** When `ok` is false: the failed task and message. */
+  failure: { task: string | null; message: string } | null;
+  /** When `ok` is false: tasks reverted, in the order they were reverted. */
+  reverted: string[];
+  /** VM → GPU provider it got a VGPU on. */
+  vms: Record<string, string>;
+  durationMs: number;
+}
+
+/** What {@link Cloud.prefetchPackage} did. */
+export interface PrefetchResult {
+  ref: PackageRef;
+  hit: boolean;
+  /** Outdated uploads of the same fqn/version removed by this download. */
+  removed: PackageRef[];
+  /** Outdated uploads kept because a deployment still uses them. */
+  keptInUse: PackageRef[];
+}
+
+/** Container statuses as the queue reports them. */
+export type ContainerStatus = Awaited<ReturnType<Queue<ContainerHandlers>['keyStatus']>>;
+export type ContainerHandlers = ReturnType<typeof containerHandlers>;
+
+/** Counters of the package cache as the app sees them. */
+export interface CacheCounters {
+  hits: number;
+  misses: number;
+  downloads: number;
+  removed: { ref: PackageRef; reason: string }[];
+}
+
+/**
+ * The composition of every package into one control plane: database, reshape store, task
+ * engine (SQL log, SQL locks), container-op queue (SQL jobboard), package cache (HTTP fetcher
+ * from the cloud's own package repository) and an event hub in the dashboard's shape.
+ */
+export interface Cloud extends AsyncDisposable {
+  readonly database: Database<MinicloudTables>;
+  readonly dataDir: string;
+  readonly logger: Logger;
+  readonly reshape: ReshapeStore;
+  readonly locks: SqlLockProvider;
+  readonly engine: Engine;
+  readonly queue: Queue<ContainerHandlers>;
+  readonly packages: PackageCache;
+  readonly repository: PackageRepository;
+  /** Typed events in the dashboard's shape; `hub.state` is the folded dashboard state. */
+  readonly hub: CloudHub;
+  readonly node: ComputeNodeSpec;
+  /** The cache counters (hits, misses, downloads, removals) seen by this process. */
+  readonly cacheCounters: CacheCounters;
+
+  /** The compute node's root provider uuid (undefined before it exists). */
+  nodeUuid(): Promise<string | undefined>;
+  /** The node's provider tree with usages (also published as `providers:tree`). */
+  providerTree(): Promise<ProviderNode[]>;
+  /**
+   * Service startup: seeds the legacy node when missing (`seed`, default true), then runs the
+   * resource-tracker flow with reshapes allowed. Publishes `providers:reshape` when reshaped.
+   */
+  startupReshape(options?: { seed?: boolean }): Promise<ReshapeOutcome>;
+  /** The offline upgrade path: the same reshape without seeding (`minicloud reshape`). */
+  offlineReshape(): Promise<ReshapeOutcome>;
+
+  /** Uploads a package version to the repository (a new upload id each time). */
+  uploadPackage(fqn: string, version: string, files: readonly PackageFile[]): Promise<PackageRef>;
+  /** Downloads the current upload of a package into the cache (and releases it). */
+  prefetchPackage(fqn: string, version: string): Promise<PrefetchResult>;
+
+  /** Deploys an environment (flow under the environment's lock); see {@link DeployResult}. */
+  deployEnvironment(env: string, options: DeployOptions): Promise<DeployResult>;
+  /** Tears an environment down with the destroy graph and releases its package. */
+  deleteEnvironment(
+    env: string,
+    hooks?: TeardownHooks,
+  ): Promise<TeardownReport & { packageRemoved: PackageRef | null }>;
+  /** Environments and their states. */
+  environments(): Promise<{ name: string; state: string; package: string; flowId: string }[]>;
+
+  /** Casts a container op to the queue (key = container name); resolves with the op id. */
+  castContainerOp(
+    container: string,
+    type: ContainerOpType,
+    payload?: ContainerOpPayload,
+  ): Promise<string>;
+  /** Containers of the simulated runtime. */
+  containers(): Promise<{ name: string; image: string; state: string }[]>;
+
+  /** Publishes the cache state (`cache:update`). */
+  publishCache(): void;
+  /** Stops the queue and the repository, releases packages, closes what the cloud opened. */
+  close(): Promise<void>;
+}
+
+const ENV_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+function invalid(message: string): CommandError {
+  return new CommandError('minicloud.invalid_input', message);
+}
+
+/** Opens (and migrates) everything a minicloud process needs. Close it with `await using`. */
+export async function openCloud(options: CloudOptions): Promise<Cloud> {
+  if (!options.database && !options.databaseUrl)
+    throw invalid('openCloud: databaseUrl or database is required');
+  if (!options.dataDir) throw invalid('openCloud: dataDir is required');
+  const logger = options.logger ?? silentLogger;
+  const dataDir = resolve(options.dataDir);
+  const ownsDatabase = !options.database;
+  const database = options.database ?? (await openDatabase<MinicloudTables>(options.databaseUrl!));
+  const closers: (() => Promise<void>)[] = [];
+  if (ownsDatabase) closers.push(() => database.close());
+  try {
+    await database.migrate(NAMESPACE, migrations);
+    await mkdir(join(dataDir, 'packages'), { recursive: true });
+    const hub = new CloudHub();
+    const node = options.node ?? NODE_1;
+
+    const reshape = await sqlStore(database);
+    const locks = sqlLockProvider(database, { name: 'minicloud' });
+    closers.push(() => locks.close());
+
+    const engine = new Engine({
+      log: await sqlLog(database),
+      locks,
+      logger: logger.child({ component: 'tasks' }),
+    });
+    engine.on('task:state', (e) => hub.taskState(e));
+    engine.on('flow:state', (e) => hub.flowState(e));
+
+    const repository = new PackageRepository(database, join(dataDir, 'repository'));
+    closers.push(() => repository.close());
+    if (options.serveRepository !== false) {
+      await repository.listen(
+        typeof options.serveRepository === 'object' ? options.serveRepository : {},
+      );
+    }
+    const packageUrl = options.packageUrl;
+    const packages = await PackageCache.open({
+      root: join(dataDir, 'packages'),
+      maxBytes: options.cacheMaxBytes ?? 256 * 1024 * 1024,
+      logger: logger.child({ component: 'package-cache' }),
+      durable: false,
+      fetch: httpFetcher({
+        url: (ref) => {
+          const template = packageUrl ?? repository.urlTemplate;
+          if (!template)
+            throw new CommandError(
+              'minicloud.no_repository',
+              'the package repository is not being served',
+            );
+          return template
+            .replace(/\{fqn\}/g, encodeURIComponent(ref.fqn))
+            .replace(/\{version\}/g, encodeURIComponent(ref.version))
+            .replace(/\{id\}/g, encodeURIComponent(ref.id));
+        },
+        retries: 2,
+        retryDelayMs: 100,
+        timeoutMs: 10_000,
+      }),
+    });
+    closers.push(() => packages.close());
+
+    const counters: CacheCounters = { hits: 0, misses: 0, downloads: 0, removed: [] };
+    const entries = new Map<string, CacheEntry>();
+    const inUse = new Map<string, number>();
+    const refKey = (r: PackageRef) => `${r.fqn}/${r.version}/${r.id}`;
+    const publishCache = () => {
+      const s = packages.stats();
+      hub.publish({
+        type: 'cache:update',
+        cache: {
+          capBytes: options.cacheMaxBytes ?? 256 * 1024 * 1024,
+          bytesUsed: s.bytes,
+          hits: counters.hits,
+          misses: counters.misses,
+          entries: [...entries.values()].map((e) => ({ ...e, inUse: inUse.get(refKey(e)) ?? 0 })),
+        },
+      });
+    };
+    packages.on('hit', (e) => {
+      const k = refKey(e.ref);
+      const prev = entries.get(k);
+      entries.set(k, { ...e.ref, bytes: prev?.bytes ?? 0, inUse: 0, lastUsedAt: Date.now() });
+    });
+    packages.on('download', (e) => {
+      counters.downloads++;
+      entries.set(refKey(e.ref), { ...e.ref, bytes: e.size, inUse: 0, lastUsedAt: Date.now() });
+      hub.publish({ type: 'cache:download-done', id: refKey(e.ref) });
+    });
+    packages.on('progress', (p) => {
+      hub.publish({
+        type: 'cache:download',
+        download: {
+          id: refKey(p.ref),
+          fqn: p.ref.fqn,
+          version: p.ref.version,
+          bytesDone: p.received,
+          bytesTotal: p.total ?? null,
+        },
+      });
+    });
+    packages.on('remove', (e) => {
+      counters.removed.push({ ref: e.ref, reason: e.reason });
+      entries.delete(refKey(e.ref));
+      publishCache();
+    });
+
+    const handlers = containerHandlers(database);
+    const queue = createQueue({
+      backend: sqlBackend(database),
+      handlers,
+      concurrency: options.queueConcurrency ?? 3,
+      policy: 'stop',
+      worker: options.worker ?? true,
+      closeGraceMs: 3000,
+      logger: logger.child({ component: 'async-queue' }),
+    });
+    closers.push(() => queue.close());
+    queue.onAny((event, payload) =>
+      hub.queueEvent(event, payload as unknown as Record<string, unknown>),
+    );
+
+    const nodeUuid = () => findNode(reshape, node.name);
+    const envLeases = new Map<string, CachedPackage>();
+    closers.push(async () => {
+      for (const p of envLeases.values()) await p.release();
+      envLeases.clear();
+    });
+    const flow = deployFlow({
+      database,
+      reshape,
+      nodeUuid: async () => {
+        const uuid = await nodeUuid();
+        if (!uuid)
+          throw new CommandError(
+            'minicloud.no_compute_node',
+            `compute node ${node.name} does not exist; run the startup reshape first`,
+          );
+        return uuid;
+      },
+    });
+
+    const providerTree = async (): Promise<ProviderNode[]> => {
+      const uuid = await nodeUuid();
+      const nodes = uuid ? await treeSnapshot(reshape, uuid) : [];
+      hub.publish({ type: 'providers:tree', nodes });
+      return nodes;
+    };
+
+    const runReshape = async (seed: boolean, offline: boolean): Promise<ReshapeOutcome> => {
+      const started = Date.now();
+      let rootUuid: string | undefined;
+      let seeded = false;
+      if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
+      else rootUuid = await nodeUuid();
+      if (!rootUuid) {
+        throw new CommandError(
+          'minicloud.no_compute_node',
+          `compute node ${node.name} is not in the database; nothing to reshape`,
+        );
+      }
+      const before = await treeSnapshot(reshape, rootUuid);
+      const allocationsBefore = await reshape.getAllocationsForProviderTree(rootUuid);
+      let needed: string | null = null;
+      const inner = gpuDriver(rootUuid, node);
+      const driver = {
+        async updateProviderTree(
+          tree: Parameters<typeof inner.updateProviderTree>[0],
+          allocations?: TreeAllocations,
+        ) {
+          try {
+            await inner.updateProviderTree(tree, allocations);
+          } catch (error) {
+            if (error instanceof ReshapeNeeded) needed = error.message;
+            throw error;
+          }
+        },
+      };
+      const opts = {
+        rootUuid,
+        rootName: node.name,
+        logger: logger.child({ component: 'reshape' }),
+      };
+      const result = offline
+        ? await offlineReshape(reshape, driver, opts)
+        : await updateProviderTree(reshape, driver, { ...opts, startup: true });
+      const after = await treeSnapshot(reshape, rootUuid);
+      const allocationsAfter = await reshape.getAllocationsForProviderTree(rootUuid);
+      const totalsBefore = allocationTotals(allocationsBefore);
+      const totalsAfter = allocationTotals(allocationsAfter);
+      const lost: string[] = [];
+      for (const [consumer, totals] of totalsBefore) {
+        if (
+          JSON.stringify(sortKeys(totals)) !==
+          JSON.stringify(sortKeys(totalsAfter.get(consumer) ?? {}))
+        )
+          lost.push(consumer);
+      }
+      if (result.reshaped) {
+        const record: ReshapeRecord = {
+          at: Date.now(),
+          node: node.name,
+          reason: needed ?? 'reshape',
+          before,
+          after,
+          allocationsMoved: result.movedConsumers.length,
+        };
+        hub.publish({ type: 'providers:reshape', reshape: record });
+      } else {
+        hub.publish({ type: 'providers:tree', nodes: after });
+      }
+      return {
+        node: node.name,
+        rootUuid,
+        seeded,
+        needed,
+        reshaped: result.reshaped,
+        movedConsumers: result.movedConsumers,
+        before,
+        after,
+        consumersBefore: totalsBefore.size,
+        consumersAfter: totalsAfter.size,
+        lost,
+        durationMs: Date.now() - started,
+      };
+    };
+
+    const acquirePackage = async (fqn: string, version: string, signal?: AbortSignal) => {
+      const current = await repository.current(fqn, version);
+      if (!current) {
+        throw new CommandError(
+          'minicloud.package_not_found',
+          `package ${fqn} ${version} is not in the repository; upload it first`,
+        );
+      }
+      const ref = { fqn, version, id: current.id };
+      const pkg = await packages.acquire(ref, signal ? { signal } : {});
+      if (pkg.hit) counters.hits++;
+      else counters.misses++;
+      inUse.set(refKey(ref), (inUse.get(refKey(ref)) ?? 0) + 1);
+      publishCache();
+      return pkg;
+    };
+    const releasePackage = async (pkg: CachedPackage) => {
+      await pkg.release();
+      const k = refKey(pkg.ref);
+      inUse.set(k, Math.max(0, (inUse.get(k) ?? 1) - 1));
+      publishCache();
+    };
+
+    const cloud: Cloud = {
+      database,
+      dataDir,
+      logger,
+      reshape,
+      locks,
+      engine,
+      queue,
+      packages,
+      repository,
+      hub,
+      node,
+      cacheCounters: counters,
+      nodeUuid,
+      providerTree,
+      startupReshape: (o = {}) => runReshape(o.seed ?? true, false),
+      offlineReshape: () => runReshape(false, true),
+
+      async uploadPackage(fqn, version, files) {
+        const ref = await repository.upload(fqn, version, files);
+        return { fqn: ref.fqn, version: ref.version, id: ref.id };
+      },
+
+      async prefetchPackage(fqn, version) {
+        const before = counters.removed.length;
+        const pkg = await acquirePackage(fqn, version);
+        await releasePackage(pkg);
+        const removed = counters.removed.slice(before).map((r) => r.ref);
+        const keptInUse = [...envLeases.values()]
+          .map((p) => p.ref)
+          .filter((r) => r.fqn === fqn && r.version === version && r.id !== pkg.ref.id);
+        return { ref: pkg.ref, hit: pkg.hit, removed, keptInUse };
+      },
+
+      async deployEnvironment(env, o) {
+        if (typeof env !== 'string' || !ENV_NAME.test(env)) {
+          throw invalid(
+            `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
+          );
+        }
+        if (!o?.package?.fqn || !o.package.version)
+          throw invalid('package.fqn and package.version are required');
+        const started = Date.now();
+        await using _lock = await locks.acquire(`minicloud:env:${env}`, {
+          timeoutMs: o.lockTimeoutMs ?? 30_000,
+          ...(o.signal ? { signal: o.signal } : {}),
+        });
+        const existing = await database.db
+          .selectFrom('minicloud_environments')
+          .selectAll()
+          .where('name', '=', env)
+          .executeTakeFirst();
+        if (existing) {
+          throw new CommandError(
+            'minicloud.env_exists',
+            `environment ${env} already exists (${existing.state}); delete it first`,
+          );
+        }
+        const pkg = await acquirePackage(o.package.fqn, o.package.version, o.signal);
+        const flowId = `deploy-${env}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+        const ref = { fqn: pkg.ref.fqn, version: pkg.ref.version, id: pkg.ref.id };
+        o.onPackage?.({ ...ref, hit: pkg.hit, path: pkg.path });
+        await database.db
+          .insertInto('minicloud_environments')
+          .values({
+            name: env,
+            state: 'deploying',
+            package: `${ref.fqn}/${ref.version}/${ref.id}`,
+            flow_id: flowId,
+            updated_at: Date.now(),
+          })
+          .execute();
+        const inputs: DeployInputs = {
+          env,
+          packagePath: pkg.path,
+          packageRef: ref,
+          node: node.name,
+          faults: {
+            vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
+            failStep: o.faults?.failStep ?? null,
+          },
+        };
+        const retried: Record<string, number> = {};
+        const reverted: string[] = [];
+        const vms: Record<string, string> = {};
+        const off = engine.on('task:state', (e) => {
+          if (e.flowId !== flowId) return;
+          if (e.state === 'RETRYING') retried[e.task] = e.attempt + 1;
+          if (e.state === 'REVERTED') reverted.push(e.task);
+          if (e.state === 'SUCCESS' && e.task.startsWith('vm-'))
+            vms[e.task] = (e.result as { gpu: string }).gpu;
+        });
+        hub.flowStarted(flowId, `${DEPLOY_FLOW} ${env}`, deployTaskNames());
+        let failure: DeployResult['failure'] = null;
+        try {
+          await engine.run(flow, { inputs, flowId, ...(o.signal ? { signal: o.signal } : {}) });
+          await database.db
+            .updateTable('minicloud_environments')
+            .set({ state: 'deployed', updated_at: Date.now() })
+            .where('name', '=', env)
+            .execute();
+          envLeases.set(env, pkg);
+        } catch (error) {
+          await releasePackage(pkg);
+          if (!(error instanceof FlowFailed)) {
+            await database.db
+              .deleteFrom('minicloud_environments')
+              .where('name', '=', env)
+              .execute();
+            throw error;
+          }
+          const first = error.failures[0];
+          failure = { task: first?.task ?? null, message: first?.message ?? error.message };
+          // Every resource was reverted: the environment is gone.
+          await database.db.deleteFrom('minicloud_environments').where('name', '=', env).execute();
+        } finally {
+          off();
+        }
+        return {
+          env,
+          flowId,
+          ok: failure === null,
+          package: { ...ref, hit: pkg.hit, path: pkg.path },
+          retried,
+          failure,
+          reverted,
+          vms,
+          durationMs: Date.now() - started,
+        };
+      },
+
+      async deleteEnvironment(env, hooks = {}) {
+        if (typeof env !== 'string' || !ENV_NAME.test(env)) {
+          throw invalid(
+            `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
+          );
+        }
+        await using _lock = await locks.acquire(`minicloud:env:${env}`, { timeoutMs: 30_000 });
+        const row = await database.db
+          .selectFrom('minicloud_environments')
+          .selectAll()
+          .where('name', '=', env)
+          .executeTakeFirst();
+        if (!row) throw new CommandError('minicloud.env_not_found', `no environment named ${env}`);
+        await database.db
+          .updateTable('minicloud_environments')
+          .set({ state: 'deleting', updated_at: Date.now() })
+          .where('name', '=', env)
+          .execute();
+        let planId = '';
+        const report = await teardownEnvironment(database, reshape, env, {
+          onPlan(plan, text) {
+            planId = plan.id;
+            hub.publish({ type: 'plan:set', plan });
+            hooks.onPlan?.(plan, text);
+          },
+          onObject(id, state) {
+            hub.publish({ type: 'plan:object', planId, id, state });
+            hooks.onObject?.(id, state);
+          },
+          onNotify(subscriber, publisher) {
+            hooks.onNotify?.(subscriber, publisher);
+          },
+        });
+        let packageRemoved: PackageRef | null = null;
+        const pkg = envLeases.get(env);
+        if (pkg) {
+          envLeases.delete(env);
+          await releasePackage(pkg);
+          const current = await repository.current(pkg.ref.fqn, pkg.ref.version);
+          const stillUsed = [...envLeases.values()].some((p) => refKey(p.ref) === refKey(pkg.ref));
+          if (current?.id !== pkg.ref.id && !stillUsed && (await packages.remove(pkg.ref))) {
+            packageRemoved = { ...pkg.ref };
+          }
+        }
+        await providerTree();
+        return { ...report, packageRemoved };
+      },
+
+      async environments() {
+        const rows = await database.db
+          .selectFrom('minicloud_environments')
+          .selectAll()
+          .orderBy('name')
+          .execute();
+        return rows.map((r) => ({
+          name: r.name,
+          state: r.state,
+          package: r.package,
+          flowId: r.flow_id,
+        }));
+      },
+
+      async castContainerOp(container, type, payload = {}) {
+        if (typeof container !== 'string' || !CONTAINER_NAME.test(container)) {
+          throw invalid(
+            `container name must be 1-128 letters, digits, '_', '.' or '-', got ${JSON.stringify(container)}`,
+          );
+        }
+        if (!CONTAINER_OPS.includes(type)) {
+          throw invalid(
+            `container operation must be one of ${CONTAINER_OPS.join(', ')}, got ${JSON.stringify(type)}`,
+          );
+        }
+        return queue.cast(container, { type, payload } as never);
+      },
+
+      async containers() {
+        const rows = await database.db
+          .selectFrom('minicloud_containers')
+          .selectAll()
+          .orderBy('name')
+          .execute();
+        return rows.map((r) => ({ name: r.name, image: r.image, state: r.state }));
+      },
+
+      publishCache,
+
+      async close() {
+        for (const close of closers.splice(0).reverse()) {
+          try {
+            await close();
+          } catch (error) {
+            logger.warn({ err: error }, 'minicloud: error while closing');
+          }
+        }
+      },
+      [Symbol.asyncDispose]() {
+        return cloud.close();
+      },
+    };
+    return cloud;
+  } catch (error) {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => {});
+    throw error;
+  }
+}
+
+function sortKeys(o: Record<string, number>): [string, number][] {
+  return Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+export type { ContainerOpResult };
+export { RiggingError };

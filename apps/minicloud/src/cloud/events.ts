@@ -1,0 +1,219 @@
+import { TypedEmitter } from '@rigging/core';
+import {
+  applyEvent,
+  emptyState,
+  type DashboardEvent,
+  type DashboardEventType,
+  type DashboardState,
+  type FlowState,
+  type FlowStatus,
+  type QueueKeyState,
+  type TaskState,
+  type TaskStatus,
+} from '../../dashboard/src/state.js';
+
+export type {
+  DashboardEvent,
+  DashboardEventType,
+  DashboardState,
+  DestructionPlan as DashboardPlan,
+  FlowState as DashboardFlow,
+  ProviderNode,
+  QueueKeyState,
+  ReshapeRecord,
+} from '../../dashboard/src/state.js';
+
+/**
+ * The events of a {@link Cloud}'s hub: one per dashboard event type, each payload being the
+ * whole dashboard event (`type` included), so `hub.onAny((_, e) => dashboardHub.publish(e))`
+ * forwards everything.
+ */
+export type CloudEvents = { [K in DashboardEventType]: Extract<DashboardEvent, { type: K }> };
+
+/**
+ * The typed event hub of a cloud: re-emits what the packages emit in the dashboard's shape and
+ * keeps the folded {@link DashboardState} (the same reducer the page uses), for snapshots.
+ */
+export class CloudHub extends TypedEmitter<CloudEvents> {
+  #state: DashboardState = emptyState();
+  readonly #flows = new Map<string, FlowState>();
+  readonly #keys = new Map<string, QueueKeyState>();
+
+  constructor() {
+    super({ onListenerError: () => {} });
+  }
+
+  /** The state after every event published so far (what a dashboard snapshot sends). */
+  get state(): DashboardState {
+    return this.#state;
+  }
+
+  /** Applies `event` to the state and emits it under its type. */
+  publish(event: DashboardEvent): void {
+    this.#state = applyEvent(this.#state, event);
+    this.emit(event.type, event as never);
+  }
+
+  // ------------------------------------------------------------------ flows (tasks engine)
+
+  /** @internal announces a flow with its task names, before it runs. */
+  flowStarted(id: string, name: string, tasks: string[], owner?: string): void {
+    const flow: FlowState = {
+      id,
+      name,
+      state: 'pending',
+      startedAt: Date.now(),
+      endedAt: null,
+      tasks: tasks.map((t) => ({ name: t, state: 'pending', startedAt: null, endedAt: null })),
+      failure: null,
+      ...(owner ? { owner } : {}),
+    };
+    this.#flows.set(id, flow);
+    if (this.#flows.size > 50) this.#flows.delete(this.#flows.keys().next().value!);
+    this.publish({ type: 'flow:update', flow });
+  }
+
+  /** @internal one `task:state` event of the engine. */
+  taskState(e: {
+    flowId: string;
+    flow: string;
+    task: string;
+    state: string;
+    attempt: number;
+    at: number;
+    failure?: { message: string } | undefined;
+  }): void {
+    const flow = this.#flow(e.flowId, e.flow);
+    const prev = flow.tasks.find((t) => t.name === e.task);
+    const state = TASK_STATES[e.state] ?? 'running';
+    const task: TaskState = {
+      name: e.task,
+      state,
+      startedAt: e.state === 'RUNNING' || !prev?.startedAt ? e.at : prev.startedAt,
+      endedAt: state === 'running' || state === 'reverting' ? null : e.at,
+      attempts: e.attempt,
+      error: e.failure ? e.failure.message : (prev?.error ?? null),
+    };
+    if (e.state === 'RUNNING' && prev?.startedAt) task.startedAt = prev.startedAt;
+    flow.tasks = prev
+      ? flow.tasks.map((t) => (t.name === e.task ? task : t))
+      : [...flow.tasks, task];
+    let flowState: FlowStatus | undefined;
+    if (e.state === 'FAILURE' && e.failure && !flow.failure) {
+      flow.failure = { task: e.task, message: e.failure.message };
+    }
+    if (e.state === 'REVERTING' && flow.state !== 'reverting') flowState = flow.state = 'reverting';
+    this.publish({
+      type: 'flow:task',
+      flowId: e.flowId,
+      task,
+      ...(flowState ? { flowState } : {}),
+    });
+  }
+
+  /** @internal one `flow:state` event of the engine. */
+  flowState(e: {
+    flowId: string;
+    flow: string;
+    state: string;
+    at: number;
+    failure?: { task: string | null; message: string } | undefined;
+  }): void {
+    const flow = this.#flow(e.flowId, e.flow);
+    flow.state = FLOW_STATES[e.state] ?? flow.state;
+    if (e.state === 'RUNNING' && flow.startedAt === null) flow.startedAt = e.at;
+    if (['SUCCESS', 'REVERTED', 'REVERT_FAILURE', 'CANCELLED', 'FAILURE'].includes(e.state)) {
+      flow.endedAt = e.at;
+    }
+    if (e.failure && !flow.failure) {
+      flow.failure = { task: e.failure.task ?? flow.name, message: e.failure.message };
+    }
+    this.publish({ type: 'flow:update', flow: { ...flow, tasks: [...flow.tasks] } });
+  }
+
+  /** A known flow, or one announced by its first event (e.g. resumed from another process). */
+  #flow(id: string, name: string): FlowState {
+    const known = this.#flows.get(id);
+    if (known) return known;
+    this.flowStarted(id, name, []);
+    return this.#flows.get(id)!;
+  }
+
+  // ------------------------------------------------------------------ queue keys
+
+  /** @internal updates one key from a queue event and publishes it. */
+  queueEvent(event: string, p: Record<string, unknown>): void {
+    const keyName = p.key as string;
+    const key: QueueKeyState = this.#keys.get(keyName) ?? {
+      key: keyName,
+      status: 'idle',
+      running: null,
+      pending: [],
+      lastFailure: null,
+    };
+    const id = p.id as string;
+    const type = p.type as string;
+    switch (event) {
+      case 'op:queued':
+        if (!p.deduplicated) key.pending = [...key.pending, { id, type, enqueuedAt: Date.now() }];
+        break;
+      case 'op:started':
+        key.pending = key.pending.filter((o) => o.id !== id);
+        key.running = { id, type };
+        break;
+      case 'op:succeeded':
+      case 'op:released':
+        if (key.running?.id === id) key.running = null;
+        break;
+      case 'op:failed':
+        if (key.running?.id === id) key.running = null;
+        key.lastFailure = {
+          opId: id,
+          type,
+          message: (p.error as { message?: string } | undefined)?.message ?? 'failed',
+          at: Date.now(),
+        };
+        break;
+      case 'op:cancelled':
+        key.pending = key.pending.filter((o) => o.id !== id);
+        break;
+      case 'key:status':
+        key.status = p.status as string;
+        if (p.status === 'idle') key.running = null;
+        break;
+      case 'key:discarded':
+        key.pending = [];
+        break;
+      default:
+        return;
+    }
+    key.updatedAt = Date.now();
+    this.#keys.set(keyName, key);
+    this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
+  }
+}
+
+const TASK_STATES: Record<string, TaskStatus> = {
+  PENDING: 'pending',
+  RUNNING: 'running',
+  RETRYING: 'running',
+  SUCCESS: 'succeeded',
+  FAILURE: 'failed',
+  REVERTING: 'reverting',
+  REVERTED: 'reverted',
+  REVERT_FAILURE: 'failed',
+  CANCELLED: 'failed',
+  SUSPENDED: 'pending',
+};
+
+const FLOW_STATES: Record<string, FlowStatus> = {
+  PENDING: 'pending',
+  RUNNING: 'running',
+  SUCCESS: 'succeeded',
+  FAILURE: 'failed',
+  REVERTING: 'reverting',
+  REVERTED: 'reverted',
+  REVERT_FAILURE: 'failed',
+  CANCELLED: 'reverted',
+  SUSPENDED: 'pending',
+};

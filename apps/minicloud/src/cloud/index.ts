@@ -1,0 +1,34 @@
+/**
+ * The minicloud composition: `openCloud()` wires every rigging package into one control plane.
+ * `minicloud demo`, `serve` and `worker` are built on it.
+ */
+export { openCloud } from './cloud.js';
+export type {
+  Cloud,
+  CloudOptions,
+  CacheCounters,
+  ContainerHandlers,
+  ContainerStatus,
+  DeployOptions,
+  DeployResult,
+  PrefetchResult,
+  ReshapeOutcome,
+} from './cloud.js';
+export { CloudHub } from './events.js';
+export type {
+  CloudEvents,
+  DashboardEvent,
+  DashboardState,
+  ProviderNode,
+  ReshapeRecord,
+} from './events.js';
+export { NODE_1, formatTree, gpuDriver, gpuName, seedLegacyNode, treeSnapshot } from './compute.js';
+export type { ComputeNodeSpec } from './compute.js';
+export { CONTAINER_OPS, ContainerError } from './containers.js';
+export type { ContainerOpPayload, ContainerOpResult, ContainerOpType } from './containers.js';
+export { DEPLOY_FLOW, deployFlow, deployTaskNames } from './deploy.js';
+export type { DeployFaults, DeployInputs } from './deploy.js';
+export { PackageRepository, tarArchive } from './repository.js';
+export type { PackageFile, PackageRef } from './repository.js';
+export { teardownEnvironment, toDashboardPlan } from './teardown.js';
+export type { TeardownHooks, TeardownReport } from './teardown.js';

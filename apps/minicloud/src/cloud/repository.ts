@@ -1,0 +1,223 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Database } from '@rigging/sql';
+import type { MinicloudTables } from '../migrations.js';
+
+/** A package as the cache knows it: `{fqn}/{version}/{id}` (id = the upload). */
+export interface PackageRef {
+  fqn: string;
+  version: string;
+  id: string;
+}
+
+/** One file of an uploaded package. */
+export interface PackageFile {
+  path: string;
+  content: string | Uint8Array;
+}
+
+/** Builds a POSIX ustar archive (regular files only), which the package cache extracts. */
+export function tarArchive(files: readonly PackageFile[], mtime = 0): Buffer {
+  const blocks: Buffer[] = [];
+  for (const f of files) {
+    const body = typeof f.content === 'string' ? Buffer.from(f.content) : Buffer.from(f.content);
+    const h = Buffer.alloc(512);
+    if (Buffer.byteLength(f.path) > 100) throw new TypeError(`tar: path too long: ${f.path}`);
+    h.write(f.path, 0, 100, 'utf8');
+    h.write('0000644\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(`${body.length.toString(8).padStart(11, '0')}\0`, 124);
+    h.write(
+      `${Math.floor(mtime / 1000)
+        .toString(8)
+        .padStart(11, '0')}\0`,
+      136,
+    );
+    h.write('        ', 148);
+    h.write('0', 156);
+    h.write('ustar\0', 257);
+    h.write('00', 263);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+    blocks.push(h, body);
+    const pad = (512 - (body.length % 512)) % 512;
+    if (pad) blocks.push(Buffer.alloc(pad));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
+}
+
+/**
+ * The package repository minicloud serves itself: a catalog in the database (the current upload
+ * of each fqn/version) and the archives under `<dataDir>/repository/`. A re-upload gets a new id;
+ * the outdated archive is deleted, so only the current id can be fetched.
+ */
+export class PackageRepository {
+  readonly dir: string;
+  readonly #database: Database<MinicloudTables>;
+  #server: Server | undefined;
+  #url: string | undefined;
+
+  constructor(database: Database<MinicloudTables>, dir: string) {
+    this.#database = database;
+    this.dir = dir;
+  }
+
+  /** The base URL while serving (`http://127.0.0.1:<port>`), else undefined. */
+  get url(): string | undefined {
+    return this.#url;
+  }
+
+  /** The URL template for the cache's HTTP fetcher. */
+  get urlTemplate(): string | undefined {
+    return this.#url ? `${this.#url}/packages/{fqn}/{version}/{id}` : undefined;
+  }
+
+  /** The current upload of `fqn`/`version`, if any. */
+  async current(
+    fqn: string,
+    version: string,
+  ): Promise<(PackageRef & { size: number; integrity: string }) | undefined> {
+    const row = await this.#database.db
+      .selectFrom('minicloud_packages')
+      .selectAll()
+      .where('fqn', '=', fqn)
+      .where('version', '=', version)
+      .executeTakeFirst();
+    return row
+      ? {
+          fqn: row.fqn,
+          version: row.version,
+          id: row.id,
+          size: Number(row.size),
+          integrity: row.integrity,
+        }
+      : undefined;
+  }
+
+  /** Stores a new upload of `fqn`/`version` (a new id, replacing the previous upload). */
+  async upload(
+    fqn: string,
+    version: string,
+    files: readonly PackageFile[],
+  ): Promise<PackageRef & { size: number; integrity: string }> {
+    const archive = tarArchive(files);
+    const id = `upload-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+    const integrity = `sha256-${createHash('sha256').update(archive).digest('base64')}`;
+    const dir = join(this.dir, fqn, version);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, `${id}.tar`), archive);
+    const previous = await this.current(fqn, version);
+    const row = { fqn, version, id, size: archive.length, integrity, uploaded_at: Date.now() };
+    await this.#database.transaction(async (trx) => {
+      await trx
+        .deleteFrom('minicloud_packages')
+        .where('fqn', '=', fqn)
+        .where('version', '=', version)
+        .execute();
+      await trx.insertInto('minicloud_packages').values(row).execute();
+    });
+    if (previous && previous.id !== id) {
+      await rm(join(dir, `${previous.id}.tar`), { force: true });
+    }
+    return { fqn, version, id, size: archive.length, integrity };
+  }
+
+  /** Answers `GET /packages/{fqn}/{version}/{id}`; resolves false when the path is not one. */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+    const m = /^\/packages\/([^/]+)\/([^/]+)\/([^/]+)$/.exec(
+      new URL(req.url ?? '/', 'http://x').pathname,
+    );
+    if (!m || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+    let fqn: string, version: string, id: string;
+    try {
+      [fqn, version, id] = [
+        decodeURIComponent(m[1]!),
+        decodeURIComponent(m[2]!),
+        decodeURIComponent(m[3]!),
+      ];
+    } catch {
+      return false;
+    }
+    const current = await this.current(fqn, version);
+    if (
+      !current ||
+      current.id !== id ||
+      [fqn, version, id].some((s) => s.includes('..') || s.includes('/'))
+    ) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: {
+            code: 'minicloud.package_not_found',
+            message: `no package ${fqn}/${version}/${id}`,
+          },
+        }),
+      );
+      return true;
+    }
+    const file = join(this.dir, fqn, version, `${id}.tar`);
+    const size = (await stat(file)).size;
+    res.writeHead(200, {
+      'content-type': 'application/x-tar',
+      'content-length': size,
+      etag: `"${id}"`,
+      'x-integrity': current.integrity,
+    });
+    if (req.method === 'HEAD') {
+      res.end();
+      return true;
+    }
+    await new Promise<void>((done) => {
+      const stream = createReadStream(file);
+      stream.on('error', () => {
+        res.destroy();
+        done();
+      });
+      res.on('close', () => done());
+      stream.pipe(res);
+    });
+    return true;
+  }
+
+  /** Serves the repository over HTTP on `host` (loopback) and `port` (0: a free one). */
+  async listen(options: { host?: string; port?: number } = {}): Promise<string> {
+    if (this.#url) return this.#url;
+    const server = createServer((req, res) => {
+      this.handle(req, res).then(
+        (handled) => {
+          if (!handled) res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+        },
+        () => {
+          if (!res.headersSent) res.writeHead(500).end();
+          else res.destroy();
+        },
+      );
+    });
+    const host = options.host ?? '127.0.0.1';
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => resolve());
+    });
+    this.#server = server;
+    const { port } = server.address() as AddressInfo;
+    this.#url = `http://${host}:${port}`;
+    return this.#url;
+  }
+
+  /** Stops serving. */
+  async close(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    this.#url = undefined;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,38 @@
+import type { DemoStep } from './types.js';
+
+/**
+ * Story step 4: deleting env-1 with the destroy graph: the plan (the network depends on the
+ * VMs), notifications, destruction in order, allocations released, the outdated package copy
+ * cleaned once unused.
+ */
+export const teardownStep: DemoStep = {
+  label: 'teardown',
+  async run({ cloud, summary, detail }) {
+    const env = 'env-1';
+    const report = await cloud.deleteEnvironment(env, {
+      onPlan(_plan, text) {
+        for (const line of text.split('\n')) detail(line);
+      },
+      onNotify(subscriber, publisher) {
+        detail(`notify ${subscriber}: ${publisher} is about to be destroyed`);
+      },
+      onObject(id, state) {
+        if (state !== 'destroying') detail(`${state} ${id}`);
+      },
+    });
+    if (report.packageRemoved) {
+      const r = report.packageRemoved;
+      detail(
+        `outdated package copy ${r.fqn}/${r.version}/${r.id} removed from the cache (no longer in use)`,
+      );
+      summary.packages.cleaned.push(r.id);
+    }
+    const vms = report.destroyed.filter((id) => id.includes('/vm-'));
+    const net = report.destroyed.indexOf(`${env}/net`);
+    const order = vms.every((vm) => report.destroyed.indexOf(vm) < net)
+      ? 'VMs before the network'
+      : 'ORDER VIOLATED';
+    summary.teardown = { env, order: report.destroyed, released: report.released.length };
+    return `${env}: ${report.destroyed.length} objects destroyed (${order}), ${report.released.length} allocations released`;
+  },
+};
