@@ -133,7 +133,7 @@ describe('several OS processes sharing one cache root', { timeout: 120_000 }, ()
     const counter = join(root, 'fetches.log');
     const chunks = 8;
     const [waiter] = await start(1, { root, chunks, chunkDelayMs: 15, blobBytes: 256 * 1024 });
-    const points = [0, 3, 7, -1];
+    const points = [0, Math.floor(Math.random() * chunks), chunks - 1, -1, -1];
     for (const [i, point] of points.entries()) {
       const r = ref(`k${i}`);
       const victim = new Worker({ root, counter, chunks, chunkDelayMs: 15, blobBytes: 256 * 1024 });
