@@ -91,7 +91,7 @@ interface Backend {
   /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
   subscribe?(id: string, wake: () => void): () => void;
   /** Announces a waiter of `id` to releasers (so they notify); returns the function ending it. */
-  beginWait?(id: string): Promise<() => Promise<void>>;
+  beginWait?(id: string): Promise<(() => Promise<void>) | undefined>;
   close(): Promise<void>;
 }
 
@@ -257,10 +257,16 @@ class PostgresBackend extends SessionBackend {
     };
   }
 
-  async beginWait(id: string): Promise<() => Promise<void>> {
+  async beginWait(id: string): Promise<(() => Promise<void>) | undefined> {
     const { session, lost } = await this.session();
     const { hi, lo } = split64(id);
-    await session.query('select pg_advisory_lock_shared($1::int, $2::int)', [hi | 0, lo | 0]);
+    // never block the session: a releaser holds the exclusive side for one statement only, so
+    // on failure the caller simply tries to announce again after its next (fallback) sleep
+    const r = await session.query<{ ok: boolean }>(
+      'select pg_try_advisory_lock_shared($1::int, $2::int) as ok',
+      [hi | 0, lo | 0],
+    );
+    if (!r.rows[0]?.ok) return undefined;
     let ended = false;
     return async () => {
       if (ended || lost.signal.aborted) return;
