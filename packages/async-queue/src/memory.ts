@@ -132,6 +132,47 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     return 'queued';
   };
 
+  const claimNow = (limit: number, key: string | undefined): Claim[] => {
+    const claims: Claim[] = [];
+    const at = now();
+    const take = (k: KeyRec) => {
+      const op = k.queue.shift()!;
+      op.status = 'running';
+      op.attempts++;
+      op.token++;
+      op.startedAt = at;
+      k.running = op;
+      claims.push({ op, token: op.token });
+    };
+    const eligible = (k: KeyRec) =>
+      !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
+    if (key !== undefined) {
+      const k = keys.get(key);
+      if (k && eligible(k) && limit > 0) take(k);
+      return claims;
+    }
+    for (const k of delayed) {
+      if (k.availAt <= at) {
+        delayed.delete(k);
+        makeReady(k);
+      }
+    }
+    while (claims.length < limit && readyHead < ready.length) {
+      const k = ready[readyHead++]!;
+      k.inReady = false;
+      if (eligible(k)) take(k);
+      else {
+        makeReady(k);
+        forgetKeyIfIdle(k);
+      }
+    }
+    if (readyHead > 1024 && readyHead * 2 > ready.length) {
+      ready = ready.slice(readyHead);
+      readyHead = 0;
+    }
+    return claims;
+  };
+
   const backend: QueueBackend = {
     kind: 'memory',
     durable: false,
@@ -174,51 +215,14 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       return { op, created: true };
     },
     async claim({ limit, key }) {
-      const claims: Claim[] = [];
-      const at = now();
-      const take = (k: KeyRec) => {
-        const op = k.queue.shift()!;
-        op.status = 'running';
-        op.attempts++;
-        op.token++;
-        op.startedAt = at;
-        k.running = op;
-        claims.push({ op, token: op.token });
-      };
-      const eligible = (k: KeyRec) =>
-        !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
-      if (key !== undefined) {
-        const k = keys.get(key);
-        if (k && eligible(k) && limit > 0) take(k);
-        return { claims, poisoned: [] };
-      }
-      for (const k of delayed) {
-        if (k.availAt <= at) {
-          delayed.delete(k);
-          makeReady(k);
-        }
-      }
-      while (claims.length < limit && readyHead < ready.length) {
-        const k = ready[readyHead++]!;
-        k.inReady = false;
-        if (eligible(k)) take(k);
-        else {
-          makeReady(k);
-          forgetKeyIfIdle(k);
-        }
-      }
-      if (readyHead > 1024 && readyHead * 2 > ready.length) {
-        ready = ready.slice(readyHead);
-        readyHead = 0;
-      }
-      return { claims, poisoned: [] };
+      return { claims: claimNow(limit, key), poisoned: [] };
     },
     async heartbeat(claims) {
       const lost = new Set<Claim>();
       for (const c of claims) if (!held(c)) lost.add(c);
       return lost;
     },
-    async succeed(claim, result) {
+    async succeed(claim, result, next) {
       const op = held(claim);
       if (!op) return undefined;
       op.status = 'succeeded';
@@ -231,7 +235,8 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       retire(op);
       makeReady(k);
       forgetKeyIfIdle(k);
-      return { op, cancelled: [], blocked: false };
+      const chained = next ? { claims: claimNow(1, undefined), poisoned: [] } : undefined;
+      return { op, cancelled: [], blocked: false, next: chained };
     },
     async fail(claim, error: SerializedError, outcome: FailOutcome) {
       const op = held(claim);

@@ -665,7 +665,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     if (entry.abandoned) return;
     if (ok) {
       const chain =
-        this.backend.durable && this.#loop !== undefined && !this.#stop.signal.aborted
+        this.#loop !== undefined && !this.#stop.signal.aborted
           ? {
               leaseMs: this.#leaseMs,
               workerId: this.workerId,

@@ -142,7 +142,7 @@ export function conformance(
               await q.close();
             },
           ),
-          { numRuns: opts.slow ? 8 : 25 },
+          { numRuns: opts.slow ? 5 : 25 },
         );
       },
       timeout * 3,
