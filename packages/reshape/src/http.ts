@@ -1118,7 +1118,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
             let input: AllocationsInput;
             if (atLeast(version, [1, 12])) {
               const o = obj(body, 'body');
-              input = consumerBody(o, 'body', version, !atLeast(version, [1, 28]) || true);
+              input = consumerBody(o, 'body', version, !atLeast(version, [1, 28]));
             } else {
               const o = obj(
                 body,
@@ -1183,6 +1183,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
           body: true,
           handler: async ({ body, version }) => {
             const o = obj(body, 'body');
+            if (Object.keys(o).length === 0) bad('body does not have enough properties');
             const allocations: Record<string, AllocationsInput> = {};
             for (const [consumer, entry] of Object.entries(o)) {
               const c = uuid(consumer, 'consumer uuid');

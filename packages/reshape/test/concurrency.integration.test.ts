@@ -36,7 +36,7 @@ for (const backend of backends) {
               allocations: { [root.uuid]: { VCPU: 1, VGPU: 1 } },
             });
           }
-          const child = spawnNode(fixture, [fresh.url, root.uuid, '150']);
+          const child = spawnNode(fixture, [fresh.url, root.uuid, '100']);
           try {
             await child.waitForLine('ready');
             await child.waitForLine('allocated');
@@ -50,7 +50,7 @@ for (const backend of backends) {
                 });
                 if (r.reshaped) break;
               } catch (error) {
-                if (!(error instanceof ReshapeFailed) || attempts > 50) throw error;
+                if (!(error instanceof ReshapeFailed) || attempts > 1000) throw error;
               }
             }
             const done = await child.waitForLine(/^done /, 80_000);

@@ -30,8 +30,12 @@ async function expectCode(p: Promise<unknown>, code: string): Promise<RiggingErr
 }
 
 /** Everything observable about some providers and consumers, to prove nothing changed. */
-export async function dump(store: ReshapeStore, consumers: string[]): Promise<unknown> {
-  const providers = await store.listProviders();
+export async function dump(
+  store: ReshapeStore,
+  consumers: string[],
+  inTree?: string,
+): Promise<unknown> {
+  const providers = await store.listProviders(inTree ? { inTree } : {});
   const out: unknown[] = [];
   for (const p of providers) {
     out.push(p, await store.getInventories(p.uuid), await store.getUsages(p.uuid));
@@ -532,10 +536,10 @@ export function conformance(
     for (const [what, code, mutate] of failures) {
       it(`changes nothing on ${what}`, async () => {
         const s = await setup();
-        const before = await dump(store, s.consumers);
+        const before = await dump(store, s.consumers, s.root.uuid);
         const req = mutate(s) as Parameters<ReshapeStore['reshape']>[0];
         await expectCode(store.reshape(req), code);
-        expect(await dump(store, s.consumers)).toEqual(before);
+        expect(await dump(store, s.consumers, s.root.uuid)).toEqual(before);
         const report = await reshapeDryRun(store, req);
         expect(report.ok).toBe(false);
         expect(report.problems.map((p) => p.code)).toContain(code);
@@ -544,7 +548,7 @@ export function conformance(
 
     it('dry-runs: reports the diff and writes nothing', async () => {
       const s = await setup();
-      const before = await dump(store, s.consumers);
+      const before = await dump(store, s.consumers, s.root.uuid);
       const report = await reshapeDryRun(store, s.good());
       expect(report.ok).toBe(true);
       expect(report.allocations).toHaveLength(2);
@@ -557,7 +561,7 @@ export function conformance(
         before: 0,
         after: 4,
       });
-      expect(await dump(store, s.consumers)).toEqual(before);
+      expect(await dump(store, s.consumers, s.root.uuid)).toEqual(before);
     });
 
     it('renames a custom resource class', async () => {
@@ -659,7 +663,7 @@ export function conformance(
 
     it('wraps a failed flush in ReshapeFailed and changes nothing', async () => {
       const { root, ids } = await vgpuHost(6);
-      const before = await dump(store, ids);
+      const before = await dump(store, ids, root.uuid);
       // Every VGPU goes to one child of 2: the capacity check fails the whole reshape.
       const wrapped: ProviderTreeDriver = {
         updateProviderTree(tree, allocations) {
