@@ -30,52 +30,60 @@ async function runChild(
 
 /** Crash/resume tests with real processes on the database at `url()`. */
 export function crashSuite(url: () => string, tag: string): void {
-  it(`[${tag}] resumes a ${N}-task flow after SIGKILL inside a task, never re-running a completed task`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rigging-tasks-crash-'));
-    try {
-      const side = join(dir, 'side');
-      const killAt = 1 + Math.floor(Math.random() * (N - 2));
-      const flowId = `crash-run-${tag}-${killAt}`;
-      const first = await runChild(url(), [flowId, 'run', N, killAt, -1, -1, side]);
-      expect(first.code, `killAt=${killAt}`).toBe('SIGKILL');
-      const second = await runChild(url(), [flowId, 'resume', N, -1, -1, -1, side]);
-      expect(second.lines).toContain('outcome success');
-      const lines = readFileSync(side, 'utf8').trim().split('\n');
-      const e = counts(lines, 'E');
-      for (let i = 0; i < N; i++)
-        expect(e.get(i), `task ${i} (killAt=${killAt})`).toBe(i === killAt ? 2 : 1);
-      expect(counts(lines, 'R').size).toBe(0);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  it.concurrent(
+    `[${tag}] resumes a ${N}-task flow after SIGKILL inside a task, never re-running a completed task`,
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'rigging-tasks-crash-'));
+      try {
+        const side = join(dir, 'side');
+        const killAt = 1 + Math.floor(Math.random() * (N - 2));
+        const flowId = `crash-run-${tag}-${killAt}`;
+        const first = await runChild(url(), [flowId, 'run', N, killAt, -1, -1, side]);
+        expect(first.code, `killAt=${killAt}`).toBe('SIGKILL');
+        const second = await runChild(url(), [flowId, 'resume', N, -1, -1, -1, side]);
+        expect(second.lines).toContain('outcome success');
+        const lines = readFileSync(side, 'utf8').trim().split('\n');
+        const e = counts(lines, 'E');
+        for (let i = 0; i < N; i++)
+          expect(e.get(i), `task ${i} (killAt=${killAt})`).toBe(i === killAt ? 2 : 1);
+        expect(counts(lines, 'R').size).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 
-  it(`[${tag}] resumes an interrupted revert after SIGKILL, reverting each completed task in reverse order`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rigging-tasks-crash-'));
-    try {
-      const side = join(dir, 'side');
-      const failAt = N - 1;
-      const killRevertAt = Math.floor(Math.random() * (N - 1));
-      const flowId = `crash-revert-${tag}-${killRevertAt}`;
-      const first = await runChild(url(), [flowId, 'run', N, -1, failAt, killRevertAt, side]);
-      expect(first.code, `killRevertAt=${killRevertAt}`).toBe('SIGKILL');
-      const second = await runChild(url(), [flowId, 'resume', N, -1, failAt, killRevertAt, side]);
-      expect(second.lines).toContain('outcome tasks.flow_failed');
-      const lines = readFileSync(side, 'utf8').trim().split('\n');
-      expect(lines.filter((l) => l.startsWith('BAD'))).toEqual([]);
-      const e = counts(lines, 'E');
-      for (let i = 0; i < N; i++) expect(e.get(i), `exec ${i}`).toBe(1);
-      const r = counts(lines, 'R');
-      for (let i = 0; i < N - 1; i++)
-        expect(r.get(i), `revert ${i} (killRevertAt=${killRevertAt})`).toBe(
-          i === killRevertAt ? 2 : 1,
-        );
-      expect(r.has(N - 1)).toBe(false);
-      const order = lines.filter((l) => l.startsWith('R ')).map((l) => Number(l.slice(2)));
-      const firstSeen = order.filter((v, idx) => order.indexOf(v) === idx);
-      expect(firstSeen).toEqual([...Array(N - 1).keys()].reverse());
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  it.concurrent(
+    `[${tag}] resumes an interrupted revert after SIGKILL, reverting each completed task in reverse order`,
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'rigging-tasks-crash-'));
+      try {
+        const side = join(dir, 'side');
+        const failAt = N - 1;
+        const killRevertAt = Math.floor(Math.random() * (N - 1));
+        const flowId = `crash-revert-${tag}-${killRevertAt}`;
+        const first = await runChild(url(), [flowId, 'run', N, -1, failAt, killRevertAt, side]);
+        expect(first.code, `killRevertAt=${killRevertAt}`).toBe('SIGKILL');
+        const second = await runChild(url(), [flowId, 'resume', N, -1, failAt, killRevertAt, side]);
+        expect(second.lines).toContain('outcome tasks.flow_failed');
+        const lines = readFileSync(side, 'utf8').trim().split('\n');
+        expect(lines.filter((l) => l.startsWith('BAD'))).toEqual([]);
+        const e = counts(lines, 'E');
+        for (let i = 0; i < N; i++) expect(e.get(i), `exec ${i}`).toBe(1);
+        const r = counts(lines, 'R');
+        for (let i = 0; i < N - 1; i++)
+          expect(r.get(i), `revert ${i} (killRevertAt=${killRevertAt})`).toBe(
+            i === killRevertAt ? 2 : 1,
+          );
+        expect(r.has(N - 1)).toBe(false);
+        const order = lines.filter((l) => l.startsWith('R ')).map((l) => Number(l.slice(2)));
+        const firstSeen = order.filter((v, idx) => order.indexOf(v) === idx);
+        expect(firstSeen).toEqual([...Array(N - 1).keys()].reverse());
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 }
