@@ -104,7 +104,7 @@ describe('FileLock', () => {
     const waits = held.map((_, i) => waiters.acquire(`k${i}`));
     const started = Date.now();
     for (let i = 0; i < 20; i++) await readFile(join(dir, readdirSync(dir)[0]!));
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(10_000); // a blocked pool would hang forever
     await Promise.all(held.map((l) => l.release()));
     await Promise.all((await Promise.all(waits)).map((l) => l.release()));
     holder.close();
