@@ -455,7 +455,8 @@ function tarjan(n: number, off: Int32Array, tgt: Int32Array, comp: Int32Array): 
 /** Ownership depth (0 for an object without owner), memoized per stamp, without recursion. */
 export function ownershipDepth(node: Node, stamp: number): number {
   if (node.depthStamp === stamp) return node.depth;
-  const chain: Node[] = [];
+  const chain = depthChain;
+  chain.length = 0;
   let cur: Node | null = node;
   while (cur && cur.depthStamp !== stamp) {
     chain.push(cur);
@@ -466,8 +467,12 @@ export function ownershipDepth(node: Node, stamp: number): number {
     chain[i]!.depth = d++;
     chain[i]!.depthStamp = stamp;
   }
+  chain.length = 0;
   return node.depth;
 }
+
+/** Scratch stack of {@link ownershipDepth} (reused: no allocation per object). */
+const depthChain: Node[] = [];
 
 function computeEdges(csr: Csr): PlanEdge[] {
   const { nodes, inPlan, off, tgt, kind, groupOf } = csr;

@@ -137,7 +137,7 @@ describe('plan', () => {
     expect(plan.size).toBe(200_000);
     expect(plan.groups[0]![0]!.id).toBe('n199999');
     expect(g.collect()).toHaveLength(200_000);
-  });
+  }, 120_000);
 
   it('lists each group by ownership depth (deepest first), then id, for small and large plans alike', () => {
     const g = new ObjectGraph();
