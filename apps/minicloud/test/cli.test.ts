@@ -153,6 +153,46 @@ describe('minicloud', () => {
     expect(mem.stdout).toContain('sqlite::memory: (from --database)');
   });
 
+  it('reshape: the offline upgrade path, idempotent', { timeout: 60_000 }, async () => {
+    const url = `sqlite:${join(tmp, 'offline', 'mc.db')}`;
+    const missing = await minicloud(['reshape', '--database', url]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(
+      'minicloud: compute node node-1 is not in the database; nothing to reshape [minicloud.no_compute_node]\n',
+    );
+    const seeded = await minicloud([
+      'reshape',
+      '--database',
+      url,
+      '--seed',
+      '--gpus',
+      '2',
+      '--vgpus-per-gpu',
+      '8',
+    ]);
+    expect(seeded.stderr).toBe('');
+    expect(seeded.code).toBe(0);
+    expect(seeded.stdout).toContain(
+      '  needed    node-1: VGPU inventory moves from the root to 2 per-GPU providers',
+    );
+    expect(seeded.stdout).toContain('└ node-1_pgpu1  VGPU');
+    expect(seeded.stdout).toContain(
+      '  reshaped  6 consumers moved to 2 GPU providers, none lost (6/6 consumers)',
+    );
+    const again = await minicloud([
+      'reshape',
+      '--database',
+      url,
+      '--gpus',
+      '2',
+      '--vgpus-per-gpu',
+      '8',
+    ]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('nothing to do: node-1 already has 2 GPU providers');
+    expect((await minicloud(['reshape', '--help'])).stdout).toMatch(/offline upgrade/);
+  });
+
   describe('user errors: one line on stderr, no stack, non-zero exit', () => {
     const oneLine = (r: Result) => {
       expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
@@ -195,6 +235,8 @@ describe('minicloud', () => {
       [['demo', '--bogus'], /Unknown option '--bogus'/],
       [['demo', '--database'], /argument missing/],
       [['--database', 'x'], /expected a command/],
+      [['reshape', '--gpus', 'many'], /--gpus must be an integer/],
+      [['reshape', '--node', '../x'], /--node must be a provider name/],
     ])('usage error %j exits 2', async (args, message) => {
       const r = await minicloud(args);
       expect(r.code).toBe(2);

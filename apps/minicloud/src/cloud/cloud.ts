@@ -6,13 +6,7 @@ import { sqlBackend } from '@rigging/async-queue/sql';
 import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
 import { PackageCache, type CachedPackage } from '@rigging/package-cache';
 import { httpFetcher } from '@rigging/package-cache/fetchers';
-import {
-  ReshapeNeeded,
-  offlineReshape,
-  updateProviderTree,
-  type ReshapeStore,
-  type TreeAllocations,
-} from '@rigging/reshape';
+import type { ReshapeStore } from '@rigging/reshape';
 import { sqlStore } from '@rigging/reshape/sql';
 import { Engine, FlowFailed } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
@@ -21,13 +15,12 @@ import type { CacheEntry, ProviderNode, ReshapeRecord } from '../../dashboard/sr
 import { CommandError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import {
-  allocationTotals,
   findNode,
-  gpuDriver,
   NODE_1,
-  seedLegacyNode,
+  reshapeNode,
   treeSnapshot,
   type ComputeNodeSpec,
+  type ReshapeOutcome,
 } from './compute.js';
 import {
   CONTAINER_OPS,
@@ -72,25 +65,6 @@ export interface CloudOptions {
   cacheMaxBytes?: number;
   /** The simulated compute node. @default node-1 with 4 GPUs × 4 VGPUs */
   node?: ComputeNodeSpec;
-}
-
-/** What {@link Cloud.startupReshape} did. */
-export interface ReshapeOutcome {
-  node: string;
-  rootUuid: string;
-  /** True when the node was created as "the previous version" (VGPUs on the root, instances). */
-  seeded: boolean;
-  /** The driver's `ReshapeNeeded` message, when it raised one. */
-  needed: string | null;
-  reshaped: boolean;
-  movedConsumers: string[];
-  before: ProviderNode[];
-  after: ProviderNode[];
-  /** Consumers before / after, and consumers whose totals changed or vanished (must be empty). */
-  consumersBefore: number;
-  consumersAfter: number;
-  lost: string[];
-  durationMs: number;
 }
 
 /** Options of {@link Cloud.deployEnvironment}. */
@@ -364,81 +338,25 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     };
 
     const runReshape = async (seed: boolean, offline: boolean): Promise<ReshapeOutcome> => {
-      const started = Date.now();
-      let rootUuid: string | undefined;
-      let seeded = false;
-      if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
-      else rootUuid = await nodeUuid();
-      if (!rootUuid) {
-        throw new CommandError(
-          'minicloud.no_compute_node',
-          `compute node ${node.name} is not in the database; nothing to reshape`,
-        );
-      }
-      const before = await treeSnapshot(reshape, rootUuid);
-      const allocationsBefore = await reshape.getAllocationsForProviderTree(rootUuid);
-      let needed: string | null = null;
-      const inner = gpuDriver(rootUuid, node);
-      const driver = {
-        async updateProviderTree(
-          tree: Parameters<typeof inner.updateProviderTree>[0],
-          allocations?: TreeAllocations,
-        ) {
-          try {
-            await inner.updateProviderTree(tree, allocations);
-          } catch (error) {
-            if (error instanceof ReshapeNeeded) needed = error.message;
-            throw error;
-          }
-        },
-      };
-      const opts = {
-        rootUuid,
-        rootName: node.name,
+      const outcome = await reshapeNode(reshape, node, {
+        seed,
+        offline,
         logger: logger.child({ component: 'reshape' }),
-      };
-      const result = offline
-        ? await offlineReshape(reshape, driver, opts)
-        : await updateProviderTree(reshape, driver, { ...opts, startup: true });
-      const after = await treeSnapshot(reshape, rootUuid);
-      const allocationsAfter = await reshape.getAllocationsForProviderTree(rootUuid);
-      const totalsBefore = allocationTotals(allocationsBefore);
-      const totalsAfter = allocationTotals(allocationsAfter);
-      const lost: string[] = [];
-      for (const [consumer, totals] of totalsBefore) {
-        if (
-          JSON.stringify(sortKeys(totals)) !==
-          JSON.stringify(sortKeys(totalsAfter.get(consumer) ?? {}))
-        )
-          lost.push(consumer);
-      }
-      if (result.reshaped) {
+      });
+      if (outcome.reshaped) {
         const record: ReshapeRecord = {
           at: Date.now(),
           node: node.name,
-          reason: needed ?? 'reshape',
-          before,
-          after,
-          allocationsMoved: result.movedConsumers.length,
+          reason: outcome.needed ?? 'reshape',
+          before: outcome.before,
+          after: outcome.after,
+          allocationsMoved: outcome.movedConsumers.length,
         };
         hub.publish({ type: 'providers:reshape', reshape: record });
       } else {
-        hub.publish({ type: 'providers:tree', nodes: after });
+        hub.publish({ type: 'providers:tree', nodes: outcome.after });
       }
-      return {
-        node: node.name,
-        rootUuid,
-        seeded,
-        needed,
-        reshaped: result.reshaped,
-        movedConsumers: result.movedConsumers,
-        before,
-        after,
-        consumersBefore: totalsBefore.size,
-        consumersAfter: totalsAfter.size,
-        lost,
-        durationMs: Date.now() - started,
-      };
+      return outcome;
     };
 
     const acquirePackage = async (fqn: string, version: string, signal?: AbortSignal) => {
@@ -702,9 +620,5 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
   }
 }
 
-function sortKeys(o: Record<string, number>): [string, number][] {
-  return Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-export type { ContainerOpResult };
+export type { ContainerOpResult, ReshapeOutcome };
 export { RiggingError };

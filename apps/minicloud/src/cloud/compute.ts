@@ -1,12 +1,16 @@
 import { randomUUID } from 'node:crypto';
+import { silentLogger, type Logger } from '@rigging/core';
 import {
   ReshapeNeeded,
+  offlineReshape,
+  updateProviderTree,
   type ProviderTree,
   type ProviderTreeDriver,
   type ReshapeStore,
   type TreeAllocations,
 } from '@rigging/reshape';
 import type { ProviderNode } from '../../dashboard/src/state.js';
+import { CommandError } from '../errors.js';
 
 /** The simulated compute node: its name, physical GPUs and VGPUs per GPU. */
 export interface ComputeNodeSpec {
@@ -157,4 +161,102 @@ export function formatTree(nodes: readonly ProviderNode[]): string[] {
   const uuids = new Set(nodes.map((n) => n.uuid));
   for (const r of nodes.filter((n) => n.parent === null || !uuids.has(n.parent))) visit(r, 0);
   return lines;
+}
+
+/** What {@link reshapeNode} did. */
+export interface ReshapeOutcome {
+  node: string;
+  rootUuid: string;
+  /** True when the node was created as "the previous version" (VGPUs on the root, instances). */
+  seeded: boolean;
+  /** The driver's `ReshapeNeeded` message, when it raised one. */
+  needed: string | null;
+  reshaped: boolean;
+  movedConsumers: string[];
+  before: ProviderNode[];
+  after: ProviderNode[];
+  /** Consumers before / after, and consumers whose totals changed or vanished (must be empty). */
+  consumersBefore: number;
+  consumersAfter: number;
+  lost: string[];
+  durationMs: number;
+}
+
+function sortKeys(o: Record<string, number>): [string, number][] {
+  return Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/**
+ * Runs the resource-tracker flow for `node` with reshapes allowed (service startup, or
+ * `offline` for the upgrade script), seeding the legacy node first when `seed` is set, and
+ * checks that no consumer's allocation totals changed.
+ */
+export async function reshapeNode(
+  reshape: ReshapeStore,
+  node: ComputeNodeSpec,
+  options: { seed: boolean; offline: boolean; logger?: Logger },
+): Promise<ReshapeOutcome> {
+  const { seed, offline } = options;
+  const logger = options.logger ?? silentLogger;
+  const started = Date.now();
+  let rootUuid: string | undefined;
+  let seeded = false;
+  if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
+  else rootUuid = await findNode(reshape, node.name);
+  if (!rootUuid) {
+    throw new CommandError(
+      'minicloud.no_compute_node',
+      `compute node ${node.name} is not in the database; nothing to reshape`,
+    );
+  }
+  const before = await treeSnapshot(reshape, rootUuid);
+  const allocationsBefore = await reshape.getAllocationsForProviderTree(rootUuid);
+  let needed: string | null = null;
+  const inner = gpuDriver(rootUuid, node);
+  const driver = {
+    async updateProviderTree(
+      tree: Parameters<typeof inner.updateProviderTree>[0],
+      allocations?: TreeAllocations,
+    ) {
+      try {
+        await inner.updateProviderTree(tree, allocations);
+      } catch (error) {
+        if (error instanceof ReshapeNeeded) needed = error.message;
+        throw error;
+      }
+    },
+  };
+  const opts = {
+    rootUuid,
+    rootName: node.name,
+    logger: logger.child({ component: 'reshape' }),
+  };
+  const result = offline
+    ? await offlineReshape(reshape, driver, opts)
+    : await updateProviderTree(reshape, driver, { ...opts, startup: true });
+  const after = await treeSnapshot(reshape, rootUuid);
+  const allocationsAfter = await reshape.getAllocationsForProviderTree(rootUuid);
+  const totalsBefore = allocationTotals(allocationsBefore);
+  const totalsAfter = allocationTotals(allocationsAfter);
+  const lost: string[] = [];
+  for (const [consumer, totals] of totalsBefore) {
+    if (
+      JSON.stringify(sortKeys(totals)) !== JSON.stringify(sortKeys(totalsAfter.get(consumer) ?? {}))
+    )
+      lost.push(consumer);
+  }
+  return {
+    node: node.name,
+    rootUuid,
+    seeded,
+    needed,
+    reshaped: result.reshaped,
+    movedConsumers: result.movedConsumers,
+    before,
+    after,
+    consumersBefore: totalsBefore.size,
+    consumersAfter: totalsAfter.size,
+    lost,
+    durationMs: Date.now() - started,
+  };
 }

@@ -22,7 +22,15 @@ export type {
   ProviderNode,
   ReshapeRecord,
 } from './events.js';
-export { NODE_1, formatTree, gpuDriver, gpuName, seedLegacyNode, treeSnapshot } from './compute.js';
+export {
+  NODE_1,
+  formatTree,
+  gpuDriver,
+  gpuName,
+  reshapeNode,
+  seedLegacyNode,
+  treeSnapshot,
+} from './compute.js';
 export type { ComputeNodeSpec } from './compute.js';
 export { CONTAINER_OPS, ContainerError } from './containers.js';
 export type { ContainerOpPayload, ContainerOpResult, ContainerOpType } from './containers.js';

@@ -148,14 +148,12 @@ export function toDashboardPlan(plan: DestructionPlan, root: string): DashboardP
     root,
     createdAt: Date.now(),
     groups: plan.groups.map((g) => g.map((o) => o.id)),
-    objects: plan.groups
-      .flat()
-      .map((o) => ({
-        id: o.id,
-        type: o.type,
-        name: o.id.split('/').pop() ?? o.id,
-        state: 'pending' as const,
-      })),
+    objects: plan.groups.flat().map((o) => ({
+      id: o.id,
+      type: o.type,
+      name: o.id.split('/').pop() ?? o.id,
+      state: 'pending' as const,
+    })),
     edges: plan.edges.map((e) => ({
       from: e.after,
       to: e.before,
