@@ -163,54 +163,62 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
   }
   const planned = nodes.length;
   // Placeholders: everything reachable along "destroyed before" edges (owners, subscribers).
-  // The out-degree of each object is counted on the way.
-  const degree: number[] = [];
+  // Objects are numbered when first seen and processed in that order, so their edges are
+  // written straight into the CSR arrays in one pass over the subscriber maps.
+  let cap = Math.max(16, nodes.length * 2);
+  let tgt = new Int32Array(cap);
+  let kind = new Uint8Array(cap);
+  let offs = new Int32Array(Math.max(16, nodes.length + 1));
+  let e = 0;
+  const push = (w: number, k: number) => {
+    if (e === cap) {
+      cap *= 2;
+      const t = new Int32Array(cap);
+      t.set(tgt);
+      tgt = t;
+      const k2 = new Uint8Array(cap);
+      k2.set(kind);
+      kind = k2;
+    }
+    tgt[e] = w;
+    kind[e++] = k;
+  };
   for (let i = 0; i < nodes.length; i++) {
+    if (i + 1 >= offs.length) {
+      const o = new Int32Array(offs.length * 2);
+      o.set(offs);
+      offs = o;
+    }
+    offs[i] = e;
     const v = nodes[i]!;
-    let d = 0;
     const owner = v.owner;
     if (owner && !owner.removed) {
-      d++;
       if (owner.idxStamp !== stamp) {
         owner.idxStamp = stamp;
         owner.idx = nodes.length;
         nodes.push(owner);
       }
+      push(owner.idx, OWNER);
     }
     if (v.subscribers) {
       for (const w of v.subscribers.keys()) {
         if (w.removed || w === v) continue;
-        d++;
-        if (w.idxStamp === stamp) continue;
-        w.idxStamp = stamp;
-        w.idx = nodes.length;
-        nodes.push(w);
+        if (w.idxStamp !== stamp) {
+          w.idxStamp = stamp;
+          w.idx = nodes.length;
+          nodes.push(w);
+        }
+        push(w.idx, DEPENDENCY);
       }
     }
-    degree.push(d);
   }
   const n = nodes.length;
+  offs[n] = e;
+  const off = offs.subarray(0, n + 1);
+  tgt = tgt.subarray(0, e);
+  kind = kind.subarray(0, e);
   const inPlan = new Uint8Array(n);
   inPlan.fill(1, 0, planned);
-  const off = new Int32Array(n + 1);
-  for (let i = 0; i < n; i++) off[i + 1] = off[i]! + degree[i]!;
-  const tgt = new Int32Array(off[n]!);
-  const kind = new Uint8Array(off[n]!);
-  for (let i = 0; i < n; i++) {
-    const v = nodes[i]!;
-    let e = off[i]!;
-    if (v.owner && !v.owner.removed) {
-      tgt[e] = v.owner.idx;
-      kind[e++] = OWNER;
-    }
-    if (v.subscribers) {
-      for (const w of v.subscribers.keys()) {
-        if (w === v || w.removed) continue;
-        tgt[e] = w.idx;
-        kind[e++] = DEPENDENCY;
-      }
-    }
-  }
   const depth = new Int32Array(n);
   for (let i = 0; i < n; i++) depth[i] = ownershipDepth(nodes[i]!, stamp);
   const tie = (a: number, b: number): number => {
