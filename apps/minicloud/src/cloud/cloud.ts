@@ -500,6 +500,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
         } finally {
           off();
         }
+        await providerTree().catch(() => []);
         return {
           env,
           flowId,
