@@ -382,7 +382,8 @@ export class ObjectGraph {
 
   /**
    * Removes one subscription of `subscriber` to `publisher`; the dependency goes when there are
-   * as many unsubscribes as subscribes. Extra calls do nothing. `handler`, when given, must be
+   * as many unsubscribes as subscribes. Extra calls do nothing, also once either object left the
+   * graph. `handler`, when given, must be
    * the subscribed one.
    */
   unsubscribeDestruction(
@@ -390,6 +391,8 @@ export class ObjectGraph {
     subscriber: GraphObject,
     handler?: DestructionHandler | string,
   ): void {
+    // A dropped publisher or subscriber has no subscriptions left: nothing to do.
+    if ((publisher as Node).removed || (subscriber as Node).removed) return;
     const pub = this.#node(publisher, 'unsubscribeDestruction: publisher');
     const sub = this.#node(subscriber, 'unsubscribeDestruction: subscriber');
     const s = pub.subscribers?.get(sub);

@@ -209,6 +209,16 @@ describe('destroy runs', () => {
     expect(() => g.collect({ scope: 'all' as 'complete' })).toThrow(TypeError);
   });
 
+  it('unsubscribing from a dropped publisher does nothing', async () => {
+    const g = new ObjectGraph();
+    const a = g.add({ id: 'a', type: 'T', root: true });
+    const b = g.add({ id: 'b', type: 'T' });
+    subscribeDestruction(b, a);
+    await g.gc();
+    expect(g.has(b)).toBe(false);
+    expect(() => g.unsubscribeDestruction(b, a)).not.toThrow();
+  });
+
   it('runs the destroy functions of the whole type chain, most derived first', async () => {
     const log: string[] = [];
     const g = new ObjectGraph({
