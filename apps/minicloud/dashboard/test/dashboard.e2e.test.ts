@@ -230,6 +230,31 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     expect(again.status).toBe(409);
   }, 60_000);
 
+  it('discards a blocked key with a click, and reports unknown keys', async () => {
+    fixture.hub.publish({
+      type: 'queue:key',
+      key: {
+        key: 'ctr-8',
+        status: 'blocked',
+        running: null,
+        pending: [{ id: 'ctr-8-op2', type: 'delete' }],
+        lastFailure: { opId: 'ctr-8-op1', type: 'stop', message: 'timeout', at: Date.now() },
+      },
+    });
+    const row = page.locator('[data-testid=queue-row][data-key=ctr-8]');
+    await row.and(page.locator('[data-status=blocked]')).waitFor({ timeout: 10_000 });
+    await row.getByRole('button', { name: 'Discard pending operations of ctr-8' }).click();
+    await row.and(page.locator('[data-status=idle]')).waitFor({ timeout: 10_000 });
+    expect(await row.getByTestId('queue-pending').count()).toBe(0);
+    // The failure stays visible after a discard.
+    expect(await row.getByTestId('queue-failure').textContent()).toContain('timeout');
+    const unknown = await fetch(`${fixture.url}/api/queues/nope/resume`, { method: 'POST' });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe(
+      'queue.unknown-key',
+    );
+  }, 60_000);
+
   it('reconnects after the stream drops and resynchronises from a fresh snapshot', async () => {
     const conn = page.getByTestId('connection');
     fixture.hub.disconnect();
@@ -245,7 +270,7 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     expect(await conn.textContent()).toBe('live');
     // It arrives through the new connection's snapshot.
     await page.locator('[data-testid=queue-row][data-key=ctr-9]').waitFor({ timeout: 10_000 });
-    expect(await page.getByTestId('queue-row').count()).toBe(4);
+    expect(await page.getByTestId('queue-row').count()).toBe(5);
   }, 60_000);
 
   it('has landmarks and a heading per view', async () => {
