@@ -15,3 +15,4 @@ export const demoSteps: readonly DemoStep[] = [
 
 export type { DemoStep, DemoSummary, StepContext } from './types.js';
 export { emptySummary } from './types.js';
+export { printSummary, runDemoStory } from './story.js';
