@@ -1,11 +1,10 @@
 import { demo } from './demo.js';
 import { reshape } from './reshape.js';
+import { serve } from './serve.js';
+import { worker } from './worker.js';
 import type { Command } from './types.js';
 
-/**
- * Every subcommand, in `--help` order. `serve` and `worker` (HTTP API, workers) plug in here as
- * their own modules (`./serve.js`, `./worker.js`), built on `openCloud()` from `../cloud/`.
- */
-export const commands: readonly Command[] = [demo, reshape];
+/** Every subcommand, in `--help` order, each built on `openCloud()` from `../cloud/`. */
+export const commands: readonly Command[] = [demo, serve, worker, reshape];
 
 export type { Command, CommandContext } from './types.js';
