@@ -74,6 +74,19 @@ export function validateTimeout(timeoutMs: unknown): number | undefined {
   return timeoutMs;
 }
 
+/**
+ * The validation every provider's `acquire`/`tryAcquire` starts with: the key, the mode and the
+ * timeout, each a `TypeError` naming the value. Returns the mode (default `'exclusive'`) and the
+ * timeout.
+ */
+export function validateRequest(
+  key: unknown,
+  options: { mode?: unknown; timeoutMs?: unknown } | undefined,
+): { mode: LockMode; timeoutMs: number | undefined } {
+  validateKey(key);
+  return { mode: validateMode(options?.mode), timeoutMs: validateTimeout(options?.timeoutMs) };
+}
+
 export function describe(value: unknown): string {
   if (typeof value === 'string')
     return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);

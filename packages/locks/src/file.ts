@@ -20,8 +20,7 @@ import {
   emitAcquired,
   newEmitter,
   validateKey,
-  validateMode,
-  validateTimeout,
+  validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
@@ -182,8 +181,7 @@ export class FileLock implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const mode = validateMode(options.mode);
-    validateTimeout(options.timeoutMs);
+    const { mode } = validateRequest(key, options);
     const state = this.#state(key);
     const path = state.path;
     if (options.signal?.aborted) {
@@ -228,7 +226,7 @@ export class FileLock implements LockProvider {
   }
 
   tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const mode = validateMode(options.mode);
+    const { mode } = validateRequest(key, options);
     const state = this.#state(key);
     if (state.queue.size > 0) return Promise.resolve(undefined);
     let held: Held | undefined;

@@ -3,9 +3,7 @@ import {
   LeaseImpl,
   emitAcquired,
   newEmitter,
-  validateKey,
-  validateMode,
-  validateTimeout,
+  validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
@@ -48,9 +46,7 @@ export class InProcessLockProvider implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    validateKey(key);
-    const mode = validateMode(options.mode);
-    validateTimeout(options.timeoutMs);
+    const { mode } = validateRequest(key, options);
     const started = Date.now();
     const entry = this.#entry(key);
     const wait = entry.core.acquire(mode, key, {
@@ -73,8 +69,7 @@ export class InProcessLockProvider implements LockProvider {
   }
 
   tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    validateKey(key);
-    const mode = validateMode(options.mode);
+    const { mode } = validateRequest(key, options);
     const entry = this.#entry(key);
     if (!entry.core.tryAcquire(mode)) {
       if (entry.core.idle && entry.leases.size === 0) this.#entries.delete(key);

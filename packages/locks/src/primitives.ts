@@ -1,4 +1,4 @@
-import { validateKey, validateMode, validateTimeout, describe } from './common.js';
+import { validateKey, validateMode, validateRequest, validateTimeout, describe } from './common.js';
 import { WaitQueue } from './queue.js';
 import { waitInQueue, type Grant } from './wait.js';
 import type { LockMode } from '@rigging/core';
@@ -441,9 +441,7 @@ export class KeyedLock {
   }
 
   acquire(key: string, options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
-    validateKey(key);
-    const mode = validateMode(options.mode);
-    validateTimeout(options.timeoutMs);
+    const { mode } = validateRequest(key, options);
     const core = this.#core(key);
     const wait = core.acquire(mode, key, options);
     if (!wait) return Promise.resolve(this.#releaser(core, mode));

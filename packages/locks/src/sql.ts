@@ -17,8 +17,7 @@ import {
   newEmitter,
   timeoutError,
   validateKey,
-  validateMode,
-  validateTimeout,
+  validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
@@ -626,9 +625,7 @@ export class SqlLockProvider implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    validateKey(key);
-    const mode = validateMode(options.mode);
-    const timeoutMs = validateTimeout(options.timeoutMs);
+    const { mode, timeoutMs } = validateRequest(key, options);
     const { signal } = options;
     if (signal?.aborted) throw abortedError(key, signal.reason);
     const started = Date.now();
@@ -738,8 +735,7 @@ export class SqlLockProvider implements LockProvider {
   }
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    validateKey(key);
-    const mode = validateMode(options.mode);
+    const { mode } = validateRequest(key, options);
     const localMode = this.#backend.localMode(mode);
     const core = this.#core(key);
     if (!core.tryAcquire(localMode)) {

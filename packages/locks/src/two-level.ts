@@ -4,9 +4,7 @@ import {
   abortedError,
   emitAcquired,
   newEmitter,
-  validateKey,
-  validateMode,
-  validateTimeout,
+  validateRequest,
   type LockEmitter,
 } from './common.js';
 import { FileLock, type FileLockOptions } from './file.js';
@@ -45,10 +43,8 @@ export class TwoLevelLock implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    validateKey(key);
+    const { mode } = validateRequest(key, options);
     this.file.pathOf(key);
-    const mode = validateMode(options.mode);
-    validateTimeout(options.timeoutMs);
     if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
     const started = Date.now();
     const core = this.#core(key);
@@ -80,9 +76,8 @@ export class TwoLevelLock implements LockProvider {
   }
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    validateKey(key);
+    const { mode } = validateRequest(key, options);
     this.file.pathOf(key);
-    const mode = validateMode(options.mode);
     const core = this.#core(key);
     if (!core.tryAcquire(mode)) {
       if (core.idle) this.#locks.delete(key);
