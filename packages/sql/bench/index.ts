@@ -47,6 +47,21 @@ async function compare(label: string, ours: () => Promise<unknown>, raw: () => P
       ),
     async () => putTx.immediate(next++),
   );
+  // The statement cache (default) against preparing every statement again (statementCacheSize 0).
+  const uncached = await openDatabase<Tables>(fresh.url, { statementCacheSize: 0 });
+  const cache = new Bench({ time: 700, warmupTime: 100 });
+  cache
+    .add('sqlite select by id, statement cache', () =>
+      database.db.selectFrom('bench_kv').selectAll().where('id', '=', 1).executeTakeFirst(),
+    )
+    .add('sqlite select by id, no statement cache', () =>
+      uncached.db.selectFrom('bench_kv').selectAll().where('id', '=', 1).executeTakeFirst(),
+    );
+  await cache.run();
+  console.table(cache.table());
+  const [hit, miss] = cache.tasks.map((t) => t.result?.throughput.mean ?? NaN);
+  ratios.push(`sqlite select by id: statement cache / none = ${(hit! / miss!).toFixed(2)}×`);
+  await uncached.close();
   raw.close();
   await database.close();
   await fresh.drop();

@@ -35,6 +35,12 @@ export interface OpenDatabaseOptions {
   driver?: unknown;
   /** @default silentLogger */
   logger?: Logger;
+  /**
+   * SQLite: how many prepared statements are kept per connection, keyed by SQL text (least
+   * recently used evicted). Kysely compiles every query to SQL text; preparing it again on every
+   * call costs more than running a small query. `0` disables the cache. @default 500
+   */
+  statementCacheSize?: number;
 }
 
 /** Options of {@link Database.transaction}. */
@@ -93,8 +99,50 @@ interface MysqlPool {
 type SqliteCtor = new (filename: string, options?: Record<string, unknown>) => SqliteHandle;
 export interface SqliteHandle {
   pragma(source: string, options?: { simple?: boolean }): unknown;
+  prepare(source: string): SqliteStatement;
   close(): void;
   readonly open: boolean;
+}
+interface SqliteStatement {
+  readonly reader: boolean;
+  /** True while an iterator over the statement is open (better-sqlite3). */
+  readonly busy?: boolean;
+}
+
+/**
+ * The handle Kysely's SQLite driver sees: `prepare(sql)` returns a cached statement for SQL text
+ * it has seen (bounded, least recently used evicted). A statement still being iterated (a
+ * streaming query) is never handed out twice: a fresh one is prepared instead. better-sqlite3
+ * re-prepares a statement by itself after a schema change.
+ */
+export function cachingSqliteHandle(handle: SqliteHandle, size: number): SqliteHandle {
+  if (size <= 0) return handle;
+  const cache = new Map<string, SqliteStatement>();
+  return {
+    pragma: (source, options) => handle.pragma(source, options),
+    prepare(source) {
+      const hit = cache.get(source);
+      if (hit && !hit.busy) {
+        // Refresh its place in the LRU order.
+        cache.delete(source);
+        cache.set(source, hit);
+        return hit;
+      }
+      const stmt = handle.prepare(source);
+      if (!hit) {
+        cache.set(source, stmt);
+        if (cache.size > size) cache.delete(cache.keys().next().value!);
+      }
+      return stmt;
+    },
+    close() {
+      cache.clear();
+      handle.close();
+    },
+    get open() {
+      return handle.open;
+    },
+  };
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -121,6 +169,7 @@ export async function openDatabase<DB = any>(
   if (poolSize < 1) throw new TypeError(`poolSize must be at least 1, got ${poolSize}`);
   const busyTimeoutMs = positiveInt('busyTimeoutMs', options.busyTimeoutMs, 5000);
   const connectTimeoutMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs, 10_000);
+  const statementCacheSize = positiveInt('statementCacheSize', options.statementCacheSize, 500);
   const synchronous = options.synchronous ?? 'normal';
   if (!['off', 'normal', 'full', 'extra'].includes(synchronous)) {
     throw new TypeError(
@@ -173,7 +222,9 @@ export async function openDatabase<DB = any>(
       }
     };
     const handle = openHandle();
-    dialect = new SqliteDialect({ database: handle as never });
+    dialect = new SqliteDialect({
+      database: cachingSqliteHandle(handle, statementCacheSize) as never,
+    });
     closeDriver = async () => {
       if (handle.open) handle.close();
     };
