@@ -52,6 +52,18 @@ export interface MinicloudTables {
     integrity: string;
     uploaded_at: Millis;
   };
+  /**
+   * What the simulated hardware did, one row per applied effect (a container op applied, a
+   * chaos stall entered), written by whichever process did it: the chaos demo counts rows per
+   * `ref` to prove that nothing was applied twice.
+   */
+  minicloud_journal: {
+    /** `op` (a container op applied; ref = op id) | `stall` (ref = `flowId/task`) */
+    kind: string;
+    ref: string;
+    pid: number;
+    at: Millis;
+  };
 }
 
 export const NAMESPACE = 'minicloud';
@@ -117,6 +129,23 @@ export const migrations: Migration[] = [
         .addColumn('integrity', 'varchar(200)', (c) => c.notNull())
         .addColumn('uploaded_at', 'bigint', (c) => c.notNull())
         .addPrimaryKeyConstraint('minicloud_packages_pk', ['fqn', 'version'])
+        .execute();
+    },
+  },
+  {
+    name: 'create minicloud_journal',
+    up: async (db) => {
+      await db.schema
+        .createTable('minicloud_journal')
+        .addColumn('kind', 'varchar(16)', (c) => c.notNull())
+        .addColumn('ref', 'varchar(191)', (c) => c.notNull())
+        .addColumn('pid', 'integer', (c) => c.notNull())
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('minicloud_journal_ref')
+        .on('minicloud_journal')
+        .columns(['kind', 'ref'])
         .execute();
     },
   },

@@ -1,14 +1,14 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { RiggingError, silentLogger, type Logger } from '@rigging/core';
-import { createQueue, type Queue } from '@rigging/async-queue';
+import { RiggingError, silentLogger, sleep, type Logger } from '@rigging/core';
+import { createQueue, type HandlerContext, type Queue } from '@rigging/async-queue';
 import { sqlBackend } from '@rigging/async-queue/sql';
 import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
 import { PackageCache, type CachedPackage } from '@rigging/package-cache';
 import { httpFetcher } from '@rigging/package-cache/fetchers';
 import type { ReshapeStore } from '@rigging/reshape';
 import { sqlStore } from '@rigging/reshape/sql';
-import { Engine, FlowFailed } from '@rigging/tasks';
+import { Engine, FlowFailed, type LogEntry } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { openDatabase, type Database } from '@rigging/sql';
 import type { CacheEntry, ProviderNode, ReshapeRecord } from '../../dashboard/src/state.js';
@@ -37,6 +37,7 @@ import {
   type DeployInputs,
 } from './deploy.js';
 import { CloudHub } from './events.js';
+import { outcomeOf, unwrapOpError, type TaskUpdate } from './flows.js';
 import { PackageRepository, type PackageFile, type PackageRef } from './repository.js';
 import { teardownEnvironment, type TeardownHooks, type TeardownReport } from './teardown.js';
 
@@ -54,6 +55,13 @@ export interface CloudOptions {
   worker?: boolean;
   /** Container ops of different containers run at once. @default 3 */
   queueConcurrency?: number;
+  /** Deployments/teardowns of different environments run at once in this process. @default 2 */
+  flowConcurrency?: number;
+  /**
+   * How soon other processes take over the work of one that died: the queues' claim lease and
+   * the SQLite lock lease (PostgreSQL/MariaDB locks end with the session at once). @default 10000
+   */
+  leaseMs?: number;
   /** Serve the package repository on loopback (random port) at once. @default true */
   serveRepository?: boolean | { host?: string; port?: number };
   /**
@@ -77,6 +85,8 @@ export interface DeployOptions {
   signal?: AbortSignal;
   /** Called once the package is in the cache, before the flow runs. */
   onPackage?(pkg: PackageRef & { hit: boolean; path: string }): void;
+  /** Each task transition, read live from the durable task log (whichever process runs it). */
+  onTask?(update: TaskUpdate): void;
 }
 
 /** What {@link Cloud.deployEnvironment} did (a failed flow is a result, not an exception). */
@@ -110,6 +120,29 @@ export interface PrefetchResult {
 export type ContainerStatus = Awaited<ReturnType<Queue<ContainerHandlers>['keyStatus']>>;
 export type ContainerHandlers = ReturnType<typeof containerHandlers>;
 
+/** What a `deploy` op carries (the producer picks the flow id, so a takeover resumes it). */
+export interface DeployPayload {
+  env: string;
+  flowId: string;
+  package: { fqn: string; version: string };
+  faults: DeployInputs['faults'];
+  lockTimeoutMs: number;
+}
+
+/** What {@link Cloud.deleteEnvironment} did. */
+export type DeleteResult = TeardownReport & {
+  packageRemoved: PackageRef | null;
+  /** Object states in the order they happened (replayed to the caller's hooks). */
+  objects: [string, 'destroying' | 'destroyed' | 'failed'][];
+};
+
+/** The handlers of the flows queue: deployments and teardowns, keyed `env:<name>`. */
+export interface FlowHandlers {
+  [type: string]: (payload: any, ctx: HandlerContext) => Promise<unknown>;
+  deploy(payload: DeployPayload, ctx: HandlerContext): Promise<DeployResult>;
+  delete(payload: { env: string }, ctx: HandlerContext): Promise<DeleteResult>;
+}
+
 /** Counters of the package cache as the app sees them. */
 export interface CacheCounters {
   hits: number;
@@ -131,6 +164,12 @@ export interface Cloud extends AsyncDisposable {
   readonly locks: SqlLockProvider;
   readonly engine: Engine;
   readonly queue: Queue<ContainerHandlers>;
+  /**
+   * The durable jobboard of deployments and teardowns (key `env:<name>`): whichever process
+   * with `worker: true` claims an op runs it; if it dies, another takes it over and resumes the
+   * flow from the task log.
+   */
+  readonly flows: Queue<FlowHandlers>;
   readonly packages: PackageCache;
   readonly repository: PackageRepository;
   /** Typed events in the dashboard's shape; `hub.state` is the folded dashboard state. */
@@ -156,13 +195,16 @@ export interface Cloud extends AsyncDisposable {
   /** Downloads the current upload of a package into the cache (and releases it). */
   prefetchPackage(fqn: string, version: string): Promise<PrefetchResult>;
 
-  /** Deploys an environment (flow under the environment's lock); see {@link DeployResult}. */
+  /**
+   * Deploys an environment: a `deploy` op on the flows queue, run by a worker (this process
+   * when it is one) as a task flow under the environment's lock; see {@link DeployResult}.
+   */
   deployEnvironment(env: string, options: DeployOptions): Promise<DeployResult>;
-  /** Tears an environment down with the destroy graph and releases its package. */
-  deleteEnvironment(
-    env: string,
-    hooks?: TeardownHooks,
-  ): Promise<TeardownReport & { packageRemoved: PackageRef | null }>;
+  /**
+   * Tears an environment down with the destroy graph (a `delete` op on the flows queue) and
+   * releases its package. `hooks` see the plan, notifications and object states.
+   */
+  deleteEnvironment(env: string, hooks?: TeardownHooks): Promise<DeleteResult>;
   /** Environments and their states. */
   environments(): Promise<{ name: string; state: string; package: string; flowId: string }[]>;
 
@@ -206,7 +248,10 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const node = options.node ?? NODE_1;
 
     const reshape = await sqlStore(database);
-    const locks = sqlLockProvider(database, { name: 'minicloud' });
+    const leaseMs = options.leaseMs ?? 10_000;
+    if (!Number.isInteger(leaseMs) || leaseMs < 500)
+      throw invalid(`leaseMs must be an integer >= 500, got ${String(options.leaseMs)}`);
+    const locks = sqlLockProvider(database, { name: 'minicloud', ttlMs: leaseMs });
     closers.push(() => locks.close());
 
     const engine = new Engine({
@@ -302,6 +347,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       concurrency: options.queueConcurrency ?? 3,
       policy: 'stop',
       worker: options.worker ?? true,
+      leaseMs,
       closeGraceMs: 3000,
       logger: logger.child({ component: 'async-queue' }),
     });
@@ -359,6 +405,12 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       return outcome;
     };
 
+    const acquireRef = async (ref: PackageRef, signal?: AbortSignal) => {
+      const pkg = await packages.acquire(ref, signal ? { signal } : {});
+      inUse.set(refKey(ref), (inUse.get(refKey(ref)) ?? 0) + 1);
+      publishCache();
+      return pkg;
+    };
     const acquirePackage = async (fqn: string, version: string, signal?: AbortSignal) => {
       const current = await repository.current(fqn, version);
       if (!current) {
@@ -367,13 +419,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
           `package ${fqn} ${version} is not in the repository; upload it first`,
         );
       }
-      const ref = { fqn, version, id: current.id };
-      const pkg = await packages.acquire(ref, signal ? { signal } : {});
-      if (pkg.hit) counters.hits++;
-      else counters.misses++;
-      inUse.set(refKey(ref), (inUse.get(refKey(ref)) ?? 0) + 1);
-      publishCache();
-      return pkg;
+      return acquireRef({ fqn, version, id: current.id }, signal);
     };
     const releasePackage = async (pkg: CachedPackage) => {
       await pkg.release();
@@ -381,6 +427,319 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       inUse.set(k, Math.max(0, (inUse.get(k) ?? 1) - 1));
       publishCache();
     };
+
+    const checkEnv = (env: unknown): string => {
+      if (typeof env !== 'string' || !ENV_NAME.test(env)) {
+        throw invalid(
+          `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
+        );
+      }
+      return env;
+    };
+    const envRow = (env: string) =>
+      database.db
+        .selectFrom('minicloud_environments')
+        .selectAll()
+        .where('name', '=', env)
+        .executeTakeFirst();
+    const parseRef = (text: string): PackageRef => {
+      const [fqn = '', version = '', id = ''] = text.split('/');
+      return { fqn, version, id };
+    };
+
+    /** Removes `ref` from the cache when it is outdated and no environment uses it any more. */
+    const cleanOutdated = async (ref: PackageRef): Promise<boolean> => {
+      const current = await repository.current(ref.fqn, ref.version);
+      if (current?.id === ref.id) return false;
+      const users = await database.db
+        .selectFrom('minicloud_environments')
+        .select('name')
+        .where('package', '=', refKey(ref))
+        .execute();
+      if (users.length > 0) return false;
+      return packages.remove(ref);
+    };
+
+    /** Runs (or, after a takeover, resumes) a flow; waits out a dead owner's lock lease. */
+    const runOrResume = async (flowId: string, inputs: DeployInputs, signal: AbortSignal) => {
+      for (;;) {
+        try {
+          if (await engine.log.load(flowId)) return await engine.resume(flowId, flow, { signal });
+          return await engine.run(flow, { inputs, flowId, signal });
+        } catch (error) {
+          // A process that died still holds the flow's lock until its lease expires.
+          if (!RiggingError.hasCode(error, 'tasks.flow_busy') || signal.aborted) throw error;
+          await sleep(Math.min(500, leaseMs / 4), { signal });
+        }
+      }
+    };
+
+    /** The `deploy` op: on whichever worker claims it (first run or takeover). */
+    const deployHandler = async (p: DeployPayload, ctx: HandlerContext): Promise<DeployResult> => {
+      const started = Date.now();
+      await using _lock = await locks.acquire(`minicloud:env:${p.env}`, {
+        timeoutMs: p.lockTimeoutMs,
+        signal: ctx.signal,
+      });
+      const existing = await envRow(p.env);
+      if (existing && existing.flow_id !== p.flowId) {
+        throw new CommandError(
+          'minicloud.env_exists',
+          `environment ${p.env} already exists (${existing.state}); delete it first`,
+        );
+      }
+      // A takeover keeps the package the first owner deployed with (even if re-uploaded since).
+      const pkg = existing
+        ? await acquireRef(parseRef(existing.package), ctx.signal)
+        : await acquirePackage(p.package.fqn, p.package.version, ctx.signal);
+      const ref = { fqn: pkg.ref.fqn, version: pkg.ref.version, id: pkg.ref.id };
+      if (!existing) {
+        await database.db
+          .insertInto('minicloud_environments')
+          .values({
+            name: p.env,
+            state: 'deploying',
+            package: refKey(ref),
+            flow_id: p.flowId,
+            updated_at: Date.now(),
+          })
+          .execute();
+      }
+      const inputs: DeployInputs = {
+        env: p.env,
+        packagePath: pkg.path,
+        packageRef: ref,
+        packageHit: pkg.hit,
+        node: node.name,
+        faults: p.faults,
+      };
+      localFlows.add(p.flowId);
+      hub.flowStarted(p.flowId, `${DEPLOY_FLOW} ${p.env}`, deployTaskNames());
+      // The queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is
+      // suspended at a task boundary (not reverted) and the op handed back for another worker.
+      const onAbort = () => void engine.suspend(p.flowId);
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      let failed: FlowFailed | undefined;
+      try {
+        await runOrResume(p.flowId, inputs, ctx.signal);
+      } catch (error) {
+        await releasePackage(pkg);
+        if (!(error instanceof FlowFailed)) {
+          // Suspended or interrupted: leave the row and the log for the next owner.
+          if (ctx.signal.aborted) throw error;
+          await database.db
+            .deleteFrom('minicloud_environments')
+            .where('name', '=', p.env)
+            .execute();
+          throw error;
+        }
+        failed = error;
+      } finally {
+        ctx.signal.removeEventListener('abort', onAbort);
+      }
+      if (failed) {
+        // Every resource was reverted: the environment is gone.
+        await database.db.deleteFrom('minicloud_environments').where('name', '=', p.env).execute();
+      } else {
+        await database.db
+          .updateTable('minicloud_environments')
+          .set({ state: 'deployed', updated_at: Date.now() })
+          .where('name', '=', p.env)
+          .execute();
+        envLeases.set(p.env, pkg);
+      }
+      await providerTree().catch(() => []);
+      const outcome = outcomeOf(await engine.history(p.flowId));
+      return {
+        env: p.env,
+        flowId: p.flowId,
+        ...outcome,
+        package: { ...ref, hit: pkg.hit, path: pkg.path },
+        durationMs: Date.now() - started,
+      };
+    };
+
+    /** The `delete` op: the destroy-graph teardown, on whichever worker claims it. */
+    const deleteHandler = async (
+      p: { env: string },
+      ctx: HandlerContext,
+    ): Promise<DeleteResult> => {
+      await using _lock = await locks.acquire(`minicloud:env:${p.env}`, {
+        timeoutMs: 30_000,
+        signal: ctx.signal,
+      });
+      const row = await envRow(p.env);
+      if (!row) throw new CommandError('minicloud.env_not_found', `no environment named ${p.env}`);
+      await database.db
+        .updateTable('minicloud_environments')
+        .set({ state: 'deleting', updated_at: Date.now() })
+        .where('name', '=', p.env)
+        .execute();
+      let planId = '';
+      const objects: DeleteResult['objects'] = [];
+      const report = await teardownEnvironment(database, reshape, p.env, {
+        onPlan(plan) {
+          planId = plan.id;
+          hub.publish({ type: 'plan:set', plan });
+        },
+        onObject(id, state) {
+          objects.push([id, state]);
+          hub.publish({ type: 'plan:object', planId, id, state });
+        },
+      });
+      // The environment row is gone; its package is released by whichever process holds it
+      // (here at once, elsewhere by that process's reconcile tick).
+      let packageRemoved: PackageRef | null = null;
+      const pkg = envLeases.get(p.env);
+      if (pkg) {
+        envLeases.delete(p.env);
+        await releasePackage(pkg);
+      }
+      const ref = parseRef(row.package);
+      if (await cleanOutdated(ref)) packageRemoved = ref;
+      await providerTree();
+      return { ...report, packageRemoved, objects };
+    };
+
+    const flowHandlers: FlowHandlers = { deploy: deployHandler, delete: deleteHandler };
+    const flows = createQueue({
+      backend: sqlBackend(database, { name: 'minicloud-flows' }),
+      handlers: flowHandlers,
+      concurrency: options.flowConcurrency ?? 2,
+      policy: 'continue',
+      worker: options.worker ?? true,
+      leaseMs,
+      closeGraceMs: 5000,
+      logger: logger.child({ component: 'flows' }),
+    });
+    closers.push(() => flows.close());
+
+    // Packages of environments deleted by another process are released here within a second.
+    const reconcile = setInterval(() => {
+      void (async () => {
+        for (const [env, pkg] of envLeases) {
+          if (await envRow(env)) continue;
+          envLeases.delete(env);
+          await releasePackage(pkg);
+          await cleanOutdated(pkg.ref);
+        }
+      })().catch((error: unknown) => logger.warn({ err: error }, 'minicloud: reconcile failed'));
+    }, 1000);
+    reconcile.unref();
+    closers.push(() => Promise.resolve(clearInterval(reconcile)));
+
+    const localFlows = new Set<string>();
+    /** Follows a flow's durable log while `done` is pending: live progress from any process. */
+    const follow = (
+      flowId: string,
+      o: { onTask?: ((u: TaskUpdate) => void) | undefined; onPackage?: DeployOptions['onPackage'] },
+      done: Promise<unknown>,
+    ): Promise<void> => {
+      let seq = 0;
+      let announced = false;
+      let finished = false;
+      void done.finally(() => (finished = true)).catch(() => {});
+      // Flows run by this process reach the hub through the engine's own events.
+      const remote = () => !localFlows.has(flowId);
+      const tick = async () => {
+        if (!announced && o.onPackage) {
+          const loaded = await engine.log.load(flowId);
+          if (loaded) {
+            announced = true;
+            const i = loaded.record.inputs as unknown as DeployInputs;
+            o.onPackage({ ...i.packageRef, hit: i.packageHit, path: i.packagePath });
+          }
+        }
+        const entries: LogEntry[] = await engine.history(flowId);
+        for (const e of entries) {
+          if (e.seq <= seq) continue;
+          seq = e.seq;
+          if (e.task === null) {
+            if (remote()) hub.flowState({ flowId, flow: DEPLOY_FLOW, state: e.state, at: e.at });
+            continue;
+          }
+          const update: TaskUpdate = {
+            task: e.task,
+            state: e.state,
+            attempt: e.attempt ?? 1,
+            at: e.at,
+            failure: e.failure,
+            result: e.result,
+          };
+          if (remote()) hub.taskState({ flowId, flow: DEPLOY_FLOW, ...update });
+          o.onTask?.(update);
+        }
+      };
+      return (async () => {
+        while (!finished) {
+          await tick().catch(() => {});
+          await Promise.race([sleep(100), done.catch(() => {})]);
+        }
+        await tick().catch(() => {});
+        localFlows.delete(flowId);
+      })();
+    };
+
+    async function deployEnvironment(env: string, o: DeployOptions): Promise<DeployResult> {
+      checkEnv(env);
+      if (!o?.package?.fqn || !o.package.version)
+        throw invalid('package.fqn and package.version are required');
+      const flowId = `deploy-${env}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+      const payload: DeployPayload = {
+        env,
+        flowId,
+        package: { fqn: o.package.fqn, version: o.package.version },
+        faults: {
+          vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
+          failStep: o.faults?.failStep ?? null,
+          stallOnce: o.faults?.stallOnce ?? null,
+        },
+        lockTimeoutMs: o.lockTimeoutMs ?? 30_000,
+      };
+      const done = flows.call(
+        `env:${env}`,
+        { type: 'deploy', payload },
+        o.signal ? { signal: o.signal } : {},
+      );
+      const following = follow(flowId, o, done);
+      try {
+        const result = await done;
+        await following;
+        if (result.package.hit) counters.hits++;
+        else counters.misses++;
+        publishCache();
+        return result;
+      } catch (error) {
+        await following;
+        throw unwrapOpError(error);
+      }
+    }
+
+    async function deleteEnvironment(
+      env: string,
+      hooks: TeardownHooks = {},
+    ): Promise<DeleteResult> {
+      checkEnv(env);
+      let result: DeleteResult;
+      try {
+        result = await flows.call(`env:${env}`, { type: 'delete', payload: { env } });
+      } catch (error) {
+        throw unwrapOpError(error);
+      }
+      // Replayed for the caller (the teardown may have run in another process).
+      hooks.onPlan?.(result.plan, result.planText);
+      for (const n of result.notified) {
+        const [subscriber = n, publisher = ''] = n.split(' ← ');
+        hooks.onNotify?.(subscriber, publisher);
+      }
+      for (const [id, state] of result.objects) hooks.onObject?.(id, state);
+      if (result.plan.id !== hub.state.plan?.id) {
+        hub.publish({ type: 'plan:set', plan: result.plan });
+        for (const [id, state] of result.objects)
+          hub.publish({ type: 'plan:object', planId: result.plan.id, id, state });
+      }
+      return result;
+    }
 
     const cloud: Cloud = {
       database,
@@ -390,6 +749,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       locks,
       engine,
       queue,
+      flows,
       packages,
       repository,
       hub,
@@ -408,159 +768,19 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       async prefetchPackage(fqn, version) {
         const before = counters.removed.length;
         const pkg = await acquirePackage(fqn, version);
-        await releasePackage(pkg);
+        if (pkg.hit) counters.hits++;
+        else counters.misses++;
+        await releasePackage(pkg); // publishes the counters
         const removed = counters.removed.slice(before).map((r) => r.ref);
-        const keptInUse = [...envLeases.values()]
-          .map((p) => p.ref)
+        // In use by an environment, whichever process deployed it.
+        const keptInUse = (await cloud.environments())
+          .map((e) => parseRef(e.package))
           .filter((r) => r.fqn === fqn && r.version === version && r.id !== pkg.ref.id);
         return { ref: pkg.ref, hit: pkg.hit, removed, keptInUse };
       },
 
-      async deployEnvironment(env, o) {
-        if (typeof env !== 'string' || !ENV_NAME.test(env)) {
-          throw invalid(
-            `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
-          );
-        }
-        if (!o?.package?.fqn || !o.package.version)
-          throw invalid('package.fqn and package.version are required');
-        const started = Date.now();
-        await using _lock = await locks.acquire(`minicloud:env:${env}`, {
-          timeoutMs: o.lockTimeoutMs ?? 30_000,
-          ...(o.signal ? { signal: o.signal } : {}),
-        });
-        const existing = await database.db
-          .selectFrom('minicloud_environments')
-          .selectAll()
-          .where('name', '=', env)
-          .executeTakeFirst();
-        if (existing) {
-          throw new CommandError(
-            'minicloud.env_exists',
-            `environment ${env} already exists (${existing.state}); delete it first`,
-          );
-        }
-        const pkg = await acquirePackage(o.package.fqn, o.package.version, o.signal);
-        const flowId = `deploy-${env}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-        const ref = { fqn: pkg.ref.fqn, version: pkg.ref.version, id: pkg.ref.id };
-        o.onPackage?.({ ...ref, hit: pkg.hit, path: pkg.path });
-        await database.db
-          .insertInto('minicloud_environments')
-          .values({
-            name: env,
-            state: 'deploying',
-            package: `${ref.fqn}/${ref.version}/${ref.id}`,
-            flow_id: flowId,
-            updated_at: Date.now(),
-          })
-          .execute();
-        const inputs: DeployInputs = {
-          env,
-          packagePath: pkg.path,
-          packageRef: ref,
-          node: node.name,
-          faults: {
-            vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
-            failStep: o.faults?.failStep ?? null,
-          },
-        };
-        const retried: Record<string, number> = {};
-        const reverted: string[] = [];
-        const vms: Record<string, string> = {};
-        const off = engine.on('task:state', (e) => {
-          if (e.flowId !== flowId) return;
-          if (e.state === 'RETRYING') retried[e.task] = e.attempt + 1;
-          if (e.state === 'REVERTED') reverted.push(e.task);
-          if (e.state === 'SUCCESS' && e.task.startsWith('vm-'))
-            vms[e.task] = (e.result as { gpu: string }).gpu;
-        });
-        hub.flowStarted(flowId, `${DEPLOY_FLOW} ${env}`, deployTaskNames());
-        let failure: DeployResult['failure'] = null;
-        try {
-          await engine.run(flow, { inputs, flowId, ...(o.signal ? { signal: o.signal } : {}) });
-          await database.db
-            .updateTable('minicloud_environments')
-            .set({ state: 'deployed', updated_at: Date.now() })
-            .where('name', '=', env)
-            .execute();
-          envLeases.set(env, pkg);
-        } catch (error) {
-          await releasePackage(pkg);
-          if (!(error instanceof FlowFailed)) {
-            await database.db
-              .deleteFrom('minicloud_environments')
-              .where('name', '=', env)
-              .execute();
-            throw error;
-          }
-          const first = error.failures[0];
-          failure = { task: first?.task ?? null, message: first?.message ?? error.message };
-          // Every resource was reverted: the environment is gone.
-          await database.db.deleteFrom('minicloud_environments').where('name', '=', env).execute();
-        } finally {
-          off();
-        }
-        await providerTree().catch(() => []);
-        return {
-          env,
-          flowId,
-          ok: failure === null,
-          package: { ...ref, hit: pkg.hit, path: pkg.path },
-          retried,
-          failure,
-          reverted,
-          vms,
-          durationMs: Date.now() - started,
-        };
-      },
-
-      async deleteEnvironment(env, hooks = {}) {
-        if (typeof env !== 'string' || !ENV_NAME.test(env)) {
-          throw invalid(
-            `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
-          );
-        }
-        await using _lock = await locks.acquire(`minicloud:env:${env}`, { timeoutMs: 30_000 });
-        const row = await database.db
-          .selectFrom('minicloud_environments')
-          .selectAll()
-          .where('name', '=', env)
-          .executeTakeFirst();
-        if (!row) throw new CommandError('minicloud.env_not_found', `no environment named ${env}`);
-        await database.db
-          .updateTable('minicloud_environments')
-          .set({ state: 'deleting', updated_at: Date.now() })
-          .where('name', '=', env)
-          .execute();
-        let planId = '';
-        const report = await teardownEnvironment(database, reshape, env, {
-          onPlan(plan, text) {
-            planId = plan.id;
-            hub.publish({ type: 'plan:set', plan });
-            hooks.onPlan?.(plan, text);
-          },
-          onObject(id, state) {
-            hub.publish({ type: 'plan:object', planId, id, state });
-            hooks.onObject?.(id, state);
-          },
-          onNotify(subscriber, publisher) {
-            hooks.onNotify?.(subscriber, publisher);
-          },
-        });
-        let packageRemoved: PackageRef | null = null;
-        const pkg = envLeases.get(env);
-        if (pkg) {
-          envLeases.delete(env);
-          await releasePackage(pkg);
-          const current = await repository.current(pkg.ref.fqn, pkg.ref.version);
-          const stillUsed = [...envLeases.values()].some((p) => refKey(p.ref) === refKey(pkg.ref));
-          if (current?.id !== pkg.ref.id && !stillUsed && (await packages.remove(pkg.ref))) {
-            packageRemoved = { ...pkg.ref };
-          }
-        }
-        await providerTree();
-        return { ...report, packageRemoved };
-      },
+      deployEnvironment,
+      deleteEnvironment,
 
       async environments() {
         const rows = await database.db

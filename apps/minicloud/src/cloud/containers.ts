@@ -31,7 +31,8 @@ type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<Container
 
 /**
  * The queue handlers of the simulated container runtime: each op changes the container's row
- * in `minicloud_containers`. Idempotent (a re-run after a crash finds the state already set).
+ * in `minicloud_containers` and journals it in `minicloud_journal` (kind `op`, ref = op id).
+ * Idempotent (a re-run after a crash finds the state already set).
  */
 export function containerHandlers(
   database: Database<MinicloudTables>,
@@ -44,6 +45,12 @@ export function containerHandlers(
     if (p.fail) {
       throw new ContainerError('minicloud.container_failed', `${ctx.type} ${ctx.key}: ${p.fail}`);
     }
+  };
+  const applied = async (ctx: HandlerContext) => {
+    await db
+      .insertInto('minicloud_journal')
+      .values({ kind: 'op', ref: ctx.id, pid: process.pid, at: Date.now() })
+      .execute();
   };
   const setState = async (name: string, state: string) => {
     await db
@@ -76,23 +83,27 @@ export function containerHandlers(
           })
           .execute();
       }
+      await applied(ctx);
       return { name: ctx.key, state: 'created' };
     },
     async start(p, ctx) {
       await need(ctx.key, 'start');
       await work(p, ctx);
       await setState(ctx.key, 'running');
+      await applied(ctx);
       return { name: ctx.key, state: 'running' };
     },
     async stop(p, ctx) {
       await need(ctx.key, 'stop');
       await work(p, ctx);
       await setState(ctx.key, 'stopped');
+      await applied(ctx);
       return { name: ctx.key, state: 'stopped' };
     },
     async delete(p, ctx) {
       await work(p, ctx);
       await db.deleteFrom('minicloud_containers').where('name', '=', ctx.key).execute();
+      await applied(ctx);
       return { name: ctx.key, state: 'deleted' };
     },
   };

@@ -14,6 +14,12 @@ export interface DeployFaults {
   vmFailOnce?: readonly string[];
   /** A task name that always fails (`health-check`), so the whole flow rolls back. */
   failStep?: string | null;
+  /**
+   * A VM task name (`vm-2`) that, the first time any process runs it for this flow, records a
+   * `stall` row in `minicloud_journal` (with its pid) and then hangs before doing anything: the
+   * chaos demo SIGKILLs that process there, and the worker that takes the flow over goes on.
+   */
+  stallOnce?: string | null;
 }
 
 /** The inputs of the deploy flow (stored in the task log, so another process can resume it). */
@@ -21,8 +27,10 @@ export interface DeployInputs {
   env: string;
   packagePath: string;
   packageRef: { fqn: string; version: string; id: string };
+  /** Whether the package was already in the cache (for progress output; no task needs it). */
+  packageHit: boolean;
   node: string;
-  faults: { vmFailOnce: string[]; failStep: string | null };
+  faults: { vmFailOnce: string[]; failStep: string | null; stallOnce: string | null };
 }
 
 /** What a VM task provides. */
@@ -41,6 +49,8 @@ export const DEPLOY_FLOW = 'deploy-environment';
 export const VM_RESOURCES = { root: { VCPU: 2, MEMORY_MB: 4096, DISK_GB: 20 }, gpu: { VGPU: 1 } };
 /** Simulated duration of one step. */
 const STEP_MS = 40;
+/** How long a `stallOnce` task hangs (the chaos demo kills its process long before). */
+const STALL_MS = 120_000;
 
 /** A stable UUID for (flow, task), so a re-run of a task after a crash writes the same consumer. */
 export function consumerUuid(flowId: string, name: string): string {
@@ -79,6 +89,20 @@ export function deployFlow(
       .execute();
   };
   const drop = (id: string) => db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
+  const stallOnce = async (ref: string, signal: AbortSignal) => {
+    const seen = await db
+      .selectFrom('minicloud_journal')
+      .select('pid')
+      .where('kind', '=', 'stall')
+      .where('ref', '=', ref)
+      .executeTakeFirst();
+    if (seen) return;
+    await db
+      .insertInto('minicloud_journal')
+      .values({ kind: 'stall', ref, pid: process.pid, at: Date.now() })
+      .execute();
+    await sleep(STALL_MS, { signal });
+  };
   const failIf = (faults: DeployInputs['faults'], name: string) => {
     if (faults.failStep === name) {
       throw new RiggingError(
@@ -133,6 +157,7 @@ export function deployFlow(
       retry: times(2, 50),
       async execute(ctx, inputs: AnyInputs) {
         const { env, faults, node } = inputs as DeployInputs;
+        if (faults.stallOnce === name) await stallOnce(`${ctx.flowId}/${name}`, ctx.signal);
         await sleep(STEP_MS, { signal: ctx.signal });
         if (faults.vmFailOnce.includes(name) && ctx.attempt === 1) {
           throw new RiggingError(

@@ -64,57 +64,53 @@ export const deployStep: DemoStep = {
   async run(ctx) {
     const { cloud, summary, detail } = ctx;
     await cleanLeftovers(ctx);
-    const off = cloud.engine.on('task:state', (e) => {
-      if (e.state === 'RETRYING')
-        detail(`  ${e.task}: attempt ${e.attempt} failed (${e.failure?.message}); retrying`);
-      if (e.state === 'FAILURE') detail(`  ${e.task}: failed: ${e.failure?.message}`);
-      if (e.state === 'REVERTED') detail(`  ${e.task}: reverted`);
-    });
-    try {
-      const lines: string[] = [];
-      for (const [env, faults, what] of [
-        ['env-1', { vmFailOnce: ['vm-2'] }, 'vm-2 fails its first boot'],
-        ['env-2', { failStep: 'health-check' }, 'its health check fails on purpose'],
-      ] as const) {
-        detail(`${env}: flow network → volumes → 3 VMs → app config → health check (${what})`);
-        const r = await cloud.deployEnvironment(env, {
-          package: APP,
-          faults,
-          onPackage: (p) =>
-            detail(
-              `  package ${p.fqn}/${p.version}/${p.id}: ${p.hit ? 'cache hit' : 'downloaded (cache miss)'}`,
-            ),
-        });
-        if (r.ok) {
+    const lines: string[] = [];
+    for (const [env, faults, what] of [
+      ['env-1', { vmFailOnce: ['vm-2'] }, 'vm-2 fails its first boot'],
+      ['env-2', { failStep: 'health-check' }, 'its health check fails on purpose'],
+    ] as const) {
+      detail(`${env}: flow network → volumes → 3 VMs → app config → health check (${what})`);
+      const r = await cloud.deployEnvironment(env, {
+        package: APP,
+        faults,
+        onTask: (e) => {
+          if (e.state === 'RETRYING')
+            detail(`  ${e.task}: attempt ${e.attempt} failed (${e.failure?.message}); retrying`);
+          if (e.state === 'FAILURE') detail(`  ${e.task}: failed: ${e.failure?.message}`);
+          if (e.state === 'REVERTED') detail(`  ${e.task}: reverted`);
+        },
+        onPackage: (p) =>
           detail(
-            `  ${env} deployed in ${r.durationMs} ms; VMs on ${Object.entries(r.vms)
-              .map(([vm, gpu]) => `${vm}→${gpu}`)
-              .join(', ')}`,
-          );
-        } else {
-          detail(`  ${env} rolled back, in reverse order of completion: ${r.reverted.join(', ')}`);
-        }
-        summary.deployments.push({
-          env,
-          ok: r.ok,
-          ms: r.durationMs,
-          retried: Object.keys(r.retried),
-          reverted: r.reverted,
-          failure: r.failure ? `${r.failure.task} failed` : null,
-        });
-        lines.push(`${env} ${r.ok ? 'deployed' : `reverted (${r.reverted.length} tasks)`}`);
+            `  package ${p.fqn}/${p.version}/${p.id}: ${p.hit ? 'cache hit' : 'downloaded (cache miss)'}`,
+          ),
+      });
+      if (r.ok) {
+        detail(
+          `  ${env} deployed in ${r.durationMs} ms; VMs on ${Object.entries(r.vms)
+            .map(([vm, gpu]) => `${vm}→${gpu}`)
+            .join(', ')}`,
+        );
+      } else {
+        detail(`  ${env} rolled back, in reverse order of completion: ${r.reverted.join(', ')}`);
       }
-      const up = await cloud.uploadPackage(APP.fqn, APP.version, appFiles(Date.now()));
-      summary.packages.uploads++;
-      detail(`re-uploaded ${APP.fqn} ${APP.version} as ${up.id}`);
-      const pre = await cloud.prefetchPackage(APP.fqn, APP.version);
-      detail(
-        `  fetched ${pre.ref.id}: ${pre.hit ? 'cache hit' : 'downloaded'}; outdated copies ${pre.keptInUse.length ? `kept while in use: ${pre.keptInUse.map((r) => r.id).join(', ')} (env-1)` : 'none in use'}${pre.removed.length ? `; removed ${pre.removed.map((r) => r.id).join(', ')}` : ''}`,
-      );
-      lines.push(`package re-uploaded`);
-      return lines.join(', ');
-    } finally {
-      off();
+      summary.deployments.push({
+        env,
+        ok: r.ok,
+        ms: r.durationMs,
+        retried: Object.keys(r.retried),
+        reverted: r.reverted,
+        failure: r.failure ? `${r.failure.task} failed` : null,
+      });
+      lines.push(`${env} ${r.ok ? 'deployed' : `reverted (${r.reverted.length} tasks)`}`);
     }
+    const up = await cloud.uploadPackage(APP.fqn, APP.version, appFiles(Date.now()));
+    summary.packages.uploads++;
+    detail(`re-uploaded ${APP.fqn} ${APP.version} as ${up.id}`);
+    const pre = await cloud.prefetchPackage(APP.fqn, APP.version);
+    detail(
+      `  fetched ${pre.ref.id}: ${pre.hit ? 'cache hit' : 'downloaded'}; outdated copies ${pre.keptInUse.length ? `kept while in use: ${pre.keptInUse.map((r) => r.id).join(', ')} (env-1)` : 'none in use'}${pre.removed.length ? `; removed ${pre.removed.map((r) => r.id).join(', ')}` : ''}`,
+    );
+    lines.push(`package re-uploaded`);
+    return lines.join(', ');
   },
 };
