@@ -1,5 +1,5 @@
 // Side-by-side figures for @rigging/async-queue. Run: pnpm bench (about a minute or two).
-// BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 50 keys x 50 jobs).
+// BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's).
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
@@ -8,8 +8,8 @@ import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
 import { sqlBackend } from '../src/sql.js';
 
-const KEYS = Number(process.env.BENCH_KEYS ?? 50);
-const JOBS = Number(process.env.BENCH_JOBS ?? 50);
+const KEYS = Number(process.env.BENCH_KEYS ?? 100);
+const JOBS = Number(process.env.BENCH_JOBS ?? 100);
 const CONCURRENCY = 16;
 const rows: { name: string; value: string }[] = [];
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -66,9 +66,13 @@ async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: (
   let violations = 0;
   const all = deferred<void>();
   let done = 0;
-  for (let j = 0; j < JOBS; j++) {
-    for (let k = 0; k < KEYS; k++) await producer.cast(`k${k}`, { type: 'job', payload: { k: j } });
-  }
+  // Keys are filled in parallel, each key's jobs one after the other (their order).
+  await Promise.all(
+    Array.from({ length: KEYS }, async (_, k) => {
+      for (let j = 0; j < JOBS; j++)
+        await producer.cast(`k${k}`, { type: 'job', payload: { k: j } });
+    }),
+  );
   const t0 = performance.now();
   const worker = createQueue({
     backend: makeBackend(),

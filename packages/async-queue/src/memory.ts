@@ -26,9 +26,9 @@ export interface MemoryBackendOptions {
   maxFinished?: number;
 }
 
-function snapshot(op: OpRec): OpInfo {
+function snapshot(op: OpRec, held = false): OpInfo {
   const { token: _token, ...info } = op;
-  return { ...info };
+  return held ? { ...info, held: true } : { ...info };
 }
 
 /**
@@ -116,6 +116,8 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     return out;
   };
 
+  const isHeld = (op: OpRec) => op.status === 'queued' && keys.get(op.key)?.blockedBy !== undefined;
+
   const held = (claim: Claim): OpRec | undefined => {
     const op = ops.get(claim.op.id);
     if (!op || op.status !== 'running' || op.token !== claim.token) return undefined;
@@ -191,7 +193,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
               { details: { id: existing.id, key: existing.key, type: existing.type } },
             );
           }
-          return { op: snapshot(existing), created: false };
+          return { op: snapshot(existing, isHeld(existing)), created: false };
         }
       }
       const op: OpRec = {
@@ -210,6 +212,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       const k = keyRec(input.key);
       if (k.queue.length === 0 && !k.running) k.availAt = 0;
       k.queue.push(op);
+      if (k.blockedBy !== undefined) return { op: snapshot(op, true), created: true };
       makeReady(k);
       // The queue only reads what backends return; the record itself is never handed to users.
       return { op, created: true };
@@ -295,16 +298,18 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     },
     async get(id) {
       const op = ops.get(id);
-      return op ? snapshot(op) : undefined;
+      return op ? snapshot(op, isHeld(op)) : undefined;
     },
     async inspect(key): Promise<KeyInfo> {
       const k = keys.get(key);
+      const blocked = k?.blockedBy !== undefined;
       return {
         key,
         status: statusOf(k),
         blockedBy: k?.blockedBy,
         running: k?.running ? snapshot(k.running) : undefined,
-        pending: k ? k.queue.map(snapshot) : [],
+        pending: k ? k.queue.map((op) => snapshot(op, blocked)) : [],
+        held: blocked && k ? k.queue.length : 0,
       };
     },
     async keyStatus(key) {

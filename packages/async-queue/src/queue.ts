@@ -325,6 +325,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     throwIfAborted(options.signal);
     if (this.#closed) throw this.#closedError();
     const d = deferred<unknown>();
+    // It may settle while the look-up below is in flight: not an unhandled rejection.
+    d.promise.catch(() => {});
     const waiter: Waiter = { resolve: d.resolve, reject: d.reject };
     let set = this.#waiters.get(id);
     if (!set) this.#waiters.set(id, (set = new Set()));
@@ -477,6 +479,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         key: info.key,
         type: info.type,
         deduplicated: !created,
+        held: info.held === true,
       });
     }
     if (created) {

@@ -150,8 +150,8 @@ const num = (v: number | string | null | undefined): number | undefined =>
 
 const parse = (text: string | null): unknown => (text === null ? undefined : JSON.parse(text));
 
-function toInfo(row: OpRow): OpInfo {
-  return {
+function toInfo(row: OpRow, held = false): OpInfo {
+  const info: OpInfo = {
     id: row.id,
     key: row.op_key,
     type: row.type,
@@ -166,6 +166,8 @@ function toInfo(row: OpRow): OpInfo {
     cancelledBy: row.cancelled_by ?? undefined,
     idempotencyKey: row.idempotency_key ?? undefined,
   };
+  if (held) info.held = true;
+  return info;
 }
 
 type Db = Kysely<any>;
@@ -207,6 +209,8 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   }
   const notify = dialect === 'postgres' && (options.notify ?? true);
   const locking = dialect !== 'sqlite';
+  /** UPDATE … RETURNING and INSERT … ON CONFLICT … RETURNING (PostgreSQL, SQLite ≥ 3.35). */
+  const returning = dialect !== 'mysql';
   const db = database.db as Db;
   let clock: Clock | undefined;
   let logger: Logger | undefined;
@@ -242,9 +246,33 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     (await trx.selectFrom(OPS).selectAll().where('id', '=', id).executeTakeFirst()) as
       OpRow | undefined;
 
-  /** After the running op of `key` finished (not blocking): next op or idle. */
-  const advanceKey = async (trx: Db, key: string, at: number) => {
+  /** The key's head op (MySQL, which has no UPDATE … RETURNING); `undefined` → the key is idle. */
+  const headOp = async (trx: Db, key: string): Promise<OpRow | undefined> => {
+    const row = (await trx
+      .selectFrom(OPS)
+      .selectAll()
+      .where('queue', '=', name)
+      .where('op_key', '=', key)
+      .where('status', '=', 'queued')
+      .orderBy('seq')
+      .limit(1)
+      .executeTakeFirst()) as OpRow | undefined;
+    return row;
+  };
+
+  /** Nothing queued after all (the counter drifted): the key is idle. */
+  const markIdle = async (trx: Db, key: string) => {
     await trx
+      .updateTable(KEYS)
+      .set({ state: 'idle', pending: 0 })
+      .where('queue', '=', name)
+      .where('op_key', '=', key)
+      .execute();
+  };
+
+  /** After the running op of `key` finished (not blocking): next op or idle. */
+  const advanceKey = async (trx: Db, key: string, at: number, claim?: Claim) => {
+    let q = trx
       .updateTable(KEYS)
       .set({
         state: sql`case when pending > 0 then 'ready' else 'idle' end`,
@@ -254,8 +282,15 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         turn: at,
       })
       .where('queue', '=', name)
-      .where('op_key', '=', key)
-      .execute();
+      .where('op_key', '=', key);
+    if (claim) {
+      q = q
+        .where('state', '=', 'running')
+        .where('running_op', '=', claim.op.id)
+        .where('token', '=', claim.token);
+    }
+    const r = await q.executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
   };
 
   const cancelQueued = async (trx: Db, key: string, cause: string, at: number) => {
@@ -381,10 +416,83 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     }
   };
 
+  /**
+   * Gives the claim of `row` (the op at the head of `k`) to this worker: a fresh token (the
+   * fencing token), a lease, one more attempt. `reclaim` is set when the op was already running
+   * under a claim whose lease expired (its expiry count goes up; the key stays `running`).
+   * With `row` null, the key's head op is fetched and updated in one statement (PostgreSQL,
+   * SQLite: UPDATE … RETURNING).
+   */
+  const grant = async (
+    trx: Db,
+    k: KeyRow,
+    row: OpRow | null,
+    at: number,
+    { leaseMs, workerId }: ClaimOptions,
+    reclaim?: { expiries: number },
+  ): Promise<Claim | undefined> => {
+    const token = Number(k.token) + 1;
+    const set = {
+      status: 'running',
+      token,
+      attempts: sql<number>`attempts + 1`,
+      worker: workerId,
+      started_at: at,
+      ...(reclaim ? { expiries: reclaim.expiries } : {}),
+    };
+    let claimed: OpRow | undefined;
+    if (row) {
+      await trx.updateTable(OPS).set(set).where('id', '=', row.id).execute();
+      claimed = { ...row, ...set, attempts: Number(row.attempts) + 1 } as OpRow;
+    } else {
+      // The head op: every change to a key's ops happens under the key row lock held here.
+      claimed = (await trx
+        .updateTable(OPS)
+        .set(set)
+        .where(
+          'id',
+          '=',
+          trx
+            .selectFrom(OPS)
+            .select('id')
+            .where('queue', '=', name)
+            .where('op_key', '=', k.op_key)
+            .where('status', '=', 'queued')
+            .orderBy('seq')
+            .limit(1),
+        )
+        .returningAll()
+        .executeTakeFirst()) as OpRow | undefined;
+    }
+    if (!claimed) {
+      await markIdle(trx, k.op_key);
+      return undefined;
+    }
+    await trx
+      .updateTable(KEYS)
+      .set(
+        reclaim
+          ? { token, lease_until: at + leaseMs, turn: at }
+          : {
+              state: 'running',
+              running_op: claimed.id,
+              running_type: claimed.type,
+              token,
+              lease_until: at + leaseMs,
+              pending: sql`pending - 1`,
+            },
+      )
+      .where('queue', '=', name)
+      .where('op_key', '=', k.op_key)
+      .execute();
+    return { op: toInfo(claimed), token, announce: Number(claimed.announce) === 1 };
+  };
+
   const claimWithin = async (
     trx: Db,
-    { limit, leaseMs, workerId, key, maxLeaseExpiries, stopOnPoison }: ClaimOptions,
+    options: ClaimOptions,
   ): Promise<{ claims: Claim[]; poisoned: Completion[] }> => {
+    const { limit, leaseMs, key, maxLeaseExpiries, stopOnPoison } = options;
     const at = now();
     const claims: Claim[] = [];
     const poisoned: Completion[] = [];
@@ -423,86 +531,22 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         poisoned.push(await failOp(trx, row, error, stopOnPoison, at));
         continue;
       }
-      const token = Number(k.token) + 1;
-      await trx
-        .updateTable(OPS)
-        .set({
-          token,
-          expiries,
-          attempts: sql`attempts + 1`,
-          worker: workerId,
-          started_at: at,
-        })
-        .where('id', '=', row.id)
-        .execute();
-      await trx
-        .updateTable(KEYS)
-        .set({ token, lease_until: at + leaseMs, turn: at })
-        .where('queue', '=', name)
-        .where('op_key', '=', k.op_key)
-        .execute();
-      claims.push({
-        op: toInfo({ ...row, token, attempts: Number(row.attempts) + 1, started_at: at }),
-        token,
-        announce: Number(row.announce) === 1,
-      });
+      const claim = await grant(trx, k, row, at, options, { expiries });
+      if (claim) claims.push(claim);
     }
     const ready = claims.length < limit ? await pick('ready', limit - claims.length) : [];
     for (const k of ready) {
-      const row = (await trx
-        .selectFrom(OPS)
-        .selectAll()
-        .where('queue', '=', name)
-        .where('op_key', '=', k.op_key)
-        .where('status', '=', 'queued')
-        .orderBy('seq')
-        .limit(1)
-        .executeTakeFirst()) as OpRow | undefined;
-      if (!row) {
-        await trx
-          .updateTable(KEYS)
-          .set({ state: 'idle', pending: 0 })
-          .where('queue', '=', name)
-          .where('op_key', '=', k.op_key)
-          .execute();
-        continue;
+      let row: OpRow | null = null;
+      if (!returning) {
+        const head = await headOp(trx, k.op_key);
+        if (!head) {
+          await markIdle(trx, k.op_key);
+          continue;
+        }
+        row = head;
       }
-      const token = Number(k.token) + 1;
-      await trx
-        .updateTable(OPS)
-        .set({
-          status: 'running',
-          token,
-          attempts: sql`attempts + 1`,
-          worker: workerId,
-          started_at: at,
-        })
-        .where('id', '=', row.id)
-        .execute();
-      await trx
-        .updateTable(KEYS)
-        .set({
-          state: 'running',
-          running_op: row.id,
-          running_type: row.type,
-          token,
-          lease_until: at + leaseMs,
-          pending: sql`pending - 1`,
-        })
-        .where('queue', '=', name)
-        .where('op_key', '=', k.op_key)
-        .execute();
-      claims.push({
-        op: toInfo({
-          ...row,
-          status: 'running',
-          token,
-          attempts: Number(row.attempts) + 1,
-          started_at: at,
-        }),
-        token,
-        announce: Number(row.announce) === 1,
-      });
+      const claim = await grant(trx, k, row, at, options);
+      if (claim) claims.push(claim);
     }
     return { claims, poisoned };
   };
@@ -534,18 +578,40 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
               .where('queue', '=', name)
               .where('idempotency_key', '=', input.idempotencyKey)
               .executeTakeFirst()) as OpRow | undefined;
-            if (existing) return { row: existing, created: false };
+            if (existing) return { row: existing, created: false, held: undefined };
           }
-          let k = await keyRow(trx, input.key, true);
-          if (!k) {
-            const insert = trx
-              .insertInto(KEYS)
-              .values({ queue: name, op_key: input.key, state: 'idle', turn: at });
-            if (dialect === 'mysql') await insert.ignore().execute();
-            else await insert.onConflict((oc) => oc.doNothing()).execute();
-            k = (await keyRow(trx, input.key, true))!;
+          // One upsert counts the op in and readies an idle key (and locks the key row, which
+          // serializes enqueues of one key). SET expressions are ordered for MySQL, which
+          // evaluates them left to right with the updated values.
+          const K = (c: string) => sql.ref(`${KEYS}.${c}`);
+          const wasIdleSql = sql`${K('state')} = 'idle'`;
+          const bump = {
+            next_seq: sql<number>`${K('next_seq')} + 1`,
+            pending: sql<number>`${K('pending')} + 1`,
+            avail_at: sql<number>`case when ${wasIdleSql} then 0 else ${K('avail_at')} end`,
+            turn: sql<number>`case when ${wasIdleSql} then ${at} else ${K('turn')} end`,
+            state: sql<string>`case when ${wasIdleSql} then 'ready' else ${K('state')} end`,
+          };
+          const insert = trx.insertInto(KEYS).values({
+            queue: name,
+            op_key: input.key,
+            state: 'ready',
+            next_seq: 1,
+            pending: 1,
+            avail_at: 0,
+            turn: at,
+          });
+          let k: Pick<KeyRow, 'state' | 'next_seq' | 'pending'>;
+          if (dialect === 'mysql') {
+            await insert.onDuplicateKeyUpdate(bump).execute();
+            k = (await keyRow(trx, input.key, false))!;
+          } else {
+            k = (await insert
+              .onConflict((oc) => oc.columns(['queue', 'op_key']).doUpdateSet(bump))
+              .returning(['state', 'next_seq', 'pending'])
+              .executeTakeFirstOrThrow()) as KeyRow;
           }
-          const seq = Number(k.next_seq) + 1;
+          const seq = Number(k.next_seq);
           const row: OpRow = {
             id: randomUUID(),
             queue: name,
@@ -568,21 +634,12 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
             finished_at: null,
           };
           await trx.insertInto(OPS).values(row).execute();
-          const wasIdle = k.state === 'idle';
-          await trx
-            .updateTable(KEYS)
-            .set({
-              next_seq: seq,
-              pending: sql`pending + 1`,
-              ...(wasIdle ? { state: 'ready', avail_at: 0, turn: at } : {}),
-            })
-            .where('queue', '=', name)
-            .where('op_key', '=', input.key)
-            .execute();
-          if (wasIdle) await pgNotify(trx, `n:${name}`);
-          return { row, created: true };
+          // `ready` with this op as the only pending one: the key was idle (or is new).
+          if (k.state === 'ready' && Number(k.pending) === 1) await pgNotify(trx, `n:${name}`);
+          if (k.state === 'blocked') return { row, created: true, held: true };
+          return { row, created: true, held: false };
         });
-      let out: { row: OpRow; created: boolean };
+      let out: { row: OpRow; created: boolean; held?: boolean | undefined };
       try {
         out = await run();
       } catch (error) {
@@ -590,6 +647,9 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         out = await run();
       }
       const { row, created } = out;
+      const held =
+        out.held ??
+        (row.status === 'queued' && (await keyRow(db, row.op_key, false))?.state === 'blocked');
       if (created) wakeLocal();
       if (!created && (row.op_key !== input.key || row.type !== input.type)) {
         throw new QueueError(
@@ -598,7 +658,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
           { details: { id: row.id, key: row.op_key, type: row.type } },
         );
       }
-      return { op: toInfo(row), created };
+      return { op: toInfo(row, held), created };
     },
 
     async claim(options) {
@@ -631,14 +691,15 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     async succeed(claim, result, next) {
       const text = JSON.stringify(result ?? null);
       return tx(async (trx): Promise<Completion | undefined> => {
-        if (!(await holdsClaim(trx, claim))) return undefined;
         const at = now();
+        // Advance the key only if this claim still holds it (fencing token): one statement
+        // checks and locks. The state always changes, so MySQL counts the row as updated.
+        if (!(await advanceKey(trx, claim.op.key, at, claim))) return undefined;
         await trx
           .updateTable(OPS)
           .set({ status: 'succeeded', result: text, error: null, finished_at: at })
           .where('id', '=', claim.op.id)
           .execute();
-        await advanceKey(trx, claim.op.key, at);
         if (claim.announce) await pgNotify(trx, `d:${name}:${claim.op.id}`);
         // Claim the next fair key in the same transaction: one transaction per op, not two.
         const chained = next && !closed ? await claimWithin(trx, { ...next, limit: 1 }) : undefined;
@@ -752,7 +813,10 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
 
     async get(id) {
       const row = await opRow(db, id);
-      return row && row.queue === name ? toInfo(row) : undefined;
+      if (!row || row.queue !== name) return undefined;
+      const held =
+        row.status === 'queued' && (await keyRow(db, row.op_key, false))?.state === 'blocked';
+      return toInfo(row, held);
     },
 
     async inspect(key): Promise<KeyInfo> {
@@ -767,12 +831,15 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         .orderBy('seq')
         .execute()) as OpRow[];
       const running = rows.find((r) => r.status === 'running');
+      const blocked = k?.state === 'blocked';
+      const pending = rows.filter((r) => r.status === 'queued').map((r) => toInfo(r, blocked));
       return {
         key,
         status,
         blockedBy: k?.blocked_by ?? undefined,
         running: running ? toInfo(running) : undefined,
-        pending: rows.filter((r) => r.status === 'queued').map(toInfo),
+        pending,
+        held: blocked ? pending.length : 0,
       };
     },
 
@@ -806,7 +873,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         .orderBy('finished_at', 'desc')
         .limit(limit)
         .execute()) as OpRow[];
-      return rows.map(toInfo);
+      return rows.map((r) => toInfo(r));
     },
 
     async prune(retention: RetentionOptions) {

@@ -67,6 +67,12 @@ export interface OpInfo {
   /** The failed op whose `stop` policy cancelled this one (`cancelled`). */
   cancelledBy?: string | undefined;
   idempotencyKey?: string | undefined;
+  /**
+   * `true` when the op was accepted while its key is `blocked` (status `queued`): it is held,
+   * waiting for `resume(key)` (it then runs) or `discard(key)` (it is cancelled). Absent
+   * otherwise.
+   */
+  held?: boolean | undefined;
 }
 
 /** What `inspect(key)` returns. */
@@ -77,8 +83,13 @@ export interface KeyInfo {
   blockedBy?: string | undefined;
   /** The op running now, if any. */
   running?: OpInfo | undefined;
-  /** Ops waiting, in the order they will run (held ops included when blocked). */
+  /**
+   * Ops waiting, in the order they will run. When the key is `blocked` these are the ops
+   * accepted since it blocked, each with `held: true` (they wait for `resume`/`discard`).
+   */
   pending: OpInfo[];
+  /** How many of `pending` are held behind the block (0 unless `blocked`). */
+  held?: number | undefined;
 }
 
 /** Backoff between retries. */
@@ -120,7 +131,14 @@ export interface RetentionOptions {
 
 /** Typed events of a queue (what this queue instance did or observed). */
 export interface QueueEvents {
-  'op:queued': { id: string; key: string; type: string; deduplicated: boolean };
+  'op:queued': {
+    id: string;
+    key: string;
+    type: string;
+    deduplicated: boolean;
+    /** The key is `blocked`: the op is held until `resume`/`discard`. */
+    held?: boolean | undefined;
+  };
   'op:started': { id: string; key: string; type: string; attempt: number; workerId: string };
   'op:succeeded': {
     id: string;

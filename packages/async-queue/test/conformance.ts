@@ -201,13 +201,33 @@ export function conformance(
         expect((await q.inspect(key)).blockedBy).toBe(bad);
         expect(await q.activeKeys()).toContainEqual({ key, status: 'blocked' });
         expect(events).toEqual(['blocked true']);
-        // appended while blocked: held
+        // cancelled ops are not held; ops appended while blocked are, and say so
+        expect((await q.get(later))?.held).toBeUndefined();
+        const queued: { id: string; held: boolean | undefined }[] = [];
+        q.on('op:queued', (e) => queued.push({ id: e.id, held: e.held }));
         const held = await q.cast(key, { type: 'run', payload: { key, n: 3 } });
+        const held2 = await q.cast(key, { type: 'run', payload: { key, n: 4 } });
+        expect(queued).toEqual([
+          { id: held, held: true },
+          { id: held2, held: true },
+        ]);
         await sleep(50);
-        expect((await q.get(held))?.status).toBe('queued');
-        expect((await q.inspect(key)).pending.map((o) => o.id)).toEqual([held]);
+        expect(await q.get(held)).toMatchObject({ status: 'queued', held: true });
+        const blockedInfo = await q.inspect(key);
+        expect(blockedInfo.pending.map((o) => [o.id, o.status, o.held])).toEqual([
+          [held, 'queued', true],
+          [held2, 'queued', true],
+        ]);
+        expect(blockedInfo.held).toBe(2);
         expect(await q.resume(key)).toBe(true);
         expect(await q.wait(held)).toBe(3);
+        expect(await q.wait(held2)).toBe(4);
+        expect((await q.get(held))?.held).toBeUndefined();
+        expect((await q.inspect(key)).held).toBe(0);
+        // once resumed, new ops are ordinary queued ops again
+        const after = await q.cast(key, { type: 'run', payload: { key, n: 5 } });
+        expect(queued.at(-1)).toEqual({ id: after, held: false });
+        expect(await q.wait(after)).toBe(5);
         expect(await q.keyStatus(key)).toBe('idle');
         const dead = await q.deadLetters();
         expect(dead.map((o) => o.id)).toContain(bad);
@@ -390,7 +410,7 @@ export function conformance(
         expect((await q.get(failed))?.status).toBe('failed');
         expect(await q.keyStatus(key)).toBe('blocked');
         const held = await q.cast(key, { type: 'run', payload: { key, n: 3 } });
-        expect((await q.get(held))?.status).toBe('queued');
+        expect(await q.get(held)).toMatchObject({ status: 'queued', held: true });
         await q.resume(key);
         expect((await q.get(held))?.status).toBe('succeeded');
         const q0 = await h.queue({ concurrency: 0 });
