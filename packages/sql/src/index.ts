@@ -7,7 +7,7 @@ export type { SqlErrorCode } from './errors.js';
 export { parseDatabaseUrl, redactUrl } from './url.js';
 export type { Dialect } from './url.js';
 export { isRetryableError, isUniqueViolation, isConnectionError } from './retry.js';
-export { sql } from 'kysely';
+export { sql, CompiledQuery } from 'kysely';
 export type {
   Kysely,
   Transaction,
