@@ -30,6 +30,9 @@ type RedlockCtor = new (
 ) => { acquire(keys: string[], ttl: number): Promise<{ release(): Promise<unknown> }> };
 
 const results: { name: string; opsPerSec: number }[] = [];
+// `pnpm bench [section…]`: mutex, keyed, file, handover, pg, redis (default: all)
+const only = new Set(process.argv.slice(2));
+const run = (section: string) => only.size === 0 || only.has(section);
 const ROUNDS = 3;
 
 /** Runs `fn` (one op per call) for ~`ms`, best of ROUNDS interleaved by the caller. */
@@ -69,148 +72,160 @@ const p50 = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'rigging-locks-bench-'));
+const theirs = new AsyncMutex();
+const files = new FileLock({ dir: join(dir, 'fl') });
 
 try {
   // 1. Mutex vs async-mutex, uncontended acquire + release
-  const ours = new Mutex();
-  const theirs = new AsyncMutex();
-  await compare(
-    'Mutex uncontended acquire+release',
-    { name: '@rigging/locks Mutex', fn: async () => (await ours.acquire())() },
-    { name: 'async-mutex Mutex', fn: async () => (await theirs.acquire())() },
-  );
-
-  // 2. KeyedLock over 10k keys vs one async-mutex
-  const keyed = new KeyedLock();
-  const keys = Array.from({ length: 10_000 }, (_, i) => `key-${i}`);
-  let ki = 0;
-  await compare(
-    'KeyedLock over 10k keys vs a single async-mutex',
-    {
-      name: '@rigging/locks KeyedLock (10k keys)',
-      fn: async () => (await keyed.acquire(keys[ki++ % keys.length]!))(),
-    },
-    { name: 'async-mutex Mutex (1 key)', fn: async () => (await theirs.acquire())() },
-  );
-
-  // 3. FileLock vs proper-lockfile, uncontended
-  const files = new FileLock({ dir: join(dir, 'fl') });
-  writeFileSync(join(dir, 'target'), '');
-  await compare(
-    'FileLock vs proper-lockfile, uncontended acquire+release',
-    { name: '@rigging/locks FileLock', fn: async () => (await files.acquire('k')).release() },
-    {
-      name: 'proper-lockfile lock+unlock',
-      fn: async () => (await lockfile.lock(join(dir, 'target'), { realpath: false }))(),
-    },
-    500,
-  );
-  const fd = (await import('node:fs')).openSync(join(dir, 'raw'), 'w+');
-  const raw = await measure(() => {
-    fsx.tryLock(fd, 0, 1, {});
-    fsx.unlock(fd, 0, 1);
-  }, 300);
-  console.log(`  (raw fs-native-extensions tryLock+unlock: ${fmt(raw)}/s)`);
-
-  // 4. SIGKILL handover: FileLock vs proper-lockfile (stale 2 s, its minimum useful setting)
-  const handovers: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    const child = spawnNode(join(here, 'hold.ts'), ['file', join(dir, 'fl'), `h${i}`]);
-    await child.waitForLine('held');
-    const waiting = files.acquire(`h${i}`);
-    await new Promise((r) => setTimeout(r, 50));
-    const t0 = performance.now();
-    child.kill('SIGKILL');
-    const lease = await waiting;
-    handovers.push(performance.now() - t0);
-    await lease.release();
-  }
-  console.log(
-    `FileLock handover after SIGKILL (from kill to grant): p50 ${p50(handovers).toFixed(1)} ms, max ${Math.max(...handovers).toFixed(1)} ms`,
-  );
-  {
-    const child = spawnNode(join(here, 'hold.ts'), ['proper-lockfile', dir, 'plf']);
-    await child.waitForLine('held');
-    const t0 = performance.now();
-    child.kill('SIGKILL');
-    await child.exited;
-    for (;;) {
-      try {
-        const release = await lockfile.lock(dir, {
-          stale: 2000,
-          realpath: false,
-          lockfilePath: `${dir}/plf.plock`,
-        });
-        await release();
-        break;
-      } catch {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-    console.log(
-      `proper-lockfile handover after SIGKILL (stale 2000): ${(performance.now() - t0).toFixed(0)} ms`,
+  if (run('mutex')) {
+    const ours = new Mutex();
+    await compare(
+      'Mutex uncontended acquire+release',
+      { name: '@rigging/locks Mutex', fn: async () => (await ours.acquire())() },
+      { name: 'async-mutex Mutex', fn: async () => (await theirs.acquire())() },
     );
   }
-  files.close();
 
-  // 5. PostgreSQL provider vs raw advisory lock pairs, and handover
-  if ((await service('postgres')).available) {
-    const pg = ((await import('pg' as string)) as { default: PgModule }).default;
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    const database = await openDatabase(PG_URL);
-    const a = sqlLockProvider(database);
-    const b = sqlLockProvider(database);
-    await a.migrate();
+  // 2. KeyedLock over 10k keys vs one async-mutex
+  if (run('keyed')) {
+    const keyed = new KeyedLock();
+    const keys = Array.from({ length: 10_000 }, (_, i) => `key-${i}`);
+    let ki = 0;
     await compare(
-      'PostgreSQL: provider acquire+release vs raw pg_advisory_lock/unlock pair',
+      'KeyedLock over 10k keys vs a single async-mutex',
       {
-        name: '@rigging/locks/sql (postgres)',
-        fn: async () => (await a.acquire('bench')).release(),
+        name: '@rigging/locks KeyedLock (10k keys)',
+        fn: async () => (await keyed.acquire(keys[ki++ % keys.length]!))(),
       },
+      { name: 'async-mutex Mutex (1 key)', fn: async () => (await theirs.acquire())() },
+    );
+  }
+
+  // 3. FileLock vs proper-lockfile, uncontended
+  if (run('file')) {
+    writeFileSync(join(dir, 'target'), '');
+    await compare(
+      'FileLock vs proper-lockfile, uncontended acquire+release',
+      { name: '@rigging/locks FileLock', fn: async () => (await files.acquire('k')).release() },
       {
-        name: 'raw advisory lock+unlock (pg)',
-        fn: async () => {
-          await client.query('select pg_advisory_lock(42)');
-          await client.query('select pg_advisory_unlock(42)');
-        },
+        name: 'proper-lockfile lock+unlock',
+        fn: async () => (await lockfile.lock(join(dir, 'target'), { realpath: false }))(),
       },
       500,
     );
-    const times: number[] = [];
-    for (let i = 0; i < 30; i++) {
-      const held = await a.acquire('handover');
-      const waiting = b.acquire('handover');
-      await new Promise((r) => setTimeout(r, 5));
+    const fd = (await import('node:fs')).openSync(join(dir, 'raw'), 'w+');
+    const raw = await measure(() => {
+      fsx.tryLock(fd, 0, 1, {});
+      fsx.unlock(fd, 0, 1);
+    }, 300);
+    console.log(`  (raw fs-native-extensions tryLock+unlock: ${fmt(raw)}/s)`);
+  }
+
+  // 4. SIGKILL handover: FileLock vs proper-lockfile (stale 2 s, its minimum useful setting)
+  if (run('handover')) {
+    const handovers: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const child = spawnNode(join(here, 'hold.ts'), ['file', join(dir, 'fl'), `h${i}`]);
+      await child.waitForLine('held');
+      const waiting = files.acquire(`h${i}`);
+      await new Promise((r) => setTimeout(r, 50));
       const t0 = performance.now();
-      await held.release();
+      child.kill('SIGKILL');
       const lease = await waiting;
-      times.push(performance.now() - t0);
+      handovers.push(performance.now() - t0);
       await lease.release();
     }
     console.log(
-      `PostgreSQL handover (release → other session granted, NOTIFY): p50 ${p50(times).toFixed(2)} ms`,
+      `FileLock handover after SIGKILL (from kill to grant): p50 ${p50(handovers).toFixed(1)} ms, max ${Math.max(...handovers).toFixed(1)} ms`,
     );
-    await a.close();
-    await b.close();
-    await database.close();
-    await client.end();
+    {
+      const child = spawnNode(join(here, 'hold.ts'), ['proper-lockfile', dir, 'plf']);
+      await child.waitForLine('held');
+      const t0 = performance.now();
+      child.kill('SIGKILL');
+      await child.exited;
+      for (;;) {
+        try {
+          const release = await lockfile.lock(dir, {
+            stale: 2000,
+            realpath: false,
+            lockfilePath: `${dir}/plf.plock`,
+          });
+          await release();
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      console.log(
+        `proper-lockfile handover after SIGKILL (stale 2000): ${(performance.now() - t0).toFixed(0)} ms`,
+      );
+    }
+  }
+
+  // 5. PostgreSQL provider vs raw advisory lock pairs, and handover
+  if (run('pg')) {
+    if ((await service('postgres')).available) {
+      const pg = ((await import('pg' as string)) as { default: PgModule }).default;
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      const database = await openDatabase(PG_URL);
+      const a = sqlLockProvider(database);
+      const b = sqlLockProvider(database);
+      await a.migrate();
+      await compare(
+        'PostgreSQL: provider acquire+release vs raw pg_advisory_lock/unlock pair',
+        {
+          name: '@rigging/locks/sql (postgres)',
+          fn: async () => (await a.acquire('bench')).release(),
+        },
+        {
+          name: 'raw advisory lock+unlock (pg)',
+          fn: async () => {
+            await client.query('select pg_advisory_lock(42)');
+            await client.query('select pg_advisory_unlock(42)');
+          },
+        },
+        500,
+      );
+      const times: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const held = await a.acquire('handover');
+        const waiting = b.acquire('handover');
+        await new Promise((r) => setTimeout(r, 5));
+        const t0 = performance.now();
+        await held.release();
+        const lease = await waiting;
+        times.push(performance.now() - t0);
+        await lease.release();
+      }
+      console.log(
+        `PostgreSQL handover (release → other session granted, NOTIFY): p50 ${p50(times).toFixed(2)} ms`,
+      );
+      await a.close();
+      await b.close();
+      await database.close();
+      await client.end();
+    }
   }
 
   // 6. redlock on one Redis, for reference
-  if ((await service('redis')).available) {
-    const { Redis } = await import('ioredis');
-    const Redlock = ((await import('redlock' as string)) as { default: RedlockCtor }).default;
-    const redis = new Redis(REDIS_URL);
-    const redlock = new Redlock([redis], { retryCount: 0 });
-    const r = await measure(async () => {
-      const lock = await redlock.acquire(['rigging-bench'], 5000);
-      await lock.release();
-    }, 500);
-    results.push({ name: 'redlock acquire+release', opsPerSec: r });
-    console.log(`redlock acquire+release (one Redis): ${fmt(r)}/s (no fencing token)`);
-    redis.disconnect();
+  if (run('redis')) {
+    if ((await service('redis')).available) {
+      const { Redis } = await import('ioredis');
+      const Redlock = ((await import('redlock' as string)) as { default: RedlockCtor }).default;
+      const redis = new Redis(REDIS_URL);
+      const redlock = new Redlock([redis], { retryCount: 0 });
+      const r = await measure(async () => {
+        const lock = await redlock.acquire(['rigging-bench'], 5000);
+        await lock.release();
+      }, 500);
+      results.push({ name: 'redlock acquire+release', opsPerSec: r });
+      console.log(`redlock acquire+release (one Redis): ${fmt(r)}/s (no fencing token)`);
+      redis.disconnect();
+    }
   }
 } finally {
+  files.close();
   rmSync(dir, { recursive: true, force: true });
 }

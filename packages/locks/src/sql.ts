@@ -75,6 +75,35 @@ export const lockMigrations: readonly Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    // PostgreSQL grants take tokens from a sequence and write nothing; who holds what is kept in
+    // unlogged tables (lost on a server crash, like the locks themselves)
+    name: 'pg-token-sequence',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql`create sequence if not exists rigging_locks_token_seq as bigint`.execute(db);
+      // above every token handed out before, and never below the server clock in microseconds
+      await sql`select setval('rigging_locks_token_seq', greatest(
+        (select coalesce(max(token), 0) from rigging_locks_tokens),
+        floor(extract(epoch from clock_timestamp()) * 1000000)::bigint))`.execute(db);
+      await sql`create unlogged table if not exists rigging_locks_pg_sessions (
+        backend integer primary key,
+        holder text not null,
+        opened bigint not null
+      )`.execute(db);
+      await sql`create unlogged table if not exists rigging_locks_pg_holders (
+        lock_id bigint not null,
+        backend integer not null,
+        token bigint not null,
+        since bigint not null,
+        primary key (lock_id, backend, token)
+      )`.execute(db);
+      await sql`create table if not exists rigging_locks_pg_epoch (
+        id integer primary key,
+        started timestamptz not null
+      )`.execute(db);
+    },
+  },
 ];
 
 interface Granted {
@@ -222,6 +251,9 @@ function split64(id: string): { big: string; hi: number; lo: number } {
   return { big: big.toString(), hi: buf.readUInt32BE(0), lo: buf.readUInt32BE(4) };
 }
 
+/** A lease held this long gets its `since` recorded for `holder()` (short holds write nothing). */
+const PG_RECORD_AFTER_MS = 50;
+
 class PostgresBackend extends SessionBackend {
   #wakers = new Map<string, Set<() => void>>();
 
@@ -230,9 +262,22 @@ class PostgresBackend extends SessionBackend {
   }
 
   protected override async onOpen(session: Session): Promise<void> {
-    // Grants write the token counter; their commits need not wait for the WAL flush: tokens also
-    // never go below the server's clock in microseconds, so a server crash cannot make them repeat.
+    // Grants write nothing; the sequence logs ahead every 32 values and need not wait for the
+    // flush: a server restart (crash, failover) is detected below and the sequence moved past
+    // the server clock in microseconds, so tokens never repeat (with a sane clock).
     await session.query('set synchronous_commit = off');
+    const check = await session.query<{ restarted: boolean }>(
+      `select (select started from rigging_locks_pg_epoch where id = 1)
+                is distinct from pg_postmaster_start_time() as restarted`,
+    );
+    if (check.rows[0]?.restarted) await this.#afterRestart(session);
+    // who this session is, for holder() (an unlogged table: no WAL, nothing to flush)
+    await session.query(
+      `insert into rigging_locks_pg_sessions as s (backend, holder, opened)
+       values (pg_backend_pid(), $1, $2)
+       on conflict (backend) do update set holder = excluded.holder, opened = excluded.opened`,
+      [holderJson(), Date.now()],
+    );
     session.onNotification((n) => {
       if (n.channel !== CHANNEL || n.payload === undefined) return;
       const set = this.#wakers.get(n.payload);
@@ -243,6 +288,32 @@ class PostgresBackend extends SessionBackend {
 
   protected override onLost(): void {
     for (const set of this.#wakers.values()) for (const wake of [...set]) wake();
+  }
+
+  /** Once per server start (whoever sees it first, under a table lock, durably). */
+  async #afterRestart(session: Session): Promise<void> {
+    await session.query('begin');
+    try {
+      await session.query('set local synchronous_commit = on');
+      await session.query('lock table rigging_locks_pg_epoch in exclusive mode');
+      const changed = await session.query(
+        `insert into rigging_locks_pg_epoch as e (id, started) values (1, pg_postmaster_start_time())
+         on conflict (id) do update set started = excluded.started
+           where e.started is distinct from excluded.started
+         returning id`,
+      );
+      if (changed.rows.length > 0) {
+        await session.query(
+          `select setval('rigging_locks_token_seq', greatest(
+             (select last_value from rigging_locks_token_seq),
+             floor(extract(epoch from clock_timestamp()) * 1000000)::bigint))`,
+        );
+      }
+      await session.query('commit');
+    } catch (error) {
+      await session.query('rollback').catch(() => undefined);
+      throw error;
+    }
   }
 
   subscribe(id: string, wake: () => void): () => void {
@@ -262,8 +333,7 @@ class PostgresBackend extends SessionBackend {
     // never block the session: a releaser holds the exclusive side for one statement only, so
     // on failure the caller simply tries to announce again after its next (fallback) sleep
     const r = await session.query<{ ok: boolean }>(
-      'select pg_try_advisory_lock_shared($1::int, $2::int) as ok',
-      [hi | 0, lo | 0],
+      `select pg_try_advisory_lock_shared(${hi | 0}, ${lo | 0}) as ok`,
     );
     if (!r.rows[0]?.ok) return undefined;
     let ended = false;
@@ -271,67 +341,61 @@ class PostgresBackend extends SessionBackend {
       if (ended || lost.signal.aborted) return;
       ended = true;
       await session
-        .query('select pg_advisory_unlock_shared($1::int, $2::int)', [hi | 0, lo | 0])
+        .query(`select pg_advisory_unlock_shared(${hi | 0}, ${lo | 0})`)
         .catch(() => undefined);
     };
   }
 
-  async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
+  async tryGrant(_key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
     const { session, lost } = await this.session();
     const { big, hi, lo } = split64(id);
-    const fn = mode === 'shared' ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock';
-    const floor = 'floor(extract(epoch from clock_timestamp()) * 1000000)::bigint';
-    // Common case in one round trip: take the lock and advance the existing counter row.
-    const r = await session.query<{ ok: boolean; token: string | null }>(
-      `with l as (select ${fn}($1::bigint) as ok),
-            u as (update rigging_locks_tokens t
-                     set token = greatest(t.token + 1, ${floor}), holder = $3, since = $4
-                    from l where l.ok and t.lock_id = $2
-                  returning t.token)
-       select l.ok, (select token::text from u) as token from l`,
-      [big, id, holderJson(), Date.now()],
+    const shared = mode === 'shared';
+    // One round trip, no write: take the lock and, only once granted (CASE orders the two), the
+    // next value of the token sequence (global, so strictly increasing per key). Literals (numbers we computed) keep the
+    // statement on the simple query protocol, like a raw `select pg_advisory_lock(n)`.
+    const r = await session.query<{ token: string | null }>(
+      `select (case when ${shared ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock'}(${big})
+                    then nextval('rigging_locks_token_seq') end)::text as token`,
     );
-    const first = r.rows[0];
-    if (!first?.ok) return undefined;
-    let token = first.token;
-    if (token === null) {
-      // first grant of this key: create its counter row (we hold the lock already)
-      try {
-        const ins = await session.query<{ token: string }>(
-          `insert into rigging_locks_tokens as t (lock_id, lock_key, token, holder, since)
-           values ($1, $2, ${floor}, $3, $4)
-           on conflict (lock_id) do update
-             set token = greatest(t.token + 1, excluded.token), holder = excluded.holder, since = excluded.since
-           returning token::text as token`,
-          [id, key, holderJson(), Date.now()],
-        );
-        token = ins.rows[0]?.token ?? null;
-        if (token === null) throw new Error('no token row returned');
-      } catch (error) {
-        const unlockFn = mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
-        await session.query(`select ${unlockFn}($1::bigint)`, [big]).catch(() => undefined);
-        throw error;
-      }
-    }
-    const row = { token };
+    const token = r.rows[0]?.token;
+    if (token === null || token === undefined) return undefined;
+    const since = Date.now();
     this.held(1);
-    const unlock = mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
+    const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     let released = false;
+    // leases held a while record `since` for holder(); brief ones never write
+    let recorded: Promise<boolean> | undefined;
+    const recordTimer = setTimeout(() => {
+      recorded = session
+        .query(
+          `insert into rigging_locks_pg_holders (lock_id, backend, token, since)
+           values (${big}, pg_backend_pid(), ${token}, ${since}) on conflict do nothing`,
+        )
+        .then(
+          () => true,
+          () => false,
+        );
+    }, PG_RECORD_AFTER_MS);
+    recordTimer.unref();
     return {
-      token: BigInt(row.token),
+      token: BigInt(token),
       lost: lost.signal,
       release: async () => {
         if (released) return;
         released = true;
+        clearTimeout(recordTimer);
         this.held(-1);
         if (lost.signal.aborted) return;
+        const forget = (await recorded)
+          ? `with d as (delete from rigging_locks_pg_holders
+                         where lock_id = ${big} and backend = pg_backend_pid() and token = ${token}) `
+          : '';
         // NOTIFY only when another session announced a waiter (a shared lock in the two-int key
         // space, which does not overlap the bigint one); the probe is transaction-scoped
         await session.query(
-          `select ${unlock}($1::bigint),
-                  case when pg_try_advisory_xact_lock($2::int, $3::int) then null
-                       else pg_notify('${CHANNEL}', $1::text) end`,
-          [big, hi | 0, lo | 0],
+          `${forget}select ${unlock}(${big}),
+                  case when pg_try_advisory_xact_lock(${hi | 0}, ${lo | 0}) then null
+                       else pg_notify('${CHANNEL}', '${big}') end`,
         );
         // waiters of this process on the same key retry at once
         const set = this.#wakers.get(big);
@@ -342,25 +406,35 @@ class PostgresBackend extends SessionBackend {
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {
     const { session } = await this.session();
-    const { hi, lo } = split64(id);
-    const locks = await session.query<{ mode: string; pid: number }>(
-      `select mode, pid from pg_locks
-        where locktype = 'advisory' and granted and classid = $1::bigint::oid and objid = $2::bigint::oid and objsubid = 1`,
-      [hi, lo],
-    );
-    const first = locks.rows[0];
-    if (!first) return undefined;
-    const t = await session.query<{ holder: string | null; since: string | null }>(
-      'select holder, since::text as since from rigging_locks_tokens where lock_id = $1',
-      [id],
-    );
-    const info = t.rows[0];
+    const { big, hi, lo } = split64(id);
+    const rows = (
+      await session.query<{
+        mode: string;
+        pid: number;
+        holder: string | null;
+        since: string | null;
+      }>(
+        `select l.mode, l.pid, s.holder,
+                (select min(h.since) from rigging_locks_pg_holders h
+                  where h.lock_id = ${big} and h.backend = l.pid and h.since >= s.opened)::text as since
+           from pg_locks l left join rigging_locks_pg_sessions s on s.backend = l.pid
+          where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+            and l.classid = ${hi}::bigint::oid and l.objid = ${lo}::bigint::oid`,
+      )
+    ).rows;
+    if (rows.length === 0) return undefined;
+    // the oldest recorded grant; a grant younger than the recording delay has no row: "now"
+    let first = rows[0]!;
+    for (const row of rows) {
+      if (row.since !== null && (first.since === null || Number(row.since) < Number(first.since)))
+        first = row;
+    }
     return {
       mode: first.mode === 'ShareLock' ? 'shared' : 'exclusive',
-      since: info?.since ? Number(info.since) : 0,
-      ...parseHolder(info?.holder),
+      since: first.since !== null ? Number(first.since) : Date.now(),
+      ...parseHolder(first.holder),
       owner: `backend ${first.pid}`,
-      count: locks.rows.length,
+      count: rows.length,
     };
   }
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RiggingError } from '@rigging/core';
-import { openDatabase, type Database } from '@rigging/sql';
+import { openDatabase, sql, type Database } from '@rigging/sql';
 import { spawnNode, sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlLockProvider } from '../src/sql.js';
@@ -110,6 +110,53 @@ for (const backend of backends) {
           // an uncontended release sends no NOTIFY; contended ones still wake the waiter
           const s1 = await a.acquire('notify', { mode: 'shared' });
           const s2 = await b.acquire('notify', { mode: 'shared', timeoutMs: 1000 });
+          await Promise.all([s1.release(), s2.release()]);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }, 60_000);
+
+      it('moves the token sequence past the server clock after a server restart', async () => {
+        const a = sqlLockProvider(database);
+        const first = await a.acquire('epoch');
+        await first.release();
+        await a.close();
+        // what a crash looks like to the provider: a different postmaster start time, and a
+        // sequence that went back (its last WAL was not flushed)
+        await sql`update rigging_locks_pg_epoch set started = 'epoch'`.execute(database.db);
+        await sql`select setval('rigging_locks_token_seq', 1)`.execute(database.db);
+        const b = sqlLockProvider(database);
+        const before = BigInt(Date.now()) * 1000n;
+        const next = await b.acquire('epoch');
+        expect(next.token).toBeGreaterThan(first.token);
+        expect(next.token).toBeGreaterThanOrEqual(before - 5_000_000n); // server clock, µs
+        await next.release();
+        await b.close();
+      }, 60_000);
+
+      it('holder() tells pid, host and since; brief grants write nothing stale', async () => {
+        const a = sqlLockProvider(database);
+        const b = sqlLockProvider(database);
+        try {
+          const before = Date.now();
+          const lease = await a.acquire('pgholder');
+          await new Promise((r) => setTimeout(r, 200)); // past the recording delay
+          const h = await b.holder('pgholder');
+          expect(h).toMatchObject({ mode: 'exclusive', pid: process.pid, count: 1 });
+          expect(h!.since).toBeGreaterThanOrEqual(before);
+          expect(h!.since).toBeLessThanOrEqual(Date.now());
+          await lease.release();
+          expect(await b.holder('pgholder')).toBeUndefined();
+          // a later brief grant is not described by the earlier record
+          const again = await a.acquire('pgholder');
+          const h2 = await b.holder('pgholder');
+          expect(h2!.since).toBeGreaterThan(h!.since);
+          await again.release();
+          const s1 = await a.acquire('pgholder', { mode: 'shared' });
+          const s2 = await b.acquire('pgholder', { mode: 'shared', timeoutMs: 5000 });
+          expect((await a.holder('pgholder'))?.count).toBe(2);
+          expect(s2.token).toBeGreaterThan(s1.token);
           await Promise.all([s1.release(), s2.release()]);
         } finally {
           await a.close();
