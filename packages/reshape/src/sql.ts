@@ -7,9 +7,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Database, Kysely, Migration } from '@rigging/sql';
-import { isUniqueViolation } from '@rigging/sql';
+import { CompiledQuery, isUniqueViolation } from '@rigging/sql';
 import { ReshapeError } from './errors.js';
-import { plan, prepare, type AllocationRow, type ConsumerRow, type Snapshot } from './engine.js';
+import {
+  plan,
+  prepare,
+  type AllocationRow,
+  type ConsumerRow,
+  type ConsumerWrite,
+  type Snapshot,
+} from './engine.js';
 import {
   checkName,
   checkResourceClassName,
@@ -119,6 +126,8 @@ interface ProviderRecord {
 }
 
 const CHUNK = 500;
+/** Rows or ids per bulk statement (at most 4 × this many parameters; every backend allows more). */
+const BULK = 4000;
 function chunks<T>(items: readonly T[], size = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
@@ -191,40 +200,73 @@ export async function sqlStore(
     return new Set(rows.map((r) => r.name));
   }
 
+  /**
+   * Runs a hand-written statement (`?` placeholders). The bulk statements of a write are built
+   * here rather than with Kysely's builder: for thousands of rows, building and compiling the
+   * query tree costs more than running it.
+   */
+  async function run(trx: Db, text: string, params: unknown[]): Promise<Record<string, unknown>[]> {
+    let i = 0;
+    const sqlText = dialect === 'postgres' ? text.replace(/\?/g, () => `$${++i}`) : text;
+    const result = await trx.executeQuery(CompiledQuery.raw(sqlText, params));
+    return result.rows as Record<string, unknown>[];
+  }
+  const marks = (n: number, each = '?'): string => Array(n).fill(each).join(', ');
+  const forUpdate = locking ? ' for update' : '';
+
+  /** `select … where column in (…)` over `ids` in chunks. */
+  async function selectIn(
+    trx: Db,
+    head: string,
+    column: string,
+    ids: readonly string[],
+    tail = '',
+  ): Promise<Record<string, unknown>[]> {
+    const out: Record<string, unknown>[] = [];
+    for (const part of chunks(ids, BULK)) {
+      const rows = await run(
+        trx,
+        `${head} where ${column} in (${marks(part.length)})${tail}`,
+        part,
+      );
+      for (const r of rows) out.push(r);
+    }
+    return out;
+  }
+
   async function snapshot(trx: Db, prepared: ReturnType<typeof prepare>): Promise<Snapshot> {
     const consumerIds = [...prepared.req.allocations.keys()].sort();
     const consumers = new Map<string, ConsumerRow>();
     const old = new Map<string, AllocationRow[]>();
-    for (const part of chunks(consumerIds)) {
-      let q = trx.selectFrom(T.consumers).selectAll().where('uuid', 'in', part).orderBy('uuid');
-      if (locking) q = q.forUpdate();
-      for (const r of (await q.execute()) as Record<string, unknown>[]) {
-        consumers.set(String(r.uuid), {
-          projectId: String(r.project_id),
-          userId: String(r.user_id),
-          generation: Number(r.generation),
-        });
-      }
+    for (const r of await selectIn(
+      trx,
+      `select uuid, project_id, user_id, generation from ${T.consumers}`,
+      'uuid',
+      consumerIds,
+      ` order by uuid${forUpdate}`,
+    )) {
+      consumers.set(String(r.uuid), {
+        projectId: String(r.project_id),
+        userId: String(r.user_id),
+        generation: Number(r.generation),
+      });
     }
     const uuids = new Set(prepared.providers);
-    const existing = [...consumers.keys()];
     for (const c of consumerIds) old.set(c, []);
-    for (const part of chunks(existing)) {
-      const rows = (await trx
-        .selectFrom(T.allocations)
-        .selectAll()
-        .where('consumer_uuid', 'in', part)
-        .execute()) as Record<string, unknown>[];
-      for (const r of rows) {
-        const row: AllocationRow = {
-          consumer: String(r.consumer_uuid),
-          rp: String(r.provider_uuid),
-          rc: String(r.resource_class),
-          used: Number(r.used),
-        };
-        old.get(row.consumer)!.push(row);
-        uuids.add(row.rp);
-      }
+    for (const r of await selectIn(
+      trx,
+      `select consumer_uuid, provider_uuid, resource_class, used from ${T.allocations}`,
+      'consumer_uuid',
+      [...consumers.keys()],
+    )) {
+      const row: AllocationRow = {
+        consumer: String(r.consumer_uuid),
+        rp: String(r.provider_uuid),
+        rc: String(r.resource_class),
+        used: Number(r.used),
+      };
+      old.get(row.consumer)!.push(row);
+      uuids.add(row.rp);
     }
     const providers = await lockProviders(trx, uuids);
     const inventories = new Map<string, Record<string, Inventory>>();
@@ -234,23 +276,16 @@ export async function sqlStore(
       inventories.set(id, {});
       usage.set(id, new Map());
     }
-    for (const part of chunks(ids)) {
-      const inv = (await trx
-        .selectFrom(T.inventories)
-        .selectAll()
-        .where('provider_uuid', 'in', part)
-        .execute()) as Record<string, unknown>[];
-      for (const r of inv)
-        inventories.get(String(r.provider_uuid))![String(r.resource_class)] = toInventory(r);
-      const used = (await trx
-        .selectFrom(T.allocations)
-        .select(['provider_uuid', 'resource_class', (eb) => eb.fn.sum('used').as('used')])
-        .where('provider_uuid', 'in', part)
-        .groupBy(['provider_uuid', 'resource_class'])
-        .execute()) as Record<string, unknown>[];
-      for (const r of used)
-        usage.get(String(r.provider_uuid))!.set(String(r.resource_class), Number(r.used));
-    }
+    for (const r of await selectIn(trx, `select * from ${T.inventories}`, 'provider_uuid', ids))
+      inventories.get(String(r.provider_uuid))![String(r.resource_class)] = toInventory(r);
+    for (const r of await selectIn(
+      trx,
+      `select provider_uuid, resource_class, sum(used) as used from ${T.allocations}`,
+      'provider_uuid',
+      ids,
+      ' group by provider_uuid, resource_class',
+    ))
+      usage.get(String(r.provider_uuid))!.set(String(r.resource_class), Number(r.used));
     const classes = await customClasses(trx);
     return {
       providers,
@@ -262,6 +297,18 @@ export async function sqlStore(
     };
   }
 
+  /** Groups `consumers` by a key, for one statement per group. */
+  function groupBy<K>(items: Iterable<[K, string]>): Map<string, { key: K; consumers: string[] }> {
+    const out = new Map<string, { key: K; consumers: string[] }>();
+    for (const [key, consumer] of items) {
+      const id = JSON.stringify(key);
+      let g = out.get(id);
+      if (!g) out.set(id, (g = { key, consumers: [] }));
+      g.consumers.push(consumer);
+    }
+    return out;
+  }
+
   async function write(request: ReshapeRequest): Promise<ReshapeResult> {
     const prepared = prepare(request);
     try {
@@ -269,75 +316,111 @@ export async function sqlStore(
         const snap = await snapshot(trx, prepared);
         const p = plan(snap, prepared.req);
         for (const [rp, inv] of p.inventories) {
-          await trx.deleteFrom(T.inventories).where('provider_uuid', '=', rp).execute();
-          const rows = Object.entries(inv).map(([rc, i]) => ({
-            provider_uuid: rp,
-            resource_class: rc,
-            total: i.total,
-            reserved: i.reserved,
-            min_unit: i.minUnit,
-            max_unit: i.maxUnit,
-            step_size: i.stepSize,
-            allocation_ratio: i.allocationRatio,
-          }));
-          if (rows.length) await trx.insertInto(T.inventories).values(rows).execute();
+          await run(trx, `delete from ${T.inventories} where provider_uuid = ?`, [rp]);
+          const entries = Object.entries(inv);
+          if (entries.length === 0) continue;
+          await run(
+            trx,
+            `insert into ${T.inventories} (provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio) values ${marks(entries.length, '(?, ?, ?, ?, ?, ?, ?, ?)')}`,
+            entries.flatMap(([rc, i]) => [
+              rp,
+              rc,
+              i.total,
+              i.reserved,
+              i.minUnit,
+              i.maxUnit,
+              i.stepSize,
+              i.allocationRatio,
+            ]),
+          );
         }
-        for (const [rp, generation] of p.providerGenerations) {
-          await trx.updateTable(T.providers).set({ generation }).where('uuid', '=', rp).execute();
-        }
+        for (const [rp, generation] of p.providerGenerations)
+          await run(trx, `update ${T.providers} set generation = ? where uuid = ?`, [
+            generation,
+            rp,
+          ]);
+
+        // Allocation rows: only the difference between the old rows and the new ones is written.
         const consumerGenerations: Record<string, number | null> = {};
-        const all = [...p.consumers.keys()];
-        const withOld = all.filter((c) => (snap.oldAllocations.get(c)?.length ?? 0) > 0);
-        for (const part of chunks(withOld)) {
-          await trx.deleteFrom(T.allocations).where('consumer_uuid', 'in', part).execute();
-        }
         const deleted: string[] = [];
         const bumped: string[] = [];
-        const created: Record<string, unknown>[] = [];
-        const rows: Record<string, unknown>[] = [];
+        const created: [string, ConsumerWrite][] = [];
+        const removed: [[string, string], string][] = [];
+        const changed: [[string, string, number], string][] = [];
+        const added: AllocationRow[] = [];
         for (const [consumer, w] of p.consumers) {
           consumerGenerations[consumer] = w.generation;
+          const before = snap.oldAllocations.get(consumer) ?? [];
           if (w.generation === null) {
             if (w.existed) deleted.push(consumer);
             continue;
           }
-          for (const r of w.rows)
-            rows.push({
-              consumer_uuid: consumer,
-              provider_uuid: r.rp,
-              resource_class: r.rc,
-              used: r.used,
-            });
           if (!w.existed) {
-            created.push({
-              uuid: consumer,
-              project_id: w.projectId,
-              user_id: w.userId,
-              generation: w.generation,
-            });
+            created.push([consumer, w]);
+            for (const r of w.rows) added.push(r);
             continue;
           }
-          const before = snap.consumers.get(consumer)!;
-          if (before.projectId !== w.projectId || before.userId !== w.userId) {
-            await trx
-              .updateTable(T.consumers)
-              .set({ project_id: w.projectId, user_id: w.userId, generation: w.generation })
-              .where('uuid', '=', consumer)
-              .execute();
-          } else bumped.push(consumer);
+          const oldRows = new Map(before.map((r) => [`${r.rp} ${r.rc}`, r.used]));
+          for (const r of w.rows) {
+            const key = `${r.rp} ${r.rc}`;
+            const was = oldRows.get(key);
+            if (was === undefined) added.push(r);
+            else if (was !== r.used) changed.push([[r.rp, r.rc, r.used], consumer]);
+            oldRows.delete(key);
+          }
+          for (const key of oldRows.keys()) {
+            const [rp, rc] = key.split(' ') as [string, string];
+            removed.push([[rp, rc], consumer]);
+          }
+          const row = snap.consumers.get(consumer)!;
+          if (row.projectId !== w.projectId || row.userId !== w.userId)
+            await run(
+              trx,
+              `update ${T.consumers} set project_id = ?, user_id = ?, generation = ? where uuid = ?`,
+              [w.projectId, w.userId, w.generation, consumer],
+            );
+          else bumped.push(consumer);
         }
-        for (const part of chunks(deleted))
-          await trx.deleteFrom(T.consumers).where('uuid', 'in', part).execute();
-        for (const part of chunks(bumped))
-          await trx
-            .updateTable(T.consumers)
-            .set((eb) => ({ generation: eb('generation', '+', 1) }))
-            .where('uuid', 'in', part)
-            .execute();
-        for (const part of chunks(created, 1000))
-          await trx.insertInto(T.consumers).values(part).execute();
-        for (const part of chunks(rows, 1000))
-          await trx.insertInto(T.allocations).values(part).execute();
+        for (const part of chunks(deleted, BULK)) {
+          await run(
+            trx,
+            `delete from ${T.allocations} where consumer_uuid in (${marks(part.length)})`,
+            part,
+          );
+          await run(trx, `delete from ${T.consumers} where uuid in (${marks(part.length)})`, part);
+        }
+        for (const { key, consumers } of groupBy(removed).values())
+          for (const part of chunks(consumers, BULK))
+            await run(
+              trx,
+              `delete from ${T.allocations} where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
+              [...key, ...part],
+            );
+        for (const { key, consumers } of groupBy(changed).values())
+          for (const part of chunks(consumers, BULK))
+            await run(
+              trx,
+              `update ${T.allocations} set used = ? where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
+              [key[2], key[0], key[1], ...part],
+            );
+        for (const part of chunks(bumped, BULK))
+          await run(
+            trx,
+            `update ${T.consumers} set generation = generation + 1 where uuid in (${marks(part.length)})`,
+            part,
+          );
+        for (const part of chunks(created, BULK / 4))
+          await run(
+            trx,
+            `insert into ${T.consumers} (uuid, project_id, user_id, generation) values ${marks(part.length, '(?, ?, ?, ?)')}`,
+            part.flatMap(([uuid, w]) => [uuid, w.projectId, w.userId, w.generation]),
+          );
+        for (const part of chunks(added, BULK / 4))
+          await run(
+            trx,
+            `insert into ${T.allocations} (consumer_uuid, provider_uuid, resource_class, used) values ${marks(part.length, '(?, ?, ?, ?)')}`,
+            part.flatMap((r) => [r.consumer, r.rp, r.rc, r.used]),
+          );
         return {
           providerGenerations: Object.fromEntries(p.providerGenerations),
           consumerGenerations,
@@ -355,41 +438,40 @@ export async function sqlStore(
   }
 
   async function consumerView(trx: Db, consumer: string): Promise<ConsumerAllocations | undefined> {
-    const row = (await trx
-      .selectFrom(T.consumers)
-      .selectAll()
-      .where('uuid', '=', consumer)
-      .executeTakeFirst()) as Record<string, unknown> | undefined;
+    const rows = await run(
+      trx,
+      `select c.project_id, c.user_id, c.generation, a.provider_uuid, a.resource_class, a.used from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid where c.uuid = ?`,
+      [consumer],
+    );
+    const row = rows[0];
     if (!row) return undefined;
-    const rows = (await trx
-      .selectFrom(T.allocations)
-      .selectAll()
-      .where('consumer_uuid', '=', consumer)
-      .execute()) as Record<string, unknown>[];
     return {
       projectId: String(row.project_id),
       userId: String(row.user_id),
       consumerGeneration: Number(row.generation),
       allocations: rowsToMap(
-        rows.map((r) => ({
-          consumer,
-          rp: String(r.provider_uuid),
-          rc: String(r.resource_class),
-          used: Number(r.used),
-        })),
+        rows
+          .filter((r) => r.provider_uuid != null)
+          .map((r) => ({
+            consumer,
+            rp: String(r.provider_uuid),
+            rc: String(r.resource_class),
+            used: Number(r.used),
+          })),
       ),
     };
   }
 
-  async function readProvider(uuid: string): Promise<ResourceProvider> {
+  async function findProvider(uuid: string): Promise<ResourceProvider | undefined> {
     const id = normalizeUuid(uuid, 'provider uuid');
-    const r = (await db
-      .selectFrom(T.providers)
-      .selectAll()
-      .where('uuid', '=', id)
-      .executeTakeFirst()) as ProviderRecord | undefined;
-    if (!r) throw notFound(id);
-    return toProvider(r);
+    const r = (await run(db, `select * from ${T.providers} where uuid = ?`, [id]))[0];
+    return r && toProvider(r as unknown as ProviderRecord);
+  }
+
+  async function readProvider(uuid: string): Promise<ResourceProvider> {
+    const p = await findProvider(uuid);
+    if (!p) throw notFound(normalizeUuid(uuid, 'provider uuid'));
+    return p;
   }
 
   const duplicate = (error: unknown, name: string, uuid: string): never => {
@@ -427,15 +509,7 @@ export async function sqlStore(
         return { uuid, name, parentProviderUuid: parent, rootProviderUuid: root, generation: 0 };
       });
     },
-    async getProvider(uuid) {
-      const id = normalizeUuid(uuid, 'provider uuid');
-      const r = (await db
-        .selectFrom(T.providers)
-        .selectAll()
-        .where('uuid', '=', id)
-        .executeTakeFirst()) as ProviderRecord | undefined;
-      return r && toProvider(r);
-    },
+    getProvider: findProvider,
     async listProviders(filter = {}) {
       let q = db.selectFrom(T.providers).selectAll();
       if (filter.inTree !== undefined) {
@@ -549,21 +623,11 @@ export async function sqlStore(
     async getInventories(uuid) {
       const id = normalizeUuid(uuid, 'provider uuid');
       // One statement, so the generation and the rows come from the same snapshot.
-      const rows = (await db
-        .selectFrom(`${T.providers} as p`)
-        .leftJoin(`${T.inventories} as i`, 'i.provider_uuid', 'p.uuid')
-        .select([
-          'p.generation as provider_generation',
-          'i.resource_class',
-          'i.total',
-          'i.reserved',
-          'i.min_unit',
-          'i.max_unit',
-          'i.step_size',
-          'i.allocation_ratio',
-        ])
-        .where('p.uuid', '=', id)
-        .execute()) as Record<string, unknown>[];
+      const rows = await run(
+        db,
+        `select p.generation as provider_generation, i.* from ${T.providers} p left join ${T.inventories} i on i.provider_uuid = p.uuid where p.uuid = ?`,
+        [id],
+      );
       if (rows.length === 0) throw notFound(id);
       const inventories: Record<string, Inventory> = {};
       for (const r of rows)
@@ -715,11 +779,11 @@ export async function sqlStore(
     },
     async getProviderAllocations(uuid) {
       const rp = await readProvider(uuid);
-      const rows = (await db
-        .selectFrom(T.allocations)
-        .selectAll()
-        .where('provider_uuid', '=', rp.uuid)
-        .execute()) as Record<string, unknown>[];
+      const rows = await run(
+        db,
+        `select consumer_uuid, resource_class, used from ${T.allocations} where provider_uuid = ?`,
+        [rp.uuid],
+      );
       const allocations: Record<string, Resources> = {};
       for (const r of rows)
         (allocations[String(r.consumer_uuid)] ??= {})[String(r.resource_class)] = Number(r.used);
@@ -728,21 +792,18 @@ export async function sqlStore(
     async getUsages(uuid) {
       const rp = await readProvider(uuid);
       const usages: Resources = {};
-      const inv = (await db
-        .selectFrom(T.inventories)
-        .select('resource_class')
-        .where('provider_uuid', '=', rp.uuid)
-        .execute()) as {
-        resource_class: string;
-      }[];
-      for (const r of inv) usages[r.resource_class] = 0;
-      const rows = (await db
-        .selectFrom(T.allocations)
-        .select(['resource_class', (eb) => eb.fn.sum('used').as('used')])
-        .where('provider_uuid', '=', rp.uuid)
-        .groupBy('resource_class')
-        .execute()) as { resource_class: string; used: unknown }[];
-      for (const r of rows) usages[r.resource_class] = Number(r.used);
+      for (const r of await run(
+        db,
+        `select resource_class from ${T.inventories} where provider_uuid = ?`,
+        [rp.uuid],
+      ))
+        usages[String(r.resource_class)] = 0;
+      for (const r of await run(
+        db,
+        `select resource_class, sum(used) as used from ${T.allocations} where provider_uuid = ? group by resource_class`,
+        [rp.uuid],
+      ))
+        usages[String(r.resource_class)] = Number(r.used);
       return { generation: rp.generation, usages };
     },
     async getAllocationsForProviderTree(rootUuid) {

@@ -367,6 +367,61 @@ export function conformance(
       expect((await store.getUsages(cn.uuid)).usages).toEqual({ VCPU: 0 });
     });
 
+    it('replaces allocations row by row: kept, changed, removed, added, owner changed', async () => {
+      const a = await compute(64, { MEMORY_MB: 4096, DISK_GB: 100 });
+      const b = await compute(64, { MEMORY_MB: 4096 });
+      const consumers = Array.from({ length: 30 }, () => randomUUID());
+      await store.reshape({
+        allocations: Object.fromEntries(
+          consumers.map((c) => [
+            c,
+            {
+              projectId: P,
+              userId: U,
+              consumerGeneration: null,
+              allocations: { [a.uuid]: { VCPU: 1, MEMORY_MB: 64, DISK_GB: 2 } },
+            },
+          ]),
+        ),
+      });
+      // Each consumer: VCPU kept, MEMORY_MB changed, DISK_GB removed, a row added on b; every
+      // third also changes project; the last one loses everything (deleted).
+      const next = (i: number): AllocationsInput => ({
+        projectId: i % 3 === 0 ? 'other' : P,
+        userId: U,
+        consumerGeneration: 1,
+        allocations:
+          i === consumers.length - 1
+            ? {}
+            : { [a.uuid]: { VCPU: 1, MEMORY_MB: 128 }, [b.uuid]: { MEMORY_MB: 32 } },
+      });
+      const r = await store.reshape({
+        allocations: Object.fromEntries(consumers.map((c, i) => [c, next(i)])),
+      });
+      expect(r.consumerGenerations[consumers[0]!]).toBe(2);
+      expect(r.consumerGenerations[consumers.at(-1)!]).toBeNull();
+      for (const [i, c] of consumers.entries()) {
+        const got = await store.getAllocations(c);
+        if (i === consumers.length - 1) {
+          expect(got).toBeUndefined();
+          continue;
+        }
+        expect(got).toEqual({
+          projectId: i % 3 === 0 ? 'other' : P,
+          userId: U,
+          consumerGeneration: 2,
+          allocations: { [a.uuid]: { VCPU: 1, MEMORY_MB: 128 }, [b.uuid]: { MEMORY_MB: 32 } },
+        });
+      }
+      const n = consumers.length - 1;
+      expect((await store.getUsages(a.uuid)).usages).toEqual({
+        VCPU: n,
+        MEMORY_MB: 128 * n,
+        DISK_GB: 0,
+      });
+      expect((await store.getUsages(b.uuid)).usages).toEqual({ VCPU: 0, MEMORY_MB: 32 * n });
+    });
+
     it('gathers the allocations of a provider tree, including those outside it', async () => {
       const root = await compute(8);
       const child = await store.createProvider({
