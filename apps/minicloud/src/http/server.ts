@@ -1,0 +1,463 @@
+/**
+ * The HTTP face of a cloud (`minicloud serve`): a JSON API under `/api`, the Placement-compatible
+ * API of `@rigging/reshape/http` under `/placement`, the dashboard's event stream at
+ * `/api/events` and its built files at `/`.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '@rigging/core';
+import { refKey } from '@rigging/package-cache';
+import { createPlacementHandler } from '@rigging/reshape/http';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
+import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
+import type { CacheLockHolder, QueueKeyState } from '../../dashboard/src/state.js';
+import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
+import type { Config } from '../config.js';
+import { dashboardDistDir } from './dashboard-dir.js';
+import { DemoRunner } from './demo.js';
+import { HttpError, toApiError } from './errors.js';
+import {
+  containerParams,
+  deployBody,
+  envParams,
+  flowParams,
+  flowsQuery,
+  keyParams,
+  opBody,
+  opParams,
+  packageParams,
+  uploadBody,
+} from './schemas.js';
+
+/** Options of {@link createServer}. */
+export interface ServerOptions {
+  cloud: Cloud;
+  /** The configuration the demo story runs with (`POST /api/demo`). */
+  config: Config;
+  /** pino instance for request logs (`createLogger()`); default: none. */
+  logger?: Logger;
+  /** The built dashboard. @default {@link dashboardDistDir} */
+  dashboardDir?: string;
+  /** How often the package cache's lock holders are sampled while a dashboard is open. @default 1000 */
+  lockPollMs?: number;
+  /** How long `close()` lets a running demo finish. @default 30000 */
+  closeGraceMs?: number;
+}
+
+/** A server built by {@link createServer}. */
+export interface MinicloudServer {
+  readonly app: FastifyInstance;
+  /** The dashboard's event hub (fed from `cloud.hub`). */
+  readonly hub: DashboardHub;
+  /** Starts listening; resolves with the base URL (`http://127.0.0.1:8787`). */
+  listen(options: { host: string; port: number }): Promise<string>;
+  /**
+   * Stops accepting connections, ends the event streams, lets a running demo and in-flight
+   * requests finish (up to `closeGraceMs`), then closes the server. Does not close the cloud.
+   */
+  close(): Promise<void>;
+}
+
+type Req<T extends { Params?: unknown; Body?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
+
+const DEFAULT_LIST_LIMIT = 100;
+
+/** Builds the Fastify app around `cloud` (not listening yet). */
+export async function createServer(options: ServerOptions): Promise<MinicloudServer> {
+  const { cloud } = options;
+  const app = Fastify({
+    ...(options.logger ? { loggerInstance: options.logger as unknown as FastifyBaseLogger } : {}),
+    bodyLimit: 16 * 1024 * 1024,
+    // Refuse what the schemas do not describe instead of silently dropping or coercing it.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
+    return503OnClosing: true,
+    // Long keys are refused by the schemas with a clear 400, not by the router.
+    routerOptions: { maxParamLength: 1000 },
+    // Errors the router raises before a route runs (bad URL encoding, …): same body shape.
+    frameworkErrors: (error, _request, reply) => {
+      const { status, body } = toApiError(error);
+      void (reply as FastifyReply).status(status).send(body);
+    },
+  });
+
+  // ------------------------------------------------------------------ dashboard hub
+  const hub = new DashboardHub({ initial: cloud.hub.state });
+  const offHub = cloud.hub.onAny((_type, event) => hub.publish(event));
+  await cloud.providerTree().catch(() => []);
+  cloud.publishCache();
+  await seedQueueKeys(cloud, hub);
+  const lockPoll = pollLockHolders(cloud, hub, options.lockPollMs ?? 1000);
+
+  // ------------------------------------------------------------------ errors
+  app.setErrorHandler((error, request, reply) => {
+    const { status, body, internal } = toApiError(error);
+    if (internal) request.log.error({ err: error }, 'minicloud serve: request failed');
+    void reply.status(status).send(body);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.status(404).send({
+      error: {
+        code: 'minicloud.not_found',
+        message: `no route ${request.method} ${request.url.split('?')[0]}`,
+      },
+    });
+  });
+
+  // ------------------------------------------------------------------ health
+  const started = Date.now();
+  app.get('/api/health', async () => ({
+    ok: true,
+    uptimeMs: Date.now() - started,
+    database: cloud.database.dialect,
+    node: cloud.node.name,
+    demoRunning: demo.running,
+    dashboardClients: hub.clients,
+  }));
+
+  // ------------------------------------------------------------------ environments
+  app.get('/api/environments', async () => ({ environments: await cloud.environments() }));
+
+  app.get('/api/environments/:name', { schema: { params: envParams } }, async (req) => {
+    const { name } = (req as Req<{ Params: { name: string } }>).params;
+    const env = (await cloud.environments()).find((e) => e.name === name);
+    if (!env) throw new HttpError(404, 'minicloud.env_not_found', `no environment named ${name}`);
+    return env;
+  });
+
+  app.post('/api/environments', { schema: { body: deployBody } }, async (req, reply) => {
+    const body = (
+      req as Req<{
+        Body: {
+          name: string;
+          package: { fqn: string; version: string };
+          faults?: { vmFailOnce?: string[]; failStep?: string | null };
+        };
+      }>
+    ).body;
+    const result = await cloud.deployEnvironment(body.name, {
+      package: body.package,
+      ...(body.faults ? { faults: body.faults } : {}),
+    });
+    const { path: _path, ...pkg } = result.package;
+    return reply.status(result.ok ? 201 : 200).send({ ...result, package: pkg });
+  });
+
+  app.delete('/api/environments/:name', { schema: { params: envParams } }, async (req) => {
+    const { name } = (req as Req<{ Params: { name: string } }>).params;
+    const report = await cloud.deleteEnvironment(name);
+    return {
+      env: report.env,
+      destroyed: report.destroyed,
+      failed: report.failed,
+      released: report.released,
+      notified: report.notified,
+      plan: report.plan,
+      packageRemoved: report.packageRemoved,
+    };
+  });
+
+  // ------------------------------------------------------------------ packages
+  app.post('/api/packages', { schema: { body: uploadBody } }, async (req, reply) => {
+    const body = (
+      req as Req<{
+        Body: {
+          fqn: string;
+          version: string;
+          files: { path: string; content?: string; base64?: string }[];
+        };
+      }>
+    ).body;
+    const seen = new Set<string>();
+    const files: PackageFile[] = body.files.map((f) => {
+      if (seen.has(f.path)) {
+        throw new HttpError(400, 'minicloud.invalid_input', `duplicate file path ${f.path}`);
+      }
+      seen.add(f.path);
+      return {
+        path: f.path,
+        content: f.base64 !== undefined ? Buffer.from(f.base64, 'base64') : f.content!,
+      };
+    });
+    const ref = await cloud.uploadPackage(body.fqn, body.version, files);
+    return reply.status(201).send(ref);
+  });
+
+  app.get('/api/packages/:fqn/:version', { schema: { params: packageParams } }, async (req) => {
+    const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
+    const current = await cloud.repository.current(fqn, version);
+    if (!current) {
+      throw new HttpError(
+        404,
+        'minicloud.package_not_found',
+        `package ${fqn} ${version} is not in the repository`,
+      );
+    }
+    return current;
+  });
+
+  // ------------------------------------------------------------------ containers and ops
+  app.get('/api/containers', async () => {
+    const containers = await cloud.containers();
+    return {
+      containers: await Promise.all(
+        containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
+      ),
+    };
+  });
+
+  app.post(
+    '/api/containers/:name/ops',
+    { schema: { params: containerParams, body: opBody } },
+    async (req, reply) => {
+      const r = req as Req<{
+        Params: { name: string };
+        Body: { type: ContainerOpType; payload?: ContainerOpPayload };
+      }>;
+      const opId = await cloud.castContainerOp(r.params.name, r.body.type, r.body.payload ?? {});
+      return reply.status(202).send({ opId, key: r.params.name, type: r.body.type });
+    },
+  );
+
+  app.get('/api/ops/:id', { schema: { params: opParams } }, async (req) => {
+    const { id } = (req as Req<{ Params: { id: string } }>).params;
+    const op = await cloud.queue.get(id);
+    if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
+    return op;
+  });
+
+  // ------------------------------------------------------------------ queues
+  app.get('/api/queues', async () => ({ keys: await cloud.queue.activeKeys() }));
+
+  app.get('/api/queues/:key', { schema: { params: keyParams } }, async (req) => {
+    const { key } = (req as Req<{ Params: { key: string } }>).params;
+    const info = await cloud.queue.inspect(key);
+    if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
+      throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+    }
+    return info;
+  });
+
+  const queueAction = (action: 'resume' | 'discard') => async (req: FastifyRequest) => {
+    const { key } = (req as Req<{ Params: { key: string } }>).params;
+    const status = await cloud.queue.keyStatus(key);
+    if (status !== 'blocked') {
+      if (status === 'idle' && !(await knownKey(cloud, hub, key))) {
+        throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+      }
+      throw new HttpError(409, 'queue.not-blocked', `${key} is ${status}, not blocked`);
+    }
+    if (action === 'resume') {
+      if (!(await cloud.queue.resume(key))) {
+        throw new HttpError(409, 'queue.not-blocked', `${key} is no longer blocked`);
+      }
+      return { ok: true, key, action };
+    }
+    const cancelled = await cloud.queue.discard(key);
+    return { ok: true, key, action, cancelled };
+  };
+  app.post('/api/queues/:key/resume', { schema: { params: keyParams } }, queueAction('resume'));
+  app.post('/api/queues/:key/discard', { schema: { params: keyParams } }, queueAction('discard'));
+
+  // ------------------------------------------------------------------ flows
+  app.get('/api/flows', { schema: { querystring: flowsQuery } }, async (req) => {
+    const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
+    const flows = await cloud.engine.flows({
+      limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
+      ...(q.state ? { states: [q.state as never] } : {}),
+    });
+    return { flows };
+  });
+
+  app.get('/api/flows/:id', { schema: { params: flowParams } }, async (req) => {
+    const { id } = (req as Req<{ Params: { id: string } }>).params;
+    const history = await cloud.engine.history(id);
+    if (history.length === 0) {
+      throw new HttpError(404, 'minicloud.flow_not_found', `no flow ${id} in the task log`);
+    }
+    const summary = (await cloud.engine.flows({ limit: 1000 })).find((f) => f.flowId === id);
+    const last = history[history.length - 1]!;
+    return {
+      flowId: id,
+      name: summary?.name ?? null,
+      state: summary?.state ?? null,
+      createdAt: summary?.createdAt ?? history[0]!.at,
+      updatedAt: summary?.updatedAt ?? last.at,
+      history: history.map((e) => ({
+        seq: e.seq,
+        task: e.task,
+        state: e.state,
+        attempt: e.attempt ?? null,
+        at: e.at,
+        ...(e.failure ? { failure: e.failure } : {}),
+        ...(e.result !== undefined ? { result: e.result } : {}),
+      })),
+    };
+  });
+
+  // ------------------------------------------------------------------ providers
+  app.get('/api/providers', async () => ({ nodes: await cloud.providerTree() }));
+
+  // ------------------------------------------------------------------ demo
+  const demo = new DemoRunner(cloud, options.config);
+  app.post('/api/demo', async (req, reply) => {
+    demo.check();
+    reply.hijack();
+    await demo.run(req.raw, reply.raw);
+  });
+
+  // ------------------------------------------------------------------ dashboard events
+  app.get('/api/events', (req, reply) => {
+    reply.hijack();
+    hub.handle(req.raw, reply.raw);
+  });
+
+  // ------------------------------------------------------------------ Placement API
+  await app.register(async (scope) => {
+    // The Placement handler reads and parses bodies itself: leave the request stream unread.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+    const placement = createPlacementHandler(cloud.reshape, { basePath: '/placement' });
+    const route = (req: FastifyRequest, reply: FastifyReply) => {
+      reply.hijack();
+      placement(req.raw, reply.raw);
+    };
+    scope.all('/placement', route);
+    scope.all('/placement/*', route);
+  });
+
+  // ------------------------------------------------------------------ dashboard files
+  const dist = options.dashboardDir
+    ? { dir: options.dashboardDir, built: true }
+    : dashboardDistDir();
+  const statics = serveStatic(dist.dir);
+  app.get('/*', async (req, reply) => {
+    const path = req.url.split('?')[0]!;
+    if (path === '/api' || path.startsWith('/api/')) {
+      throw new HttpError(404, 'minicloud.not_found', `no route GET ${path}`);
+    }
+    reply.hijack();
+    if (await statics(req.raw, reply.raw)) return;
+    const notBuilt = path === '/' || path === '/index.html';
+    reply.raw
+      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'text/plain; charset=utf-8' })
+      .end(
+        notBuilt
+          ? `the dashboard is not built (no ${dist.dir}index.html): run pnpm --filter minicloud build\n`
+          : 'not found\n',
+      );
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    hub,
+    async listen({ host, port }) {
+      await app.listen({ host, port });
+      const address = app.server.address() as AddressInfo;
+      const shown = address.address.includes(':') ? `[${address.address}]` : address.address;
+      return `http://${shown}:${address.port}`;
+    },
+    close() {
+      closing ??= (async () => {
+        const closed = app.close();
+        offHub();
+        lockPoll.stop();
+        hub.close();
+        await demo.drain(options.closeGraceMs ?? 30_000);
+        const force = setTimeout(() => app.server.closeAllConnections(), 5_000);
+        try {
+          await closed;
+        } finally {
+          clearTimeout(force);
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+/** A key the dashboard has seen, or a container's: idle rather than unknown. */
+async function knownKey(cloud: Cloud, hub: DashboardHub, key: string): Promise<boolean> {
+  if (hub.state.queues.some((k) => k.key === key)) return true;
+  return (await cloud.containers()).some((c) => c.name === key);
+}
+
+/** Keys that are not idle at startup (e.g. blocked before a restart), for the first snapshot. */
+async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
+  const active = await cloud.queue.activeKeys().catch(() => []);
+  for (const { key } of active) {
+    if (hub.state.queues.some((k) => k.key === key)) continue;
+    const info = await cloud.queue.inspect(key).catch(() => undefined);
+    if (!info) continue;
+    const state: QueueKeyState = {
+      key,
+      status: info.status,
+      running: info.running ? { id: info.running.id, type: info.running.type } : null,
+      pending: info.pending.map((o) => ({ id: o.id, type: o.type, enqueuedAt: o.createdAt })),
+      lastFailure: null,
+    };
+    if (info.blockedBy) {
+      const op = await cloud.queue.get(info.blockedBy).catch(() => undefined);
+      if (op) {
+        state.lastFailure = {
+          opId: op.id,
+          type: op.type,
+          message: op.error?.message ?? 'failed',
+          at: op.finishedAt ?? Date.now(),
+        };
+      }
+    }
+    hub.publish({ type: 'queue:key', key: state });
+  }
+}
+
+/**
+ * The package cache's current lock holders (usage locks of cached entries, download locks of
+ * downloads in progress), sampled from its lock provider while a dashboard is connected and
+ * published as `cache:update { locks }` when they change.
+ */
+function pollLockHolders(cloud: Cloud, hub: DashboardHub, everyMs: number): { stop(): void } {
+  const locks = cloud.packages.locks;
+  let last = '[]';
+  let busy = false;
+  const sample = async () => {
+    if (busy || hub.clients === 0 || !locks.holder) return;
+    busy = true;
+    try {
+      const keys = [
+        ...hub.state.cache.entries.map((e) => `usage:${refKey(e)}`),
+        ...hub.state.cache.downloads.map((d) => `download:${d.id}`),
+      ];
+      const holders: CacheLockHolder[] = [];
+      for (const key of keys) {
+        const h = await locks.holder!(key).catch(() => undefined);
+        if (!h) continue;
+        holders.push({
+          key,
+          pid: h.pid ?? null,
+          mode: h.mode,
+          since: h.since,
+          ...(h.owner
+            ? { owner: h.owner }
+            : h.count && h.count > 1
+              ? { owner: `${h.count} holders` }
+              : {}),
+        });
+      }
+      const text = JSON.stringify(holders);
+      if (text !== last) {
+        last = text;
+        hub.publish({ type: 'cache:update', cache: { locks: holders } });
+      }
+    } finally {
+      busy = false;
+    }
+  };
+  const timer = setInterval(() => void sample(), everyMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

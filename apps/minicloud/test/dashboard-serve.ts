@@ -1,0 +1,66 @@
+// Helpers shared by the process tests: start the built `minicloud serve` on a free port.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const children = new Set<ChildProcess>();
+
+/** SIGKILLs every server still running (afterAll). */
+export function killServes(): void {
+  for (const c of children) c.kill('SIGKILL');
+}
+
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ['INIT_CWD', 'MINICLOUD_DATABASE_URL', 'MINICLOUD_PORT', 'MINICLOUD_HOST'])
+    delete env[k];
+  return env;
+}
+
+export interface Served {
+  url: string;
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `minicloud serve --port 0` and resolves once it printed its listening line. */
+export async function startServe(dir: string, cwd: string, extra: string[] = []): Promise<Served> {
+  const child = spawn(
+    process.execPath,
+    [cli, 'serve', '--port', '0', '--database', `sqlite:${join(dir, 'mc.db')}`, ...extra],
+    { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${err}`)), 60_000);
+    const check = () => {
+      const m =
+        /^minicloud serve listening on (http:\/\/127\.0\.0\.1:\d+) \(dashboard \/, API \/api, Placement \/placement\)$/m.exec(
+          out,
+        );
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on('data', check);
+    void exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited (${code}) before listening: ${err}`));
+    });
+  });
+  return { url, child, stdout: () => out, stderr: () => err, exited };
+}
