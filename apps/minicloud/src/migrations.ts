@@ -58,7 +58,10 @@ export interface MinicloudTables {
    * `ref` to prove that nothing was applied twice.
    */
   minicloud_journal: {
-    /** `op` (a container op applied; ref = op id) | `stall` (ref = `flowId/task`) */
+    /**
+     * `op-start` / `op` (a container op began / was applied; ref = op id), `stall` /
+     * `stall-passed` (a chaos stall entered / skipped by the next owner; ref = `flowId/task`)
+     */
     kind: string;
     ref: string;
     pid: number;

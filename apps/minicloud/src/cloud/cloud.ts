@@ -131,6 +131,9 @@ export interface DeployPayload {
 
 /** What {@link Cloud.deleteEnvironment} did. */
 export type DeleteResult = TeardownReport & {
+  /** The package the environment was deployed from. */
+  package: PackageRef;
+  /** That package, when this teardown removed its outdated copy from the cache. */
   packageRemoved: PackageRef | null;
   /** Object states in the order they happened (replayed to the caller's hooks). */
   objects: [string, 'destroying' | 'destroyed' | 'failed'][];
@@ -598,7 +601,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       const ref = parseRef(row.package);
       if (await cleanOutdated(ref)) packageRemoved = ref;
       await providerTree();
-      return { ...report, packageRemoved, objects };
+      return { ...report, package: ref, packageRemoved, objects };
     };
 
     const flowHandlers: FlowHandlers = { deploy: deployHandler, delete: deleteHandler };

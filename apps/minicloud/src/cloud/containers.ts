@@ -31,7 +31,8 @@ type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<Container
 
 /**
  * The queue handlers of the simulated container runtime: each op changes the container's row
- * in `minicloud_containers` and journals it in `minicloud_journal` (kind `op`, ref = op id).
+ * in `minicloud_containers` and journals it in `minicloud_journal` (kind `op-start` when it
+ * begins, `op` once applied; ref = op id).
  * Idempotent (a re-run after a crash finds the state already set).
  */
 export function containerHandlers(
@@ -41,6 +42,10 @@ export function containerHandlers(
   const get = (name: string) =>
     db.selectFrom('minicloud_containers').selectAll().where('name', '=', name).executeTakeFirst();
   const work = async (p: ContainerOpPayload, ctx: HandlerContext) => {
+    await db
+      .insertInto('minicloud_journal')
+      .values({ kind: 'op-start', ref: ctx.id, pid: process.pid, at: Date.now() })
+      .execute();
     await sleep(p.durationMs ?? 60, { signal: ctx.signal });
     if (p.fail) {
       throw new ContainerError('minicloud.container_failed', `${ctx.type} ${ctx.key}: ${p.fail}`);

@@ -96,7 +96,13 @@ export function deployFlow(
       .where('kind', '=', 'stall')
       .where('ref', '=', ref)
       .executeTakeFirst();
-    if (seen) return;
+    if (seen) {
+      await db
+        .insertInto('minicloud_journal')
+        .values({ kind: 'stall-passed', ref, pid: process.pid, at: Date.now() })
+        .execute();
+      return;
+    }
     await db
       .insertInto('minicloud_journal')
       .values({ kind: 'stall', ref, pid: process.pid, at: Date.now() })

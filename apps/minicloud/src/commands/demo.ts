@@ -2,11 +2,13 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase, redactUrl } from '@rigging/sql';
 import { openCloud } from '../cloud/index.js';
-import { CommandError } from '../errors.js';
+import { CommandError, UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import { runDemoStory } from '../steps/story.js';
+import { startWorkers } from '../workers.js';
 import { runRemoteDemo } from './demo-remote.js';
+import { intOption } from './worker.js';
 import type { Command } from './types.js';
 
 function removeSqliteFile(file: string): void {
@@ -17,14 +19,22 @@ export const demo: Command = {
   name: 'demo',
   summary: 'set up a database, run the demo scenario, print what happened',
   usage: [
-    'Usage: minicloud demo [--database <url>] [--fresh] [--server <url>]',
+    'Usage: minicloud demo [--database <url>] [--fresh] [--server <url>] [--workers <n> [--chaos]]',
     '',
     '  --database <url>  where minicloud keeps its state (default: $MINICLOUD_DATABASE_URL,',
     '                    else sqlite:.minicloud/minicloud.db)',
     '  --fresh           start from an empty database (deletes the SQLite file first; SQLite only)',
     '  --server <url>    run the story inside a running `minicloud serve` (its dashboard shows it)',
+    '  --workers <n>     run flows and container ops on n `minicloud worker` processes (0-16)',
+    '  --chaos           with --workers 2+: SIGKILL the worker running a flow mid-flow and prove',
+    '                    the takeover: nothing lost, nothing done twice',
   ],
-  options: { fresh: { type: 'boolean' }, server: { type: 'string' } },
+  options: {
+    fresh: { type: 'boolean' },
+    server: { type: 'string' },
+    workers: { type: 'string' },
+    chaos: { type: 'boolean' },
+  },
   async run({ config, out, values }) {
     const started = Date.now();
     if (typeof values.server === 'string') {
@@ -33,6 +43,14 @@ export const demo: Command = {
       return;
     }
     const fresh = values.fresh === true;
+    const workerCount = intOption(values, 'workers', 0, 16) ?? 0;
+    const chaos = values.chaos === true;
+    if (chaos && workerCount < 2) throw new UsageError('--chaos needs --workers 2 or more');
+    if (workerCount > 0 && config.databaseUrl.startsWith('sqlite::memory')) {
+      throw new UsageError(
+        '--workers needs a database other processes can reach, not sqlite::memory:',
+      );
+    }
     if (fresh && !config.sqliteFile && config.databaseUrl !== 'sqlite::memory:') {
       throw new CommandError(
         'minicloud.fresh_unsupported',
@@ -60,12 +78,29 @@ export const demo: Command = {
       })`,
     );
 
+    // With --chaos, a killed worker's work is taken over after 2 s instead of 10 s.
+    const leaseMs = chaos ? 2000 : 10_000;
     await using cloud = await openCloud({
       database,
       dataDir: config.dataDir,
       logger: createLogger(),
+      worker: workerCount === 0,
+      leaseMs,
     });
-    await runDemoStory({ database, config, out, cloud });
+    const workers = workerCount
+      ? await startWorkers({
+          count: workerCount,
+          databaseUrl: config.databaseUrl,
+          dataDir: config.dataDir,
+          leaseMs,
+        })
+      : undefined;
+    if (workers) out.step('workers', `${workerCount} started (pids ${workers.pids().join(', ')})`);
+    try {
+      await runDemoStory({ database, config, out, cloud, workers, chaos });
+    } finally {
+      await workers?.stop();
+    }
     out.line(`done in ${Date.now() - started} ms`);
   },
 };

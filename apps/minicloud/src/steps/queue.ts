@@ -13,24 +13,27 @@ const OPS: ContainerOpType[] = ['create', 'start', 'stop', 'delete'];
  */
 export const queueStep: DemoStep = {
   label: 'queue',
-  async run({ cloud, summary, detail }) {
+  async run({ cloud, summary, detail, workers }) {
     for (const key of CONTAINERS) {
       if ((await cloud.queue.keyStatus(key)) === 'blocked') {
         detail(`${key} was left blocked by an earlier run: discarding its held ops`);
         await cloud.queue.discard(key);
       }
     }
-    const offs = [
-      cloud.queue.on('key:status', ({ key, status }) => {
-        if (CONTAINERS.includes(key)) detail(`${key.padEnd(6)} ${status}`);
-      }),
-      cloud.queue.on('op:failed', ({ key, type, error }) =>
-        detail(`${key.padEnd(6)} ${type} failed: ${error.message}`),
-      ),
-      cloud.queue.on('op:cancelled', ({ key, type }) =>
-        detail(`${key.padEnd(6)} ${type} cancelled (an earlier op of ${key} failed)`),
-      ),
-    ];
+    // Other processes' work is not reported as events here: with workers, statuses are polled.
+    const offs = workers
+      ? []
+      : [
+          cloud.queue.on('key:status', ({ key, status }) => {
+            if (CONTAINERS.includes(key)) detail(`${key.padEnd(6)} ${status}`);
+          }),
+          cloud.queue.on('op:failed', ({ key, type, error }) =>
+            detail(`${key.padEnd(6)} ${type} failed: ${error.message}`),
+          ),
+          cloud.queue.on('op:cancelled', ({ key, type }) =>
+            detail(`${key.padEnd(6)} ${type} cancelled (an earlier op of ${key} failed)`),
+          ),
+        ];
     try {
       const ids: string[] = [];
       for (const op of OPS) {
@@ -44,7 +47,15 @@ export const queueStep: DemoStep = {
       detail(`cast ${ids.length} ops (${OPS.join(', ')} × ${CONTAINERS.join(', ')})`);
       // Wait until every op finished, or is held behind a blocked key (cast after the failure).
       const deadline = Date.now() + 60_000;
+      const seen = new Map<string, string>();
       for (;;) {
+        if (workers) {
+          for (const key of CONTAINERS) {
+            const status = await cloud.queue.keyStatus(key);
+            if (seen.get(key) !== status) detail(`${key.padEnd(6)} ${status}`);
+            seen.set(key, status);
+          }
+        }
         let settled = true;
         for (const id of ids) {
           const op = await cloud.queue.get(id);

@@ -4,6 +4,8 @@ import type { Cloud } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import type { MinicloudTables } from '../migrations.js';
 import type { Output } from '../output.js';
+import type { WorkerPool } from '../workers.js';
+import { chaosStep } from './chaos.js';
 import { demoSteps } from './index.js';
 import { emptySummary, type DemoSummary } from './types.js';
 
@@ -43,16 +45,33 @@ export async function runDemoStory(ctx: {
   config: Config;
   out: Output;
   cloud: Cloud;
+  /** Worker processes running the flows and ops (`--workers`); none: this process runs them. */
+  workers?: WorkerPool | undefined;
+  /** `--chaos`: kill a worker mid-flow and prove the takeover (needs 2+ workers). */
+  chaos?: boolean;
 }): Promise<{ runId: number; summary: DemoSummary }> {
-  const { database, config, out, cloud } = ctx;
+  const { database, config, out, cloud, workers } = ctx;
   const runId = await startRun(database);
   const summary = emptySummary();
+  summary.workers = workers?.pids().length ?? 0;
+  const steps = ctx.chaos
+    ? demoSteps.flatMap((s) => (s.label === 'deploy' ? [s, chaosStep] : [s]))
+    : demoSteps;
   try {
     const detail = (text: string) => out.line(`${' '.repeat(12)}${text}`);
-    for (const step of demoSteps) {
+    for (const step of steps) {
       out.line(`  ${step.label}…`);
       const t0 = Date.now();
-      const line = await step.run({ database, config, out, runId, cloud, summary, detail });
+      const line = await step.run({
+        database,
+        config,
+        out,
+        runId,
+        cloud,
+        summary,
+        detail,
+        workers,
+      });
       const ms = Date.now() - t0;
       summary.steps.push({ label: step.label, ms, line });
       out.step(step.label, `${line} [${ms} ms]`);
@@ -60,7 +79,7 @@ export async function runDemoStory(ctx: {
     const c = cloud.cacheCounters;
     summary.packages.hits = c.hits;
     summary.packages.misses = c.misses;
-    summary.packages.downloads = c.downloads;
+    summary.packages.downloads = c.misses; // every miss downloaded once, in whichever process
     printSummary(out, summary, {
       database: database.url,
       packages: join(config.dataDir, 'packages'),
@@ -119,6 +138,19 @@ export function printSummary(
     out.step(
       'destroyed',
       `${s.teardown.env}: ${s.teardown.order.join(', ')}; ${s.teardown.released} allocations released`,
+    );
+  }
+  if (s.workers)
+    out.step('workers', `${s.workers} worker processes ran the flows and container ops`);
+  if (s.chaos) {
+    const c = s.chaos;
+    out.step(
+      'chaos',
+      `worker ${c.killed} SIGKILLed mid-flow; ${c.env} ${c.deployed ? 'deployed' : 'NOT deployed'} by ${c.successor ?? 'another worker'} (${c.resources}/${c.expectedResources} resources); ${c.completedRerun} completed tasks re-run, in-flight re-run: ${c.inFlightRerun.join(', ') || 'none'}`,
+    );
+    out.step(
+      '',
+      `${c.ops} container ops: ${c.opsLost} lost, ${c.opsAppliedTwice} applied twice, ${c.opsTakenOver} taken over (${c.opsInFlightRerun} in flight re-run)`,
     );
   }
   out.step('data', `database ${where.database}`);

@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { sleep } from '@rigging/core';
 import type { DemoStep } from './types.js';
 
 /**
@@ -7,7 +10,7 @@ import type { DemoStep } from './types.js';
  */
 export const teardownStep: DemoStep = {
   label: 'teardown',
-  async run({ cloud, summary, detail }) {
+  async run({ cloud, summary, detail, workers }) {
     const env = 'env-1';
     const report = await cloud.deleteEnvironment(env, {
       onPlan(_plan, text) {
@@ -20,6 +23,19 @@ export const teardownStep: DemoStep = {
         if (state !== 'destroying') detail(`${state} ${id}`);
       },
     });
+    // With workers, the worker that deployed env-1 may hold its package: it releases it, and
+    // cleans the outdated copy, on its next reconcile tick (within a second).
+    const p = report.package;
+    const copy = join(cloud.dataDir, 'packages', p.fqn, p.version, p.id);
+    const current = await cloud.repository.current(p.fqn, p.version);
+    for (let i = 0; workers && !report.packageRemoved && current?.id !== p.id && i < 50; i++) {
+      if (!existsSync(copy)) {
+        detail(`the worker that deployed ${env} released its package`);
+        report.packageRemoved = p;
+        break;
+      }
+      await sleep(100);
+    }
     if (report.packageRemoved) {
       const r = report.packageRemoved;
       detail(
