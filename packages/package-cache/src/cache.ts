@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import {
   mkdir,
@@ -32,7 +32,15 @@ import {
 } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
-import { isSegment, metaPath, refKey, refPath, validateRef, type PackageRef } from './ref.js';
+import {
+  isSegment,
+  metaPath,
+  outdatedPath,
+  refKey,
+  refPath,
+  validateRef,
+  type PackageRef,
+} from './ref.js';
 
 /** Download progress, in bytes. */
 export interface PackageProgress {
@@ -173,6 +181,50 @@ export interface PackageCacheStats {
   inUse: number;
 }
 
+/** One installed package, as listed by {@link PackageCache.entries}. */
+export interface PackageEntry {
+  readonly ref: PackageRef;
+  readonly fqn: string;
+  readonly version: string;
+  readonly id: string;
+  /** `{root}/{fqn}/{version}/{id}`. */
+  readonly path: string;
+  /** Bytes of the extracted files. */
+  readonly bytes: number;
+  /** SRI of the fetched bytes, when known. */
+  readonly integrity: string | undefined;
+  /** Epoch ms of the install. */
+  readonly installedAt: number;
+  /** Epoch ms of the last acquire or release seen by any process (stamped at most every `touchIntervalMs`). */
+  readonly lastUsedAt: number;
+  /** Leases on it that this process holds now. */
+  readonly leasesHere: number;
+  /**
+   * Whether another process holds it, found by trying its exclusive usage lock without waiting:
+   * `undefined` when this process holds it (the probe cannot see past its own lease) or when
+   * probing is off.
+   */
+  readonly inUseElsewhere: boolean | undefined;
+  /** In use by this process, or (probed) by another one. */
+  readonly inUse: boolean;
+  /**
+   * Superseded (a newer id of the same fqn/version, or a newer version under
+   * `olderVersions: 'remove'`) but still in use: removed when its last user releases it.
+   */
+  readonly outdated: boolean;
+}
+
+/** Options of {@link PackageCache.entries}. */
+export interface EntriesOptions {
+  /**
+   * Probe packages this process does not hold with a non-blocking exclusive `tryAcquire` of
+   * their usage lock, to tell whether another process uses them. The probe holds the lock for
+   * an instant: an `acquire` racing with it in another process may wait that long.
+   * @default true
+   */
+  probe?: boolean;
+}
+
 /** A package in use: its directory stays intact until released. */
 export interface CachedPackage extends AsyncDisposable {
   readonly ref: PackageRef;
@@ -265,6 +317,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   #ready: Promise<void> | undefined;
   #closed = new AbortController();
   #inUse = 0;
+  /** Leases this process holds, per ref key. */
+  readonly #leases = new Map<string, number>();
   #pruning: Promise<PruneResult> | undefined;
   #counters = { hits: 0, misses: 0, downloads: 0, evictions: 0 };
 
@@ -452,6 +506,62 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
   }
 
+  /**
+   * The installed packages (the disk is rescanned first), most recently used first, each with
+   * its size, last use and who uses it: leases of this process and, by probing the usage lock
+   * without waiting, whether another process does.
+   */
+  async entries(options: EntriesOptions = {}): Promise<PackageEntry[]> {
+    this.#checkOpen();
+    const probe = options.probe ?? true;
+    if (typeof probe !== 'boolean') {
+      throw new TypeError(`PackageCache: entries probe must be a boolean, got ${String(probe)}`);
+    }
+    await this.#init();
+    await this.refresh();
+    const out: PackageEntry[] = [];
+    for (const e of [...this.#index.values()]) {
+      const key = refKey(e.ref);
+      const leasesHere = this.#leases.get(key) ?? 0;
+      let inUseElsewhere: boolean | undefined;
+      if (probe && leasesHere === 0) {
+        const lease = await this.#locks.tryAcquire(`usage:${key}`, { mode: 'exclusive' });
+        inUseElsewhere = lease === undefined;
+        await lease?.release();
+      }
+      out.push({
+        ref: e.ref,
+        fqn: e.ref.fqn,
+        version: e.ref.version,
+        id: e.ref.id,
+        path: refPath(this.root, e.ref),
+        bytes: e.size,
+        integrity: e.integrity,
+        installedAt: e.installedAt,
+        lastUsedAt: e.lastUsed,
+        leasesHere,
+        inUseElsewhere,
+        inUse: leasesHere > 0 || inUseElsewhere === true,
+        outdated: existsSync(outdatedPath(this.root, e.ref)),
+      });
+    }
+    return out;
+  }
+
+  /** Removes a released package if a downloader marked it outdated and nobody else uses it. */
+  async #removeIfOutdated(ref: PackageRef): Promise<void> {
+    const marker = outdatedPath(this.root, ref);
+    // One local stat on the release path; the marker is rare.
+    if (!existsSync(marker)) return;
+    let reason: 'outdated' | 'older-version' = 'outdated';
+    try {
+      if (readFileSync(marker, 'utf8').trim() === 'older-version') reason = 'older-version';
+      await this.#tryRemove(ref, reason);
+    } catch (error) {
+      this.#logger.warn({ err: error, ref }, 'package-cache: removing an outdated package failed');
+    }
+  }
+
   /** Counters and totals as this process sees them. */
   stats(): PackageCacheStats {
     return {
@@ -631,15 +741,23 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   #lease(entry: Entry, usage: Lease, hit: boolean): CachedPackage {
     this.#touch(entry);
     this.#inUse++;
+    const key = refKey(entry.ref);
+    this.#leases.set(key, (this.#leases.get(key) ?? 0) + 1);
     let released: Promise<void> | undefined;
     const release = (): Promise<void> => {
       released ??= (async () => {
         this.#inUse--;
+        const left = (this.#leases.get(key) ?? 1) - 1;
+        if (left > 0) this.#leases.set(key, left);
+        else this.#leases.delete(key);
         try {
           this.#touch(entry);
         } finally {
           await usage.release();
         }
+        // Superseded while in use: the last user (in any process) removes it. Other users make
+        // the exclusive try fail; each of them checks again when it releases.
+        if (left === 0) await this.#removeIfOutdated(entry.ref);
         if (this.#bytes > this.#maxBytes && !this.#closed.signal.aborted) {
           this.prune().catch((e: unknown) => {
             this.#logger.warn({ err: e }, 'package-cache: automatic prune failed');
@@ -740,6 +858,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       const metaTmp = join(tmp, 'meta.json');
       await writeFile(metaTmp, JSON.stringify(meta));
       if (this.#durable) await fsyncPath(metaTmp);
+      // A marker left from an earlier install of this id does not apply to this one.
+      await rm(outdatedPath(this.root, ref), { force: true });
       // Sidecar first (harmless alone), then the directory: the rename is the commit point.
       await rename(metaTmp, metaPath(this.root, ref));
       await rename(target, final);
@@ -776,7 +896,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     try {
       const versionDir = join(this.root, ref.fqn, ref.version);
       for (const id of await dirNames(versionDir)) {
-        if (id !== ref.id) await this.#tryRemove({ ...ref, id }, 'outdated');
+        if (id !== ref.id) await this.#markAndRemove({ ...ref, id }, 'outdated');
       }
       if (this.#olderVersions === 'remove') {
         const mine = this.#index.get(refKey(ref))?.installedAt ?? this.#clock.now();
@@ -785,7 +905,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
           for (const id of await dirNames(join(this.root, ref.fqn, version))) {
             const other = { fqn: ref.fqn, version, id };
             const e = await this.#readEntry(other);
-            if (e && e.installedAt <= mine) await this.#tryRemove(other, 'older-version');
+            if (e && e.installedAt <= mine) await this.#markAndRemove(other, 'older-version');
           }
         }
       }
@@ -793,6 +913,16 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     } catch (error) {
       this.#logger.warn({ err: error, ref }, 'package-cache: cleanup after download failed');
     }
+  }
+
+  /**
+   * Marks a superseded package, then removes it if nobody uses it. Marking first closes the race
+   * with a user releasing it meanwhile: either the user's release sees the marker (and removes
+   * it), or it released before our exclusive try (which then succeeds).
+   */
+  async #markAndRemove(ref: PackageRef, reason: 'outdated' | 'older-version'): Promise<void> {
+    await writeFile(outdatedPath(this.root, ref), reason);
+    await this.#tryRemove(ref, reason);
   }
 
   /** Removes a package if its exclusive usage lock is free right now. */
@@ -812,6 +942,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
           this.#forget(key);
+          await rm(outdatedPath(this.root, ref), { force: true });
           return false;
         }
         throw error;
@@ -819,6 +950,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       size = this.#index.get(key)?.size ?? 0;
       this.#forget(key);
       await rm(metaPath(this.root, ref), { force: true });
+      await rm(outdatedPath(this.root, ref), { force: true });
       await rm(trash, { recursive: true, force: true });
     } finally {
       await lease.release();

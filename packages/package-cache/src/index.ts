@@ -2,11 +2,13 @@ export { PackageCache } from './cache.js';
 export type {
   AcquireOptions,
   CachedPackage,
+  EntriesOptions,
   FetchContext,
   FetchResult,
   PackageCacheEvents,
   PackageCacheOptions,
   PackageCacheStats,
+  PackageEntry,
   PackageFetcher,
   PackageLockKind,
   PackageProgress,

@@ -64,6 +64,15 @@ export function metaPath(root: string, ref: PackageRef): string {
   return join(root, ref.fqn, ref.version, `.${ref.id}.json`);
 }
 
+/**
+ * The "remove once unused" marker: `{root}/{fqn}/{version}/.{id}.outdated`, holding the reason
+ * (`outdated` or `older-version`). Written by a downloader before it tries to remove a package;
+ * whoever releases the package last removes it.
+ */
+export function outdatedPath(root: string, ref: PackageRef): string {
+  return join(root, ref.fqn, ref.version, `.${ref.id}.outdated`);
+}
+
 /** True when `name` could be a valid segment (used when scanning the disk). */
 export function isSegment(name: string): boolean {
   return segmentProblem(name) === undefined;

@@ -314,15 +314,50 @@ describe('PackageCache', () => {
     }
     expect(await readFile(join(old.path, 'manifest.yaml'), 'utf8')).toBe('name: old\n');
     expect(removed).toEqual([]);
+    // Two leases on the old id: it goes when the last one is released, not before.
+    const again = await cache.acquire(ref('old'));
+    expect(again.hit).toBe(true);
+    const listed = await cache.entries();
+    expect(listed.map((e) => [e.id, e.leasesHere, e.inUse, e.outdated])).toEqual([
+      ['old', 2, true, true],
+      ['new', 0, false, false],
+    ]);
+    expect(listed[0]).toMatchObject({
+      fqn: 'io.murano.Apache',
+      version: '1.0.0',
+      path: old.path,
+      bytes: old.size,
+      inUseElsewhere: undefined,
+    });
+    expect(listed[1]!.inUseElsewhere).toBe(false);
+    expect(listed[0]!.lastUsedAt).toBeGreaterThanOrEqual(listed[0]!.installedAt);
     await old.release();
+    expect(existsSync(old.path)).toBe(true);
     await old.release(); // idempotent
+    expect(existsSync(old.path)).toBe(true);
+    await again.release();
+    expect(removed).toEqual(['old:outdated']);
+    expect(existsSync(old.path)).toBe(false);
+    expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', '.old.outdated'))).toBe(false);
     const result = await cache.prune({ idleTtlMs: Infinity, maxBytes: Infinity });
     expect(result.removed).toEqual([]);
-    // The next downloader of that fqn/version removes it.
+    // The next downloader of that fqn/version removes the unused outdated ids at once.
     await (await cache.acquire(ref('newer'))).release();
     expect(removed.sort()).toEqual(['new:outdated', 'old:outdated']);
-    expect(existsSync(old.path)).toBe(false);
     expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', 'newer'))).toBe(true);
+    expect((await cache.entries({ probe: false })).map((e) => e.id)).toEqual(['newer']);
+  });
+
+  it('an outdated id fetched again explicitly is served, and removed when released', async () => {
+    const { cache, calls } = await cacheWith((r) => ({ buffer: simpleTar(r.id) }));
+    await (await cache.acquire(ref('a'))).release();
+    await (await cache.acquire(ref('b'))).release();
+    await using a = await cache.acquire(ref('a'));
+    expect(a.hit).toBe(false);
+    expect(calls.map((c) => c.id)).toEqual(['a', 'b', 'a']);
+    // 'b' went when 'a' was downloaded again (the newest install wins).
+    expect((await cache.entries()).map((e) => [e.id, e.outdated])).toEqual([['a', false]]);
+    await expect(cache.entries({ probe: 'yes' as unknown as boolean })).rejects.toThrow(TypeError);
   });
 
   it('several versions in use at once; olderVersions: remove cleans the unused ones', async () => {
@@ -334,10 +369,11 @@ describe('PackageCache', () => {
     const v3 = await cache.acquire(ref('z', '3'));
     expect(existsSync(v1.path)).toBe(true); // in use: kept
     expect(existsSync(join(cache.root, 'io.murano.Apache', '2', 'y'))).toBe(false);
-    await v1.release();
+    await v1.release(); // its last user: removed now
+    expect(existsSync(v1.path)).toBe(false);
     await v3.release();
     await (await cache.acquire(ref('w', '4'))).release();
-    expect(existsSync(v1.path)).toBe(false);
+    expect(existsSync(v3.path)).toBe(false);
   });
 
   it('byte cap: never evicts a held package, converges when released', async () => {

@@ -78,13 +78,26 @@ describe('several OS processes sharing one cache root', { timeout: 120_000 }, ()
     expect((await stat(join(old.path, 'blob'))).size).toBe(4096);
     // Deleted upstream while in use: remove() refuses while A holds it.
     expect((await b.send<{ removed: boolean }>('remove', { ref: ref('id1') })).removed).toBe(false);
+    // Listed as in use by another process, and outdated.
+    const listed =
+      await b.send<{ key: string; inUseElsewhere: boolean; outdated: boolean }[]>('entries');
+    expect(listed.find((e) => e.key === key(ref('id1')))).toMatchObject({
+      inUseElsewhere: true,
+      outdated: true,
+    });
+    // Its last user releases it: A removes it right away (no download or prune needed).
     await a.send('release', { ref: ref('id1') });
+    expect(existsSync(old.path)).toBe(false);
+    expect(a.events('remove')).toContainEqual({
+      event: 'remove',
+      key: key(ref('id1')),
+      reason: 'outdated',
+    });
     const pruned = await b.send<{ removed: string[] }>('prune');
     expect(pruned.removed).toEqual([]);
     // The next downloader of that fqn/version removes the outdated ids nobody uses.
     await b.send('release', { ref: ref('id2') });
     await a.send('acquire', { ref: ref('id3') });
-    expect(existsSync(old.path)).toBe(false);
     expect(existsSync(fresh.path)).toBe(false);
     expect(
       a
@@ -92,6 +105,46 @@ describe('several OS processes sharing one cache root', { timeout: 120_000 }, ()
         .map((e) => e.key)
         .sort(),
     ).toEqual([key(ref('id1')), key(ref('id2'))]);
+    expect(await readdir(join(root, 'io.murano.App', '1.0.0'))).toEqual(
+      expect.not.arrayContaining(['.id1.outdated', '.id2.outdated']),
+    );
+  });
+
+  it('an outdated id held by two processes is removed by whichever releases it last', async () => {
+    const root = await tempDir();
+    const [a, b, c] = await start(3, { root });
+    const old = await a.send<Acquired>('acquire', { ref: ref('v1') });
+    await c.send<Acquired>('acquire', { ref: ref('v1') });
+    await b.send<Acquired>('acquire', { ref: ref('v2') });
+    expect(existsSync(old.path)).toBe(true);
+    await a.send('release', { ref: ref('v1') }); // C still uses it
+    expect(existsSync(old.path)).toBe(true);
+    expect(await readFile(join(old.path, 'manifest.txt'), 'utf8')).toBe(key(ref('v1')));
+    const seen =
+      await a.send<{ key: string; inUseElsewhere: boolean; outdated: boolean }[]>('entries');
+    expect(seen.find((e) => e.key === key(ref('v1')))).toMatchObject({
+      inUseElsewhere: true,
+      outdated: true,
+    });
+    await c.send('release', { ref: ref('v1') });
+    expect(existsSync(old.path)).toBe(false);
+    expect(c.events('remove').map((e) => [e.key, e.reason])).toEqual([
+      [key(ref('v1')), 'outdated'],
+    ]);
+    expect(a.events('remove')).toEqual([]);
+    // The current id is not outdated, and nobody holds what is left but B.
+    const left =
+      await a.send<{ key: string; inUseElsewhere: boolean; outdated: boolean }[]>('entries');
+    expect(left).toEqual([
+      {
+        key: key(ref('v2')),
+        bytes: expect.any(Number),
+        leasesHere: 0,
+        inUseElsewhere: true,
+        inUse: true,
+        outdated: false,
+      },
+    ]);
   });
 
   it('several versions in use at once by different processes; older versions go only when unused', async () => {
