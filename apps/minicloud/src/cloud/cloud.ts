@@ -592,14 +592,19 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       });
       // The environment row is gone; its package is released by whichever process holds it
       // (here at once, elsewhere by that process's reconcile tick).
-      let packageRemoved: PackageRef | null = null;
+      const ref = parseRef(row.package);
+      const removedBefore = counters.removed.length;
       const pkg = envLeases.get(p.env);
       if (pkg) {
         envLeases.delete(p.env);
-        await releasePackage(pkg);
+        await releasePackage(pkg); // the cache may drop an outdated copy on its last release
       }
-      const ref = parseRef(row.package);
-      if (await cleanOutdated(ref)) packageRemoved = ref;
+      await cleanOutdated(ref);
+      const packageRemoved = counters.removed
+        .slice(removedBefore)
+        .some((r) => refKey(r.ref) === refKey(ref))
+        ? ref
+        : null;
       await providerTree();
       return { ...report, package: ref, packageRemoved, objects };
     };
