@@ -10,6 +10,8 @@ export interface ConsumerRow {
   projectId: string;
   userId: string;
   generation: number;
+  /** `null`: no type. */
+  consumerType: string | null;
 }
 
 export interface AllocationRow {
@@ -39,6 +41,7 @@ export type NormalizedRequest = ReturnType<typeof normalizeRequest>;
 export interface ConsumerWrite {
   projectId: string;
   userId: string;
+  consumerType: string | null;
   existed: boolean;
   /** New generation; `null` when the consumer is deleted (no allocations left). */
   generation: number | null;
@@ -200,6 +203,7 @@ export function plan(snap: Snapshot, req: NormalizedRequest, collect = false): P
     consumers.set(consumer, {
       projectId: input.projectId,
       userId: input.userId,
+      consumerType: input.consumerType ?? existing?.consumerType ?? null,
       existed: existing !== undefined,
       generation,
       rows,

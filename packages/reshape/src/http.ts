@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { RiggingError } from '@rigging/core';
 import type { ReshapeErrorCode } from './errors.js';
 import {
+  CONSUMER_TYPE_NAME,
   CUSTOM_NAME,
   MAX_INT,
   isUuid,
@@ -220,13 +221,19 @@ function consumerBody(o: Obj, at: string, v: Version, minOne: boolean): Allocati
     'user_id',
     ...(atLeast(v, [1, 38]) ? ['consumer_type'] : []),
   ]);
-  if (o.consumer_type !== undefined) string(o.consumer_type, `${at}.consumer_type`);
+  let consumerType: string | undefined;
+  if (o.consumer_type !== undefined) {
+    consumerType = string(o.consumer_type, `${at}.consumer_type`);
+    if (!CONSUMER_TYPE_NAME.test(consumerType))
+      bad(`'${consumerType}' does not match '^[A-Z0-9_]+$' at ${at}.consumer_type`);
+  }
   if (o.mappings !== undefined) obj(o.mappings, `${at}.mappings`);
   const gen = consumerGeneration(o, at, v);
   return {
     projectId: string(o.project_id, `${at}.project_id`),
     userId: string(o.user_id, `${at}.user_id`),
     ...(gen === undefined ? {} : { consumerGeneration: gen }),
+    ...(consumerType === undefined ? {} : { consumerType }),
     allocations: allocationDict(o.allocations, `${at}.allocations`, minOne),
   };
 }
@@ -289,6 +296,8 @@ interface Route {
 }
 
 const SEG = '([^/]+)';
+/** The project and user of consumers written without them (before 1.8), as Placement's default. */
+const MISSING_CONSUMER_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * A `(req, res)` handler serving the Placement API from `store`. Request bodies are read from
@@ -541,6 +550,23 @@ function versionDocument(base: string): unknown {
       },
     ],
   };
+}
+
+function aggregateList(v: unknown, at: string): string[] {
+  if (!Array.isArray(v)) bad(`${JSON.stringify(v) ?? 'undefined'} is not of type 'array' at ${at}`);
+  const seen = new Set<string>();
+  for (const [i, a] of v.entries()) {
+    const id = uuid(a, `${at}[${i}]`);
+    if (seen.has(id)) bad(`${JSON.stringify(v)} has non-unique elements at ${at}`);
+    seen.add(id);
+  }
+  return [...seen];
+}
+
+function aggregatesBody(r: { generation: number; aggregates: string[] }, v: Version): Obj {
+  return atLeast(v, [1, 19])
+    ? { aggregates: r.aggregates, resource_provider_generation: r.generation }
+    : { aggregates: r.aggregates };
 }
 
 function providerJson(p: ResourceProvider, v: Version, base: string): Obj {
@@ -899,6 +925,117 @@ function buildRoutes(store: ReshapeStore): Route[] {
       },
     },
     {
+      pattern: new RegExp(`^/resource_providers/${SEG}/aggregates$`),
+      methods: {
+        GET: {
+          min: V(1, 1),
+          handler: async ({ params, version }) => {
+            const p = await provider(params[0]!);
+            const r = await call(() => store.getAggregates(p.uuid));
+            return { status: 200, body: aggregatesBody(r, version) };
+          },
+        },
+        PUT: {
+          min: V(1, 1),
+          body: true,
+          handler: async ({ params, body, version }) => {
+            const p = await provider(params[0]!);
+            let list: unknown;
+            let generation: number | undefined;
+            if (atLeast(version, [1, 19])) {
+              const o = obj(
+                body,
+                'body',
+                ['aggregates', 'resource_provider_generation'],
+                ['aggregates', 'resource_provider_generation'],
+              );
+              generation = integer(
+                o.resource_provider_generation,
+                'resource_provider_generation',
+                -MAX_INT,
+              );
+              list = o.aggregates;
+            } else list = body;
+            const aggregates = aggregateList(
+              list,
+              atLeast(version, [1, 19]) ? 'aggregates' : 'body',
+            );
+            const r = await call(() =>
+              store.setAggregates(p.uuid, {
+                aggregates,
+                ...(generation === undefined ? {} : { generation }),
+              }),
+            );
+            return { status: 200, body: aggregatesBody(r, version) };
+          },
+        },
+      },
+    },
+    {
+      pattern: /^\/usages$/,
+      methods: {
+        GET: {
+          min: V(1, 9),
+          handler: async ({ query, version }) => {
+            const byType = atLeast(version, [1, 38]);
+            const allowedKeys = ['project_id', 'user_id', ...(byType ? ['consumer_type'] : [])];
+            for (const k of new Set(query.keys()))
+              if (!allowedKeys.includes(k))
+                throw new HttpError(
+                  400,
+                  `Invalid query string parameters: Additional properties are not allowed ('${k}' was unexpected)`,
+                );
+            const param = (k: string): string | undefined => {
+              const v = query.get(k);
+              if (v === null) return undefined;
+              if (v.length < 1 || v.length > 255)
+                throw new HttpError(
+                  400,
+                  `Invalid query string parameters: '${k}' has a bad length`,
+                );
+              return v;
+            };
+            const projectId = param('project_id');
+            if (projectId === undefined)
+              throw new HttpError(
+                400,
+                "Invalid query string parameters: 'project_id' is a required property",
+              );
+            const userId = param('user_id');
+            const consumerType = param('consumer_type');
+            if (
+              consumerType !== undefined &&
+              consumerType !== 'all' &&
+              consumerType !== 'unknown' &&
+              !CONSUMER_TYPE_NAME.test(consumerType)
+            )
+              throw new HttpError(
+                400,
+                `Invalid query string parameters: '${consumerType}' does not match the consumer type pattern`,
+              );
+            const t = await call(() =>
+              store.getTotalUsages({ projectId, ...(userId === undefined ? {} : { userId }) }),
+            );
+            if (!byType) return { status: 200, body: { usages: t.usages } };
+            const usages: Obj = {};
+            const group = (u: { usages: Record<string, number>; consumerCount: number }) => ({
+              ...u.usages,
+              consumer_count: u.consumerCount,
+            });
+            if (consumerType === 'all') {
+              if (t.consumerCount > 0) usages.all = group(t);
+            } else if (consumerType !== undefined) {
+              const g = t.byConsumerType[consumerType];
+              if (g) usages[consumerType] = group(g);
+            } else {
+              for (const [type, g] of Object.entries(t.byConsumerType)) usages[type] = group(g);
+            }
+            return { status: 200, body: { usages } };
+          },
+        },
+      },
+    },
+    {
       pattern: new RegExp(`^/resource_providers/${SEG}/allocations$`),
       methods: {
         GET: {
@@ -1106,7 +1243,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
               out.user_id = a.userId;
             }
             if (atLeast(version, [1, 28])) out.consumer_generation = a.consumerGeneration;
-            if (atLeast(version, [1, 38])) out.consumer_type = 'unknown';
+            if (atLeast(version, [1, 38])) out.consumer_type = a.consumerType ?? 'unknown';
             return { status: 200, body: out };
           },
         },
@@ -1149,8 +1286,11 @@ function buildRoutes(store: ReshapeStore): Route[] {
               }
               input = {
                 projectId:
-                  o.project_id === undefined ? 'unknown' : string(o.project_id, 'project_id'),
-                userId: o.user_id === undefined ? 'unknown' : string(o.user_id, 'user_id'),
+                  o.project_id === undefined
+                    ? MISSING_CONSUMER_ID
+                    : string(o.project_id, 'project_id'),
+                userId:
+                  o.user_id === undefined ? MISSING_CONSUMER_ID : string(o.user_id, 'user_id'),
                 allocations,
               };
             }

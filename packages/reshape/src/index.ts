@@ -18,6 +18,7 @@ export type {
   InventoriesInput,
   ReshapeRequest,
   ReshapeResult,
+  TotalUsages,
 } from './model.js';
 export type {
   ReshapeStore,

@@ -16,8 +16,10 @@ import {
 } from './model.js';
 import {
   buildReport,
+  checkAggregates,
   parentsFirst,
   rowsToMap,
+  totalUsages,
   type ReshapeStore,
   type ProviderFilter,
 } from './store.js';
@@ -34,6 +36,7 @@ export function memoryStore(): ReshapeStore {
   const byProvider = new Map<string, Map<string, AllocationRow[]>>();
   const customClasses = new Set<string>();
   const customTraits = new Set<string>();
+  const aggregates = new Map<string, string[]>();
   let closed = false;
 
   const open = (): void => {
@@ -105,6 +108,7 @@ export function memoryStore(): ReshapeStore {
           projectId: w.projectId,
           userId: w.userId,
           generation: w.generation,
+          consumerType: w.consumerType,
         });
         allocations.set(consumer, w.rows);
         for (const r of w.rows) {
@@ -130,6 +134,7 @@ export function memoryStore(): ReshapeStore {
       projectId: row.projectId,
       userId: row.userId,
       consumerGeneration: row.generation,
+      ...(row.consumerType === null ? {} : { consumerType: row.consumerType }),
       allocations: rowsToMap(allocations.get(consumer) ?? []),
     };
   };
@@ -251,6 +256,7 @@ export function memoryStore(): ReshapeStore {
       names.delete(rp.name);
       inventories.delete(rp.uuid);
       traits.delete(rp.uuid);
+      aggregates.delete(rp.uuid);
       byProvider.delete(rp.uuid);
     },
     async getInventories(uuid) {
@@ -382,6 +388,34 @@ export function memoryStore(): ReshapeStore {
       for (const rc of Object.keys(inventories.get(rp.uuid) ?? {})) usages[rc] = 0;
       for (const [rc, n] of usageOf(rp.uuid)) usages[rc] = n;
       return { generation: rp.generation, usages };
+    },
+    async getTotalUsages(filter) {
+      open();
+      const rows: { consumer: string; consumerType: string | null; rc: string; used: number }[] =
+        [];
+      for (const [consumer, row] of consumers) {
+        if (row.projectId !== filter.projectId) continue;
+        if (filter.userId !== undefined && row.userId !== filter.userId) continue;
+        for (const r of allocations.get(consumer) ?? [])
+          rows.push({ consumer, consumerType: row.consumerType, rc: r.rc, used: r.used });
+      }
+      return totalUsages(rows);
+    },
+    async getAggregates(uuid) {
+      open();
+      const rp = provider(uuid);
+      return { generation: rp.generation, aggregates: [...(aggregates.get(rp.uuid) ?? [])] };
+    },
+    async setAggregates(uuid, input) {
+      open();
+      const rp = provider(uuid);
+      if (input.generation !== undefined && input.generation !== rp.generation)
+        throw conflictGeneration(rp, input.generation);
+      const list = checkAggregates(input.aggregates);
+      aggregates.set(rp.uuid, list);
+      const generation = input.generation === undefined ? rp.generation : rp.generation + 1;
+      providers.set(rp.uuid, { ...rp, generation });
+      return { generation, aggregates: [...list] };
     },
     async getAllocationsForProviderTree(rootUuid) {
       open();

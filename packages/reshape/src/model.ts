@@ -41,6 +41,8 @@ export interface ConsumerAllocations {
   userId: string;
   /** `null` when the consumer does not exist yet (no allocations). */
   consumerGeneration: number | null;
+  /** The consumer's type (`INSTANCE`, `MIGRATION`…, Placement 1.38), absent when it has none. */
+  consumerType?: string;
   allocations: AllocationMap;
 }
 
@@ -53,7 +55,22 @@ export interface AllocationsInput {
   projectId: string;
   userId: string;
   consumerGeneration?: number | null;
+  /**
+   * The consumer's type, `[A-Z0-9_]+` (Placement 1.38: `INSTANCE`, `MIGRATION`…). Omitted: an
+   * existing consumer keeps its type, a new one has none (reported as `unknown` over HTTP).
+   */
+  consumerType?: string;
   allocations: AllocationMap;
+}
+
+/** Usage of one project (or one user of it) summed over its consumers. */
+export interface TotalUsages {
+  /** Per resource class, over every consumer of the project (and user). */
+  usages: Resources;
+  /** Consumers with at least one allocation. */
+  consumerCount: number;
+  /** The same per consumer type; consumers without a type are under `unknown`. */
+  byConsumerType: Record<string, { usages: Resources; consumerCount: number }>;
 }
 
 /** Inventories of one provider with the provider generation they were read at. */
@@ -189,6 +206,15 @@ export function checkName(name: unknown): string {
   return name;
 }
 
+/** Consumer type names, as Placement's `CONSUMER_TYPE_PATTERN`. */
+export const CONSUMER_TYPE_NAME = /^[A-Z0-9_]+$/;
+
+export function checkConsumerType(name: unknown): string {
+  if (typeof name !== 'string' || !CONSUMER_TYPE_NAME.test(name) || name.length > 255)
+    invalid(`consumer type must match ${String(CONSUMER_TYPE_NAME)}, got ${JSON.stringify(name)}`);
+  return name;
+}
+
 /** Checks and normalizes a write request (uuids lower-cased, inventories defaulted). */
 export function normalizeRequest(req: ReshapeRequest): {
   inventories: Map<string, { generation: number; inventories: Record<string, Inventory> }>;
@@ -198,6 +224,7 @@ export function normalizeRequest(req: ReshapeRequest): {
       projectId: string;
       userId: string;
       consumerGeneration?: number | null;
+      consumerType?: string;
       allocations: Map<string, Map<string, number>>;
     }
   >;
@@ -225,6 +252,7 @@ export function normalizeRequest(req: ReshapeRequest): {
       projectId: string;
       userId: string;
       consumerGeneration?: number | null;
+      consumerType?: string;
       allocations: Map<string, Map<string, number>>;
     }
   >();
@@ -260,6 +288,9 @@ export function normalizeRequest(req: ReshapeRequest): {
       projectId: input.projectId,
       userId: input.userId,
       ...(gen === undefined ? {} : { consumerGeneration: gen }),
+      ...(input.consumerType === undefined
+        ? {}
+        : { consumerType: checkConsumerType(input.consumerType) }),
       allocations: map,
     });
   }

@@ -31,7 +31,14 @@ import {
   type Resources,
 } from './model.js';
 import { checkCustomName, checkTraits, conflict, conflictGeneration, notFound } from './shared.js';
-import { buildReport, parentsFirst, rowsToMap, type ReshapeStore } from './store.js';
+import {
+  buildReport,
+  checkAggregates,
+  parentsFirst,
+  rowsToMap,
+  totalUsages,
+  type ReshapeStore,
+} from './store.js';
 
 const T = {
   providers: 'rigging_reshape_providers',
@@ -41,6 +48,7 @@ const T = {
   traits: 'rigging_reshape_traits',
   customTraits: 'rigging_reshape_custom_traits',
   classes: 'rigging_reshape_resource_classes',
+  aggregates: 'rigging_reshape_aggregates',
 } as const;
 
 /** The schema of `@rigging/reshape/sql` (namespace `reshape`). */
@@ -110,6 +118,18 @@ export const migrations: readonly Migration[] = [
       await db.schema
         .createTable(T.classes)
         .addColumn('name', 'varchar(255)', (c) => c.primaryKey())
+        .execute();
+    },
+  },
+  {
+    name: 'consumer types and aggregates',
+    async up(db) {
+      await db.schema.alterTable(T.consumers).addColumn('consumer_type', 'varchar(255)').execute();
+      await db.schema
+        .createTable(T.aggregates)
+        .addColumn('provider_uuid', 'varchar(36)', (c) => c.notNull())
+        .addColumn('aggregate_uuid', 'varchar(36)', (c) => c.notNull())
+        .addPrimaryKeyConstraint(`${T.aggregates}_pk`, ['provider_uuid', 'aggregate_uuid'])
         .execute();
     },
   },
@@ -240,7 +260,7 @@ export async function sqlStore(
     const old = new Map<string, AllocationRow[]>();
     for (const r of await selectIn(
       trx,
-      `select uuid, project_id, user_id, generation from ${T.consumers}`,
+      `select uuid, project_id, user_id, generation, consumer_type from ${T.consumers}`,
       'uuid',
       consumerIds,
       ` order by uuid${forUpdate}`,
@@ -249,6 +269,7 @@ export async function sqlStore(
         projectId: String(r.project_id),
         userId: String(r.user_id),
         generation: Number(r.generation),
+        consumerType: r.consumer_type == null ? null : String(r.consumer_type),
       });
     }
     const uuids = new Set(prepared.providers);
@@ -373,11 +394,15 @@ export async function sqlStore(
             removed.push([[rp, rc], consumer]);
           }
           const row = snap.consumers.get(consumer)!;
-          if (row.projectId !== w.projectId || row.userId !== w.userId)
+          if (
+            row.projectId !== w.projectId ||
+            row.userId !== w.userId ||
+            row.consumerType !== w.consumerType
+          )
             await run(
               trx,
-              `update ${T.consumers} set project_id = ?, user_id = ?, generation = ? where uuid = ?`,
-              [w.projectId, w.userId, w.generation, consumer],
+              `update ${T.consumers} set project_id = ?, user_id = ?, consumer_type = ?, generation = ? where uuid = ?`,
+              [w.projectId, w.userId, w.consumerType, w.generation, consumer],
             );
           else bumped.push(consumer);
         }
@@ -409,11 +434,17 @@ export async function sqlStore(
             `update ${T.consumers} set generation = generation + 1 where uuid in (${marks(part.length)})`,
             part,
           );
-        for (const part of chunks(created, BULK / 4))
+        for (const part of chunks(created, BULK / 5))
           await run(
             trx,
-            `insert into ${T.consumers} (uuid, project_id, user_id, generation) values ${marks(part.length, '(?, ?, ?, ?)')}`,
-            part.flatMap(([uuid, w]) => [uuid, w.projectId, w.userId, w.generation]),
+            `insert into ${T.consumers} (uuid, project_id, user_id, consumer_type, generation) values ${marks(part.length, '(?, ?, ?, ?, ?)')}`,
+            part.flatMap(([uuid, w]) => [
+              uuid,
+              w.projectId,
+              w.userId,
+              w.consumerType,
+              w.generation,
+            ]),
           );
         for (const part of chunks(added, BULK / 4))
           await run(
@@ -440,7 +471,7 @@ export async function sqlStore(
   async function consumerView(trx: Db, consumer: string): Promise<ConsumerAllocations | undefined> {
     const rows = await run(
       trx,
-      `select c.project_id, c.user_id, c.generation, a.provider_uuid, a.resource_class, a.used from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid where c.uuid = ?`,
+      `select c.project_id, c.user_id, c.generation, c.consumer_type, a.provider_uuid, a.resource_class, a.used from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid where c.uuid = ?`,
       [consumer],
     );
     const row = rows[0];
@@ -449,6 +480,7 @@ export async function sqlStore(
       projectId: String(row.project_id),
       userId: String(row.user_id),
       consumerGeneration: Number(row.generation),
+      ...(row.consumer_type == null ? {} : { consumerType: String(row.consumer_type) }),
       allocations: rowsToMap(
         rows
           .filter((r) => r.provider_uuid != null)
@@ -617,6 +649,7 @@ export async function sqlStore(
           );
         await trx.deleteFrom(T.inventories).where('provider_uuid', '=', rp.uuid).execute();
         await trx.deleteFrom(T.traits).where('provider_uuid', '=', rp.uuid).execute();
+        await trx.deleteFrom(T.aggregates).where('provider_uuid', '=', rp.uuid).execute();
         await trx.deleteFrom(T.providers).where('uuid', '=', rp.uuid).execute();
       });
     },
@@ -806,6 +839,60 @@ export async function sqlStore(
         usages[String(r.resource_class)] = Number(r.used);
       return { generation: rp.generation, usages };
     },
+    async getTotalUsages(filter) {
+      const params: unknown[] = [filter.projectId];
+      let where = 'c.project_id = ?';
+      if (filter.userId !== undefined) {
+        where += ' and c.user_id = ?';
+        params.push(filter.userId);
+      }
+      const rows = await run(
+        db,
+        `select a.consumer_uuid, c.consumer_type, a.resource_class, a.used from ${T.allocations} a join ${T.consumers} c on c.uuid = a.consumer_uuid where ${where}`,
+        params,
+      );
+      return totalUsages(
+        rows.map((r) => ({
+          consumer: String(r.consumer_uuid),
+          consumerType: r.consumer_type == null ? null : String(r.consumer_type),
+          rc: String(r.resource_class),
+          used: Number(r.used),
+        })),
+      );
+    },
+    async getAggregates(uuid) {
+      const rp = await readProvider(uuid);
+      const rows = await run(
+        db,
+        `select aggregate_uuid from ${T.aggregates} where provider_uuid = ? order by aggregate_uuid`,
+        [rp.uuid],
+      );
+      return { generation: rp.generation, aggregates: rows.map((r) => String(r.aggregate_uuid)) };
+    },
+    async setAggregates(uuid, input) {
+      const list = checkAggregates(input.aggregates);
+      return tx(async (trx) => {
+        const rp = await lockedProvider(trx, uuid);
+        if (input.generation !== undefined && input.generation !== rp.generation)
+          throw conflictGeneration(rp, input.generation);
+        await run(trx, `delete from ${T.aggregates} where provider_uuid = ?`, [rp.uuid]);
+        if (list.length)
+          await run(
+            trx,
+            `insert into ${T.aggregates} (provider_uuid, aggregate_uuid) values ${marks(list.length, '(?, ?)')}`,
+            list.flatMap((a) => [rp.uuid, a]),
+          );
+        let generation = rp.generation;
+        if (input.generation !== undefined) {
+          generation++;
+          await run(trx, `update ${T.providers} set generation = ? where uuid = ?`, [
+            generation,
+            rp.uuid,
+          ]);
+        }
+        return { generation, aggregates: list };
+      });
+    },
     async getAllocationsForProviderTree(rootUuid) {
       const root = (await readProvider(rootUuid)).rootProviderUuid;
       const inTree = db
@@ -824,6 +911,7 @@ export async function sqlStore(
           'c.project_id',
           'c.user_id',
           'c.generation',
+          'c.consumer_type',
         ])
         .where('x.consumer_uuid', 'in', inTree)
         .execute()) as Record<string, unknown>[];
@@ -834,6 +922,7 @@ export async function sqlStore(
           projectId: String(r.project_id),
           userId: String(r.user_id),
           consumerGeneration: Number(r.generation),
+          ...(r.consumer_type == null ? {} : { consumerType: String(r.consumer_type) }),
           allocations: {},
         });
         (entry.allocations[String(r.provider_uuid)] ??= {})[String(r.resource_class)] = Number(

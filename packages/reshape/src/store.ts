@@ -1,4 +1,5 @@
-import type { Problem } from './errors.js';
+import { ReshapeError, type Problem } from './errors.js';
+import { normalizeUuid } from './model.js';
 import type { AllocationRow, NormalizedRequest, Plan, Snapshot } from './engine.js';
 import type {
   AllocationMap,
@@ -11,6 +12,7 @@ import type {
   ReshapeResult,
   ResourceProvider,
   Resources,
+  TotalUsages,
 } from './model.js';
 
 /** Filters of {@link ReshapeStore.listProviders}. */
@@ -86,6 +88,17 @@ export interface ReshapeStore extends AsyncDisposable {
   listTraits(): Promise<string[]>;
   createTrait(name: string): Promise<boolean>;
 
+  /** The aggregates (uuids) a provider belongs to, sorted. */
+  getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }>;
+  /**
+   * Replaces a provider's aggregates. With `generation`, checked against it and the generation
+   * is bumped (Placement 1.19+); without, neither (Placement before 1.19).
+   */
+  setAggregates(
+    uuid: string,
+    input: { generation?: number; aggregates: string[] },
+  ): Promise<{ generation: number; aggregates: string[] }>;
+
   /** Standard classes and the custom ones created. */
   listResourceClasses(): Promise<string[]>;
   /** Creates a `CUSTOM_*` class; false when it already existed. */
@@ -104,6 +117,8 @@ export interface ReshapeStore extends AsyncDisposable {
   ): Promise<{ generation: number; allocations: Record<string, Resources> }>;
   /** Total usage per class on one provider (classes with inventory appear, possibly 0). */
   getUsages(uuid: string): Promise<{ generation: number; usages: Resources }>;
+  /** Usage of the consumers of a project (and user), in total and per consumer type. */
+  getTotalUsages(filter: { projectId: string; userId?: string }): Promise<TotalUsages>;
   /**
    * Every consumer with an allocation on any provider of the tree rooted at (or containing)
    * `rootUuid`, with all its allocations, including those on providers outside the tree.
@@ -184,4 +199,42 @@ export function parentsFirst(providers: ResourceProvider[]): ResourceProvider[] 
   for (const p of [...providers].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)))
     visit(p);
   return out;
+}
+
+/** Sums allocation rows of consumers into {@link TotalUsages}. */
+export function totalUsages(
+  rows: Iterable<{ consumer: string; consumerType: string | null; rc: string; used: number }>,
+): TotalUsages {
+  const out: TotalUsages = { usages: {}, consumerCount: 0, byConsumerType: {} };
+  const seen = new Set<string>();
+  const seenByType = new Map<string, Set<string>>();
+  for (const r of rows) {
+    const type = r.consumerType ?? 'unknown';
+    const group = (out.byConsumerType[type] ??= { usages: {}, consumerCount: 0 });
+    out.usages[r.rc] = (out.usages[r.rc] ?? 0) + r.used;
+    group.usages[r.rc] = (group.usages[r.rc] ?? 0) + r.used;
+    seen.add(r.consumer);
+    let s = seenByType.get(type);
+    if (!s) seenByType.set(type, (s = new Set()));
+    s.add(r.consumer);
+  }
+  out.consumerCount = seen.size;
+  for (const [type, s] of seenByType) out.byConsumerType[type]!.consumerCount = s.size;
+  return out;
+}
+
+/** Checks a list of aggregate uuids (unique, normalized, sorted). */
+export function checkAggregates(list: unknown): string[] {
+  if (!Array.isArray(list))
+    throw new ReshapeError('reshape.invalid_input', 'aggregates must be an array of uuids');
+  const out = new Set<string>();
+  for (const a of list) {
+    const id = normalizeUuid(a, 'aggregate uuid');
+    if (out.has(id))
+      throw new ReshapeError('reshape.invalid_input', `aggregate ${id} is listed twice`, {
+        details: { aggregate: id },
+      });
+    out.add(id);
+  }
+  return [...out].sort();
 }

@@ -422,6 +422,75 @@ export function conformance(
       expect((await store.getUsages(b.uuid)).usages).toEqual({ VCPU: 0, MEMORY_MB: 32 * n });
     });
 
+    it('keeps consumer types and sums usages per project, user and consumer type', async () => {
+      const cn = await compute(64, { MEMORY_MB: 4096 });
+      const project = `p-${randomUUID()}`;
+      const [a, b, c, d] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      await store.reshape({
+        allocations: {
+          [a]: {
+            projectId: project,
+            userId: 'u1',
+            consumerType: 'INSTANCE',
+            allocations: { [cn.uuid]: { VCPU: 2, MEMORY_MB: 256 } },
+          },
+          [b]: {
+            projectId: project,
+            userId: 'u2',
+            consumerType: 'INSTANCE',
+            allocations: { [cn.uuid]: { VCPU: 1 } },
+          },
+          [c]: {
+            projectId: project,
+            userId: 'u1',
+            consumerType: 'MIGRATION',
+            allocations: { [cn.uuid]: { MEMORY_MB: 128 } },
+          },
+          [d]: { projectId: project, userId: 'u1', allocations: { [cn.uuid]: { VCPU: 4 } } },
+        },
+      });
+      expect((await store.getAllocations(a))?.consumerType).toBe('INSTANCE');
+      expect(await store.getAllocations(d)).not.toHaveProperty('consumerType');
+      // Omitted on a later write: the type is kept.
+      await store.setAllocations(a, {
+        projectId: project,
+        userId: 'u1',
+        allocations: { [cn.uuid]: { VCPU: 3, MEMORY_MB: 256 } },
+      });
+      expect((await store.getAllocations(a))?.consumerType).toBe('INSTANCE');
+      expect((await store.getAllocationsForProviderTree(cn.uuid))[c]?.consumerType).toBe(
+        'MIGRATION',
+      );
+      await expectCode(
+        store.setAllocations(randomUUID(), {
+          projectId: project,
+          userId: 'u1',
+          consumerType: 'lower',
+          allocations: { [cn.uuid]: { VCPU: 1 } },
+        }),
+        'reshape.invalid_input',
+      );
+      expect(await store.getTotalUsages({ projectId: project })).toEqual({
+        usages: { VCPU: 8, MEMORY_MB: 384 },
+        consumerCount: 4,
+        byConsumerType: {
+          INSTANCE: { usages: { VCPU: 4, MEMORY_MB: 256 }, consumerCount: 2 },
+          MIGRATION: { usages: { MEMORY_MB: 128 }, consumerCount: 1 },
+          unknown: { usages: { VCPU: 4 }, consumerCount: 1 },
+        },
+      });
+      expect(await store.getTotalUsages({ projectId: project, userId: 'u2' })).toEqual({
+        usages: { VCPU: 1 },
+        consumerCount: 1,
+        byConsumerType: { INSTANCE: { usages: { VCPU: 1 }, consumerCount: 1 } },
+      });
+      expect(await store.getTotalUsages({ projectId: 'nobody' })).toEqual({
+        usages: {},
+        consumerCount: 0,
+        byConsumerType: {},
+      });
+    });
+
     it('gathers the allocations of a provider tree, including those outside it', async () => {
       const root = await compute(8);
       const child = await store.createProvider({
@@ -773,6 +842,43 @@ export function conformance(
         ),
         'reshape.concurrent_update',
       );
+    });
+  });
+
+  describe('aggregates', () => {
+    it('sets aggregates with or without a generation check', async () => {
+      const cn = await compute();
+      const [x, y] = [randomUUID(), randomUUID()].sort() as [string, string];
+      expect(await store.getAggregates(cn.uuid)).toEqual({
+        generation: cn.generation,
+        aggregates: [],
+      });
+      const set = await store.setAggregates(cn.uuid, {
+        generation: cn.generation,
+        aggregates: [y, x.toUpperCase()],
+      });
+      expect(set).toEqual({ generation: cn.generation + 1, aggregates: [x, y] });
+      const e = await expectCode(
+        store.setAggregates(cn.uuid, { generation: cn.generation, aggregates: [] }),
+        'reshape.concurrent_update',
+      );
+      expect(e.details).toMatchObject({ entity: 'provider', expected: cn.generation });
+      // Without a generation (Placement before 1.19): no check, no bump.
+      expect(await store.setAggregates(cn.uuid, { aggregates: [x] })).toEqual({
+        generation: cn.generation + 1,
+        aggregates: [x],
+      });
+      await expectCode(
+        store.setAggregates(cn.uuid, { aggregates: [x, x] }),
+        'reshape.invalid_input',
+      );
+      await expectCode(
+        store.setAggregates(cn.uuid, { aggregates: ['nope'] }),
+        'reshape.invalid_input',
+      );
+      await expectCode(store.getAggregates(randomUUID()), 'reshape.provider_not_found');
+      expect((await store.getAggregates(cn.uuid)).aggregates).toEqual([x]);
+      await store.deleteProvider(cn.uuid);
     });
   });
 

@@ -295,9 +295,15 @@ describe('Placement HTTP API', () => {
           project_id: json,
           user_id: json,
           consumer_generation: json,
+          consumer_type: fc.oneof(json, fc.constantFrom('INSTANCE', 'bad type')),
         },
         { requiredKeys: [] },
       ),
+      fc.record(
+        { aggregates: fc.oneof(json, fc.array(uuidish)), resource_provider_generation: json },
+        { requiredKeys: [] },
+      ),
+      fc.array(uuidish),
       fc.record({ name: json, uuid: uuidish, parent_provider_uuid: uuidish }, { requiredKeys: [] }),
     );
     const target = fc.constantFrom(
@@ -311,12 +317,14 @@ describe('Placement HTTP API', () => {
       ['POST', '/allocations'],
       ['POST', '/reshaper'],
       ['POST', '/resource_classes'],
+      ['PUT', `/resource_providers/${rp}/aggregates`],
     );
     const version = fc.constantFrom(
       '1.0',
       '1.8',
       '1.12',
       '1.14',
+      '1.19',
       '1.20',
       '1.28',
       '1.30',
@@ -330,6 +338,21 @@ describe('Placement HTTP API', () => {
         if (r.status >= 400) expect(r.body.errors[0].status).toBe(r.status);
       }),
       { numRuns: 300 },
+    );
+  });
+  it('never answers 500 to random query strings', { timeout: 60_000 }, async () => {
+    const query = fc.dictionary(
+      fc.constantFrom('project_id', 'user_id', 'consumer_type', 'in_tree', 'name', 'uuid', 'x'),
+      fc.oneof(fc.string(), fc.constantFrom('all', 'unknown', 'INSTANCE', 'p'), fc.uuid()),
+    );
+    const path = fc.constantFrom('/usages', '/resource_providers');
+    const version = fc.constantFrom('1.8', '1.9', '1.14', '1.37', '1.38', '1.39');
+    await fc.assert(
+      fc.asyncProperty(path, query, version, async (p, q, v) => {
+        const r = await api('GET', `${p}?${new URLSearchParams(q).toString()}`, undefined, v);
+        expect(r.status, JSON.stringify({ p, q, v, r: r.body })).toBeLessThan(500);
+      }),
+      { numRuns: 200 },
     );
   });
 });

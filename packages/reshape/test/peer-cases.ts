@@ -9,13 +9,20 @@ export interface CaseResult {
   status: number;
   code?: string;
   body?: unknown;
+  /** The part of a successful body both servers must agree on exactly (see {@link Step}). */
+  same?: unknown;
 }
 
 interface Ids {
   root: string;
   child: string;
+  /** A provider of its own for aggregates (its generation is not used elsewhere). */
+  other: string;
   c1: string;
   c2: string;
+  c3: string;
+  agg1: string;
+  agg2: string;
 }
 
 type Step = [
@@ -24,7 +31,16 @@ type Step = [
   path: (i: Ids) => string,
   body: ((i: Ids) => unknown) | undefined,
   version: string,
+  /** When given, this part of the body must be equal on both servers (not only its keys). */
+  same?: (body: any) => unknown,
 ];
+
+/** The custom trait and resource class a session creates. */
+const peerName = (i: Ids): string =>
+  `CUSTOM_PEER_${i.root
+    .slice(0, 8)
+    .toUpperCase()
+    .replace(/[^A-Z0-9]/g, '_')}`;
 
 const A = (rp: string, r: Record<string, number>) => ({ [rp]: { resources: r } });
 
@@ -76,6 +92,101 @@ export const STEPS: Step[] = [
   ['list bad uuid', 'GET', () => '/resource_providers?uuid=nope', undefined, '1.39'],
   ['show', 'GET', (i) => `/resource_providers/${i.child}`, undefined, '1.39'],
   ['show unknown', 'GET', () => `/resource_providers/${randomUUID()}`, undefined, '1.39'],
+  [
+    'create a provider for aggregates',
+    'POST',
+    () => '/resource_providers',
+    (i) => ({ name: `agg-${i.other.slice(0, 8)}`, uuid: i.other }),
+    '1.20',
+  ],
+  [
+    'aggregates before 1.1',
+    'GET',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    undefined,
+    '1.0',
+  ],
+  [
+    'aggregates (1.1, none)',
+    'GET',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    undefined,
+    '1.1',
+    (b) => b,
+  ],
+  [
+    'set aggregates (1.1 list, no generation)',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => [i.agg1],
+    '1.1',
+    (b) => b,
+  ],
+  [
+    'set aggregates (1.19)',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => ({ aggregates: [i.agg1, i.agg2], resource_provider_generation: 0 }),
+    '1.19',
+    (b) => ({ ...b, aggregates: [...b.aggregates].sort() }),
+  ],
+  [
+    'set aggregates, stale generation',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => ({ aggregates: [i.agg1], resource_provider_generation: 0 }),
+    '1.19',
+  ],
+  [
+    'set aggregates without generation at 1.19',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => ({ aggregates: [i.agg1] }),
+    '1.19',
+  ],
+  [
+    'set aggregates, list at 1.19',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => [i.agg1],
+    '1.19',
+  ],
+  [
+    'set aggregates, duplicates',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    (i) => ({ aggregates: [i.agg1, i.agg1], resource_provider_generation: 1 }),
+    '1.19',
+  ],
+  [
+    'set aggregates, not a uuid',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    () => ({ aggregates: ['nope'], resource_provider_generation: 1 }),
+    '1.19',
+  ],
+  [
+    'aggregates (1.19, with generation)',
+    'GET',
+    (i) => `/resource_providers/${i.other}/aggregates`,
+    undefined,
+    '1.19',
+    (b) => ({ ...b, aggregates: [...b.aggregates].sort() }),
+  ],
+  [
+    'aggregates of an unknown provider',
+    'GET',
+    () => `/resource_providers/${randomUUID()}/aggregates`,
+    undefined,
+    '1.19',
+  ],
+  [
+    'delete the aggregates provider',
+    'DELETE',
+    (i) => `/resource_providers/${i.other}`,
+    undefined,
+    '1.39',
+  ],
   [
     'rename',
     'PUT',
@@ -350,52 +461,12 @@ export const STEPS: Step[] = [
     '1.28',
   ],
   ['delete provider in use', 'DELETE', (i) => `/resource_providers/${i.root}`, undefined, '1.39'],
-  [
-    'create custom class',
-    'PUT',
-    (i) =>
-      `/resource_classes/CUSTOM_PEER_${i.root
-        .slice(0, 8)
-        .toUpperCase()
-        .replace(/[^A-Z0-9]/g, '_')}`,
-    undefined,
-    '1.7',
-  ],
-  [
-    'create custom class again',
-    'PUT',
-    (i) =>
-      `/resource_classes/CUSTOM_PEER_${i.root
-        .slice(0, 8)
-        .toUpperCase()
-        .replace(/[^A-Z0-9]/g, '_')}`,
-    undefined,
-    '1.7',
-  ],
+  ['create custom class', 'PUT', (i) => `/resource_classes/${peerName(i)}`, undefined, '1.7'],
+  ['create custom class again', 'PUT', (i) => `/resource_classes/${peerName(i)}`, undefined, '1.7'],
   ['create bad class', 'PUT', () => '/resource_classes/GPU', undefined, '1.7'],
   ['delete standard class', 'DELETE', () => '/resource_classes/VCPU', undefined, '1.7'],
-  [
-    'show class',
-    'GET',
-    (i) =>
-      `/resource_classes/CUSTOM_PEER_${i.root
-        .slice(0, 8)
-        .toUpperCase()
-        .replace(/[^A-Z0-9]/g, '_')}`,
-    undefined,
-    '1.7',
-  ],
-  [
-    'create trait',
-    'PUT',
-    (i) =>
-      `/traits/CUSTOM_PEER_${i.root
-        .slice(0, 8)
-        .toUpperCase()
-        .replace(/[^A-Z0-9]/g, '_')}`,
-    undefined,
-    '1.6',
-  ],
+  ['show class', 'GET', (i) => `/resource_classes/${peerName(i)}`, undefined, '1.7'],
+  ['create trait', 'PUT', (i) => `/traits/${peerName(i)}`, undefined, '1.6'],
   [
     'set unknown trait',
     'PUT',
@@ -408,16 +479,125 @@ export const STEPS: Step[] = [
     'PUT',
     (i) => `/resource_providers/${i.child}/traits`,
     (i) => ({
-      traits: [
-        `CUSTOM_PEER_${i.root
-          .slice(0, 8)
-          .toUpperCase()
-          .replace(/[^A-Z0-9]/g, '_')}`,
-      ],
+      traits: [peerName(i)],
       resource_provider_generation: 1,
     }),
     '1.6',
   ],
+  [
+    'allocate at 1.38 without consumer_type',
+    'PUT',
+    (i) => `/allocations/${i.c3}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u2',
+      consumer_generation: null,
+    }),
+    '1.38',
+  ],
+  [
+    'allocate with a bad consumer_type',
+    'PUT',
+    (i) => `/allocations/${i.c3}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u2',
+      consumer_generation: null,
+      consumer_type: 'instance',
+    }),
+    '1.38',
+  ],
+  [
+    'allocate with consumer_type (1.38)',
+    'PUT',
+    (i) => `/allocations/${i.c3}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u2',
+      consumer_generation: null,
+      consumer_type: 'INSTANCE',
+    }),
+    '1.38',
+  ],
+  [
+    'consumer_type read back',
+    'GET',
+    (i) => `/allocations/${i.c3}`,
+    undefined,
+    '1.38',
+    (b) => [b.consumer_type, b.project_id, b.user_id, b.consumer_generation],
+  ],
+  [
+    'consumer without a type at 1.38',
+    'GET',
+    (i) => `/allocations/${i.c1}`,
+    undefined,
+    '1.38',
+    (b) => [b.consumer_type, b.consumer_generation],
+  ],
+  ['usages before 1.9', 'GET', () => '/usages?project_id=p', undefined, '1.8'],
+  ['usages without project_id', 'GET', () => '/usages', undefined, '1.9'],
+  ['usages, unknown parameter', 'GET', () => '/usages?project_id=p&x=1', undefined, '1.9'],
+  [
+    'usages, consumer_type before 1.38',
+    'GET',
+    () => '/usages?project_id=p&consumer_type=all',
+    undefined,
+    '1.37',
+  ],
+  ['usages of a project (1.9)', 'GET', () => '/usages?project_id=p', undefined, '1.9', (b) => b],
+  [
+    'usages of a user (1.9)',
+    'GET',
+    () => '/usages?project_id=p&user_id=u2',
+    undefined,
+    '1.9',
+    (b) => b,
+  ],
+  ['usages of nobody', 'GET', () => '/usages?project_id=nobody', undefined, '1.9', (b) => b],
+  [
+    'usages per consumer type (1.38)',
+    'GET',
+    () => '/usages?project_id=p',
+    undefined,
+    '1.38',
+    (b) => b,
+  ],
+  [
+    'usages, consumer_type=all',
+    'GET',
+    () => '/usages?project_id=p&consumer_type=all',
+    undefined,
+    '1.38',
+    (b) => b,
+  ],
+  [
+    'usages, consumer_type=unknown',
+    'GET',
+    () => '/usages?project_id=p&consumer_type=unknown',
+    undefined,
+    '1.38',
+    (b) => b,
+  ],
+  [
+    'usages, consumer_type=INSTANCE',
+    'GET',
+    () => '/usages?project_id=p&user_id=u2&consumer_type=INSTANCE',
+    undefined,
+    '1.38',
+    (b) => b,
+  ],
+  [
+    'usages, bad consumer_type',
+    'GET',
+    () => '/usages?project_id=p&consumer_type=bad-type',
+    undefined,
+    '1.38',
+  ],
+  ['delete the typed consumer', 'DELETE', (i) => `/allocations/${i.c3}`, undefined, '1.38'],
   [
     'empty allocations delete the consumer (1.28)',
     'PUT',
@@ -445,11 +625,27 @@ export const STEPS: Step[] = [
   ['delete child', 'DELETE', (i) => `/resource_providers/${i.child}`, undefined, '1.39'],
 ];
 
+/** Replaces the session's random uuids by their names, so two sessions compare equal. */
+function anonymize(value: unknown, ids: Ids): unknown {
+  let text = JSON.stringify(value);
+  for (const [name, id] of Object.entries(ids)) text = text.replaceAll(id, `<${name}>`);
+  return JSON.parse(text) as unknown;
+}
+
 /** Runs every step against `base` with fresh uuids; returns one result per step. */
 export async function runSession(base: string, token = 'admin'): Promise<CaseResult[]> {
-  const ids: Ids = { root: randomUUID(), child: randomUUID(), c1: randomUUID(), c2: randomUUID() };
+  const ids: Ids = {
+    root: randomUUID(),
+    child: randomUUID(),
+    other: randomUUID(),
+    c1: randomUUID(),
+    c2: randomUUID(),
+    c3: randomUUID(),
+    agg1: randomUUID(),
+    agg2: randomUUID(),
+  };
   const out: CaseResult[] = [];
-  for (const [name, method, path, body, version] of STEPS) {
+  for (const [name, method, path, body, version, same] of STEPS) {
     const b = body?.(ids);
     const res = await fetch(base + path(ids), {
       method,
@@ -469,7 +665,13 @@ export async function runSession(base: string, token = 'admin'): Promise<CaseRes
       parsed = text;
     }
     const code = (parsed as { errors?: { code?: string }[] } | undefined)?.errors?.[0]?.code;
-    out.push({ name, status: res.status, ...(code ? { code } : {}), body: parsed });
+    out.push({
+      name,
+      status: res.status,
+      ...(code ? { code } : {}),
+      body: parsed,
+      ...(same && res.status < 300 ? { same: anonymize(same(parsed), ids) } : {}),
+    });
   }
   return out;
 }

@@ -46,6 +46,12 @@ describe.skipIf(!available)('compared with OpenStack Placement 8.0', () => {
           typeof x === 'object' && x ? Object.keys(x).sort() : x === undefined ? [] : [typeof x];
         expect(keys(r.body), r.name).toEqual(keys(b[i]!.body));
       }
+      // Where a step says so, values too (usages, aggregates, consumer types).
+      const values = a
+        .map((r, i) => ({ name: r.name, ours: r.same, placement: b[i]!.same }))
+        .filter((d) => d.ours !== undefined || d.placement !== undefined);
+      expect(values.length).toBeGreaterThan(10);
+      for (const d of values) expect(d.ours, d.name).toEqual(d.placement);
     },
   );
 });
