@@ -1,4 +1,4 @@
-// pnpm bench — side by side with the libraries a user would otherwise pick; prints ratios.
+// pnpm bench — measures the built package (dist/, as users run it), side by side with the libraries a user would otherwise pick; prints ratios.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,8 +8,8 @@ import { createRequire } from 'node:module';
 import lockfile from 'proper-lockfile';
 import { openDatabase } from '@rigging/sql';
 import { service, spawnNode, PG_URL, REDIS_URL } from '@rigging/testkit';
-import { FileLock, KeyedLock, Mutex } from '../src/index.js';
-import { sqlLockProvider } from '../src/sql.js';
+import { FileLock, KeyedLock, Mutex } from '../dist/index.js';
+import { sqlLockProvider } from '../dist/sql.js';
 
 const require = createRequire(import.meta.url);
 const fsx = require('fs-native-extensions') as {

@@ -140,6 +140,8 @@ export interface ProviderBaseOptions {
   events?: LockEmitter;
 }
 
+const RESOLVED = Promise.resolve();
+
 /** A lease, as handed out by every provider of this package. */
 export class LeaseImpl implements Lease {
   readonly key: string;
@@ -223,25 +225,26 @@ export class LeaseImpl implements Lease {
     } catch (error) {
       result = Promise.reject(error);
     }
-    const emit = () => {
-      if (this.#events.hasListeners('lock:released')) {
-        this.#events.emit('lock:released', {
-          provider: this.#provider,
-          key: this.key,
-          mode: this.mode,
-          token: this.token,
-          heldMs: Date.now() - this.acquiredAt,
-          afterLoss,
-        });
-      }
-    };
     if (result instanceof Promise) {
-      this.#releasing = result.then(emit);
+      this.#releasing = result.then(() => this.#emitReleased(afterLoss));
     } else {
-      emit();
-      this.#releasing = Promise.resolve();
+      this.#emitReleased(afterLoss);
+      this.#releasing = RESOLVED;
     }
     return this.#releasing;
+  }
+
+  #emitReleased(afterLoss: boolean): void {
+    if (this.#events.hasListeners('lock:released')) {
+      this.#events.emit('lock:released', {
+        provider: this.#provider,
+        key: this.key,
+        mode: this.mode,
+        token: this.token,
+        heldMs: Date.now() - this.acquiredAt,
+        afterLoss,
+      });
+    }
   }
 
   [Symbol.asyncDispose](): Promise<void> {

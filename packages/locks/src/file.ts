@@ -41,6 +41,7 @@ const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
 const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
 const READ_SIZE = 65536;
 const SHARED = { shared: true };
+const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
 
 /** Options of {@link FileLock}. */
@@ -87,7 +88,8 @@ interface HolderRecord {
   pid: number;
   host: string;
   since: number;
-  token: string;
+  /** Shared holders only (exclusive records: the counter is the holder's token). */
+  token?: string;
 }
 
 interface FileRecord {
@@ -180,19 +182,32 @@ export class FileLock implements LockProvider {
     return join(this.dir, `${encodeLockKey(key)}.lock`);
   }
 
-  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const { mode } = validateRequest(key, options);
-    const state = this.#state(key);
-    const path = state.path;
-    if (options.signal?.aborted) {
-      this.#maybeForget(state);
-      throw abortedError(key, options.signal.reason);
+  acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    let state: KeyState | undefined;
+    try {
+      const { mode } = validateRequest(key, options);
+      state = this.#state(key);
+      if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+      const started = Date.now();
+      if (state.queue.size === 0) {
+        // the uncontended path: synchronous, no promise chain
+        const held = this.#tryOnce(state, mode);
+        if (held) return Promise.resolve(this.#lease(state, mode, held, started));
+      }
+      return this.#wait(state, mode, options, started);
+    } catch (error) {
+      if (state) this.#maybeForget(state);
+      return Promise.reject(error);
     }
-    const started = Date.now();
-    if (state.queue.size === 0) {
-      const held = this.#tryOnce(state, mode);
-      if (held) return this.#lease(state, mode, held, started);
-    }
+  }
+
+  async #wait(
+    state: KeyState,
+    mode: LockMode,
+    options: AcquireOptions,
+    started: number,
+  ): Promise<Lease> {
+    const { key, path } = state;
     if (this.events.hasListeners('lock:waiting')) {
       this.events.emit('lock:waiting', {
         provider: this.name,
@@ -322,23 +337,6 @@ export class FileLock implements LockProvider {
     }
   }
 
-  #open(state: KeyState): { fd: number; ino: number; dev: number } {
-    if (state.idleFd !== undefined) {
-      const fd = state.idleFd;
-      state.idleFd = undefined;
-      this.#idle.delete(state);
-      return { fd, ino: state.idleIno, dev: state.idleDev };
-    }
-    const fd = this.#openFile(state);
-    try {
-      const st = fstatSync(fd);
-      return { fd, ino: st.ino, dev: st.dev };
-    } catch (error) {
-      closeSync(fd);
-      throw error;
-    }
-  }
-
   #openFile(state: KeyState): number {
     if (!this.#dirReady) {
       mkdirSync(this.dir, { recursive: true });
@@ -364,7 +362,27 @@ export class FileLock implements LockProvider {
   /** One non-blocking attempt; the lock, the inode check and the record update are synchronous. */
   #tryOnce(state: KeyState, mode: LockMode): Held | undefined {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const { fd, ino, dev } = this.#open(state);
+      // a descriptor kept from an earlier grant of this key, or a fresh one
+      let fd: number;
+      let ino: number;
+      let dev: number;
+      if (state.idleFd !== undefined) {
+        fd = state.idleFd;
+        ino = state.idleIno;
+        dev = state.idleDev;
+        state.idleFd = undefined;
+        this.#idle.delete(state);
+      } else {
+        fd = this.#openFile(state);
+        try {
+          const st = fstatSync(fd);
+          ino = st.ino;
+          dev = st.dev;
+        } catch (error) {
+          closeSync(fd);
+          throw error;
+        }
+      }
       let locked = false;
       try {
         if (!fsx.tryLock(fd, LOCK_OFFSET, 1, mode === 'shared' ? SHARED : EXCLUSIVE)) {
@@ -372,21 +390,16 @@ export class FileLock implements LockProvider {
           return undefined;
         }
         locked = true;
-        let same = false;
-        try {
-          const st = statSync(state.path);
-          same = st.ino === ino && st.dev === dev;
-        } catch (error) {
-          if (!isErrno(error, 'ENOENT')) throw error;
-        }
-        if (!same) {
+        // the path must still name the file we locked (one stat; ENOENT gives undefined)
+        const st = statSync(state.path, STAT_OPTIONS);
+        if (st === undefined || st.ino !== ino || st.dev !== dev) {
           // the file was removed or replaced after we opened it: this lock guards nothing
           fsx.unlock(fd, LOCK_OFFSET, 1);
           locked = false;
           closeSync(fd);
           continue;
         }
-        const token = mode === 'exclusive' ? this.#grantExclusive(fd) : this.#grantShared(fd);
+        const token = mode === 'exclusive' ? grantExclusive(fd) : this.#grantShared(fd);
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
           fsx.unlock(fd, LOCK_OFFSET, 1);
@@ -402,16 +415,6 @@ export class FileLock implements LockProvider {
       }
     }
     throw new Error(`lock file ${state.path} keeps being replaced; giving up`);
-  }
-
-  #grantExclusive(fd: number): bigint {
-    const next = nextToken(readToken(fd));
-    const t = next.toString();
-    writeText(
-      fd,
-      `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":${Date.now()},"token":"${t}"}]}\n`,
-    );
-    return next;
   }
 
   #grantShared(fd: number): bigint | undefined {
@@ -551,21 +554,10 @@ export class FileLock implements LockProvider {
   }
 
   #release(lease: FileLease): void | Promise<void> {
-    const { state, held } = lease;
-    if (!state.leases.delete(lease)) return;
-    const finish = () => {
-      try {
-        fsx.unlock(held.fd, LOCK_OFFSET, 1);
-      } finally {
-        if (lease.isLost) closeSync(held.fd);
-        else this.#putBack(state, held.fd, held.ino, held.dev);
-        this.#heldCount--; // the checker stops itself at its next tick when nothing is held
-        state.wake?.();
-        this.#maybeForget(state);
-      }
-    };
-    if (lease.mode === 'exclusive' || lease.isLost) return finish();
-    if (this.#unrecordShared(held.fd, held.token)) return finish();
+    if (!lease.state.leases.delete(lease)) return;
+    if (lease.mode === 'exclusive' || lease.isLost) return this.#unlock(lease);
+    const { held } = lease;
+    if (this.#unrecordShared(held.fd, held.token)) return this.#unlock(lease);
     // the metadata lock is held for a few syscalls at most by another shared holder: retry soon
     return (async () => {
       try {
@@ -574,9 +566,22 @@ export class FileLock implements LockProvider {
           if (this.#unrecordShared(held.fd, held.token)) return;
         }
       } finally {
-        finish();
+        this.#unlock(lease);
       }
     })();
+  }
+
+  #unlock(lease: FileLease): void {
+    const { state, held } = lease;
+    try {
+      fsx.unlock(held.fd, LOCK_OFFSET, 1);
+    } finally {
+      if (lease.isLost) closeSync(held.fd);
+      else this.#putBack(state, held.fd, held.ino, held.dev);
+      this.#heldCount--; // the checker stops itself at its next tick when nothing is held
+      state.wake?.();
+      this.#maybeForget(state);
+    }
   }
 }
 
@@ -628,11 +633,66 @@ function readRecord(fd: number): { token: bigint; record: FileRecord | undefined
 
 const tokenBuf = Buffer.alloc(20);
 
-function readToken(fd: number): bigint {
+/**
+ * The exclusive holder's record never changes within a process except for the counter and
+ * `since`, so it is a template written in one `pwrite`:
+ * `<counter, 20 digits>\n{"v":1,"mode":"exclusive","holders":[{"pid":…,"host":…,"since":<13 digits>}]}\n`.
+ */
+const EX_HEAD = Buffer.from(
+  `\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":`,
+);
+const EX_SINCE_AT = 20 + EX_HEAD.length;
+const exRecord = Buffer.alloc(EX_SINCE_AT + 13 + 4);
+EX_HEAD.copy(exRecord, 20);
+exRecord.write('}]}\n', EX_SINCE_AT + 13, 'latin1');
+
+/** Advances the counter of a file we hold exclusively; writes our holder record with it. */
+function grantExclusive(fd: number): bigint {
+  const now = Date.now();
+  const previous = readCounter(fd);
+  // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
+  if (typeof previous === 'number' && now < 1e13) {
+    const floor = now * 1000;
+    const next = previous >= floor ? previous + 1 : floor;
+    if (Number.isSafeInteger(next)) {
+      writeDigits(exRecord, 0, 20, next);
+      writeDigits(exRecord, EX_SINCE_AT, 13, now);
+      writeAll(fd, exRecord, exRecord.length);
+      return BigInt(next);
+    }
+  }
+  const next = nextToken(BigInt(previous));
+  const t = next.toString();
+  writeText(
+    fd,
+    `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":${now}}]}\n`,
+  );
+  return next;
+}
+
+/** The counter (first 20 bytes; 0 when missing or malformed), a number while it is safe. */
+function readCounter(fd: number): number | bigint {
   const n = readSync(fd, tokenBuf, 0, 20, 0);
-  if (n < 20) return 0n;
-  const digits = tokenBuf.toString('latin1', 0, 20);
-  return /^\d{20}$/.test(digits) ? BigInt(digits) : 0n;
+  if (n < 20) return 0;
+  let value = 0;
+  for (let i = 0; i < 20; i++) {
+    const digit = tokenBuf[i]! - 48;
+    if (digit < 0 || digit > 9) return 0;
+    value = value * 10 + digit;
+  }
+  return Number.isSafeInteger(value) ? value : BigInt(tokenBuf.toString('latin1', 0, 20));
+}
+
+function writeDigits(buf: Buffer, offset: number, width: number, value: number): void {
+  for (let i = offset + width - 1; i >= offset; i--) {
+    buf[i] = 48 + (value % 10);
+    value = Math.floor(value / 10);
+  }
+}
+
+function writeAll(fd: number, buf: Buffer, len: number): void {
+  let off = 0;
+  while (off < len) off += writeSync(fd, buf, off, len - off, off);
 }
 
 function writeRecord(fd: number, token: bigint, record: FileRecord): void {
@@ -644,7 +704,5 @@ const writeBuf = Buffer.alloc(READ_SIZE);
 function writeText(fd: number, text: string): void {
   // most records fit the shared buffer (no allocation per grant)
   const buf = text.length * 3 <= writeBuf.length ? writeBuf : Buffer.alloc(Buffer.byteLength(text));
-  const len = buf.write(text, 0, 'utf8');
-  let off = 0;
-  while (off < len) off += writeSync(fd, buf, off, len - off, off);
+  writeAll(fd, buf, buf.write(text, 0, 'utf8'));
 }
