@@ -82,6 +82,14 @@ describe('openCloud', { timeout: 60_000 }, () => {
     });
     expect(cloud.hub.state.cache.misses).toBe(1);
     expect(cloud.hub.state.cache.entries[0]).toMatchObject({ fqn: APP.fqn, inUse: 1 });
+    // The deployed environment holds its package's shared usage lock, shown as a holder.
+    expect(cloud.hub.state.cache.locks).toEqual([
+      expect.objectContaining({
+        key: `usage:${APP.fqn}/${APP.version}/${r.package.id}`,
+        pid: process.pid,
+        mode: 'shared',
+      }),
+    ]);
     const usage = cloud.hub.state.providers.nodes.length;
     expect(usage).toBeGreaterThan(0);
   });

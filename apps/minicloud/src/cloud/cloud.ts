@@ -11,7 +11,12 @@ import { sqlStore } from '@rigging/reshape/sql';
 import { Engine, FlowFailed, type LogEntry } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { openDatabase, type Database } from '@rigging/sql';
-import type { CacheEntry, ProviderNode, ReshapeRecord } from '../../dashboard/src/state.js';
+import type {
+  CacheEntry,
+  CacheLockHolder,
+  ProviderNode,
+  ReshapeRecord,
+} from '../../dashboard/src/state.js';
 import { CommandError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import {
@@ -302,6 +307,28 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const entries = new Map<string, CacheEntry>();
     const inUse = new Map<string, number>();
     const refKey = (r: PackageRef) => `${r.fqn}/${r.version}/${r.id}`;
+    // The cache's locks as this process knows them: its usage leases (shared), its downloads
+    // (exclusive) and the holders it waits for in other processes.
+    const holders = new Map<string, CacheLockHolder>();
+    const hold = (key: string, holder: CacheLockHolder | undefined) => {
+      if (holder) holders.set(key, holder);
+      else holders.delete(key);
+    };
+    packages.on('wait', (w) => {
+      hold(
+        `wait:${w.key}`,
+        w.done
+          ? undefined
+          : {
+              key: w.key,
+              pid: w.pid ?? null,
+              mode: w.lock === 'download' ? 'exclusive' : 'shared',
+              since: Date.now() - w.waitedMs,
+              owner: `another process (waited for ${w.waitedMs} ms)`,
+            },
+      );
+      publishCache();
+    });
     const publishCache = () => {
       const s = packages.stats();
       hub.publish({
@@ -312,6 +339,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
           hits: counters.hits,
           misses: counters.misses,
           entries: [...entries.values()].map((e) => ({ ...e, inUse: inUse.get(refKey(e)) ?? 0 })),
+          locks: [...holders.values()],
         },
       });
     };
@@ -322,10 +350,22 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     });
     packages.on('download', (e) => {
       counters.downloads++;
+      hold(`download:${refKey(e.ref)}`, undefined);
       entries.set(refKey(e.ref), { ...e.ref, bytes: e.size, inUse: 0, lastUsedAt: Date.now() });
       hub.publish({ type: 'cache:download-done', id: refKey(e.ref) });
     });
     packages.on('progress', (p) => {
+      const key = `download:${refKey(p.ref)}`;
+      if (p.pid === process.pid && !holders.has(key)) {
+        hold(key, {
+          key,
+          pid: process.pid,
+          mode: 'exclusive',
+          since: Date.now(),
+          owner: 'download',
+        });
+        publishCache();
+      }
       hub.publish({
         type: 'cache:download',
         download: {
@@ -410,7 +450,16 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
 
     const acquireRef = async (ref: PackageRef, signal?: AbortSignal) => {
       const pkg = await packages.acquire(ref, signal ? { signal } : {});
-      inUse.set(refKey(ref), (inUse.get(refKey(ref)) ?? 0) + 1);
+      const n = (inUse.get(refKey(ref)) ?? 0) + 1;
+      inUse.set(refKey(ref), n);
+      const key = `usage:${refKey(ref)}`;
+      hold(key, {
+        key,
+        pid: process.pid,
+        mode: 'shared',
+        since: holders.get(key)?.since ?? Date.now(),
+        owner: `${n} lease(s) in this process`,
+      });
       publishCache();
       return pkg;
     };
@@ -427,7 +476,11 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const releasePackage = async (pkg: CachedPackage) => {
       await pkg.release();
       const k = refKey(pkg.ref);
-      inUse.set(k, Math.max(0, (inUse.get(k) ?? 1) - 1));
+      const n = Math.max(0, (inUse.get(k) ?? 1) - 1);
+      inUse.set(k, n);
+      const held = holders.get(`usage:${k}`);
+      if (n === 0) hold(`usage:${k}`, undefined);
+      else if (held) held.owner = `${n} lease(s) in this process`;
       publishCache();
     };
 
