@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir, readlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
@@ -63,6 +63,58 @@ describe('PackageCache', () => {
     expect(calls).toHaveLength(1);
     expect(cache.stats()).toMatchObject({ entries: 1, hits: 1, misses: 1, downloads: 1, inUse: 1 });
     expect(await leftovers(root)).toEqual([]);
+  });
+
+  it('a plain tar or tgz buffer (fast path) installs the same tree as streaming through node-tar', async () => {
+    const files = tarOf([
+      { name: 'manifest.yaml', content: 'name: fast\n' },
+      { name: 'Classes/', type: '5', mode: 0o750 },
+      { name: 'Classes/app.yaml', content: 'x: 1\n', mode: 0o600 },
+      { name: 'bin/run.sh', content: '#!/bin/sh\n', mode: 0o755 },
+      { name: 'empty', content: '' },
+      { name: 'big', content: Buffer.alloc(300_000, 7) },
+    ]);
+    const gz = gzipSync(files);
+    const { cache } = await cacheWith((r) => {
+      const bytes = r.id.startsWith('gz') ? gz : files;
+      if (r.id.endsWith('stream'))
+        return {
+          stream: (async function* () {
+            for (let i = 0; i < bytes.length; i += 1000) yield bytes.subarray(i, i + 1000);
+          })(),
+        };
+      return { buffer: bytes };
+    });
+    const tree = async (dir: string) => {
+      const out: string[] = [];
+      const walk = async (d: string, rel: string): Promise<void> => {
+        for (const e of (await readdir(d, { withFileTypes: true })).sort((a, b) =>
+          a.name.localeCompare(b.name),
+        )) {
+          const p = join(d, e.name);
+          const st = await stat(p);
+          const r = `${rel}${e.name}`;
+          if (e.isDirectory()) {
+            out.push(`${r}/ ${(st.mode & 0o777).toString(8)}`);
+            await walk(p, `${r}/`);
+          } else {
+            const body = await readFile(p);
+            out.push(
+              `${r} ${(st.mode & 0o777).toString(8)} ${body.length} ${body.subarray(0, 12).toString('hex')} ${st.mtimeMs}`,
+            );
+          }
+        }
+      };
+      await walk(dir, '');
+      return out;
+    };
+    const trees: string[][] = [];
+    for (const id of ['buf', 'stream', 'gz', 'gz-stream']) {
+      await using pkg = await cache.acquire(ref(id));
+      trees.push(await tree(pkg.path));
+    }
+    expect(trees[0]).toContain('bin/run.sh 755 10 23212f62696e2f73680a 0');
+    for (const t of trees.slice(1)) expect(t).toEqual(trees[0]);
   });
 
   it('accepts any LockProvider', async () => {
