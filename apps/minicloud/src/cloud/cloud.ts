@@ -516,12 +516,16 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       return packages.remove(ref);
     };
 
-    /** Runs (or, after a takeover, resumes) a flow; waits out a dead owner's lock lease. */
+    /**
+     * Runs (or, after a takeover, resumes) a flow; waits out a dead owner's lock lease. The
+     * queue's `signal` is not the flow's: aborting it (this worker closes, or lost its claim)
+     * suspends the flow at the next task boundary for another worker, it does not revert it.
+     */
     const runOrResume = async (flowId: string, inputs: DeployInputs, signal: AbortSignal) => {
       for (;;) {
         try {
-          if (await engine.log.load(flowId)) return await engine.resume(flowId, flow, { signal });
-          return await engine.run(flow, { inputs, flowId, signal });
+          if (await engine.log.load(flowId)) return await engine.resume(flowId, flow);
+          return await engine.run(flow, { inputs, flowId });
         } catch (error) {
           // A process that died still holds the flow's lock until its lease expires.
           if (!RiggingError.hasCode(error, 'tasks.flow_busy') || signal.aborted) throw error;
@@ -745,6 +749,9 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       checkEnv(env);
       if (!o?.package?.fqn || !o.package.version)
         throw invalid('package.fqn and package.version are required');
+      const stepMs = o.faults?.stepMs;
+      if (stepMs != null && (!Number.isInteger(stepMs) || stepMs < 0 || stepMs > 60_000))
+        throw invalid(`faults.stepMs must be an integer from 0 to 60000, got ${String(stepMs)}`);
       const flowId = `deploy-${env}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
       const payload: DeployPayload = {
         env,
@@ -754,6 +761,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
           vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
           failStep: o.faults?.failStep ?? null,
           stallOnce: o.faults?.stallOnce ?? null,
+          stepMs: o.faults?.stepMs ?? null,
         },
         lockTimeoutMs: o.lockTimeoutMs ?? 30_000,
       };

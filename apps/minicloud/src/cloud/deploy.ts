@@ -20,6 +20,8 @@ export interface DeployFaults {
    * chaos demo SIGKILLs that process there, and the worker that takes the flow over goes on.
    */
   stallOnce?: string | null;
+  /** Simulated duration of every step in ms (a slow deployment). @default 40 */
+  stepMs?: number | null;
 }
 
 /** The inputs of the deploy flow (stored in the task log, so another process can resume it). */
@@ -30,7 +32,12 @@ export interface DeployInputs {
   /** Whether the package was already in the cache (for progress output; no task needs it). */
   packageHit: boolean;
   node: string;
-  faults: { vmFailOnce: string[]; failStep: string | null; stallOnce: string | null };
+  faults: {
+    vmFailOnce: string[];
+    failStep: string | null;
+    stallOnce: string | null;
+    stepMs: number | null;
+  };
 }
 
 /** What a VM task provides. */
@@ -124,7 +131,7 @@ export function deployFlow(
     provides: 'networkId',
     async execute(ctx, inputs: AnyInputs) {
       const { env, faults } = inputs as DeployInputs;
-      await sleep(STEP_MS, { signal: ctx.signal });
+      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
       failIf(faults, 'create-network');
       const id = `${env}/net`;
       await put(id, env, 'network', { cidr: '10.0.0.0/24' });
@@ -142,7 +149,7 @@ export function deployFlow(
       provides: `volume${i + 1}`,
       async execute(ctx, inputs: AnyInputs) {
         const { env, faults } = inputs as DeployInputs;
-        await sleep(STEP_MS, { signal: ctx.signal });
+        await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
         failIf(faults, `volume-${i + 1}`);
         const id = `${env}/vol-${i + 1}`;
         await put(id, env, 'volume', { sizeGb: 20 });
@@ -164,7 +171,7 @@ export function deployFlow(
       async execute(ctx, inputs: AnyInputs) {
         const { env, faults, node } = inputs as DeployInputs;
         if (faults.stallOnce === name) await stallOnce(`${ctx.flowId}/${name}`, ctx.signal);
-        await sleep(STEP_MS, { signal: ctx.signal });
+        await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
         if (faults.vmFailOnce.includes(name) && ctx.attempt === 1) {
           throw new RiggingError(
             'minicloud.vm_boot_timeout',
@@ -239,7 +246,7 @@ export function deployFlow(
     provides: 'appConfig',
     async execute(ctx, anyInputs: AnyInputs) {
       const inputs = anyInputs as DeployInputs;
-      await sleep(STEP_MS, { signal: ctx.signal });
+      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
       failIf(inputs.faults, 'configure-app');
       const manifest = JSON.parse(
         await readFile(join(inputs.packagePath, 'manifest.json'), 'utf8'),
@@ -267,7 +274,7 @@ export function deployFlow(
     requires: ['env', 'faults', 'appConfig'],
     async execute(ctx, inputs: AnyInputs) {
       const { env, faults } = inputs as DeployInputs;
-      await sleep(STEP_MS, { signal: ctx.signal });
+      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
       if (faults.failStep === 'health-check') {
         throw new RiggingError(
           'minicloud.health_check_failed',
