@@ -1,100 +1,57 @@
 /**
  * Browser tests: the built dashboard in real headless Chromium (Debian's /usr/bin/chromium,
- * driven by playwright-core) against the fixture server's scripted story.
+ * driven by playwright-core) against the fixture server's scripted story: accessibility, layout,
+ * keyboard use, reconnection and the plan's cycle marking, which the real demo (no cycles) does
+ * not exercise. The real `minicloud serve` is tested in test/dashboard-live.e2e.test.ts.
  * Screenshots go to apps/minicloud/test-artifacts/.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { build } from 'vite';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  checkChromium,
+  destroyedOrder,
+  haveChromium,
+  launchChromium,
+  recordStates,
+  seen,
+  type Browser,
+} from './browser.js';
 import { startFixtureServer, type FixtureServer } from './fixture-server.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const dashboardDir = fileURLToPath(new URL('..', import.meta.url));
 const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  if (process.env.CI === 'true') throw new Error(`chromium not found at ${CHROMIUM}`);
-  console.warn(`skipping dashboard browser tests: no chromium at ${CHROMIUM}`);
-}
-
-/**
- * Runs in the page before any script: records every state a flow, task, queue row or plan
- * object shows, in order, so transient states (reverting, blocked, destroying) can be asserted
- * without racing the story.
- */
-function recordStates(): void {
-  const w = window as unknown as { __seen: string[]; __destroyed: string[] };
-  w.__seen = [];
-  w.__destroyed = [];
-  const seen = new Set<string>();
-  const scan = () => {
-    for (const el of Array.from(
-      document.querySelectorAll<HTMLElement>('[data-testid][data-state]'),
-    )) {
-      const id = el.dataset.flow ?? el.dataset.task ?? el.dataset.key ?? el.dataset.id ?? '';
-      const entry = `${el.dataset.testid}:${id}:${el.dataset.state}`;
-      if (!seen.has(entry)) {
-        seen.add(entry);
-        w.__seen.push(entry);
-        if (el.dataset.testid === 'plan-object' && el.dataset.state === 'destroyed') {
-          w.__destroyed.push(id);
-        }
-      }
-    }
-  };
-  new MutationObserver(scan).observe(document, {
-    subtree: true,
-    childList: true,
-    attributes: true,
-    attributeFilter: ['data-state'],
-  });
-}
-
-const seen = (page: Page) =>
-  page.evaluate(() => (window as unknown as { __seen: string[] }).__seen);
+checkChromium();
 
 describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
   let fixture: FixtureServer;
+  let browser: Browser;
   let context: BrowserContext;
-  let profile: string;
   let page: Page;
   const requests: string[] = [];
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
-    await build({ configFile: join(dashboardDir, 'vite.config.ts'), logLevel: 'warn' });
+    // Built by `pnpm build` (`vite build dashboard`); rebuilding here would race the live test.
+    if (!existsSync(join(dashboardDir, 'dist', 'index.html'))) {
+      throw new Error('dashboard/dist is not built: run pnpm --filter minicloud build first');
+    }
     await mkdir(artifacts, { recursive: true });
     fixture = await startFixtureServer({ stepMs: 150, autoStart: 'manual' });
-    profile = await mkdtemp(join(tmpdir(), 'minicloud-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1280, height: 900 },
-    });
+    browser = await launchChromium();
+    context = browser.context;
+    page = browser.page;
     context.on('request', (r) => requests.push(r.url()));
-    page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (e) => pageErrors.push(String(e)));
     await page.addInitScript(recordStates);
   }, 180_000);
 
   afterAll(async () => {
-    await context?.close();
+    await browser?.close();
     await fixture?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   it('serves the built files with correct content types', async () => {
@@ -176,16 +133,14 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     await page
       .locator('[data-testid=plan-object][data-id=net-1][data-state=destroyed]')
       .waitFor({ timeout: 30_000 });
-    const destroyed = await page.evaluate(
-      () => (window as unknown as { __destroyed: string[] }).__destroyed,
-    );
+    const destroyed = await destroyedOrder(page);
     expect(destroyed.indexOf('net-1')).toBe(destroyed.length - 1);
     for (const vm of ['vm-1', 'vm-2', 'vm-3']) {
       expect(destroyed.indexOf(vm)).toBeGreaterThanOrEqual(0);
       expect(destroyed.indexOf(vm)).toBeLessThan(destroyed.indexOf('vol-1'));
     }
     await fixture.finished;
-    await page.screenshot({ path: join(artifacts, 'dashboard-1280.png'), fullPage: true });
+    await page.screenshot({ path: join(artifacts, 'fixture-1280.png'), fullPage: true });
   }, 120_000);
 
   it('resumes the blocked key from the keyboard, with visible focus, and it drains', async () => {
@@ -213,7 +168,7 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
       'discard-ctr-2',
     );
     await page.keyboard.press('Shift+Tab');
-    await ctr2.screenshot({ path: join(artifacts, 'dashboard-focus.png') });
+    await ctr2.screenshot({ path: join(artifacts, 'fixture-focus.png') });
 
     await page.keyboard.press('Enter');
     await ctr2.and(page.locator('[data-status=idle]')).waitFor({ timeout: 20_000 });
@@ -334,7 +289,7 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     expect(queues && flows).toBeTruthy();
     expect(flows!.y).toBeGreaterThanOrEqual(queues!.y + queues!.height);
     expect(queues!.width).toBeLessThanOrEqual(390);
-    await phone.screenshot({ path: join(artifacts, 'dashboard-390.png'), fullPage: true });
+    await phone.screenshot({ path: join(artifacts, 'fixture-390.png'), fullPage: true });
     await phone.close();
   }, 60_000);
 
