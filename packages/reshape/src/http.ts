@@ -238,6 +238,19 @@ function consumerBody(o: Obj, at: string, v: Version, minOne: boolean): Allocati
   };
 }
 
+/** `{ consumer uuid: consumer body }`, as `POST /allocations` and `POST /reshaper` take it. */
+function consumersBody(o: Obj, prefix: string, v: Version): Record<string, AllocationsInput> {
+  const out: Record<string, AllocationsInput> = {};
+  for (const [consumer, entry] of Object.entries(o))
+    out[uuid(consumer, 'consumer uuid')] = consumerBody(
+      obj(entry, `${prefix}${consumer}`),
+      `${prefix}${consumer}`,
+      v,
+      false,
+    );
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Microversions.
 
@@ -1324,11 +1337,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
           handler: async ({ body, version }) => {
             const o = obj(body, 'body');
             if (Object.keys(o).length === 0) bad('body does not have enough properties');
-            const allocations: Record<string, AllocationsInput> = {};
-            for (const [consumer, entry] of Object.entries(o)) {
-              const c = uuid(consumer, 'consumer uuid');
-              allocations[c] = consumerBody(obj(entry, consumer), consumer, version, false);
-            }
+            const allocations = consumersBody(o, '', version);
             await call(() => store.reshape({ allocations }), true);
             return { status: 204 };
           },
@@ -1370,15 +1379,11 @@ function buildRoutes(store: ReshapeStore): Route[] {
                 inventories: inventoryDict(e.inventories, `inventories.${rp}.inventories`),
               };
             }
-            const allocations: Record<string, AllocationsInput> = {};
-            for (const [consumer, entry] of Object.entries(obj(o.allocations, 'allocations'))) {
-              allocations[uuid(consumer, 'consumer uuid')] = consumerBody(
-                obj(entry, consumer),
-                `allocations.${consumer}`,
-                version,
-                false,
-              );
-            }
+            const allocations = consumersBody(
+              obj(o.allocations, 'allocations'),
+              'allocations.',
+              version,
+            );
             await call(async () => {
               for (const rp of Object.keys(inventories)) {
                 if (!(await store.getProvider(rp)))
@@ -1389,10 +1394,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
                   );
               }
               return store.reshape({ inventories, allocations });
-            }, true).catch((error: unknown) => {
-              if (error instanceof HttpError) throw error;
-              throw error;
-            });
+            }, true);
             return { status: 204 };
           },
         },

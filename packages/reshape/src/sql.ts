@@ -506,6 +506,17 @@ export async function sqlStore(
     return p;
   }
 
+  /** Inserts a custom trait or class name; false when it already existed. */
+  async function insertName(table: string, name: string): Promise<boolean> {
+    try {
+      await run(db, `insert into ${table} (name) values (?)`, [name]);
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error)) return false;
+      throw error;
+    }
+  }
+
   const duplicate = (error: unknown, name: string, uuid: string): never => {
     if (isUniqueViolation(error))
       throw conflict(
@@ -720,26 +731,14 @@ export async function sqlStore(
     },
     async createTrait(name) {
       checkCustomName(name, 'trait');
-      try {
-        await db.insertInto(T.customTraits).values({ name }).execute();
-        return true;
-      } catch (error) {
-        if (isUniqueViolation(error)) return false;
-        throw error;
-      }
+      return insertName(T.customTraits, name);
     },
     async listResourceClasses() {
       return [...STANDARD_RESOURCE_CLASSES, ...[...(await customClasses(db))].sort()];
     },
     async createResourceClass(name) {
       checkCustomName(name, 'resource class');
-      try {
-        await db.insertInto(T.classes).values({ name }).execute();
-        return true;
-      } catch (error) {
-        if (isUniqueViolation(error)) return false;
-        throw error;
-      }
+      return insertName(T.classes, name);
     },
     async deleteResourceClass(name) {
       checkResourceClassName(name);

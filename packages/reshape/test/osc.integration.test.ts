@@ -1,5 +1,6 @@
-// Runs the real OpenStack CLI (python3-openstackclient + python3-osc-placement) against our
-// server. Not available in CI unless those Debian packages are installed; skipped otherwise.
+// Runs the real OpenStack CLI (Debian's python3-openstackclient + python3-osc-placement) against
+// our server. Like the Placement comparison (python3-placement), it is skipped with a message when
+// the `openstack` command is missing, in CI too: CI runs it when those apt packages are installed.
 import { execFile } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
@@ -40,6 +41,11 @@ describe.skipIf(!cli)('openstack resource provider … against our server', () =
       generation: 0,
       inventories: { VCPU: { total: 8, allocationRatio: 4 } },
     });
+    await store.setAllocations('7c0a0000-0000-4000-8000-000000000001', {
+      projectId: 'demo',
+      userId: 'alice',
+      allocations: { [uuid]: { VCPU: 2 } },
+    });
   });
   afterAll(async () => {
     await new Promise((resolve) => server.close(resolve));
@@ -47,14 +53,46 @@ describe.skipIf(!cli)('openstack resource provider … against our server', () =
   const osc = async (...cmd: string[]) =>
     JSON.parse((await run('openstack', [...cmd, ...args])).stdout) as unknown;
 
-  it('lists, shows and lists inventory', { timeout: 60_000 }, async () => {
+  it('lists, shows, lists inventory, usages and aggregates', { timeout: 180_000 }, async () => {
     expect(await osc('resource', 'provider', 'list')).toEqual([
-      expect.objectContaining({ uuid, name: 'cn1', generation: 1 }),
+      expect.objectContaining({ uuid, name: 'cn1', generation: 2 }),
     ]);
     expect(await osc('resource', 'provider', 'show', uuid)).toMatchObject({ uuid, name: 'cn1' });
     expect(await osc('resource', 'provider', 'inventory', 'list', uuid)).toEqual([
       expect.objectContaining({ resource_class: 'VCPU', total: 8, allocation_ratio: 4 }),
     ]);
+    expect(await osc('resource', 'provider', 'usage', 'show', uuid)).toEqual([
+      { resource_class: 'VCPU', usage: 2 },
+    ]);
+    // Microversion-dependent commands: aggregates (1.19), project usages (1.9).
+    const agg = '5a1e0000-0000-4000-8000-000000000001';
+    await osc(
+      '--os-placement-api-version',
+      '1.19',
+      'resource',
+      'provider',
+      'aggregate',
+      'set',
+      uuid,
+      '--aggregate',
+      agg,
+      '--generation',
+      String((await store.getProvider(uuid))!.generation),
+    );
+    expect(
+      await osc(
+        '--os-placement-api-version',
+        '1.19',
+        'resource',
+        'provider',
+        'aggregate',
+        'list',
+        uuid,
+      ),
+    ).toEqual([{ uuid: agg }]);
+    expect(
+      await osc('--os-placement-api-version', '1.9', 'resource', 'usage', 'show', 'demo'),
+    ).toEqual([{ resource_class: 'VCPU', usage: 2 }]);
     await expect(
       run('openstack', [
         'resource',
