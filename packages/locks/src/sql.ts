@@ -1,6 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import { randomUUID } from 'node:crypto';
+import type { LockHolder, LockMode } from '@rigging/core';
 import {
   isConnectionError,
   isRetryableError,
@@ -9,19 +8,16 @@ import {
   type Migration,
   type Session,
 } from '@rigging/sql';
+import { describe, type ProviderBaseOptions } from './common.js';
 import {
-  LeaseImpl,
-  abortedError,
-  describe,
-  emitAcquired,
-  newEmitter,
-  timeoutError,
-  validateKey,
-  validateRequest,
-  type LockEmitter,
-  type ProviderBaseOptions,
-} from './common.js';
-import { RwCore } from './primitives.js';
+  HOST,
+  RemoteLockProvider,
+  holderJson,
+  num,
+  parseHolder,
+  type Backend,
+  type Granted,
+} from './remote.js';
 
 export type { LockEvents, LockEmitter } from './common.js';
 
@@ -48,7 +44,7 @@ export interface SqlLockOptions extends ProviderBaseOptions {
 }
 
 const CHANNEL = 'rigging_locks';
-const HOST = hostname();
+const OWNER = 'sqlLockProvider';
 
 export const lockMigrations: readonly Migration[] = [
   {
@@ -105,43 +101,6 @@ export const lockMigrations: readonly Migration[] = [
     },
   },
 ];
-
-interface Granted {
-  token: bigint;
-  lost: AbortSignal;
-  release(): Promise<void>;
-}
-
-interface Backend {
-  localMode(mode: LockMode): LockMode;
-  tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined>;
-  holder(key: string, id: string): Promise<LockHolder | undefined>;
-  /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
-  subscribe?(id: string, wake: () => void): () => void;
-  /** Announces a waiter of `id` to releasers (so they notify); returns the function ending it. */
-  beginWait?(id: string): Promise<(() => Promise<void>) | undefined>;
-  close(): Promise<void>;
-}
-
-function lockId(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
-}
-
-function holderJson(): string {
-  return JSON.stringify({ pid: process.pid, host: HOST });
-}
-
-function parseHolder(text: unknown): { pid?: number; host?: string } {
-  try {
-    const v = JSON.parse(String(text)) as { pid?: number; host?: string };
-    return {
-      ...(typeof v.pid === 'number' ? { pid: v.pid } : {}),
-      ...(typeof v.host === 'string' ? { host: v.host } : {}),
-    };
-  } catch {
-    return {};
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Session-based backends (PostgreSQL advisory locks, MySQL GET_LOCK)
@@ -654,17 +613,11 @@ class LeaseTableBackend implements Backend {
  * A {@link LockProvider} over a `Database` from `@rigging/sql` (see {@link sqlLockProvider}).
  * Waiters of one process queue in memory per key; only the front one talks to the database.
  */
-export class SqlLockProvider implements LockProvider {
-  readonly events: LockEmitter;
-  readonly name: string;
+export class SqlLockProvider extends RemoteLockProvider {
   readonly dialect: Database['dialect'];
+  protected readonly lostReason: string;
   #database: Database;
-  #backend: Backend;
   #ready: Promise<unknown> | undefined;
-  #locks = new Map<string, RwCore>();
-  #pollMin: number;
-  #pollMax: number;
-  #fallbackPoll: number;
 
   constructor(database: Database, options: SqlLockOptions = {}) {
     if (!database || typeof database.session !== 'function') {
@@ -672,21 +625,28 @@ export class SqlLockProvider implements LockProvider {
         `sqlLockProvider needs a Database from @rigging/sql, got ${describe(database)}`,
       );
     }
-    const ttl = num('ttlMs', options.ttlMs, 10_000, 1);
-    const heartbeat = num('heartbeatMs', options.heartbeatMs, Math.max(1, Math.floor(ttl / 3)), 1);
-    this.#pollMin = num('pollMinMs', options.pollMinMs, 2, 1);
-    this.#pollMax = Math.max(this.#pollMin, num('pollMaxMs', options.pollMaxMs, 50, 1));
-    this.#fallbackPoll = num('fallbackPollMs', options.fallbackPollMs, 250, 1);
-    this.#database = database;
-    this.dialect = database.dialect;
-    this.events = options.events ?? newEmitter();
-    this.name = options.name ?? `sql:${database.dialect}`;
-    this.#backend =
+    const ttl = num(OWNER, 'ttlMs', options.ttlMs, 10_000, 1);
+    const heartbeat = num(
+      OWNER,
+      'heartbeatMs',
+      options.heartbeatMs,
+      Math.max(1, Math.floor(ttl / 3)),
+      1,
+    );
+    super(
+      OWNER,
       database.dialect === 'postgres'
         ? new PostgresBackend(database, heartbeat)
         : database.dialect === 'mysql'
           ? new MysqlBackend(database, heartbeat)
-          : new LeaseTableBackend(database, ttl, heartbeat);
+          : new LeaseTableBackend(database, ttl, heartbeat),
+      options,
+      `sql:${database.dialect}`,
+    );
+    this.#database = database;
+    this.dialect = database.dialect;
+    this.lostReason =
+      database.dialect === 'sqlite' ? 'lease could not be renewed' : 'database session lost';
   }
 
   /** Creates the `rigging_locks_*` tables (done on first use too). */
@@ -698,213 +658,13 @@ export class SqlLockProvider implements LockProvider {
     return this.#ready;
   }
 
-  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const { mode, timeoutMs } = validateRequest(key, options);
-    const { signal } = options;
-    if (signal?.aborted) throw abortedError(key, signal.reason);
-    const started = Date.now();
-    const id = lockId(key);
-    const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
-    const wait = core.acquire(localMode, key, options);
-    let emittedWaiting = false;
-    const emitWaiting = async () => {
-      if (emittedWaiting || !this.events.hasListeners('lock:waiting')) return;
-      emittedWaiting = true;
-      this.events.emit('lock:waiting', {
-        provider: this.name,
-        key,
-        mode,
-        holder: await this.#backend.holder(key, id).catch(() => undefined),
-        since: started,
-      });
-    };
-    if (wait) {
-      await emitWaiting();
-      await wait;
-    }
-    try {
-      await this.migrate();
-      let delay = this.#pollMin;
-      let endWait: (() => Promise<void>) | undefined;
-      try {
-        for (;;) {
-          if (signal?.aborted) throw abortedError(key, signal.reason);
-          let woken = false;
-          let wake: (() => void) | undefined;
-          const unsubscribe = this.#backend.subscribe?.(id, () => {
-            woken = true;
-            wake?.();
-          });
-          try {
-            let granted: Granted | undefined;
-            try {
-              granted = await this.#backend.tryGrant(key, id, mode);
-            } catch (error) {
-              // a lost session or a busy database is retried (a new session is opened) until the
-              // deadline; anything else is a real error
-              if (!isConnectionError(error) && !isRetryableError(error, this.dialect)) throw error;
-              granted = undefined;
-            }
-            if (granted) {
-              if (signal?.aborted) {
-                // aborted while the grant was on its way: give it back
-                await granted.release().catch(() => undefined);
-                throw abortedError(key, signal.reason);
-              }
-              return this.#lease(key, mode, core, localMode, granted, started);
-            }
-            await emitWaiting();
-            const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
-            if (left <= 0) {
-              throw timeoutError(
-                key,
-                timeoutMs ?? 0,
-                await this.#backend.holder(key, id).catch(() => undefined),
-              );
-            }
-            if (woken) continue;
-            if (this.#backend.beginWait && !endWait) {
-              // announce the wait, then try again at once: a release between our try and the
-              // announcement sent no notification
-              endWait = await this.#backend.beginWait(id).catch(() => undefined);
-              if (endWait) continue;
-            }
-            const pause = Math.min(
-              left,
-              unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
-            );
-            await new Promise<void>((resolve, reject) => {
-              const done = () => {
-                clearTimeout(timer);
-                signal?.removeEventListener('abort', onAbort);
-                wake = undefined;
-              };
-              const timer = setTimeout(() => {
-                done();
-                resolve();
-              }, pause);
-              const onAbort = () => {
-                done();
-                reject(abortedError(key, signal?.reason));
-              };
-              wake = () => {
-                done();
-                resolve();
-              };
-              signal?.addEventListener('abort', onAbort, { once: true });
-            });
-            delay = Math.min(delay * 2, this.#pollMax);
-          } finally {
-            unsubscribe?.();
-          }
-        }
-      } finally {
-        await endWait?.();
-      }
-    } catch (error) {
-      core.release(localMode);
-      throw error;
-    }
+  protected ready(): Promise<unknown> {
+    return this.migrate();
   }
 
-  async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const { mode } = validateRequest(key, options);
-    const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
-    if (!core.tryAcquire(localMode)) {
-      if (core.idle) this.#locks.delete(key);
-      return undefined;
-    }
-    try {
-      await this.migrate();
-      const granted = await this.#backend.tryGrant(key, lockId(key), mode);
-      if (!granted) {
-        core.release(localMode);
-        return undefined;
-      }
-      return this.#lease(key, mode, core, localMode, granted, Date.now());
-    } catch (error) {
-      core.release(localMode);
-      throw error;
-    }
+  protected isTransient(error: unknown): boolean {
+    return isConnectionError(error) || isRetryableError(error, this.dialect);
   }
-
-  async holder(key: string): Promise<LockHolder | undefined> {
-    validateKey(key);
-    await this.migrate();
-    return this.#backend.holder(key, lockId(key));
-  }
-
-  /** Stops heartbeats and closes the provider's session (held leases are then lost). */
-  close(): Promise<void> {
-    return this.#backend.close();
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore('fifo');
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
-  }
-
-  #lease(
-    key: string,
-    mode: LockMode,
-    core: RwCore,
-    localMode: LockMode,
-    granted: Granted,
-    started: number,
-  ): Lease {
-    let localReleased = false;
-    const releaseLocal = () => {
-      if (localReleased) return;
-      localReleased = true;
-      core.release(localMode);
-    };
-    const lease = new LeaseImpl({
-      key,
-      mode,
-      token: granted.token,
-      provider: this.name,
-      events: this.events,
-      onRelease: async () => {
-        granted.lost.removeEventListener('abort', onLost);
-        try {
-          await granted.release();
-        } finally {
-          releaseLocal();
-        }
-      },
-    });
-    const onLost = () => {
-      lease.markLost(
-        this.dialect === 'sqlite' ? 'lease could not be renewed' : 'database session lost',
-        granted.lost.reason,
-      );
-      // the lock is gone server-side: let local waiters try again
-      releaseLocal();
-    };
-    if (granted.lost.aborted) onLost();
-    else granted.lost.addEventListener('abort', onLost, { once: true });
-    emitAcquired(this.events, this.name, lease, started);
-    return lease;
-  }
-}
-
-function num(name: string, value: unknown, fallback: number, min: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new TypeError(
-      `sqlLockProvider: ${name} must be a number >= ${min}, got ${describe(value)}`,
-    );
-  }
-  return value;
 }
 
 /**

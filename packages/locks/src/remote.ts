@@ -1,0 +1,316 @@
+import { createHash } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import {
+  LeaseImpl,
+  abortedError,
+  describe,
+  emitAcquired,
+  newEmitter,
+  timeoutError,
+  validateKey,
+  validateRequest,
+  type LockEmitter,
+  type ProviderBaseOptions,
+} from './common.js';
+import { RwCore } from './primitives.js';
+
+/** Options every remote (database, Redis) provider takes. */
+export interface RemoteLockOptions extends ProviderBaseOptions {
+  /** First retry delay while polling. @default 2 */
+  pollMinMs?: number;
+  /** Longest retry delay while polling. @default 50 */
+  pollMaxMs?: number;
+  /** Name used in events. */
+  name?: string;
+}
+
+/** A grant by a backend: its token, a signal that aborts when it is lost, and its release. */
+export interface Granted {
+  token: bigint;
+  lost: AbortSignal;
+  release(): Promise<void>;
+}
+
+/** What a remote provider needs from its backend. */
+export interface Backend {
+  /** The mode waiters of this process queue in (exclusive where the backend has no shared mode). */
+  localMode(mode: LockMode): LockMode;
+  tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined>;
+  holder(key: string, id: string): Promise<LockHolder | undefined>;
+  /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
+  subscribe?(id: string, wake: () => void): () => void;
+  /** Announces a waiter of `id` to releasers (so they notify); returns the function ending it. */
+  beginWait?(id: string): Promise<(() => Promise<void>) | undefined>;
+  close(): Promise<void>;
+}
+
+export const HOST = hostname();
+
+/** The backend id of a key: SHA-256, hex. */
+export function lockId(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+export function holderJson(): string {
+  return JSON.stringify({ pid: process.pid, host: HOST });
+}
+
+export function parseHolder(text: unknown): { pid?: number; host?: string } {
+  try {
+    const v = JSON.parse(String(text)) as { pid?: number; host?: string };
+    return {
+      ...(typeof v.pid === 'number' ? { pid: v.pid } : {}),
+      ...(typeof v.host === 'string' ? { host: v.host } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+/** A numeric option, with a `TypeError` naming the value. */
+export function num(
+  owner: string,
+  name: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+    throw new TypeError(`${owner}: ${name} must be a number >= ${min}, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * The part every remote provider shares: waiters of one process queue in memory per key (FIFO)
+ * and only the front one talks to the backend — polling with bounded backoff, or woken by the
+ * backend — with timeout and abort; grants become leases whose `lost` follows the backend's.
+ */
+export abstract class RemoteLockProvider implements LockProvider {
+  readonly events: LockEmitter;
+  readonly name: string;
+  #backend: Backend;
+  #locks = new Map<string, RwCore>();
+  #pollMin: number;
+  #pollMax: number;
+  #fallbackPoll: number;
+
+  protected constructor(
+    owner: string,
+    backend: Backend,
+    options: RemoteLockOptions & { fallbackPollMs?: number },
+    defaultName: string,
+  ) {
+    this.#pollMin = num(owner, 'pollMinMs', options.pollMinMs, 2, 1);
+    this.#pollMax = Math.max(this.#pollMin, num(owner, 'pollMaxMs', options.pollMaxMs, 50, 1));
+    this.#fallbackPoll = num(owner, 'fallbackPollMs', options.fallbackPollMs, 250, 1);
+    this.events = options.events ?? newEmitter();
+    this.name = options.name ?? defaultName;
+    this.#backend = backend;
+  }
+
+  /** Resolves once the backend is ready (schema created, scripts loaded). */
+  protected abstract ready(): Promise<unknown>;
+  /** Errors retried until the deadline (lost connection, busy database). */
+  protected abstract isTransient(error: unknown): boolean;
+  /** Reason given to `lease.lost` when the backend loses a grant. */
+  protected abstract readonly lostReason: string;
+
+  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    const { mode, timeoutMs } = validateRequest(key, options);
+    const { signal } = options;
+    if (signal?.aborted) throw abortedError(key, signal.reason);
+    const started = Date.now();
+    const id = lockId(key);
+    const localMode = this.#backend.localMode(mode);
+    const core = this.#core(key);
+    const wait = core.acquire(localMode, key, options);
+    let emittedWaiting = false;
+    const emitWaiting = async () => {
+      if (emittedWaiting || !this.events.hasListeners('lock:waiting')) return;
+      emittedWaiting = true;
+      this.events.emit('lock:waiting', {
+        provider: this.name,
+        key,
+        mode,
+        holder: await this.#backend.holder(key, id).catch(() => undefined),
+        since: started,
+      });
+    };
+    if (wait) {
+      await emitWaiting();
+      await wait;
+    }
+    try {
+      await this.ready();
+      let delay = this.#pollMin;
+      let endWait: (() => Promise<void>) | undefined;
+      try {
+        for (;;) {
+          if (signal?.aborted) throw abortedError(key, signal.reason);
+          let woken = false;
+          let wake: (() => void) | undefined;
+          const unsubscribe = this.#backend.subscribe?.(id, () => {
+            woken = true;
+            wake?.();
+          });
+          try {
+            let granted: Granted | undefined;
+            try {
+              granted = await this.#backend.tryGrant(key, id, mode);
+            } catch (error) {
+              // a lost session or a busy database is retried (a new session is opened) until the
+              // deadline; anything else is a real error
+              if (!this.isTransient(error)) throw error;
+              granted = undefined;
+            }
+            if (granted) {
+              if (signal?.aborted) {
+                // aborted while the grant was on its way: give it back
+                await granted.release().catch(() => undefined);
+                throw abortedError(key, signal.reason);
+              }
+              return this.#lease(key, mode, core, localMode, granted, started);
+            }
+            await emitWaiting();
+            const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
+            if (left <= 0) {
+              throw timeoutError(
+                key,
+                timeoutMs ?? 0,
+                await this.#backend.holder(key, id).catch(() => undefined),
+              );
+            }
+            if (woken) continue;
+            if (this.#backend.beginWait && !endWait) {
+              // announce the wait, then try again at once: a release between our try and the
+              // announcement sent no notification
+              endWait = await this.#backend.beginWait(id).catch(() => undefined);
+              if (endWait) continue;
+            }
+            const pause = Math.min(
+              left,
+              unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
+            );
+            await new Promise<void>((resolve, reject) => {
+              const done = () => {
+                clearTimeout(timer);
+                signal?.removeEventListener('abort', onAbort);
+                wake = undefined;
+              };
+              const timer = setTimeout(() => {
+                done();
+                resolve();
+              }, pause);
+              const onAbort = () => {
+                done();
+                reject(abortedError(key, signal?.reason));
+              };
+              wake = () => {
+                done();
+                resolve();
+              };
+              signal?.addEventListener('abort', onAbort, { once: true });
+            });
+            delay = Math.min(delay * 2, this.#pollMax);
+          } finally {
+            unsubscribe?.();
+          }
+        }
+      } finally {
+        await endWait?.();
+      }
+    } catch (error) {
+      core.release(localMode);
+      throw error;
+    }
+  }
+
+  async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
+    const { mode } = validateRequest(key, options);
+    const localMode = this.#backend.localMode(mode);
+    const core = this.#core(key);
+    if (!core.tryAcquire(localMode)) {
+      if (core.idle) this.#locks.delete(key);
+      return undefined;
+    }
+    try {
+      await this.ready();
+      const granted = await this.#backend.tryGrant(key, lockId(key), mode);
+      if (!granted) {
+        core.release(localMode);
+        return undefined;
+      }
+      return this.#lease(key, mode, core, localMode, granted, Date.now());
+    } catch (error) {
+      core.release(localMode);
+      throw error;
+    }
+  }
+
+  async holder(key: string): Promise<LockHolder | undefined> {
+    validateKey(key);
+    await this.ready();
+    return this.#backend.holder(key, lockId(key));
+  }
+
+  /** Stops heartbeats and closes the backend's connection (held leases are then lost). */
+  close(): Promise<void> {
+    return this.#backend.close();
+  }
+
+  #core(key: string): RwCore {
+    let core = this.#locks.get(key);
+    if (!core) {
+      const created = new RwCore('fifo');
+      created.onIdle = () => {
+        if (this.#locks.get(key) === created) this.#locks.delete(key);
+      };
+      this.#locks.set(key, (core = created));
+    }
+    return core;
+  }
+
+  #lease(
+    key: string,
+    mode: LockMode,
+    core: RwCore,
+    localMode: LockMode,
+    granted: Granted,
+    started: number,
+  ): Lease {
+    let localReleased = false;
+    const releaseLocal = () => {
+      if (localReleased) return;
+      localReleased = true;
+      core.release(localMode);
+    };
+    const lease = new LeaseImpl({
+      key,
+      mode,
+      token: granted.token,
+      provider: this.name,
+      events: this.events,
+      onRelease: async () => {
+        granted.lost.removeEventListener('abort', onLost);
+        try {
+          await granted.release();
+        } finally {
+          releaseLocal();
+        }
+      },
+    });
+    const onLost = () => {
+      lease.markLost(this.lostReason, granted.lost.reason);
+      // the lock is gone server-side: let local waiters try again
+      releaseLocal();
+    };
+    if (granted.lost.aborted) onLost();
+    else granted.lost.addEventListener('abort', onLost, { once: true });
+    emitAcquired(this.events, this.name, lease, started);
+    return lease;
+  }
+}
+
