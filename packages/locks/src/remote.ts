@@ -313,4 +313,3 @@ export abstract class RemoteLockProvider implements LockProvider {
     return lease;
   }
 }
-
