@@ -134,27 +134,30 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     return 'queued';
   };
 
+  const take = (k: KeyRec, at: number, claims: Claim[]) => {
+    const op = k.queue.shift()!;
+    op.status = 'running';
+    op.attempts++;
+    op.token++;
+    op.startedAt = at;
+    k.running = op;
+    claims.push({ op, token: op.token });
+  };
+
+  const eligible = (k: KeyRec, at: number) =>
+    !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
+
   const claimNow = (limit: number, key: string | undefined): Claim[] => {
     const claims: Claim[] = [];
     const at = now();
-    const take = (k: KeyRec) => {
-      const op = k.queue.shift()!;
-      op.status = 'running';
-      op.attempts++;
-      op.token++;
-      op.startedAt = at;
-      k.running = op;
-      claims.push({ op, token: op.token });
-    };
-    const eligible = (k: KeyRec) =>
-      !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
     if (key !== undefined) {
       const k = keys.get(key);
-      if (k && eligible(k) && limit > 0) take(k);
+      if (k && eligible(k, at) && limit > 0) take(k, at, claims);
       return claims;
     }
-    for (const k of delayed) {
-      if (k.availAt <= at) {
+    if (delayed.size > 0) {
+      for (const k of delayed) {
+        if (k.availAt > at) continue;
         delayed.delete(k);
         makeReady(k);
       }
@@ -162,7 +165,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     while (claims.length < limit && readyHead < ready.length) {
       const k = ready[readyHead++]!;
       k.inReady = false;
-      if (eligible(k)) take(k);
+      if (eligible(k, at)) take(k, at, claims);
       else {
         makeReady(k);
         forgetKeyIfIdle(k);
@@ -204,6 +207,12 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
         status: 'queued',
         attempts: 0,
         createdAt: now(),
+        // Every field from the start: one object shape for every op (faster property access).
+        startedAt: undefined,
+        finishedAt: undefined,
+        result: undefined,
+        error: undefined,
+        cancelledBy: undefined,
         idempotencyKey: input.idempotencyKey,
         token: 0,
       };

@@ -16,7 +16,7 @@ import {
   type SerializedError,
   type WaitOptions,
 } from '@rigging/core';
-import type { Claim, Completion, QueueBackend } from './backend.js';
+import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
 import { memoryBackend } from './memory.js';
 import type {
@@ -161,25 +161,18 @@ function positive(name: string, value: number | undefined, fallback: number): nu
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-const claimId = (claim: Claim) => `${claim.op.id}#${claim.token}`;
-
-function lazyController(): { controller: AbortController } {
-  let controller: AbortController | undefined;
-  return {
-    get controller() {
-      return (controller ??= new AbortController());
-    },
-  };
-}
-
-interface Inflight {
-  claim: Claim;
-  /** Created on first use (most handlers never look at their signal). */
-  controller: AbortController;
+/** A claim this instance runs. */
+class Inflight {
+  #controller: AbortController | undefined;
   /** Set when close() gave up on the handler and released the op. */
-  abandoned: boolean;
-  closingAbort: boolean;
-  done: Promise<void>;
+  abandoned = false;
+  closingAbort = false;
+  done: Promise<void> = Promise.resolve();
+  constructor(readonly claim: Claim) {}
+  /** Created on first use (most handlers never look at their signal). */
+  get controller(): AbortController {
+    return (this.#controller ??= new AbortController());
+  }
 }
 
 interface Waiter {
@@ -212,7 +205,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #retention: RetentionOptions | undefined;
   readonly #isWorker: boolean;
   readonly #events = new TypedEmitter<QueueEvents>();
-  readonly #inflight = new Map<string, Inflight>();
+  readonly #inflight = new Map<Claim, Inflight>();
   readonly #waiters = new Map<string, Set<Waiter>>();
   /** Ops whose outcome a local handler run has not yet reported. */
   readonly #unsettled = new Set<string>();
@@ -228,6 +221,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #lastClaimEmpty = false;
   #loop: Promise<void> | undefined;
   #timers: Promise<void>[] = [];
+  /** Options of the claim chained to each completion (the same for every op). */
+  #chain: Omit<ClaimOptions, 'limit' | 'key'> | undefined;
 
   constructor(options: QueueOptions<H>) {
     if (typeof options !== 'object' || options === null) {
@@ -588,20 +583,14 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   #start(claim: Claim): void {
-    const entry: Inflight = {
-      claim,
-      ...lazyController(),
-      abandoned: false,
-      closingAbort: false,
-      done: Promise.resolve(),
-    };
-    this.#inflight.set(claimId(claim), entry);
+    const entry = new Inflight(claim);
+    this.#inflight.set(claim, entry);
     entry.done = this.#execute(entry)
       .catch((err: unknown) =>
         this.#logger.error({ err, id: claim.op.id }, 'async-queue settle failed'),
       )
       .finally(() => {
-        this.#inflight.delete(claimId(claim));
+        this.#inflight.delete(claim);
         this.#ring();
         this.#checkIdle();
       });
@@ -669,12 +658,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     if (ok) {
       const chain =
         this.#loop !== undefined && !this.#stop.signal.aborted
-          ? {
+          ? (this.#chain ??= {
               leaseMs: this.#leaseMs,
               workerId: this.workerId,
               maxLeaseExpiries: this.#maxLeaseExpiries,
               stopOnPoison: this.#policy.onFailure === 'stop',
-            }
+            })
           : undefined;
       const c = await this.backend.succeed(entry.claim, result, chain);
       if (!c) return this.#refused(entry.claim);
@@ -812,19 +801,13 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       for (const p of poisoned) await this.#reportFailure(p, undefined);
       const claim = claims[0];
       if (claim) {
-        const entry: Inflight = {
-          claim,
-          ...lazyController(),
-          abandoned: false,
-          closingAbort: false,
-          done: Promise.resolve(),
-        };
-        this.#inflight.set(claimId(claim), entry);
+        const entry = new Inflight(claim);
+        this.#inflight.set(claim, entry);
         try {
           entry.done = this.#execute(entry);
           await entry.done;
         } finally {
-          this.#inflight.delete(claimId(claim));
+          this.#inflight.delete(claim);
           this.#ring();
         }
         continue;
@@ -1006,7 +989,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           const { op } = e.claim;
           this.#events.emit('op:released', { id: op.id, key: op.key, type: op.type });
         }
-        this.#inflight.delete(claimId(e.claim));
+        this.#inflight.delete(e.claim);
       }
     }
     for (const set of this.#waiters.values()) {
