@@ -383,7 +383,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       publishCache();
     });
 
-    const handlers = containerHandlers(database);
+    const handlers = containerHandlers(database, engine);
     const queue = createQueue({
       backend: sqlBackend(database),
       handlers,

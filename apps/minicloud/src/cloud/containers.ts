@@ -1,5 +1,6 @@
 import { RiggingError, sleep } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
+import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
 import type { Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 
@@ -29,87 +30,186 @@ export class ContainerError extends RiggingError<`minicloud.container_${string}`
 
 type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<ContainerOpResult>;
 
+/** What every container-op flow gets. */
+interface OpInputs {
+  container: string;
+  op: ContainerOpType;
+  payload: ContainerOpPayload;
+}
+type AnyInputs = any;
+
+/** The task flow of each container op: revertible steps, so a failed op leaves nothing half done. */
+export const CONTAINER_FLOWS: Record<ContainerOpType, string[]> = {
+  create: ['pull-image', 'create-container'],
+  start: ['check-container', 'start-process'],
+  stop: ['check-container', 'stop-process'],
+  delete: ['stop-process', 'remove-container'],
+};
+
 /**
- * The queue handlers of the simulated container runtime: each op changes the container's row
- * in `minicloud_containers` and journals it in `minicloud_journal` (kind `op-start` when it
- * begins, `op` once applied; ref = op id).
- * Idempotent (a re-run after a crash finds the state already set).
+ * The queue handlers of the simulated container runtime. Each op runs as a small revertible
+ * task flow in the engine (under its lock; flow id `op-<op id>`, so a worker that takes the op
+ * over resumes the flow from the task log instead of starting again), changes the container's
+ * row in `minicloud_containers`, and journals itself in `minicloud_journal` (kind `op-start`
+ * when it begins, `op` once applied; ref = op id). A failing step reverts the earlier ones and
+ * fails the op, which blocks the container's key.
  */
 export function containerHandlers(
   database: Database<MinicloudTables>,
+  engine: Engine,
 ): Record<ContainerOpType, Handler> {
   const db = database.db;
   const get = (name: string) =>
     db.selectFrom('minicloud_containers').selectAll().where('name', '=', name).executeTakeFirst();
-  const work = async (p: ContainerOpPayload, ctx: HandlerContext) => {
-    await db
+  const journal = (kind: 'op-start' | 'op', ref: string) =>
+    db
       .insertInto('minicloud_journal')
-      .values({ kind: 'op-start', ref: ctx.id, pid: process.pid, at: Date.now() })
+      .values({ kind, ref, pid: process.pid, at: Date.now() })
       .execute();
-    await sleep(p.durationMs ?? 60, { signal: ctx.signal });
-    if (p.fail) {
-      throw new ContainerError('minicloud.container_failed', `${ctx.type} ${ctx.key}: ${p.fail}`);
-    }
-  };
-  const applied = async (ctx: HandlerContext) => {
-    await db
-      .insertInto('minicloud_journal')
-      .values({ kind: 'op', ref: ctx.id, pid: process.pid, at: Date.now() })
-      .execute();
-  };
-  const setState = async (name: string, state: string) => {
+  const setState = async (name: string, state: string): Promise<void> => {
     await db
       .updateTable('minicloud_containers')
       .set({ state, updated_at: Date.now() })
       .where('name', '=', name)
       .execute();
   };
-  const need = async (name: string, type: string) => {
-    const row = await get(name);
+  /** The simulated work of a step: its share of `durationMs`, then the injected fault, if any. */
+  const work = async (i: OpInputs, signal: AbortSignal, last: boolean) => {
+    await sleep(Math.round((i.payload.durationMs ?? 60) / 2), { signal });
+    if (last && i.payload.fail) {
+      throw new ContainerError(
+        'minicloud.container_failed',
+        `${i.op} ${i.container}: ${i.payload.fail}`,
+      );
+    }
+  };
+  const step = (
+    name: string,
+    last: boolean,
+    apply: (i: OpInputs) => Promise<unknown>,
+    undo?: (i: OpInputs, before: unknown) => Promise<void>,
+  ): Task<any, any> =>
+    task({
+      name,
+      requires: ['container', 'op', 'payload'],
+      provides: name,
+      async execute(ctx, inputs: AnyInputs) {
+        const i = inputs as OpInputs;
+        await work(i, ctx.signal, last);
+        return ((await apply(i)) ?? null) as never;
+      },
+      ...(undo
+        ? {
+            async revert(_ctx, { result, inputs }) {
+              await undo(inputs as OpInputs, result);
+            },
+          }
+        : {}),
+    });
+  const need = async (i: OpInputs) => {
+    const row = await get(i.container);
     if (!row) {
       throw new ContainerError(
         'minicloud.container_not_found',
-        `${type} ${name}: no such container`,
+        `${i.op} ${i.container}: no such container`,
       );
     }
-    return row;
+    return row.state;
   };
-  return {
-    async create(p, ctx) {
-      await work(p, ctx);
-      if (!(await get(ctx.key))) {
-        await db
-          .insertInto('minicloud_containers')
-          .values({
-            name: ctx.key,
-            image: p.image ?? 'busybox',
-            state: 'created',
-            updated_at: Date.now(),
-          })
-          .execute();
+  const flows: Record<ContainerOpType, Flow<any, any>> = {
+    create: linearFlow(
+      'container-create',
+      step('pull-image', false, async (i) => i.payload.image ?? 'busybox'),
+      step(
+        'create-container',
+        true,
+        async (i) => {
+          if (!(await get(i.container))) {
+            await db
+              .insertInto('minicloud_containers')
+              .values({
+                name: i.container,
+                image: i.payload.image ?? 'busybox',
+                state: 'created',
+                updated_at: Date.now(),
+              })
+              .execute();
+          }
+        },
+        async (i) => {
+          await db.deleteFrom('minicloud_containers').where('name', '=', i.container).execute();
+        },
+      ),
+    ),
+    start: linearFlow(
+      'container-start',
+      step('check-container', false, need),
+      step(
+        'start-process',
+        true,
+        (i) => setState(i.container, 'running'),
+        (i) => setState(i.container, 'created'),
+      ),
+    ),
+    stop: linearFlow(
+      'container-stop',
+      step('check-container', false, need),
+      step(
+        'stop-process',
+        true,
+        (i) => setState(i.container, 'stopped'),
+        (i) => setState(i.container, 'running'),
+      ),
+    ),
+    delete: linearFlow(
+      'container-delete',
+      step('stop-process', false, async (i) => {
+        if (await get(i.container)) await setState(i.container, 'stopped');
+      }),
+      step('remove-container', true, async (i) => {
+        await db.deleteFrom('minicloud_containers').where('name', '=', i.container).execute();
+      }),
+    ),
+  };
+  const STATE: Record<ContainerOpType, ContainerOpResult['state']> = {
+    create: 'created',
+    start: 'running',
+    stop: 'stopped',
+    delete: 'deleted',
+  };
+  const handler =
+    (op: ContainerOpType): Handler =>
+    async (payload, ctx) => {
+      await journal('op-start', ctx.id);
+      const flowId = `op-${ctx.id}`;
+      const flow = flows[op];
+      try {
+        // A re-claimed op (its worker died) resumes the flow: completed steps do not run again.
+        if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
+        else
+          await engine.run(flow, {
+            flowId,
+            inputs: { container: ctx.key, op, payload: payload ?? {} },
+          });
+      } catch (error) {
+        if (error instanceof FlowFailed) {
+          const cause = error.failures[0];
+          throw new ContainerError(
+            (cause?.code?.startsWith('minicloud.container_')
+              ? cause.code
+              : 'minicloud.container_failed') as `minicloud.container_${string}`,
+            cause?.message ?? error.message,
+          );
+        }
+        throw error;
       }
-      await applied(ctx);
-      return { name: ctx.key, state: 'created' };
-    },
-    async start(p, ctx) {
-      await need(ctx.key, 'start');
-      await work(p, ctx);
-      await setState(ctx.key, 'running');
-      await applied(ctx);
-      return { name: ctx.key, state: 'running' };
-    },
-    async stop(p, ctx) {
-      await need(ctx.key, 'stop');
-      await work(p, ctx);
-      await setState(ctx.key, 'stopped');
-      await applied(ctx);
-      return { name: ctx.key, state: 'stopped' };
-    },
-    async delete(p, ctx) {
-      await work(p, ctx);
-      await db.deleteFrom('minicloud_containers').where('name', '=', ctx.key).execute();
-      await applied(ctx);
-      return { name: ctx.key, state: 'deleted' };
-    },
+      await journal('op', ctx.id);
+      return { name: ctx.key, state: STATE[op] };
+    };
+  return {
+    create: handler('create'),
+    start: handler('start'),
+    stop: handler('stop'),
+    delete: handler('delete'),
   };
 }
