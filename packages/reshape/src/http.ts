@@ -9,6 +9,8 @@ import { RiggingError } from '@rigging/core';
 import type { ReshapeErrorCode } from './errors.js';
 import {
   CONSUMER_TYPE_NAME,
+  TRAIT_NAME,
+  isStandardResourceClass,
   CUSTOM_NAME,
   MAX_INT,
   isUuid,
@@ -20,6 +22,7 @@ import {
   type ResourceProvider,
 } from './model.js';
 import type { ReshapeStore } from './store.js';
+import { allocationCandidates } from './candidates.js';
 
 /** The highest microversion served. */
 export const MAX_MICROVERSION = '1.39';
@@ -980,6 +983,152 @@ function buildRoutes(store: ReshapeStore): Route[] {
               }),
             );
             return { status: 200, body: aggregatesBody(r, version) };
+          },
+        },
+      },
+    },
+    {
+      pattern: /^\/allocation_candidates$/,
+      methods: {
+        GET: {
+          min: V(1, 10),
+          handler: async ({ query, version }) => {
+            const at = (v: Version) => atLeast(version, v);
+            const invalid = (detail: string): never => {
+              throw new HttpError(400, `Invalid query string parameters: ${detail}`);
+            };
+            const allowedKeys = [
+              'resources',
+              ...(at([1, 16]) ? ['limit'] : []),
+              ...(at([1, 17]) ? ['required'] : []),
+              ...(at([1, 21]) ? ['member_of'] : []),
+              ...(at([1, 25]) ? ['group_policy'] : []),
+              ...(at([1, 31]) ? ['in_tree'] : []),
+              ...(at([1, 35]) ? ['root_required'] : []),
+              ...(at([1, 36]) ? ['same_subtree'] : []),
+            ];
+            for (const k of new Set(query.keys())) {
+              if (
+                at([1, 25]) &&
+                /^(resources|required|member_of|in_tree)[A-Za-z0-9_-]{1,64}$/.test(k)
+              )
+                throw new HttpError(
+                  400,
+                  `numbered or suffixed request groups ('${k}') are not supported by this server`,
+                );
+              if (!allowedKeys.includes(k))
+                invalid(`Additional properties are not allowed ('${k}' was unexpected)`);
+            }
+            for (const k of ['member_of', 'root_required', 'same_subtree'])
+              if (query.has(k))
+                throw new HttpError(400, `the ${k} filter is not supported by this server`);
+            const raw = query.get('resources');
+            if (raw === null) {
+              if (at([1, 25]))
+                throw new HttpError(
+                  400,
+                  'At least one request group (`resources` or `resources{$S}`) is required.',
+                );
+              invalid("'resources' is a required property");
+            }
+            const group = query.get('group_policy');
+            if (group !== null && group !== 'none' && group !== 'isolate')
+              invalid(`'${group}' is not one of ['none', 'isolate']`);
+            const resources: Record<string, number> = {};
+            const badly = `Badly formed resources parameter. Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: ${raw}.`;
+            for (const part of raw!.split(',')) {
+              const m = /^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$/.exec(part);
+              if (!m) throw new HttpError(400, badly);
+              const amount = Number(m[2]);
+              if (!Number.isSafeInteger(amount) || amount < 1)
+                throw new HttpError(
+                  400,
+                  `Requested resource ${m[1]} expected positive integer amount. Got: ${m[2]}.`,
+                );
+              resources[m[1]!] = amount;
+            }
+            const known = new Set(await store.listResourceClasses());
+            for (const rc of Object.keys(resources))
+              if (!known.has(rc) && !isStandardResourceClass(rc))
+                throw new HttpError(
+                  400,
+                  `Invalid resource class in resources parameter: No such resource class ${rc}.`,
+                );
+            const required: string[][] = [];
+            const forbidden: string[] = [];
+            const customTraits = new Set(await store.listTraits());
+            const checkTrait = (t: string): string => {
+              if (!TRAIT_NAME.test(t) || t.length > 255)
+                throw new HttpError(400, `Invalid query string parameters: bad trait '${t}'`);
+              if (t.startsWith('CUSTOM_') && !customTraits.has(t))
+                throw new HttpError(400, `No such trait(s): ${t}.`);
+              return t;
+            };
+            for (const value of query.getAll('required')) {
+              if (at([1, 39]) && value.startsWith('in:')) {
+                required.push(value.slice(3).split(',').map(checkTrait));
+                continue;
+              }
+              for (const t of value.split(',')) {
+                if (t.startsWith('!') && at([1, 22])) forbidden.push(checkTrait(t.slice(1)));
+                else required.push([checkTrait(t)]);
+              }
+            }
+            let limit: number | undefined;
+            const l = query.get('limit');
+            if (l !== null) {
+              if (!/^[1-9][0-9]*$/.test(l)) invalid(`'${l}' does not match '^[1-9][0-9]*$'`);
+              limit = Number(l);
+            }
+            const inTree = query.get('in_tree');
+            if (inTree !== null) {
+              if (!isUuid(inTree)) invalid(`'${inTree}' is not a 'uuid'`);
+              if (!(await store.getProvider(inTree)))
+                return {
+                  status: 200,
+                  body: { allocation_requests: [], provider_summaries: {} },
+                };
+            }
+            const c = await call(() =>
+              allocationCandidates(store, {
+                resources,
+                required,
+                forbidden,
+                nested: at([1, 29]),
+                ...(limit === undefined ? {} : { limit }),
+                ...(inTree === null ? {} : { inTree: normalizeUuid(inTree) }),
+              }),
+            );
+            const allocation_requests = c.allocationRequests.map((r) => {
+              if (!at([1, 12]))
+                return {
+                  allocations: Object.entries(r).map(([uuid, res]) => ({
+                    resource_provider: { uuid },
+                    resources: res,
+                  })),
+                };
+              const out: Obj = {
+                allocations: Object.fromEntries(
+                  Object.entries(r).map(([uuid, res]) => [uuid, { resources: res }]),
+                ),
+              };
+              if (at([1, 34])) out.mappings = { '': Object.keys(r).sort() };
+              return out;
+            });
+            const provider_summaries: Obj = {};
+            for (const [uuid, sum] of c.summaries) {
+              const res: Obj = {};
+              for (const [rc, v] of Object.entries(sum.resources))
+                if (at([1, 27]) || rc in resources) res[rc] = v;
+              const entry: Obj = { resources: res };
+              if (at([1, 17])) entry.traits = sum.traits;
+              if (at([1, 29])) {
+                entry.parent_provider_uuid = sum.provider.parentProviderUuid;
+                entry.root_provider_uuid = sum.provider.rootProviderUuid;
+              }
+              provider_summaries[uuid] = entry;
+            }
+            return { status: 200, body: { allocation_requests, provider_summaries } };
           },
         },
       },

@@ -38,3 +38,5 @@ export type {
   UpdateProviderTreeResult,
   RetryOnConflictOptions,
 } from './flow.js';
+export { allocationCandidates } from './candidates.js';
+export type { CandidateQuery, Candidates, ProviderSummary } from './candidates.js';

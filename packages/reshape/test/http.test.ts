@@ -340,12 +340,91 @@ describe('Placement HTTP API', () => {
       { numRuns: 300 },
     );
   });
+  it('finds allocation candidates across a tree', async () => {
+    const store = memoryStore();
+    const root = await store.createProvider({ name: 'ac-root' });
+    const gpu = await store.createProvider({ name: 'ac-gpu', parentProviderUuid: root.uuid });
+    await store.setInventories(root.uuid, { generation: 0, inventories: { VCPU: { total: 4 } } });
+    await store.setInventories(gpu.uuid, {
+      generation: 0,
+      inventories: { VGPU: { total: 2, maxUnit: 1 } },
+    });
+    await store.createTrait('CUSTOM_FAST');
+    await store.setTraits(gpu.uuid, { generation: 1, traits: ['CUSTOM_FAST'] });
+    const server = createPlacementServer(store);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/allocation_candidates`;
+    const get = async (q: string, v = '1.39') => {
+      const res = await fetch(`${url}?${q}`, {
+        headers: { 'openstack-api-version': `placement ${v}` },
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    try {
+      const both = await get('resources=VCPU:2,VGPU:1&required=CUSTOM_FAST');
+      expect(both.status).toBe(200);
+      expect(both.body.allocation_requests).toEqual([
+        {
+          allocations: {
+            [root.uuid]: { resources: { VCPU: 2 } },
+            [gpu.uuid]: { resources: { VGPU: 1 } },
+          },
+          mappings: { '': [gpu.uuid, root.uuid].sort() },
+        },
+      ]);
+      expect(both.body.provider_summaries[gpu.uuid]).toEqual({
+        resources: { VGPU: { capacity: 2, used: 0 } },
+        traits: ['CUSTOM_FAST'],
+        parent_provider_uuid: root.uuid,
+        root_provider_uuid: root.uuid,
+      });
+      // Before 1.29 a request may not span two providers of one tree.
+      expect((await get('resources=VCPU:2,VGPU:1', '1.28')).body.allocation_requests).toEqual([]);
+      expect((await get('resources=VGPU:2')).body.allocation_requests).toEqual([]); // max_unit
+      expect((await get('resources=VCPU:5')).body.allocation_requests).toEqual([]); // capacity
+      expect(
+        (await get('resources=VCPU:1,VGPU:1&required=!CUSTOM_FAST')).body.allocation_requests,
+      ).toEqual([]);
+      expect((await get('resources=VCPU:1&limit=1')).body.allocation_requests).toHaveLength(1);
+      expect((await get('resources=VCPU')).status).toBe(400);
+      expect((await get('resources1=VCPU:1')).status).toBe(400);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('never answers 500 to random query strings', { timeout: 60_000 }, async () => {
     const query = fc.dictionary(
-      fc.constantFrom('project_id', 'user_id', 'consumer_type', 'in_tree', 'name', 'uuid', 'x'),
-      fc.oneof(fc.string(), fc.constantFrom('all', 'unknown', 'INSTANCE', 'p'), fc.uuid()),
+      fc.constantFrom(
+        'project_id',
+        'user_id',
+        'consumer_type',
+        'in_tree',
+        'name',
+        'uuid',
+        'x',
+        'resources',
+        'required',
+        'limit',
+        'resources1',
+        'group_policy',
+      ),
+      fc.oneof(
+        fc.string(),
+        fc.constantFrom(
+          'all',
+          'unknown',
+          'INSTANCE',
+          'p',
+          'VCPU:1',
+          'VCPU:1,VGPU:2',
+          '!HW_X',
+          'in:A,B',
+        ),
+        fc.uuid(),
+      ),
     );
-    const path = fc.constantFrom('/usages', '/resource_providers');
+    const path = fc.constantFrom('/usages', '/resource_providers', '/allocation_candidates');
     const version = fc.constantFrom('1.8', '1.9', '1.14', '1.37', '1.38', '1.39');
     await fc.assert(
       fc.asyncProperty(path, query, version, async (p, q, v) => {

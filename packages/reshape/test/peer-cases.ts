@@ -35,6 +35,19 @@ type Step = [
   same?: (body: any) => unknown,
 ];
 
+/** Allocation candidates in a canonical order (Placement's order is its database's). */
+function canon(value: unknown): unknown {
+  if (Array.isArray(value))
+    return value.map(canon).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, v]) => [k, canon(v)]),
+  );
+}
+const AC = (q: string) => `/allocation_candidates?${q}`;
+
 /** The custom trait and resource class a session creates. */
 const peerName = (i: Ids): string =>
   `CUSTOM_PEER_${i.root
@@ -128,7 +141,7 @@ export const STEPS: Step[] = [
     (i) => `/resource_providers/${i.other}/aggregates`,
     (i) => ({ aggregates: [i.agg1, i.agg2], resource_provider_generation: 0 }),
     '1.19',
-    (b) => ({ ...b, aggregates: [...b.aggregates].sort() }),
+    canon,
   ],
   [
     'set aggregates, stale generation',
@@ -171,7 +184,70 @@ export const STEPS: Step[] = [
     (i) => `/resource_providers/${i.other}/aggregates`,
     undefined,
     '1.19',
-    (b) => ({ ...b, aggregates: [...b.aggregates].sort() }),
+    canon,
+  ],
+  [
+    'standard trait on the aggregates provider',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/traits`,
+    () => ({ traits: ['HW_CPU_X86_AVX2'], resource_provider_generation: 1 }),
+    '1.6',
+    canon,
+  ],
+  [
+    'disk on the aggregates provider',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/inventories`,
+    () => ({ resource_provider_generation: 2, inventories: { DISK_GB: { total: 10 } } }),
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, required trait',
+    'GET',
+    () => AC('resources=DISK_GB:1&required=HW_CPU_X86_AVX2'),
+    undefined,
+    '1.17',
+    canon,
+  ],
+  [
+    'candidates, required trait missing',
+    'GET',
+    () => AC('resources=DISK_GB:1&required=HW_CPU_X86_SSE'),
+    undefined,
+    '1.17',
+    canon,
+  ],
+  [
+    'candidates, forbidden trait present',
+    'GET',
+    () => AC('resources=DISK_GB:1&required=!HW_CPU_X86_AVX2'),
+    undefined,
+    '1.22',
+    canon,
+  ],
+  [
+    'candidates, any-of traits',
+    'GET',
+    () => AC('resources=DISK_GB:1&required=in:HW_CPU_X86_SSE,HW_CPU_X86_AVX2'),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, any-of traits before 1.39',
+    'GET',
+    () => AC('resources=DISK_GB:1&required=in:HW_CPU_X86_SSE,HW_CPU_X86_AVX2'),
+    undefined,
+    '1.38',
+  ],
+  [
+    'candidates, step size and max unit',
+    'GET',
+    () => AC('resources=DISK_GB:11'),
+    undefined,
+    '1.39',
+    canon,
   ],
   [
     'aggregates of an unknown provider',
@@ -445,6 +521,89 @@ export const STEPS: Step[] = [
     undefined,
     '1.39',
   ],
+  ['candidates before 1.10', 'GET', () => AC('resources=VCPU:1'), undefined, '1.9'],
+  ['candidates (1.10, list format)', 'GET', () => AC('resources=VCPU:1'), undefined, '1.10', canon],
+  ['candidates (1.12)', 'GET', () => AC('resources=VCPU:1'), undefined, '1.12', canon],
+  [
+    'candidates (1.26, requested classes)',
+    'GET',
+    () => AC('resources=VCPU:1'),
+    undefined,
+    '1.26',
+    canon,
+  ],
+  [
+    'candidates across a tree (1.28: not nested-aware)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:1'),
+    undefined,
+    '1.28',
+    canon,
+  ],
+  [
+    'candidates across a tree (1.29)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:1'),
+    undefined,
+    '1.29',
+    canon,
+  ],
+  [
+    'candidates with mappings (1.34)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:2'),
+    undefined,
+    '1.34',
+    canon,
+  ],
+  ['candidates over capacity', 'GET', () => AC('resources=VGPU:3'), undefined, '1.39', canon],
+  ['candidates, limit', 'GET', () => AC('resources=VCPU:1&limit=1'), undefined, '1.16', canon],
+  ['candidates, bad limit', 'GET', () => AC('resources=VCPU:1&limit=0'), undefined, '1.16'],
+  ['candidates, limit before 1.16', 'GET', () => AC('resources=VCPU:1&limit=1'), undefined, '1.15'],
+  [
+    'candidates, in_tree',
+    'GET',
+    (i) => AC(`resources=VCPU:1&in_tree=${i.child}`),
+    undefined,
+    '1.31',
+    canon,
+  ],
+  [
+    'candidates, in_tree unknown',
+    'GET',
+    () => AC(`resources=VCPU:1&in_tree=${randomUUID()}`),
+    undefined,
+    '1.31',
+    canon,
+  ],
+  [
+    'candidates, in_tree before 1.31',
+    'GET',
+    (i) => AC(`resources=VCPU:1&in_tree=${i.child}`),
+    undefined,
+    '1.30',
+  ],
+  [
+    'candidates, forbidden trait nobody has',
+    'GET',
+    () => AC('resources=VCPU:1&required=!HW_CPU_X86_AVX'),
+    undefined,
+    '1.22',
+    canon,
+  ],
+  ['candidates without resources', 'GET', () => AC('limit=1'), undefined, '1.16'],
+  ['candidates without resources (1.25)', 'GET', () => AC('limit=1'), undefined, '1.25'],
+  ['candidates, badly formed', 'GET', () => AC('resources=VCPU'), undefined, '1.39'],
+  ['candidates, zero amount', 'GET', () => AC('resources=VCPU:0'), undefined, '1.39'],
+  ['candidates, unknown class', 'GET', () => AC('resources=CUSTOM_NOPE:1'), undefined, '1.39'],
+  [
+    'candidates, unknown custom trait',
+    'GET',
+    () => AC('resources=VCPU:1&required=CUSTOM_UNKNOWN_X'),
+    undefined,
+    '1.39',
+  ],
+  ['candidates, unknown parameter', 'GET', () => AC('resources=VCPU:1&x=1'), undefined, '1.39'],
   ['get allocations after reshape', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
   [
     'POST /allocations',
@@ -599,6 +758,38 @@ export const STEPS: Step[] = [
   ],
   ['delete the typed consumer', 'DELETE', (i) => `/allocations/${i.c3}`, undefined, '1.38'],
   [
+    'candidates, required trait on the child',
+    'GET',
+    (i) => AC(`resources=VCPU:1,VGPU:1&required=${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, required trait not on the root',
+    'GET',
+    (i) => AC(`resources=VCPU:1&required=${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, forbidden trait on the child',
+    'GET',
+    (i) => AC(`resources=VCPU:1,VGPU:1&required=!${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, any-of traits (1.39)',
+    'GET',
+    (i) => AC(`resources=VGPU:1&required=in:HW_CPU_X86_AVX,${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
     'empty allocations delete the consumer (1.28)',
     'PUT',
     (i) => `/allocations/${i.c2}`,
@@ -670,7 +861,7 @@ export async function runSession(base: string, token = 'admin'): Promise<CaseRes
       status: res.status,
       ...(code ? { code } : {}),
       body: parsed,
-      ...(same && res.status < 300 ? { same: anonymize(same(parsed), ids) } : {}),
+      ...(same && res.status < 300 ? { same: same(anonymize(parsed, ids)) } : {}),
     });
   }
   return out;
