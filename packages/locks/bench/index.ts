@@ -10,6 +10,7 @@ import { openDatabase } from '@rigging/sql';
 import { service, spawnNode, PG_URL, REDIS_URL } from '@rigging/testkit';
 import { FileLock, KeyedLock, Mutex } from '../dist/index.js';
 import { sqlLockProvider } from '../dist/sql.js';
+import { redisLockProvider } from '../dist/redis.js';
 
 const require = createRequire(import.meta.url);
 const fsx = require('fs-native-extensions') as {
@@ -209,19 +210,32 @@ try {
     }
   }
 
-  // 6. redlock on one Redis, for reference
+  // 6. Redis provider vs redlock on one Redis
   if (run('redis')) {
     if ((await service('redis')).available) {
       const { Redis } = await import('ioredis');
       const Redlock = ((await import('redlock' as string)) as { default: RedlockCtor }).default;
       const redis = new Redis(REDIS_URL);
       const redlock = new Redlock([redis], { retryCount: 0 });
-      const r = await measure(async () => {
-        const lock = await redlock.acquire(['rigging-bench'], 5000);
-        await lock.release();
-      }, 500);
-      results.push({ name: 'redlock acquire+release', opsPerSec: r });
-      console.log(`redlock acquire+release (one Redis): ${fmt(r)}/s (no fencing token)`);
+      const locks = redisLockProvider(redis, { prefix: `rigging:bench:${process.pid}:` });
+      await compare(
+        'Redis: provider acquire+release (fencing token, TTL) vs redlock on one Redis (no token)',
+        {
+          name: '@rigging/locks/redis',
+          fn: async () => (await locks.acquire('rigging-bench')).release(),
+        },
+        {
+          name: 'redlock acquire+release',
+          fn: async () => {
+            const lock = await redlock.acquire(['rigging-bench'], 5000);
+            await lock.release();
+          },
+        },
+        500,
+      );
+      await locks.close();
+      const left = await redis.keys(`rigging:bench:${process.pid}:*`);
+      if (left.length > 0) await redis.del(...left);
       redis.disconnect();
     }
   }
