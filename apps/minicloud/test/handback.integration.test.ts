@@ -81,3 +81,33 @@ describe('minicloud worker, SIGTERM mid-flow', () => {
     },
   );
 });
+
+describe('a producer-only cloud (serve beside workers)', () => {
+  it('shows queue keys that other processes work on', { timeout: 60_000 }, async () => {
+    await using cloud: Cloud = await openCloud({
+      databaseUrl: database,
+      dataDir: dir,
+      worker: false,
+      watchQueuesMs: 100,
+    });
+    const w = await startWorker();
+    await cloud.castContainerOp('w-1', 'create', { durationMs: 10 });
+    const start = await cloud.castContainerOp('w-1', 'start', {
+      durationMs: 10,
+      fail: 'bad entrypoint',
+    });
+    const cancelled = await cloud.castContainerOp('w-1', 'stop', { durationMs: 10 });
+    let key = cloud.hub.state.queues.find((k) => k.key === 'w-1');
+    while (key?.status !== 'blocked') {
+      await sleep(50);
+      key = cloud.hub.state.queues.find((k) => k.key === 'w-1');
+    }
+    expect((await cloud.queue.get(cancelled))?.status).toBe('cancelled');
+    expect(key?.lastFailure).toMatchObject({ opId: start, type: 'start' });
+    expect(key?.lastFailure?.message).toContain('bad entrypoint');
+    await cloud.queue.discard('w-1');
+    while (cloud.hub.state.queues.find((k) => k.key === 'w-1')?.status !== 'idle') await sleep(50);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+  });
+});

@@ -67,6 +67,13 @@ export interface CloudOptions {
    * the SQLite lock lease (PostgreSQL/MariaDB locks end with the session at once). @default 10000
    */
   leaseMs?: number;
+  /**
+   * Poll the container queue every this many ms and publish keys whose state changed through
+   * other processes' work (their events do not reach this process), so a dashboard shows work
+   * done by `minicloud worker` processes too. `0`: only this process's events.
+   * @default 0 (1000 when `worker` is false)
+   */
+  watchQueuesMs?: number;
   /** Serve the package repository on loopback (random port) at once. @default true */
   serveRepository?: boolean | { host?: string; port?: number };
   /**
@@ -678,6 +685,46 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       logger: logger.child({ component: 'flows' }),
     });
     closers.push(() => flows.close());
+
+    const watchMs = options.watchQueuesMs ?? (options.worker === false ? 1000 : 0);
+    if (watchMs > 0) {
+      let busy = false;
+      const watch = setInterval(() => {
+        if (busy) return;
+        busy = true;
+        void (async () => {
+          const active = await queue.activeKeys({ limit: 200 });
+          const keys = new Set([...active.map((k) => k.key), ...hub.busyKeys]);
+          for (const key of keys) {
+            const info = await queue.inspect(key);
+            const failed = info.blockedBy ? await queue.get(info.blockedBy) : undefined;
+            const previous = hub.state.queues.find((k) => k.key === key)?.lastFailure ?? null;
+            hub.queueSnapshot({
+              key,
+              status: info.status,
+              running: info.running ? { id: info.running.id, type: info.running.type } : null,
+              pending: info.pending.map((o) => ({
+                id: o.id,
+                type: o.type,
+                enqueuedAt: o.createdAt,
+              })),
+              lastFailure: failed
+                ? {
+                    opId: failed.id,
+                    type: failed.type,
+                    message: failed.error?.message ?? 'failed',
+                    at: failed.finishedAt ?? Date.now(),
+                  }
+                : previous,
+            });
+          }
+        })()
+          .catch((error: unknown) => logger.warn({ err: error }, 'minicloud: queue watch failed'))
+          .finally(() => (busy = false));
+      }, watchMs);
+      watch.unref();
+      closers.push(() => Promise.resolve(clearInterval(watch)));
+    }
 
     // Packages of environments deleted by another process are released here within a second.
     const reconcile = setInterval(() => {

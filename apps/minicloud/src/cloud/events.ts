@@ -141,6 +141,29 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
 
   // ------------------------------------------------------------------ queue keys
 
+  /**
+   * @internal a key as the queue's store sees it (`inspect`), for work other processes do:
+   * published only when it differs from what this hub shows.
+   */
+  queueSnapshot(next: QueueKeyState): void {
+    const prev = this.#keys.get(next.key);
+    const same =
+      prev &&
+      prev.status === next.status &&
+      prev.running?.id === next.running?.id &&
+      prev.pending.map((o) => o.id).join() === next.pending.map((o) => o.id).join() &&
+      (prev.lastFailure?.opId ?? null) === (next.lastFailure?.opId ?? null);
+    if (same) return;
+    const key = { ...next, updatedAt: Date.now() };
+    this.#keys.set(next.key, key);
+    this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
+  }
+
+  /** Keys this hub shows as not idle. */
+  get busyKeys(): string[] {
+    return [...this.#keys.values()].filter((k) => k.status !== 'idle').map((k) => k.key);
+  }
+
   /** @internal updates one key from a queue event and publishes it. */
   queueEvent(event: string, p: Record<string, unknown>): void {
     const keyName = p.key as string;
