@@ -291,6 +291,24 @@ export function emptyState(): DashboardState {
   };
 }
 
+/** The state keeps at most this many flows (newest first); older ones drop off. */
+export const MAX_FLOWS = 50;
+/** Idle queue keys beyond this many are forgotten, least recently updated first. */
+export const MAX_IDLE_KEYS = 100;
+
+/** Drops the least recently updated idle keys beyond {@link MAX_IDLE_KEYS}; others stay. */
+function capKeys(keys: QueueKeyState[]): QueueKeyState[] {
+  const idle = keys.filter((k) => k.status === 'idle');
+  if (idle.length <= MAX_IDLE_KEYS) return keys;
+  const drop = new Set(
+    idle
+      .slice()
+      .sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0))
+      .slice(0, idle.length - MAX_IDLE_KEYS),
+  );
+  return keys.filter((k) => !drop.has(k));
+}
+
 function upsert<T>(list: readonly T[], item: T, same: (a: T) => boolean, front = false): T[] {
   const i = list.findIndex(same);
   if (i === -1) return front ? [item, ...list] : [...list, item];
@@ -311,14 +329,17 @@ export function applyEvent(state: DashboardState, event: DashboardEvent): Dashbo
     case 'queue:key':
       return {
         ...state,
-        queues: upsert(state.queues, event.key, (k) => k.key === event.key.key),
+        queues: capKeys(upsert(state.queues, event.key, (k) => k.key === event.key.key)),
       };
     case 'queue:removed':
       return { ...state, queues: state.queues.filter((k) => k.key !== event.key) };
     case 'flow:update':
       return {
         ...state,
-        flows: upsert(state.flows, event.flow, (f) => f.id === event.flow.id, true),
+        flows: upsert(state.flows, event.flow, (f) => f.id === event.flow.id, true).slice(
+          0,
+          MAX_FLOWS,
+        ),
       };
     case 'flow:task': {
       const flow = state.flows.find((f) => f.id === event.flowId);

@@ -6,6 +6,8 @@ import {
   emptyState,
   EVENT_TYPES,
   formatSse,
+  MAX_FLOWS,
+  MAX_IDLE_KEYS,
   type DashboardEvent,
   type DashboardState,
 } from '../src/state.js';
@@ -98,6 +100,37 @@ describe('applyEvent', () => {
     expect(s.queues).toEqual([{ ...blocked, status: 'idle', pending: [] }]);
     s = applyEvent(s, { type: 'queue:removed', key: 'k' });
     expect(s.queues).toEqual([]);
+  });
+
+  it('stays bounded on a long-running server: newest flows, busy keys kept', () => {
+    let state = emptyState();
+    for (let i = 0; i < MAX_FLOWS + 20; i++) {
+      state = applyEvent(state, {
+        type: 'flow:update',
+        flow: {
+          id: `f-${i}`,
+          name: 'deploy',
+          state: 'succeeded',
+          startedAt: i,
+          endedAt: i,
+          tasks: [],
+          failure: null,
+        },
+      });
+    }
+    expect(state.flows).toHaveLength(MAX_FLOWS);
+    expect(state.flows[0]!.id).toBe(`f-${MAX_FLOWS + 19}`);
+    const key = (k: string, status: string, updatedAt: number): DashboardEvent => ({
+      type: 'queue:key',
+      key: { key: k, status, running: null, pending: [], lastFailure: null, updatedAt },
+    });
+    state = applyEvent(state, key('blocked-0', 'blocked', 0));
+    for (let i = 1; i <= MAX_IDLE_KEYS + 10; i++)
+      state = applyEvent(state, key(`k-${i}`, 'idle', i));
+    expect(state.queues).toHaveLength(MAX_IDLE_KEYS + 1);
+    expect(state.queues.map((k) => k.key)).toContain('blocked-0');
+    expect(state.queues.map((k) => k.key)).not.toContain('k-10');
+    expect(state.queues.map((k) => k.key)).toContain('k-11');
   });
 
   it('ignores unknown events and a snapshot replaces everything', () => {

@@ -14,7 +14,13 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type { CacheLockHolder, QueueKeyState } from '../../dashboard/src/state.js';
+import type {
+  CacheLockHolder,
+  FlowState,
+  QueueKeyState,
+  TaskState,
+  TaskStatus,
+} from '../../dashboard/src/state.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { dashboardDistDir } from './dashboard-dir.js';
@@ -90,6 +96,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   await cloud.providerTree().catch(() => []);
   cloud.publishCache();
   await seedQueueKeys(cloud, hub);
+  await seedFlows(cloud, hub);
   const lockPoll = pollLockHolders(cloud, hub, options.lockPollMs ?? 1000);
 
   // ------------------------------------------------------------------ errors
@@ -412,6 +419,64 @@ async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
       }
     }
     hub.publish({ type: 'queue:key', key: state });
+  }
+}
+
+const TASK_STATES: Record<string, TaskStatus> = {
+  PENDING: 'pending',
+  RUNNING: 'running',
+  RETRYING: 'running',
+  SUCCESS: 'succeeded',
+  FAILURE: 'failed',
+  REVERTING: 'reverting',
+  REVERTED: 'reverted',
+  REVERT_FAILURE: 'failed',
+  CANCELLED: 'failed',
+  SUSPENDED: 'pending',
+};
+const FLOW_STATES: Record<string, TaskStatus> = { ...TASK_STATES, CANCELLED: 'reverted' };
+
+/**
+ * Recent flows from the task log that this process has not seen (e.g. before a restart), rebuilt
+ * from their history for the first snapshot, so the Flows view is not empty after a restart.
+ */
+async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<void> {
+  const flows = await cloud.engine.flows({ limit }).catch(() => []);
+  for (const f of flows.reverse()) {
+    if (hub.state.flows.some((x) => x.id === f.flowId)) continue;
+    const history = await cloud.engine.history(f.flowId).catch(() => []);
+    const tasks = new Map<string, TaskState>();
+    let failure: FlowState['failure'] = null;
+    for (const e of history) {
+      if (!e.task) continue;
+      const prev = tasks.get(e.task);
+      const state = TASK_STATES[e.state] ?? 'pending';
+      const ended = state !== 'running' && state !== 'reverting' && state !== 'pending';
+      tasks.set(e.task, {
+        name: e.task,
+        state,
+        startedAt: prev?.startedAt ?? (state === 'pending' ? null : e.at),
+        endedAt: ended ? e.at : null,
+        attempts: e.attempt ?? prev?.attempts ?? 1,
+        error: e.failure?.message ?? prev?.error ?? null,
+      });
+      if (e.state === 'FAILURE' && e.failure && !failure) {
+        failure = { task: e.task, message: e.failure.message };
+      }
+    }
+    const state = FLOW_STATES[f.state] ?? 'pending';
+    hub.publish({
+      type: 'flow:update',
+      flow: {
+        id: f.flowId,
+        name: f.name,
+        state,
+        startedAt: f.createdAt,
+        endedAt: ['succeeded', 'failed', 'reverted'].includes(state) ? f.updatedAt : null,
+        tasks: [...tasks.values()],
+        failure,
+      },
+    });
   }
 }
 
