@@ -72,7 +72,7 @@ beforeAll(async () => {
   cloud = await openCloud({ databaseUrl: dbUrl, dataDir: dir });
   await cloud.startupReshape();
   const config = loadConfig({ database: dbUrl, dataDir: dir }, {}, dir);
-  server = await createServer({ cloud, config, lockPollMs: 100 });
+  server = await createServer({ cloud, config });
   await server.app.ready();
 }, 120_000);
 

@@ -5,7 +5,6 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@rigging/core';
-import { refKey } from '@rigging/package-cache';
 import { createPlacementHandler } from '@rigging/reshape/http';
 import Fastify, {
   type FastifyBaseLogger,
@@ -14,13 +13,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type {
-  CacheLockHolder,
-  FlowState,
-  QueueKeyState,
-  TaskState,
-  TaskStatus,
-} from '../../dashboard/src/state.js';
+import type { FlowState, QueueKeyState, TaskState, TaskStatus } from '../../dashboard/src/state.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { dashboardDistDir } from './dashboard-dir.js';
@@ -48,8 +41,6 @@ export interface ServerOptions {
   logger?: Logger;
   /** The built dashboard. @default {@link dashboardDistDir} */
   dashboardDir?: string;
-  /** How often the package cache's lock holders are sampled while a dashboard is open. @default 1000 */
-  lockPollMs?: number;
   /** How long `close()` lets a running demo finish. @default 30000 */
   closeGraceMs?: number;
 }
@@ -97,7 +88,6 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   cloud.publishCache();
   await seedQueueKeys(cloud, hub);
   await seedFlows(cloud, hub);
-  const lockPoll = pollLockHolders(cloud, hub, options.lockPollMs ?? 1000);
 
   // ------------------------------------------------------------------ errors
   app.setErrorHandler((error, request, reply) => {
@@ -372,7 +362,6 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       closing ??= (async () => {
         const closed = app.close();
         offHub();
-        lockPoll.stop();
         hub.close();
         await demo.drain(options.closeGraceMs ?? 30_000);
         const force = setTimeout(() => app.server.closeAllConnections(), 5_000);
@@ -478,51 +467,4 @@ async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<v
       },
     });
   }
-}
-
-/**
- * The package cache's current lock holders (usage locks of cached entries, download locks of
- * downloads in progress), sampled from its lock provider while a dashboard is connected and
- * published as `cache:update { locks }` when they change.
- */
-function pollLockHolders(cloud: Cloud, hub: DashboardHub, everyMs: number): { stop(): void } {
-  const locks = cloud.packages.locks;
-  let last = '[]';
-  let busy = false;
-  const sample = async () => {
-    if (busy || hub.clients === 0 || !locks.holder) return;
-    busy = true;
-    try {
-      const keys = [
-        ...hub.state.cache.entries.map((e) => `usage:${refKey(e)}`),
-        ...hub.state.cache.downloads.map((d) => `download:${d.id}`),
-      ];
-      const holders: CacheLockHolder[] = [];
-      for (const key of keys) {
-        const h = await locks.holder!(key).catch(() => undefined);
-        if (!h) continue;
-        holders.push({
-          key,
-          pid: h.pid ?? null,
-          mode: h.mode,
-          since: h.since,
-          ...(h.owner
-            ? { owner: h.owner }
-            : h.count && h.count > 1
-              ? { owner: `${h.count} holders` }
-              : {}),
-        });
-      }
-      const text = JSON.stringify(holders);
-      if (text !== last) {
-        last = text;
-        hub.publish({ type: 'cache:update', cache: { locks: holders } });
-      }
-    } finally {
-      busy = false;
-    }
-  };
-  const timer = setInterval(() => void sample(), everyMs);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
 }
