@@ -246,6 +246,9 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     (await trx.selectFrom(OPS).selectAll().where('id', '=', id).executeTakeFirst()) as
       OpRow | undefined;
 
+  const expiredCheckDue = (leaseMs: number) =>
+    now() - lastExpiredCheck >= Math.min(pollMs, leaseMs / 2);
+
   /** The key's head op (MySQL, which has no UPDATE … RETURNING); `undefined` → the key is idle. */
   const headOp = async (trx: Db, key: string): Promise<OpRow | undefined> => {
     const row = (await trx
@@ -506,7 +509,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     };
     // Expired leases are rare: look for them at most every `pollMs` (always for one key).
     let expired: KeyRow[] = [];
-    if (key !== undefined || at - lastExpiredCheck >= Math.min(pollMs, leaseMs / 2)) {
+    if (key !== undefined || expiredCheckDue(leaseMs)) {
       lastExpiredCheck = at;
       expired = await pick('running', limit);
     }
@@ -549,6 +552,188 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       if (claim) claims.push(claim);
     }
     return { claims, poisoned };
+  };
+
+  // ---------------------------------------------------------------- PostgreSQL fast paths
+  // The hot operations as single statements in autocommit: one round trip instead of five to
+  // seven (BEGIN, statements, COMMIT). Locks are taken in the same order as the transactional
+  // paths (key row, then op rows). Under READ COMMITTED one statement sees one snapshot, so the
+  // claim re-checks op status on update and leaves anything unusual to the transactional path.
+  const pg = dialect === 'postgres';
+  const opsT = sql.raw(OPS);
+  const keysT = sql.raw(KEYS);
+
+  /**
+   * The CTEs `k` (up to `n` ready keys, locked, skipping locked ones), `h` (their head ops), `u`
+   * (those ops, claimed) and `g` (their keys, running). `guard` makes `k` empty unless the
+   * guard CTE returned a row.
+   */
+  const claimCtes = (
+    n: number,
+    { leaseMs, workerId }: Omit<ClaimOptions, 'limit'>,
+    at: number,
+    guard?: string,
+  ) => sql`
+      k as (
+        select queue, op_key, token from ${keysT}
+        where queue = ${name} and state = 'ready' and avail_at <= ${at}
+          ${guard ? sql`and exists (select 1 from ${sql.raw(guard)})` : sql``}
+        order by turn, op_key
+        limit ${n}
+        for update skip locked
+      ), h as (
+        select distinct on (o.op_key) o.id, o.op_key, k.token + 1 as next_token
+        from ${opsT} o join k on o.queue = k.queue and o.op_key = k.op_key
+        where o.status = 'queued'
+        order by o.op_key, o.seq
+      ), u as (
+        update ${opsT} as o
+        set status = 'running', token = h.next_token, attempts = o.attempts + 1,
+            worker = ${workerId}, started_at = ${at}
+        from h
+        where o.id = h.id and o.status = 'queued'
+        returning o.*
+      ), g as (
+        update ${keysT} as kk
+        set state = 'running', running_op = u.id, running_type = u.type, token = u.token,
+            lease_until = ${at + leaseMs}, pending = kk.pending - 1
+        from u
+        where kk.queue = ${name} and kk.op_key = u.op_key
+        returning kk.op_key
+      )`;
+
+  type ClaimedRow = OpRow & { picked: string | null };
+  const claimedSelect = sql`
+      select x.* from (select 1 as one) as one left join (
+        select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
+      ) as x on true`;
+
+  /** Claims from the rows of `claimedSelect`; keys picked but not claimed are returned apart. */
+  const readClaims = (rows: ClaimedRow[]) => {
+    const claims: Claim[] = [];
+    const unclaimed: string[] = [];
+    for (const r of rows) {
+      if (r.picked === null || r.picked === undefined) continue;
+      if (r.id === null || r.id === undefined) unclaimed.push(r.picked);
+      else
+        claims.push({ op: toInfo(r), token: Number(r.token), announce: Number(r.announce) === 1 });
+    }
+    return { claims, unclaimed };
+  };
+
+  /** Picked keys whose head op the single statement could not claim: the transactional path. */
+  const claimLeftovers = async (
+    options: Omit<ClaimOptions, 'limit' | 'key'>,
+    found: { claims: Claim[]; unclaimed: string[] },
+  ): Promise<{ claims: Claim[]; poisoned: Completion[] }> => {
+    const { claims, unclaimed } = found;
+    const poisoned: Completion[] = [];
+    for (const key of unclaimed) {
+      const more = await tx((trx) => claimWithin(trx, { ...options, key, limit: 1 }));
+      claims.push(...more.claims);
+      poisoned.push(...more.poisoned);
+    }
+    return { claims, poisoned };
+  };
+
+  /** Fast claim of up to `options.limit` ready head ops. */
+  const pgClaim = async (
+    options: ClaimOptions,
+  ): Promise<{ claims: Claim[]; poisoned: Completion[] }> => {
+    const { rows } = await sql<ClaimedRow>`
+      with ${claimCtes(options.limit, options, now())}
+      ${claimedSelect}
+    `.execute(db);
+    return claimLeftovers(options, readClaims(rows));
+  };
+
+  /**
+   * Records a success if the claim still holds its key (fencing token) and, in the same
+   * statement (one commit per op), claims the next fair op when `next` is given. `undefined`
+   * when the claim is stale (nothing changed, nothing claimed).
+   */
+  const pgSucceed = async (
+    claim: Claim,
+    text: string,
+    at: number,
+    next: Omit<ClaimOptions, 'limit' | 'key'> | undefined,
+  ): Promise<{ claims: Claim[]; poisoned: Completion[] } | null | undefined> => {
+    const notice = claim.announce ? `d:${name}:${claim.op.id}` : null;
+    const { rows } = await sql<ClaimedRow & { ok: string | number; notified: string | number }>`
+      with fin as (
+        update ${keysT}
+        set state = case when pending > 0 then 'ready' else 'idle' end,
+            running_op = null, running_type = null, avail_at = 0, turn = ${at}
+        where queue = ${name} and op_key = ${claim.op.key} and state = 'running'
+          and running_op = ${claim.op.id} and token = ${claim.token}
+        returning op_key
+      ), fo as (
+        update ${opsT}
+        set status = 'succeeded', result = ${text}, error = null, finished_at = ${at}
+        where id = ${claim.op.id} and exists (select 1 from fin)
+        returning id
+      ), n as (
+        select pg_notify(${CHANNEL}, ${notice}) from fo where ${notice}::text is not null
+      ), ${claimCtes(next ? 1 : 0, next ?? { leaseMs: 0, workerId: '', maxLeaseExpiries: 0, stopOnPoison: false }, at, 'fin')}
+      select (select count(*) from fin) as ok, (select count(*) from n) as notified, c.*
+      from (${claimedSelect}) as c
+    `.execute(db);
+    if (Number(rows[0]?.ok ?? 0) === 0) return undefined;
+    if (!next) return null;
+    return claimLeftovers(next, readClaims(rows));
+  };
+
+  /** Stores an op (no idempotency key check here) and wakes workers when its key was idle. */
+  const pgEnqueue = async (input: EnqueueInput, payload: string, at: number) => {
+    const K = (c: string) => sql.ref(`${KEYS}.${c}`);
+    const idle = sql`${K('state')} = 'idle'`;
+    const id = randomUUID();
+    const { rows } = await sql<{ state: string; next_seq: string | number }>`
+      with k as (
+        insert into ${keysT} (queue, op_key, state, next_seq, pending, avail_at, turn)
+        values (${name}, ${input.key}, 'ready', 1, 1, 0, ${at})
+        on conflict (queue, op_key) do update set
+          next_seq = ${K('next_seq')} + 1,
+          pending = ${K('pending')} + 1,
+          avail_at = case when ${idle} then 0 else ${K('avail_at')} end,
+          turn = case when ${idle} then ${at} else ${K('turn')} end,
+          state = case when ${idle} then 'ready' else ${K('state')} end
+        returning state, next_seq, pending
+      ), o as (
+        insert into ${opsT} (id, queue, op_key, seq, type, payload, status, attempts, expiries,
+                             token, idempotency_key, announce, created_at)
+        select ${id}, ${name}, ${input.key}, k.next_seq, ${input.type}, ${payload}, 'queued',
+               0, 0, 0, ${input.idempotencyKey ?? null}, ${input.waited ? 1 : 0}, ${at}
+        from k
+        returning id
+      ), n as (
+        select pg_notify(${CHANNEL}, ${`n:${name}`}) from k where k.state = 'ready' and k.pending = 1
+      )
+      select k.state, k.next_seq, (select count(*) from n) as notified from k
+    `.execute(db);
+    const k = rows[0]!;
+    const row: OpRow = {
+      id,
+      queue: name,
+      op_key: input.key,
+      seq: Number(k.next_seq),
+      type: input.type,
+      payload,
+      status: 'queued',
+      attempts: 0,
+      expiries: 0,
+      token: 0,
+      idempotency_key: input.idempotencyKey ?? null,
+      result: null,
+      error: null,
+      cancelled_by: null,
+      worker: null,
+      announce: input.waited ? 1 : 0,
+      created_at: at,
+      started_at: null,
+      finished_at: null,
+    };
+    return { row, created: true, held: k.state === 'blocked' };
   };
 
   const backend: QueueBackend = {
@@ -640,11 +825,24 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
           return { row, created: true, held: false };
         });
       let out: { row: OpRow; created: boolean; held?: boolean | undefined };
+      const attempt = async () => {
+        if (!pg) return run();
+        if (input.idempotencyKey !== undefined) {
+          const existing = (await db
+            .selectFrom(OPS)
+            .selectAll()
+            .where('queue', '=', name)
+            .where('idempotency_key', '=', input.idempotencyKey)
+            .executeTakeFirst()) as OpRow | undefined;
+          if (existing) return { row: existing, created: false, held: undefined };
+        }
+        return pgEnqueue(input, payload, at);
+      };
       try {
-        out = await run();
+        out = await attempt();
       } catch (error) {
         if (input.idempotencyKey === undefined || !isUniqueViolation(error)) throw error;
-        out = await run();
+        out = await attempt();
       }
       const { row, created } = out;
       const held =
@@ -663,6 +861,10 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
 
     async claim(options) {
       if (options.limit <= 0) return { claims: [], poisoned: [] };
+      // Expired leases are looked for by the transactional path, at most every `pollMs`.
+      if (pg && options.key === undefined && !expiredCheckDue(options.leaseMs)) {
+        return pgClaim(options);
+      }
       return tx((trx) => claimWithin(trx, options));
     },
 
@@ -690,6 +892,18 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
 
     async succeed(claim, result, next) {
       const text = JSON.stringify(result ?? null);
+      // A chained claim also looks for expired leases now and then: transactional path.
+      if (pg && !(next && !closed && expiredCheckDue(next.leaseMs))) {
+        const at = now();
+        const chained = await pgSucceed(claim, text, at, next && !closed ? next : undefined);
+        if (chained === undefined) return undefined;
+        return {
+          op: { ...claim.op, status: 'succeeded' as const, result, finishedAt: at },
+          cancelled: [],
+          blocked: false,
+          next: chained ?? undefined,
+        };
+      }
       return tx(async (trx): Promise<Completion | undefined> => {
         const at = now();
         // Advance the key only if this claim still holds it (fencing token): one statement
