@@ -36,7 +36,12 @@ export interface Granted {
 export interface Backend {
   /** The mode waiters of this process queue in (exclusive where the backend has no shared mode). */
   localMode(mode: LockMode): LockMode;
-  tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined>;
+  /**
+   * One attempt. `waiting`: the caller will try again until its deadline and calls the function
+   * from `beginWait` when it stops (a backend may keep state across attempts, e.g. a writer's gate);
+   * false for `tryAcquire`, which must leave nothing behind.
+   */
+  tryGrant(key: string, id: string, mode: LockMode, waiting: boolean): Promise<Granted | undefined>;
   holder(key: string, id: string): Promise<LockHolder | undefined>;
   /** Calls `wake` when `id` may have become free (PostgreSQL NOTIFY); undefined: poll. */
   subscribe?(id: string, wake: () => void): () => void;
@@ -159,7 +164,7 @@ export abstract class RemoteLockProvider implements LockProvider {
           try {
             let granted: Granted | undefined;
             try {
-              granted = await this.#backend.tryGrant(key, id, mode);
+              granted = await this.#backend.tryGrant(key, id, mode, true);
             } catch (error) {
               // a lost session or a busy database is retried (a new session is opened) until the
               // deadline; anything else is a real error
@@ -238,7 +243,7 @@ export abstract class RemoteLockProvider implements LockProvider {
     }
     try {
       await this.ready();
-      const granted = await this.#backend.tryGrant(key, lockId(key), mode);
+      const granted = await this.#backend.tryGrant(key, lockId(key), mode, false);
       if (!granted) {
         core.release(localMode);
         return undefined;

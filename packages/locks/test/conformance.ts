@@ -8,8 +8,6 @@ import type { TypedEmitter } from '@rigging/core';
 export interface ConformanceTarget {
   /** Two providers that contend for the same keys (two sessions/instances where that matters). */
   pair(): Promise<[LockProvider, LockProvider]>;
-  /** False where shared requests are granted exclusively (MySQL). @default true */
-  sharedIsConcurrent?: boolean;
   close?(): Promise<void>;
 }
 
@@ -48,11 +46,6 @@ export function conformance(name: string, make: () => Promise<ConformanceTarget>
     it('shares shared holders and excludes exclusive ones', async () => {
       const key = k('s');
       const s1 = await a.acquire(key, { mode: 'shared' });
-      if (target.sharedIsConcurrent === false) {
-        expect(await b.tryAcquire(key, { mode: 'shared' })).toBeUndefined();
-        await s1.release();
-        return;
-      }
       const s2 = await b.acquire(key, { mode: 'shared', timeoutMs: 5000 });
       expect(s2.token).not.toBe(s1.token);
       expect(await a.tryAcquire(key)).toBeUndefined();

@@ -30,7 +30,6 @@ for (const backend of backends) {
       const b = sqlLockProvider(database, { ttlMs: 2000 });
       return {
         pair: async () => [a, b],
-        sharedIsConcurrent: backend.kind !== 'mysql',
         close: async () => {
           await a.close();
           await b.close();
@@ -50,6 +49,72 @@ for (const backend of backends) {
       await lease.release(); // no-op
       await b.close();
     });
+
+    it('never lets shared and exclusive holders of two sessions overlap', async () => {
+      const a = sqlLockProvider(database, { pollMaxMs: 10 });
+      const b = sqlLockProvider(database, { pollMaxMs: 10 });
+      let readers = 0;
+      let writers = 0;
+      let seed = 7; // deterministic mix of modes and hold times
+      const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+      await Promise.all(
+        Array.from({ length: 6 }, async (_, w) => {
+          const p = w % 2 ? a : b;
+          for (let i = 0; i < 12; i++) {
+            const mode = random() < 0.6 ? 'shared' : 'exclusive';
+            const lease = await p.acquire('mixed', { mode, timeoutMs: 30_000 });
+            if (mode === 'shared') readers++;
+            else writers++;
+            expect(writers === 0 || (writers === 1 && readers === 0)).toBe(true);
+            await new Promise((r) => setTimeout(r, 1 + Math.floor(random() * 3)));
+            if (mode === 'shared') readers--;
+            else writers--;
+            await lease.release();
+          }
+        }),
+      );
+      await a.close();
+      await b.close();
+    }, 90_000);
+
+    if (backend.kind === 'mysql') {
+      it('grants shared leases of several sessions at once; a waiting writer is not starved', async () => {
+        const a = sqlLockProvider(database);
+        const b = sqlLockProvider(database);
+        const c = sqlLockProvider(database);
+        try {
+          const r1 = await b.acquire('rw', { mode: 'shared' });
+          const r2 = await c.acquire('rw', { mode: 'shared', timeoutMs: 5000 });
+          expect((await a.holder('rw'))?.count).toBe(2);
+          const writer = a.acquire('rw', { timeoutMs: 20_000 });
+          await new Promise((r) => setTimeout(r, 100)); // the writer holds the gate now
+          // new readers wait behind the writer instead of overlapping it forever
+          expect(await b.tryAcquire('rw', { mode: 'shared' })).toBeUndefined();
+          const late = c.acquire('rw', { mode: 'shared', timeoutMs: 20_000 });
+          await r1.release();
+          await r2.release();
+          const w = await writer;
+          expect(w.token).toBeGreaterThan(r2.token);
+          expect((await b.holder('rw'))?.mode).toBe('exclusive');
+          await w.release();
+          const l = await late;
+          expect(l.token).toBeGreaterThan(w.token);
+          await l.release();
+          // a writer that gives up leaves nothing behind
+          const r3 = await b.acquire('rw', { mode: 'shared' });
+          const gaveUp = await a.acquire('rw', { timeoutMs: 100 }).catch((e: unknown) => e);
+          expect(RiggingError.hasCode(gaveUp, 'locks.timeout')).toBe(true);
+          expect(await a.tryAcquire('rw')).toBeUndefined();
+          const r4 = await c.acquire('rw', { mode: 'shared', timeoutMs: 5000 });
+          await Promise.all([r3.release(), r4.release()]);
+          const x = await a.tryAcquire('rw');
+          expect(x).toBeDefined();
+          await x?.release();
+        } finally {
+          await Promise.all([a.close(), b.close(), c.close()]);
+        }
+      }, 60_000);
+    }
 
     if (backend.kind !== 'sqlite-memory') {
       it('counts exactly with 3 processes x 30 iterations', async () => {
