@@ -425,7 +425,15 @@ function span(start: number | null, end: number | null, now: number): string {
   return formatDuration((end ?? now) - start);
 }
 
-function FlowCard({ flow, now }: { flow: FlowState; now: number }) {
+/** Flows shown with their task table open: the newest few, and any not finished or rolled back. */
+const OPEN_FLOWS = 3;
+
+function expanded(flow: FlowState, index: number): boolean {
+  return index < OPEN_FLOWS || flow.state !== 'succeeded' || flow.failure !== null;
+}
+
+function FlowCard({ flow, now, open }: { flow: FlowState; now: number; open: boolean }) {
+  const done = flow.tasks.filter((t) => t.state === 'succeeded').length;
   return (
     <li class="row" data-testid="flow" data-flow={flow.id} data-state={flow.state}>
       <div class="row-head">
@@ -444,36 +452,41 @@ function FlowCard({ flow, now }: { flow: FlowState; now: number }) {
           Rolled back because <code>{flow.failure.task}</code> failed: {flow.failure.message}
         </p>
       )}
-      <div class="table-wrap">
-        <table class="tasks">
-          <caption class="sr-only">Tasks of {flow.name}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Task</th>
-              <th scope="col">State</th>
-              <th scope="col">Started</th>
-              <th scope="col">Time</th>
-              <th scope="col">Tries</th>
-            </tr>
-          </thead>
-          <tbody>
-            {flow.tasks.map((t) => (
-              <tr key={t.name} data-testid="task" data-task={t.name} data-state={t.state}>
-                <th scope="row">
-                  {t.name}
-                  {t.error && <span class="task-error small">{t.error}</span>}
-                </th>
-                <td>
-                  <Badge value={t.state} />
-                </td>
-                <td>{formatClock(t.startedAt)}</td>
-                <td>{span(t.startedAt, t.endedAt, now)}</td>
-                <td>{t.attempts ?? (t.startedAt ? 1 : 0)}</td>
+      <details class="flow-tasks" open={open} data-testid="flow-tasks">
+        <summary>
+          Tasks ({done}/{flow.tasks.length} succeeded)
+        </summary>
+        <div class="table-wrap">
+          <table class="tasks">
+            <caption class="sr-only">Tasks of {flow.name}</caption>
+            <thead>
+              <tr>
+                <th scope="col">Task</th>
+                <th scope="col">State</th>
+                <th scope="col">Started</th>
+                <th scope="col">Time</th>
+                <th scope="col">Tries</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+            </thead>
+            <tbody>
+              {flow.tasks.map((t) => (
+                <tr key={t.name} data-testid="task" data-task={t.name} data-state={t.state}>
+                  <th scope="row">
+                    {t.name}
+                    {t.error && <span class="task-error small">{t.error}</span>}
+                  </th>
+                  <td>
+                    <Badge value={t.state} />
+                  </td>
+                  <td>{formatClock(t.startedAt)}</td>
+                  <td>{span(t.startedAt, t.endedAt, now)}</td>
+                  <td>{t.attempts ?? (t.startedAt ? 1 : 0)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </details>
     </li>
   );
 }
@@ -484,9 +497,15 @@ function Flows({ flows, now }: { flows: FlowState[]; now: number }) {
       {flows.length === 0 ? (
         <p class="muted">No flows yet.</p>
       ) : (
-        <ul class="rows" data-testid="flow-list">
-          {flows.map((f) => (
-            <FlowCard key={f.id} flow={f} now={now} />
+        // Scrolls on its own at laptop widths (many flows); focusable so keys scroll it.
+        <ul
+          class="rows flow-list"
+          data-testid="flow-list"
+          tabIndex={0}
+          aria-label={`${flows.length} flows, newest first`}
+        >
+          {flows.map((f, i) => (
+            <FlowCard key={f.id} flow={f} now={now} open={expanded(f, i)} />
           ))}
         </ul>
       )}
