@@ -415,6 +415,15 @@ describe('minicloud serve HTTP API', { timeout: 60_000 }, () => {
       expect(index.text).toMatch(/not built/);
     }
     expect((await call('GET', '/assets/nope.js')).status).toBe(404);
+    const unbuilt = await createServer({
+      cloud,
+      config: loadConfig({ database: dbUrl, dataDir: dir }, {}, dir),
+      dashboardDir: join(dir, 'no-dashboard'),
+    });
+    const page = await unbuilt.app.inject({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(503);
+    expect(page.body).toMatch(/the dashboard is not built .* run pnpm --filter minicloud build/);
+    await unbuilt.close();
     const api404 = await call('GET', '/api/nope');
     expect(api404.status).toBe(404);
     expect(api404.body.error.code).toBe('minicloud.not_found');

@@ -4,6 +4,7 @@
 // with one line.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -156,7 +157,7 @@ describe('minicloud serve (process)', () => {
     expect((await s.exited).code).toBe(0);
   }, 120_000);
 
-  it('demo --server fails with one line when the server is unreachable or the URL is bad', async () => {
+  it('demo --server fails with one line when the server is unreachable, not minicloud, or the URL is bad', async () => {
     const port = await new Promise<number>((resolve) => {
       const probe = createNetServer().listen(0, '127.0.0.1', () => {
         const p = (probe.address() as AddressInfo).port;
@@ -173,6 +174,18 @@ describe('minicloud serve (process)', () => {
         'm',
       ),
     );
+    // Something else answering on that port.
+    const other = createHttpServer((_req, res) => {
+      res.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not Found</h1>');
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    const wrong = await minicloud(['demo', '--server', otherUrl]);
+    other.close();
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr.trim().split('\n')).toEqual([
+      `minicloud: ${otherUrl} answered HTTP 404 (is this a minicloud serve?) [minicloud.server_error]`,
+    ]);
     const notUrl = await minicloud(['demo', '--server', 'not a url']);
     expect(notUrl.code).toBe(1);
     expect(notUrl.stderr).toMatch(/--server must be a URL/);
