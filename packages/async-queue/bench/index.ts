@@ -2,7 +2,7 @@
 // BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's).
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
-import { openDatabase, type Database } from '@rigging/sql';
+import { openDatabase, sql, type Database } from '@rigging/sql';
 import { freshDatabase, service, REDIS_URL, PG_URL } from '@rigging/testkit';
 import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
@@ -142,6 +142,21 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
       name: `${label}: ${KEYS} keys x ${JOBS} jobs, concurrency ${CONCURRENCY}`,
       value: `${fmt(rate)} jobs/s`,
     });
+    if (kind === 'postgres') {
+      // Context for the figures: what one committed write costs on this server right now.
+      await sql`create table if not exists aq_bench_probe (x integer)`.execute(a.db);
+      const commits: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const t = performance.now();
+        await sql`insert into aq_bench_probe values (1)`.execute(a.db);
+        commits.push(performance.now() - t);
+      }
+      commits.sort((x, y) => x - y);
+      rows.push({
+        name: 'PostgreSQL: one autocommit insert (commit cost, same run)',
+        value: `p50 ${commits[15]!.toFixed(2)} ms`,
+      });
+    }
     const lat = await idleLatency(
       () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250 }),
       () => sqlBackend(p, { name: 'lat' }),
