@@ -95,25 +95,39 @@ async function httpReshape(base: string, n: number): Promise<number> {
   return ms;
 }
 
-/** Sequential GETs of one provider's inventories for `ms`; returns calls per second. */
-async function callRate(base: string, ms: number): Promise<number> {
-  const rp = randomUUID();
-  await call(base, 'POST', '/resource_providers', { name: `rate-${rp}`, uuid: rp });
-  await call(base, 'PUT', `/resource_providers/${rp}/inventories`, {
-    resource_provider_generation: 0,
-    inventories: { VCPU: { total: 8 } },
-  });
-  // Warm up first (JIT, statement caches), untimed, as long as one second allows.
-  const warm = performance.now() + 1000;
-  while (performance.now() < warm) await call(base, 'GET', `/resource_providers/${rp}/inventories`);
-  let n = 0;
-  const end = performance.now() + ms;
-  const t0 = performance.now();
-  while (performance.now() < end) {
-    await call(base, 'GET', `/resource_providers/${rp}/inventories`);
-    n++;
+/**
+ * Sequential GETs of one provider's inventories on every server, in alternating slices of
+ * `slice` ms until each had `ms` (after a 1 s warm-up each), so that a change of the machine's
+ * load during the run weighs on every server alike. Returns calls per second per server.
+ */
+async function callRates(bases: string[], ms: number, slice = 250): Promise<number[]> {
+  const rps: string[] = [];
+  for (const base of bases) {
+    const rp = randomUUID();
+    await call(base, 'POST', '/resource_providers', { name: `rate-${rp}`, uuid: rp });
+    await call(base, 'PUT', `/resource_providers/${rp}/inventories`, {
+      resource_provider_generation: 0,
+      inventories: { VCPU: { total: 8 } },
+    });
+    rps.push(rp);
+    const warm = performance.now() + 1000;
+    while (performance.now() < warm)
+      await call(base, 'GET', `/resource_providers/${rp}/inventories`);
   }
-  return (n * 1000) / (performance.now() - t0);
+  const calls = bases.map(() => 0);
+  const spent = bases.map(() => 0);
+  for (let round = 0; round < Math.ceil(ms / slice); round++) {
+    for (const [i, base] of bases.entries()) {
+      const t0 = performance.now();
+      const end = t0 + slice;
+      while (performance.now() < end) {
+        await call(base, 'GET', `/resource_providers/${rps[i]!}/inventories`);
+        calls[i]!++;
+      }
+      spent[i]! += performance.now() - t0;
+    }
+  }
+  return calls.map((n, i) => (n * 1000) / spent[i]!);
 }
 
 /** Library-direct: a reshape of `n` consumers. */
@@ -214,21 +228,27 @@ for (const n of [100, 1000]) {
   );
 }
 console.log(
-  '\nHTTP, sequential GET /resource_providers/{uuid}/inventories for 3 s (after 1 s of warm-up)',
+  '\nHTTP, sequential GET /resource_providers/{uuid}/inventories, 3 s each in alternating 250 ms slices',
 );
-const ra = await callRate(ours, 3000);
-const rm = await callRate(oursMemory, 3000);
-const rb = peer ? await callRate(peer.url, 3000) : undefined;
+const [ra, rm, rb] = await callRates([ours, oursMemory, ...(peer ? [peer.url] : [])], 3000);
 console.log(
-  `  ours (SQLite) ${ra.toFixed(0)}/s, ours (memory) ${rm.toFixed(0)}/s` +
+  `  ours (SQLite) ${ra!.toFixed(0)}/s, ours (memory) ${rm!.toFixed(0)}/s` +
     (rb === undefined
       ? ''
-      : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra / rb).toFixed(1)}x`),
+      : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra! / rb).toFixed(1)}x (memory: ${(rm! / rb).toFixed(1)}x)`),
 );
 
-console.log('\nLibrary direct, one reshape of 10,000 consumers');
-console.log(`  sqlStore (SQLite file): ${fmt(await libraryReshape(store, 10_000))}`);
-console.log(`  memoryStore:            ${fmt(await libraryReshape(memoryStore(), 10_000))}`);
+console.log('\nLibrary direct, one reshape of 10,000 consumers (3 runs)');
+const lib = async (st: ReshapeStore) => {
+  const runs = [
+    await libraryReshape(st, 10_000),
+    await libraryReshape(st, 10_000),
+    await libraryReshape(st, 10_000),
+  ];
+  return `median ${fmt(median(runs))} (best ${fmt(Math.min(...runs))}, worst ${fmt(Math.max(...runs))})`;
+};
+console.log(`  sqlStore (SQLite file): ${await lib(store)}`);
+console.log(`  memoryStore:            ${await lib(memoryStore())}`);
 
 agent.destroy();
 await peer?.stop();

@@ -280,7 +280,15 @@ export function normalizeRequest(req: ReshapeRequest): {
       const inner = new Map<string, number>();
       for (const [rc, amount] of Object.entries(resources)) {
         checkResourceClassName(rc);
-        inner.set(rc, int(amount, `${rc} amount of consumer ${consumer}`, 1));
+        // The message is built only for a bad amount (this loop runs once per allocation row).
+        if (
+          typeof amount === 'number' &&
+          Number.isInteger(amount) &&
+          amount >= 1 &&
+          amount <= MAX_INT
+        )
+          inner.set(rc, amount);
+        else inner.set(rc, int(amount, `${rc} amount of consumer ${consumer}`, 1));
       }
       if (inner.size > 0) map.set(rpUuid, inner);
     }
