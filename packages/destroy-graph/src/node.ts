@@ -84,8 +84,6 @@ export class Node<V = unknown> implements GraphObject<V> {
   mark = 0;
   idxStamp = 0;
   idx = -1;
-  depthStamp = 0;
-  depth = 0;
 
   constructor(
     graph: ObjectGraph,

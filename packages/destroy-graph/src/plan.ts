@@ -144,6 +144,54 @@ export interface Csr {
   groupOf: Int32Array;
 }
 
+/**
+ * Scratch integers for planning, reused from one plan of a graph to the next: fresh typed arrays
+ * of a million entries per plan count as external memory and make V8 start full collections of
+ * the (large) heap. Bump allocation; sized to the largest plan seen.
+ */
+class Arena {
+  /** Chunks, kept from plan to plan. */
+  #chunks: Int32Array[] = [new Int32Array(4096)];
+  #chunk = 0;
+  #used = 0;
+
+  /** Starts a plan that will need about `n` integers at most at once. */
+  reset(n: number): void {
+    if (this.#chunks[0]!.length < n) this.#chunks = [new Int32Array(n)];
+    this.#chunk = 0;
+    this.#used = 0;
+  }
+
+  /** `n` integers set to `value`, valid until the next reset or a release of an earlier mark. */
+  i32(n: number, value = 0): Int32Array {
+    let buf = this.#chunks[this.#chunk]!;
+    while (this.#used + n > buf.length) {
+      this.#chunk++;
+      this.#used = 0;
+      if (this.#chunk === this.#chunks.length) {
+        this.#chunks.push(new Int32Array(Math.max(n, buf.length)));
+      }
+      buf = this.#chunks[this.#chunk]!;
+    }
+    const a = buf.subarray(this.#used, this.#used + n);
+    this.#used += n;
+    a.fill(value);
+    return a;
+  }
+
+  mark(): number {
+    return this.#chunk * 2 ** 32 + this.#used;
+  }
+
+  /** Frees everything allocated since `mark` (stack discipline). */
+  release(mark: number): void {
+    this.#chunk = Math.floor(mark / 2 ** 32);
+    this.#used = mark % 2 ** 32;
+  }
+}
+
+const arenas = new WeakMap<ObjectGraph, Arena>();
+
 const OWNER = 0;
 const DEPENDENCY = 1;
 
@@ -154,6 +202,8 @@ const DEPENDENCY = 1;
  * relations are honoured without computing any closure.
  */
 export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): DestructionPlan {
+  let arena = arenas.get(graph);
+  if (!arena) arenas.set(graph, (arena = new Arena()));
   const nodes: Node[] = [];
   for (const n of objects) {
     if (n.idxStamp === stamp) continue;
@@ -183,11 +233,15 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
     tgt[e] = w;
     kind[e++] = k;
   };
+  let ownerOf = new Int32Array(offs.length);
   for (let i = 0; i < nodes.length; i++) {
     if (i + 1 >= offs.length) {
       const o = new Int32Array(offs.length * 2);
       o.set(offs);
       offs = o;
+      const p = new Int32Array(offs.length);
+      p.set(ownerOf);
+      ownerOf = p;
     }
     offs[i] = e;
     const v = nodes[i]!;
@@ -198,8 +252,9 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
         owner.idx = nodes.length;
         nodes.push(owner);
       }
+      ownerOf[i] = owner.idx;
       push(owner.idx, OWNER);
-    }
+    } else ownerOf[i] = -1;
     if (v.subscribers) {
       for (const w of v.subscribers.keys()) {
         if (w.removed || w === v) continue;
@@ -219,15 +274,10 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
   kind = kind.subarray(0, e);
   const inPlan = new Uint8Array(n);
   inPlan.fill(1, 0, planned);
-  const depth = new Int32Array(n);
-  for (let i = 0; i < n; i++) depth[i] = ownershipDepth(nodes[i]!, stamp);
-  const tie = (a: number, b: number): number => {
-    const d = depth[b]! - depth[a]!;
-    if (d !== 0) return d;
-    const x = nodes[a]!.id;
-    const y = nodes[b]!.id;
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
+  // Scratch: at most about 12 integers per vertex are alive at once (Tarjan's, within layer()).
+  arena.reset(12 * n + 64);
+  // Ownership depth over the owner indices (every owner of a node is a node): no object access.
+  const depth = ownerDepths(n, ownerOf, arena);
   // Deepest first; the id order inside a level is settled when the groups are listed.
   const splitByDepth = (members: number[]): number[][] => {
     let min = Infinity;
@@ -244,13 +294,13 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
     return buckets.filter((level) => level.length > 0);
   };
   const cycleMembers: Array<{ members: number[]; ownership: boolean }> = [];
-  const local = new Int32Array(n).fill(-1);
+  const local = arena.i32(n, -1);
   // A cycle of the combined relation: explicit dependencies win over ownership, so order it
   // by its dependency edges alone; what is still cyclic is split by ownership depth.
   const splitCycle = (members: number[]): number[][] => {
     for (let i = 0; i < members.length; i++) local[members[i]!] = i;
     const k = members.length;
-    const subOff = new Int32Array(k + 1);
+    const subOff = arena.i32(k + 1);
     let ownership = false;
     for (let i = 0; i < k; i++) {
       const v = members[i]!;
@@ -262,7 +312,7 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
       }
       subOff[i + 1] = subOff[i]! + d;
     }
-    const subTgt = new Int32Array(subOff[k]!);
+    const subTgt = arena.i32(subOff[k]!);
     for (let i = 0; i < k; i++) {
       const v = members[i]!;
       let p = subOff[i]!;
@@ -271,66 +321,89 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
         if (l >= 0 && kind[e] === DEPENDENCY) subTgt[p++] = l;
       }
     }
-    const levels = layer(
-      k,
-      subOff,
-      subTgt,
-      (sub) => splitByDepth(sub.map((l) => members[l]!)),
-      members,
-    );
+    const sub = layer(k, subOff, subTgt, arena, (inner) => {
+      const levels = splitByDepth(inner.map((l) => members[l]!));
+      return levels.map((level) => level.map((v) => local[v]!));
+    });
+    const buckets: number[][] = [];
+    for (let i = 0; i < sub.total; i++) buckets.push([]);
+    for (let l = 0; l < k; l++) buckets[sub.level[l]!]!.push(members[l]!);
     for (const v of members) local[v] = -1;
     cycleMembers.push({ members: members.slice(), ownership });
-    return levels.flatMap(splitByDepth);
+    const out: number[][] = [];
+    for (const b of buckets) if (b.length > 0) for (const level of splitByDepth(b)) out.push(level);
+    return out;
   };
-  const layers = layer(n, off, tgt, splitCycle, undefined);
-  // Compact the layers to groups of planned objects.
-  const groupOfLocal = new Int32Array(n).fill(-1);
+  const { level, total } = layer(n, off, tgt, arena, splitCycle);
+  // Compact the levels to groups of planned objects.
+  const groupOfLevel = arena.i32(total, -1);
+  for (let v = 0; v < planned; v++) groupOfLevel[level[v]!] = 0;
   let groupCount = 0;
-  for (const level of layers) {
-    let any = false;
-    for (const v of level) {
-      if (inPlan[v] === 1) {
-        groupOfLocal[v] = groupCount;
-        any = true;
-      }
-    }
-    if (any) groupCount++;
-  }
-  // List each group by ownership depth (deepest first), then id. For a large plan, one pass over
-  // the graph's cached id order replaces sorting strings; small plans sort.
-  let listed: number[][] = Array.from({ length: groupCount }, () => []);
+  for (let l = 0; l < total; l++) if (groupOfLevel[l] === 0) groupOfLevel[l] = groupCount++ + 1;
+  const groupOfLocal = new Int32Array(n).fill(-1);
+  for (let v = 0; v < planned; v++) groupOfLocal[v] = groupOfLevel[level[v]!]! - 1;
+  // List each group by ownership depth (deepest first), then id: for a large plan, one pass over
+  // the graph's cached id order and two stable counting sorts (depth, then group) replace
+  // sorting strings; small plans sort.
+  let order: Int32Array = arena.i32(planned);
   if (planned * 16 >= graph.size) {
+    let p = 0;
     for (const node of idOrder(graph)) {
-      if (node.idxStamp === stamp && node.idx < planned)
-        listed[groupOfLocal[node.idx]!]!.push(node.idx);
+      if (node.idxStamp === stamp && node.idx < planned) order[p++] = node.idx;
     }
-    listed = listed.map((members) => splitByDepth(members).flat());
+    let maxDepth = 0;
+    for (let v = 0; v < planned; v++) if (depth[v]! > maxDepth) maxDepth = depth[v]!;
+    order = countingSort(order, maxDepth + 1, (v) => maxDepth - depth[v]!, arena);
+    order = countingSort(order, groupCount, (v) => groupOfLocal[v]!, arena);
   } else {
-    for (let v = 0; v < planned; v++) listed[groupOfLocal[v]!]!.push(v);
-    for (const members of listed) members.sort(tie);
+    const tie = (a: number, b: number): number => {
+      const g = groupOfLocal[a]! - groupOfLocal[b]!;
+      if (g !== 0) return g;
+      const d = depth[b]! - depth[a]!;
+      if (d !== 0) return d;
+      const x = nodes[a]!.id;
+      const y = nodes[b]!.id;
+      return x < y ? -1 : x > y ? 1 : 0;
+    };
+    const list: number[] = [];
+    for (let v = 0; v < planned; v++) list.push(v);
+    list.sort(tie);
+    order.set(list);
   }
-  const groups = listed.map((members) => members.map((v) => nodes[v]!));
-  const cycleOf = new Int32Array(n).fill(-1);
+  // Each group is a slice of `order` (sorted by group first).
+  const groups: Node[][] = [];
+  for (let i = 0; i < planned;) {
+    const g = groupOfLocal[order[i]!]!;
+    let j = i;
+    while (j < planned && groupOfLocal[order[j]!] === g) j++;
+    const members = new Array<Node>(j - i);
+    for (let k = i; k < j; k++) members[k - i] = nodes[order[k]!]!;
+    groups.push(members);
+    i = j;
+  }
   const cycles: PlanCycle[] = [];
-  const cycleIndex: number[] = [];
-  cycleMembers.forEach(({ members, ownership }, ci) => {
-    let mine = 0;
-    for (const v of members) {
-      cycleOf[v] = ci;
-      if (inPlan[v] === 1) mine++;
-    }
-    cycleIndex.push(mine === 0 ? -1 : cycles.length);
-    if (mine > 0) cycles.push({ objects: [], groups: [], ownership });
-  });
-  listed.forEach((members, g) => {
-    for (const v of members) {
+  if (cycleMembers.length > 0) {
+    const cycleOf = arena.i32(n, -1);
+    const cycleIndex: number[] = [];
+    cycleMembers.forEach(({ members, ownership }, ci) => {
+      let mine = 0;
+      for (const v of members) {
+        cycleOf[v] = ci;
+        if (inPlan[v] === 1) mine++;
+      }
+      cycleIndex.push(mine === 0 ? -1 : cycles.length);
+      if (mine > 0) cycles.push({ objects: [], groups: [], ownership });
+    });
+    for (let i = 0; i < planned; i++) {
+      const v = order[i]!;
       const ci = cycleOf[v]!;
       if (ci < 0) continue;
+      const g = groupOfLocal[v]!;
       const cycle = cycles[cycleIndex[ci]!]!;
       cycle.objects.push(nodes[v]!.id);
       if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
     }
-  });
+  }
   return new DestructionPlan(graph, groups, cycles, {
     nodes,
     inPlan,
@@ -341,29 +414,70 @@ export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): D
   });
 }
 
+/** Ownership depth of every vertex from its owner's index (-1: none), iteratively, in O(n). */
+function ownerDepths(n: number, ownerOf: Int32Array, arena: Arena): Int32Array {
+  const depth = arena.i32(n, -1);
+  const mark = arena.mark();
+  const chain = arena.i32(n);
+  for (let i = 0; i < n; i++) {
+    if (depth[i]! >= 0) continue;
+    let c = 0;
+    let u = i;
+    while (u >= 0 && depth[u]! < 0) {
+      chain[c++] = u;
+      u = ownerOf[u]!;
+    }
+    let d = u >= 0 ? depth[u]! + 1 : 0;
+    while (c > 0) depth[chain[--c]!] = d++;
+  }
+  arena.release(mark);
+  return depth;
+}
+
+/** A stable counting sort of `items` by `key` (0 ≤ key < `buckets`). */
+function countingSort(
+  items: Int32Array,
+  buckets: number,
+  key: (v: number) => number,
+  arena: Arena,
+): Int32Array {
+  const count = arena.i32(buckets + 1);
+  for (let i = 0; i < items.length; i++) count[key(items[i]!) + 1]!++;
+  for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
+  const out = arena.i32(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const v = items[i]!;
+    out[count[key(v)]!++] = v;
+  }
+  return out;
+}
+
 /**
  * Layers a graph given as CSR (edge v → w: v before w) in O(V+E): Tarjan's strongly connected
  * components (iterative), then the longest path over the condensation. `inner` orders the members
- * of a non-trivial component into consecutive sub-levels, returning final indices; `map` turns the
- * local index of a trivial component into a final one (identity when absent).
+ * of a non-trivial component into consecutive sub-levels. Returns the level of each vertex and
+ * the number of levels (none is empty).
  */
 function layer(
   n: number,
   off: Int32Array,
   tgt: Int32Array,
+  arena: Arena,
   inner: (members: number[]) => number[][],
-  map: readonly number[] | undefined,
-): number[][] {
-  const comp = new Int32Array(n).fill(-1);
-  const count = tarjan(n, off, tgt, comp);
-  const size = new Int32Array(count + 1);
+): { level: Int32Array; total: number } {
+  const level = arena.i32(n);
+  const mark = arena.mark();
+  const comp = arena.i32(n, -1);
+  const count = tarjan(n, off, tgt, comp, arena);
+  const size = arena.i32(count + 1);
   for (let v = 0; v < n; v++) size[comp[v]! + 1]!++;
   for (let c = 0; c < count; c++) size[c + 1]! += size[c]!;
   const start = size; // start[c] .. start[c+1] in `members`
-  const members = new Int32Array(n);
-  const fill = start.slice(0, count);
+  const members = arena.i32(n);
+  const fill = arena.i32(count);
+  fill.set(start.subarray(0, count));
   for (let v = 0; v < n; v++) members[fill[comp[v]!]!++] = v;
-  const span = new Int32Array(count).fill(1);
+  const span = arena.i32(count, 1);
   const sub: Array<number[][] | undefined> = new Array<number[][] | undefined>(count);
   for (let c = 0; c < count; c++) {
     const s = start[c]!;
@@ -375,7 +489,7 @@ function layer(
     }
   }
   // Tarjan completes sinks first: decreasing component id is a topological order.
-  const first = new Int32Array(count);
+  const first = arena.i32(count);
   let total = 0;
   for (let c = count - 1; c >= 0; c--) {
     const next = first[c]! + span[c]!;
@@ -388,31 +502,32 @@ function layer(
       }
     }
   }
-  const out: number[][] = [];
-  for (let i = 0; i < total; i++) out.push([]);
   for (let c = 0; c < count; c++) {
     const levels = sub[c];
-    if (levels === undefined) {
-      const v = members[start[c]!]!;
-      out[first[c]!]!.push(map ? map[v]! : v);
-    } else {
-      for (let k = 0; k < levels.length; k++) {
-        const target = out[first[c]! + k]!;
-        for (const v of levels[k]!) target.push(v);
-      }
+    if (levels === undefined) level[members[start[c]!]!] = first[c]!;
+    else {
+      for (let k = 0; k < levels.length; k++) for (const v of levels[k]!) level[v] = first[c]! + k;
     }
   }
-  return out;
+  arena.release(mark);
+  return { level, total };
 }
 
 /** Iterative Tarjan; writes component ids (sinks first) into `comp`, returns their count. */
-function tarjan(n: number, off: Int32Array, tgt: Int32Array, comp: Int32Array): number {
-  const index = new Int32Array(n).fill(-1);
-  const low = new Int32Array(n);
-  const stack = new Int32Array(n);
-  const onStack = new Uint8Array(n);
-  const callV = new Int32Array(n);
-  const callE = new Int32Array(n);
+function tarjan(
+  n: number,
+  off: Int32Array,
+  tgt: Int32Array,
+  comp: Int32Array,
+  arena: Arena,
+): number {
+  const mark = arena.mark();
+  const index = arena.i32(n, -1);
+  const low = arena.i32(n);
+  const stack = arena.i32(n);
+  const onStack = arena.i32(n);
+  const callV = arena.i32(n);
+  const callE = arena.i32(n);
   let sp = 0;
   let cp = 0;
   let counter = 0;
@@ -457,30 +572,9 @@ function tarjan(n: number, off: Int32Array, tgt: Int32Array, comp: Int32Array): 
       }
     }
   }
+  arena.release(mark);
   return count;
 }
-
-/** Ownership depth (0 for an object without owner), memoized per stamp, without recursion. */
-export function ownershipDepth(node: Node, stamp: number): number {
-  if (node.depthStamp === stamp) return node.depth;
-  const chain = depthChain;
-  chain.length = 0;
-  let cur: Node | null = node;
-  while (cur && cur.depthStamp !== stamp) {
-    chain.push(cur);
-    cur = cur.owner && !cur.owner.removed ? cur.owner : null;
-  }
-  let d = cur ? cur.depth + 1 : 0;
-  for (let i = chain.length - 1; i >= 0; i--) {
-    chain[i]!.depth = d++;
-    chain[i]!.depthStamp = stamp;
-  }
-  chain.length = 0;
-  return node.depth;
-}
-
-/** Scratch stack of {@link ownershipDepth} (reused: no allocation per object). */
-const depthChain: Node[] = [];
 
 function computeEdges(csr: Csr): PlanEdge[] {
   const { nodes, inPlan, off, tgt, kind, groupOf } = csr;
