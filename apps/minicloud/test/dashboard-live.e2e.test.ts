@@ -25,6 +25,8 @@ import { cleanEnv, cli, killServes, startServe, type Served } from './dashboard-
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 const docs = fileURLToPath(new URL('../dashboard/docs/', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-live-'));
+/** expect.poll waits this long (its default, 1 s, is short for a loaded 2-core CI machine). */
+const POLL = { timeout: 30_000 };
 checkChromium();
 
 async function api(url: string, method: string, body?: unknown): Promise<any> {
@@ -94,7 +96,7 @@ describe.skipIf(!haveChromium)('dashboard of a real minicloud serve, in headless
     const env2 = page.locator('[data-testid=flow][data-flow^="deploy-env-2-"]').first();
     await env2.and(page.locator('[data-state=reverted]')).waitFor({ timeout: 30_000 });
     await expect
-      .poll(() => env2.getByTestId('flow-failure').textContent())
+      .poll(() => env2.getByTestId('flow-failure').textContent(), POLL)
       .toContain('health-check');
     const states = await seen(page);
     expect(states.some((s) => /^flow:deploy-env-2-[^:]+:reverting$/.test(s))).toBe(true);
@@ -109,8 +111,9 @@ describe.skipIf(!haveChromium)('dashboard of a real minicloud serve, in headless
     expect(states).not.toContain('queue-row:ctr-1:blocked');
     expect(states).toContain('queue-row:ctr-1:delete-in-progress');
     await expect
-      .poll(() =>
-        page.locator('[data-testid=queue-row][data-key=ctr-2]').getAttribute('data-status'),
+      .poll(
+        () => page.locator('[data-testid=queue-row][data-key=ctr-2]').getAttribute('data-status'),
+        POLL,
       )
       .toBe('idle');
     expect(
@@ -148,7 +151,7 @@ describe.skipIf(!haveChromium)('dashboard of a real minicloud serve, in headless
     expect(destroyed.at(-1)).toBe('env-1');
 
     // The package cache: hits and misses counted, the current upload cached.
-    await expect.poll(() => page.getByTestId('cache-misses').textContent()).toBe('2');
+    await expect.poll(() => page.getByTestId('cache-misses').textContent(), POLL).toBe('2');
     expect(await page.getByTestId('cache-hits').textContent()).toBe('1');
     expect(await page.getByTestId('cache-entries').locator('tbody tr').count()).toBeGreaterThan(0);
     await page.screenshot({ path: join(artifacts, 'dashboard-1280.png'), fullPage: true });
@@ -181,14 +184,16 @@ describe.skipIf(!haveChromium)('dashboard of a real minicloud serve, in headless
     await op('stop', { durationMs: 300 });
     await op('delete', { durationMs: 20 });
     await expect
-      .poll(() => row.getByTestId('queue-pending').locator('li code').allTextContents())
+      .poll(() => row.getByTestId('queue-pending').locator('li code').allTextContents(), POLL)
       .toEqual(['stop', 'delete']);
-    await expect.poll(() => row.getByTestId('queue-failure').textContent()).toContain('image pull');
+    await expect
+      .poll(() => row.getByTestId('queue-failure').textContent(), POLL)
+      .toContain('image pull');
     await row.screenshot({ path: join(artifacts, 'dashboard-blocked.png') });
 
     await row.getByRole('button', { name: `Resume ${key}` }).click();
     await row.and(page.locator('[data-status=idle]')).waitFor({ timeout: 30_000 });
-    await expect.poll(() => row.getByTestId('queue-pending').count()).toBe(0);
+    await expect.poll(() => row.getByTestId('queue-pending').count(), POLL).toBe(0);
     expect(await row.getByRole('button').count()).toBe(0);
     expect(await seen(page)).toContain(`queue-row:${key}:stop-in-progress`);
     const containers = (await api(`${served.url}/api/containers`, 'GET')) as {

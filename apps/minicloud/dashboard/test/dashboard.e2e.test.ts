@@ -25,6 +25,8 @@ import { startFixtureServer, type FixtureServer } from './fixture-server.js';
 const dashboardDir = fileURLToPath(new URL('..', import.meta.url));
 const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 checkChromium();
+/** expect.poll waits this long (its default, 1 s, is short for a loaded 2-core CI machine). */
+const POLL = { timeout: 20_000 };
 
 describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
   let fixture: FixtureServer;
@@ -74,19 +76,19 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     await page.locator('[data-testid=connection][data-state=live]').waitFor({ timeout: 20_000 });
     // Before the story: the old tree, all VGPU on the root.
     await expect
-      .poll(() => page.locator('[data-testid=provider-tree] [data-testid=provider]').count())
+      .poll(() => page.locator('[data-testid=provider-tree] [data-testid=provider]').count(), POLL)
       .toBe(1);
     fixture.start();
 
     // Reshape: the tree now has node-1 and one child per GPU, and a before/after view.
     const tree = page.getByTestId('provider-tree');
     await tree.locator('[data-name="node-1_pci_0000_83_00_0"]').waitFor({ timeout: 20_000 });
-    await expect.poll(() => tree.getByTestId('provider').count()).toBe(5);
+    await expect.poll(() => tree.getByTestId('provider').count(), POLL).toBe(5);
     await expect
-      .poll(() => page.getByTestId('reshape-before').getByTestId('provider').count())
+      .poll(() => page.getByTestId('reshape-before').getByTestId('provider').count(), POLL)
       .toBe(1);
     await expect
-      .poll(() => page.getByTestId('reshape-after').getByTestId('provider').count())
+      .poll(() => page.getByTestId('reshape-after').getByTestId('provider').count(), POLL)
       .toBe(5);
     expect(await tree.locator('[data-rc=VGPU] [role=meter]').count()).toBe(4);
 
@@ -94,7 +96,7 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     const flow2 = page.locator('[data-testid=flow][data-flow=flow-2]');
     await flow2.and(page.locator('[data-state=reverted]')).waitFor({ timeout: 30_000 });
     await expect
-      .poll(() => flow2.getByTestId('flow-failure').textContent())
+      .poll(() => flow2.getByTestId('flow-failure').textContent(), POLL)
       .toContain('app-config');
     const flowStates = await seen(page);
     expect(flowStates).toContain('flow:flow-2:running');
@@ -107,9 +109,11 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
     const ctr2 = page.locator('[data-testid=queue-row][data-key=ctr-2]');
     await ctr2.and(page.locator('[data-status=blocked]')).waitFor({ timeout: 30_000 });
     await expect
-      .poll(() => ctr2.getByTestId('queue-pending').locator('li').allTextContents())
+      .poll(() => ctr2.getByTestId('queue-pending').locator('li').allTextContents(), POLL)
       .toEqual(['start ctr-2-op2', 'stop ctr-2-op3']);
-    await expect.poll(() => ctr2.getByTestId('queue-failure').textContent()).toContain('not found');
+    await expect
+      .poll(() => ctr2.getByTestId('queue-failure').textContent(), POLL)
+      .toContain('not found');
     expect(await seen(page)).toContain('queue-row:ctr-2:create-in-progress');
     // Other keys carried on.
     await page.locator('[data-testid=queue-row][data-key=ctr-3][data-status=idle]').waitFor();
@@ -129,7 +133,9 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
       ['vol-1', 'vol-2', 'sg-web', 'sg-db'],
       ['net-1'],
     ]);
-    await expect.poll(() => page.getByTestId('plan-cycles').textContent()).toContain('sg-web');
+    await expect
+      .poll(() => page.getByTestId('plan-cycles').textContent(), POLL)
+      .toContain('sg-web');
     await page
       .locator('[data-testid=plan-object][data-id=net-1][data-state=destroyed]')
       .waitFor({ timeout: 30_000 });
@@ -172,13 +178,13 @@ describe.skipIf(!haveChromium)('dashboard in headless Chromium', () => {
 
     await page.keyboard.press('Enter');
     await ctr2.and(page.locator('[data-status=idle]')).waitFor({ timeout: 20_000 });
-    await expect.poll(() => ctr2.getByTestId('queue-pending').count()).toBe(0);
+    await expect.poll(() => ctr2.getByTestId('queue-pending').count(), POLL).toBe(0);
     expect(await ctr2.getByRole('button').count()).toBe(0);
     const states = await seen(page);
     expect(states).toContain('queue-row:ctr-2:start-in-progress');
     expect(states).toContain('queue-row:ctr-2:stop-in-progress');
     // The status change was announced in the live region.
-    await expect.poll(() => page.getByRole('status').textContent()).toContain('ctr-2');
+    await expect.poll(() => page.getByRole('status').textContent(), POLL).toContain('ctr-2');
     expect(await page.getByRole('status').getAttribute('aria-live')).toBe('polite');
     // A second resume is refused (not blocked any more).
     const again = await fetch(`${fixture.url}/api/queues/ctr-2/resume`, { method: 'POST' });
