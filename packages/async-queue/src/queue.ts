@@ -167,6 +167,8 @@ class Inflight {
   /** Set when close() gave up on the handler and released the op. */
   abandoned = false;
   closingAbort = false;
+  /** Its completion claimed the next op, which took over its slot. */
+  chained = false;
   done: Promise<void> = Promise.resolve();
   constructor(readonly claim: Claim) {}
   /** Created on first use (most handlers never look at their signal). */
@@ -585,15 +587,24 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #start(claim: Claim): void {
     const entry = new Inflight(claim);
     this.#inflight.set(claim, entry);
-    entry.done = this.#execute(entry)
-      .catch((err: unknown) =>
-        this.#logger.error({ err, id: claim.op.id }, 'async-queue settle failed'),
-      )
-      .finally(() => {
-        this.#inflight.delete(claim);
-        this.#ring();
-        this.#checkIdle();
-      });
+    entry.done = this.#runClaim(entry);
+  }
+
+  /** Runs a claim of the worker loop; never rejects. */
+  async #runClaim(entry: Inflight): Promise<void> {
+    const { claim } = entry;
+    this.#unsettled.add(claim.op.id);
+    try {
+      await this.#executeClaim(entry);
+    } catch (err) {
+      this.#logger.error({ err, id: claim.op.id }, 'async-queue settle failed');
+    } finally {
+      this.#unsettled.delete(claim.op.id);
+      this.#inflight.delete(claim);
+      // A completion that claimed the next op handed its slot over: nothing for the loop to do.
+      if (!entry.chained) this.#ring();
+      this.#checkIdle();
+    }
   }
 
   async #execute(entry: Inflight): Promise<void> {
@@ -667,7 +678,10 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           : undefined;
       const c = await this.backend.succeed(entry.claim, result, chain);
       if (!c) return this.#refused(entry.claim);
-      if (c.next) await this.#adopt(c.next);
+      if (c.next) {
+        await this.#adopt(c.next);
+        entry.chained = c.next.claims.length > 0 && !this.#stop.signal.aborted;
+      }
       if (this.#events.hasListeners('op:succeeded')) {
         this.#events.emit('op:succeeded', {
           id: op.id,
