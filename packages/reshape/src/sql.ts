@@ -133,6 +133,16 @@ export const migrations: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    name: 'consumers by project',
+    async up(db) {
+      await db.schema
+        .createIndex(`${T.consumers}_project`)
+        .on(T.consumers)
+        .columns(['project_id', 'user_id'])
+        .execute();
+    },
+  },
 ];
 
 type Db = Kysely<any>;
