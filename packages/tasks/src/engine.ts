@@ -124,6 +124,16 @@ export interface Incompatibility {
 
 type StopReason = 'suspend' | 'lost' | 'cancel';
 
+/** A sub-flow about to be retried: its atoms are `lo`..`hi - 1`; `attempt` is the one that failed. */
+interface FlowRetry {
+  name: string;
+  lo: number;
+  hi: number;
+  attempt: number;
+  delayMs: number;
+  failure: TaskFailure;
+}
+
 function major(v: string): string {
   const i = v.indexOf('.');
   return i < 0 ? v : v.slice(0, i);
@@ -437,9 +447,13 @@ class FlowRun {
   readonly #revertController = new AbortController();
   readonly #signal: AbortSignal | undefined;
   #unavailable = new Set<string>();
-  #flowRetry:
-    { name: string; lo: number; hi: number; delayMs: number; failure: TaskFailure } | undefined;
+  #flowRetry: FlowRetry | undefined;
+  /** Failed attempts of each sub-flow with a retry controller (restored from the log). */
   readonly #flowAttempts = new Map<string, number>();
+  /** The attempt each such sub-flow is running (1 until it is retried). */
+  readonly #flowCurrent = new Map<string, number>();
+  /** Restored: a sub-flow whose retry was logged but whose next attempt had not started. */
+  #pendingFlowRetry: { name: string; failure: TaskFailure } | undefined;
   readonly #onAbort = () => {
     if (!this.#stop || this.#stop === 'suspend') this.#stop = 'cancel';
     this.#controller.abort(this.#signal?.reason);
@@ -492,6 +506,18 @@ class FlowRun {
           this.#phase = 'revert';
           this.#cause = e.failure;
         } else if (e.state === 'RUNNING') this.#phase = 'forward';
+        continue;
+      }
+      if (e.subflow === true) {
+        const scope = this.#c.scopes.get(rename.get(e.task) ?? e.task);
+        if (!scope || e.attempt === undefined) continue;
+        if (e.state === 'RETRYING') {
+          this.#flowAttempts.set(scope.name, e.attempt);
+          this.#pendingFlowRetry = { name: scope.name, failure: e.failure ?? failureOf(null, '') };
+        } else if (e.state === 'RUNNING') {
+          this.#flowCurrent.set(scope.name, e.attempt);
+          if (this.#pendingFlowRetry?.name === scope.name) this.#pendingFlowRetry = undefined;
+        }
         continue;
       }
       const atom = this.#c.byName.get(rename.get(e.task) ?? e.task);
@@ -552,6 +578,21 @@ class FlowRun {
         }
       }
       if (this.#phase === 'forward') {
+        const pending = this.#pendingFlowRetry;
+        if (pending) {
+          // Killed between logging a sub-flow's retry and starting its next attempt: finish the retry.
+          const scope = this.#c.scopes.get(pending.name)!;
+          const attempt = this.#flowAttempts.get(scope.name) ?? 1;
+          const d = scope.retry.onFailure({ task: scope.name, attempt, error: pending.failure });
+          this.#flowRetry = {
+            name: scope.name,
+            lo: scope.lo,
+            hi: scope.hi,
+            attempt,
+            delayMs: d.action === 'retry' ? (d.delayMs ?? 0) : 0,
+            failure: pending.failure,
+          };
+        }
         await this.#flowState('RUNNING');
       } else {
         await this.#flowState('REVERTING', this.#cause);
@@ -695,6 +736,7 @@ class FlowRun {
     i: number,
     state: TaskState,
     extra: { result?: unknown; failure?: TaskFailure } = {},
+    also?: LogEntry[],
   ): Promise<void> {
     const a = this.#c.atoms[i]!;
     const at = this.#clock.now();
@@ -717,7 +759,13 @@ class FlowRun {
       if (state === 'SUCCESS') this.#results[i] = stored;
     }
     if (extra.failure) entry.failure = extra.failure;
-    await this.#write(entry);
+    if (also) {
+      for (const e of also) {
+        e.seq = ++this.seq;
+        e.at = at;
+      }
+      await this.#engine.log.append(this.flowId, [entry, ...also], { token: this.#token });
+    } else await this.#write(entry);
     this.#states[i] = state;
     if (this.#engine.hasListeners('task:state')) {
       const e: TaskStateEvent = {
@@ -766,46 +814,74 @@ class FlowRun {
       }
     };
     rebuild();
-    const limit = this.#engine.concurrency;
-    let running = 0;
-    let woken = false;
-    let wake: ((v: void) => void) | undefined;
-    const onDone = (i: number, ok: boolean) => {
-      running--;
-      if (ok) for (const s of atoms[i]!.succs) if (--indeg[s]! === 0) ready.push(s);
-      woken = true;
-      wake?.();
-    };
-    const onFatal = (error: unknown) => {
-      running--;
-      this.#fatal ??= error;
-      woken = true;
-      wake?.();
-    };
-    for (;;) {
-      while (
-        running < limit &&
+    await this.#pump({
+      next: () =>
         ready.size > 0 &&
         this.#stop === undefined &&
         this.#failures.length === 0 &&
         this.#fatal === undefined &&
         this.#flowRetry === undefined
-      ) {
-        const i = ready.pop();
-        running++;
-        this.#runAtom(i).then((ok) => onDone(i, ok), onFatal);
-      }
-      if (running === 0) {
+          ? ready.pop()
+          : -1,
+      start: (i) => this.#runAtom(i),
+      done: (i, ok) => {
+        if (ok) for (const s of atoms[i]!.succs) if (--indeg[s]! === 0) ready.push(s);
+      },
+      idle: async () => {
         const retry = this.#flowRetry;
-        if (retry === undefined || this.#fatal !== undefined) break;
+        if (retry === undefined || this.#fatal !== undefined) return false;
         this.#flowRetry = undefined;
         if (this.#stop !== undefined || this.#failures.length > 0) {
           if (this.#stop === undefined) this.#failures.push(retry.failure);
-          break;
+          return false;
         }
         await this.#retryFlow(retry);
         rebuild();
-        continue;
+        return true;
+      },
+    });
+    if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
+  }
+
+  /**
+   * Runs `start(i)` for each `i` that `next()` gives (-1: none now), at most `concurrency` at
+   * once; `done` sees each outcome before the next pick. When nothing runs, `idle()` may restart
+   * the loop (`true`) or end it. A rejection of `start` is fatal: recorded, nothing new starts.
+   */
+  async #pump(loop: {
+    next: () => number;
+    start: (i: number) => Promise<boolean>;
+    done: (i: number, ok: boolean) => void;
+    idle?: () => Promise<boolean>;
+  }): Promise<void> {
+    const limit = this.#engine.concurrency;
+    let running = 0;
+    let woken = false;
+    let wake: (() => void) | undefined;
+    const settle = () => {
+      running--;
+      woken = true;
+      wake?.();
+    };
+    for (;;) {
+      while (running < limit) {
+        const i = loop.next();
+        if (i < 0) break;
+        running++;
+        loop.start(i).then(
+          (ok) => {
+            loop.done(i, ok);
+            settle();
+          },
+          (error: unknown) => {
+            this.#fatal ??= error;
+            settle();
+          },
+        );
+      }
+      if (running === 0) {
+        if (loop.idle && (await loop.idle())) continue;
+        break;
       }
       if (!woken) {
         await new Promise<void>((resolve) => {
@@ -815,14 +891,10 @@ class FlowRun {
       }
       woken = false;
     }
-    if (this.#fatal === undefined && this.#stop === 'suspend') await this.#suspended();
   }
 
   /** The innermost enclosing flow whose retry controller retries, if any (counting its attempt). */
-  #flowRetryFor(
-    i: number,
-    error: unknown,
-  ): { name: string; lo: number; hi: number; delayMs: number } | undefined {
+  #flowRetryFor(i: number, error: unknown): Omit<FlowRetry, 'failure'> | undefined {
     const a = this.#c.atoms[i]!;
     for (let k = a.path.length - 1; k >= 0; k--) {
       const scope = this.#c.scopes.get(a.path[k]!);
@@ -838,21 +910,18 @@ class FlowRun {
         }
       }
       this.#flowAttempts.set(scope.name, attempt);
-      return { name: scope.name, lo: scope.lo, hi: scope.hi, delayMs: d.delayMs ?? 0 };
+      return { name: scope.name, lo: scope.lo, hi: scope.hi, attempt, delayMs: d.delayMs ?? 0 };
     }
     return undefined;
   }
 
   /** Reverts a flow's completed tasks (reverse completion order) and makes all its tasks PENDING again. */
-  async #retryFlow(scope: {
-    name: string;
-    lo: number;
-    hi: number;
-    delayMs: number;
-    failure: TaskFailure;
-  }): Promise<void> {
+  async #retryFlow(scope: FlowRetry): Promise<void> {
     const done: number[] = [];
-    for (let j = scope.lo; j < scope.hi; j++) if (this.#states[j] === 'SUCCESS') done.push(j);
+    for (let j = scope.lo; j < scope.hi; j++) {
+      const state = this.#states[j];
+      if (state === 'SUCCESS' || state === 'REVERTING') done.push(j);
+    }
     done.sort((x, y) => this.#completedAt[y]! - this.#completedAt[x]!);
     for (const j of done) {
       if (!(await this.#revertAtom(j, scope.failure))) {
@@ -870,8 +939,33 @@ class FlowRun {
         await this.#clock.sleep(scope.delayMs, { signal: this.#controller.signal });
       } catch {
         // Cancelled while waiting: the forward loop sees the stop.
+        return;
       }
     }
+    // The next attempt starts (its number is durable before any of its tasks runs).
+    const next = scope.attempt + 1;
+    await this.#write({
+      seq: ++this.seq,
+      task: scope.name,
+      subflow: true,
+      state: 'RUNNING',
+      attempt: next,
+      at: this.#clock.now(),
+      token: this.#token,
+    });
+    this.#flowCurrent.set(scope.name, next);
+  }
+
+  /** Parameters of atom `i`: those of its enclosing flows' controllers for their current attempts, then its own. */
+  #paramsOf(i: number, own: JsonObject | undefined): JsonObject | undefined {
+    if (this.#c.scopes.size === 0) return own;
+    let out: JsonObject | undefined;
+    for (const name of this.#c.atoms[i]!.path) {
+      const scope = this.#c.scopes.get(name);
+      const p = scope?.retry.paramsFor?.(this.#flowCurrent.get(name) ?? 1);
+      if (p) out = { ...out, ...p };
+    }
+    return out === undefined ? own : own === undefined ? out : { ...out, ...own };
   }
 
   async #runAtom(i: number): Promise<boolean> {
@@ -879,7 +973,7 @@ class FlowRun {
     const t = a.task;
     let attempt = this.#attempts[i]! + 1;
     this.#attempts[i] = attempt;
-    let params = t.retry?.paramsFor?.(attempt);
+    let params = this.#paramsOf(i, t.retry?.paramsFor?.(attempt));
     await this.#transition(i, 'RUNNING');
     const signal = this.#controller.signal;
     for (;;) {
@@ -937,14 +1031,26 @@ class FlowRun {
           return false;
         }
         attempt = this.#attempts[i] = attempt + 1;
-        params = decision.params ?? t.retry?.paramsFor?.(attempt);
+        params = this.#paramsOf(i, decision.params ?? t.retry?.paramsFor?.(attempt));
         await this.#transition(i, 'RUNNING');
         continue;
       }
       const scope = decision.action === 'revertAll' ? undefined : this.#flowRetryFor(i, error);
       if (scope && this.#flowRetry === undefined) {
         // The task will run again with its flow: RETRYING (not FAILURE), so a resume re-runs it.
-        await this.#transition(i, 'RETRYING', { failure });
+        // The flow's failed attempt is logged with it, atomically: a resume continues the count.
+        await this.#transition(i, 'RETRYING', { failure }, [
+          {
+            seq: 0,
+            task: scope.name,
+            subflow: true,
+            state: 'RETRYING',
+            attempt: scope.attempt,
+            failure,
+            at: 0,
+            token: this.#token,
+          },
+        ]);
         this.#flowRetry = { ...scope, failure };
         return false;
       }
@@ -970,48 +1076,24 @@ class FlowRun {
       pending[a.index] = d;
       if (d === 0) ready.push(a.index);
     }
-    const limit = this.#engine.concurrency;
     const tolerant = this.#engine.internals.mode === 'tolerant';
-    let running = 0;
     let failed = false;
-    let woken = false;
-    let wake: (() => void) | undefined;
-    const onDone = (i: number, ok: boolean) => {
-      running--;
-      if (!ok) failed = true;
-      if (ok || tolerant) {
-        for (const p of atoms[i]!.preds) if (todo(p) && --pending[p]! === 0) ready.push(p);
-      }
-      woken = true;
-      wake?.();
-    };
-    const onFatal = (error: unknown) => {
-      running--;
-      this.#fatal ??= error;
-      woken = true;
-      wake?.();
-    };
-    for (;;) {
-      while (
-        running < limit &&
+    await this.#pump({
+      next: () =>
         ready.size > 0 &&
         (this.#stop === undefined || this.#stop === 'cancel') &&
         this.#fatal === undefined &&
         (tolerant || !failed)
-      ) {
-        const i = ready.pop();
-        running++;
-        this.#revertAtom(i).then((ok) => onDone(i, ok), onFatal);
-      }
-      if (running === 0) break;
-      if (!woken) {
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-      }
-      woken = false;
-    }
+          ? ready.pop()
+          : -1,
+      start: (i) => this.#revertAtom(i),
+      done: (i, ok) => {
+        if (!ok) failed = true;
+        if (ok || tolerant) {
+          for (const p of atoms[i]!.preds) if (todo(p) && --pending[p]! === 0) ready.push(p);
+        }
+      },
+    });
     if (failed && !tolerant) {
       // Stopped at the first failed revert: report what is left to revert.
       for (const i of this.#c.order)
@@ -1027,14 +1109,12 @@ class FlowRun {
       await this.#transition(i, 'REVERTING');
       try {
         const stored = reveal(this.#results[i] as Json, this.#engine.internals.key);
-        await t.revert(
-          this.#ctx(i, this.#revertController.signal, t.retry?.paramsFor?.(this.#attempts[i]!)),
-          {
-            result: stored.ok ? stored.value : REDACTED,
-            failure: cause,
-            inputs: this.#inputsFor(i, t.retry?.paramsFor?.(this.#attempts[i]!)),
-          },
-        );
+        const params = this.#paramsOf(i, t.retry?.paramsFor?.(this.#attempts[i]!));
+        await t.revert(this.#ctx(i, this.#revertController.signal, params), {
+          result: stored.ok ? stored.value : REDACTED,
+          failure: cause,
+          inputs: this.#inputsFor(i, params),
+        });
       } catch (error) {
         const failure = failureOf(a.name, error);
         await this.#transition(i, 'REVERT_FAILURE', { failure });

@@ -53,6 +53,12 @@ export interface LogEntry {
   failure?: TaskFailure;
   /** The fencing token of the writer, when it held a lease. */
   token?: bigint | null;
+  /**
+   * True when `task` names a sub-flow with a retry controller rather than a task: `RETRYING` when
+   * its attempt `attempt` failed and it will be reverted and run again, `RUNNING` when attempt
+   * `attempt` starts. A resume continues the flow's attempt count from these entries.
+   */
+  subflow?: true;
   /** Epoch milliseconds. */
   at: number;
 }

@@ -85,16 +85,20 @@ const big = (v: string | number | bigint | null | undefined): bigint | null =>
   v === null || v === undefined ? null : BigInt(v);
 
 function toRow(flowId: string, e: LogEntry): LogRow {
-  const payload: { result?: Json; failure?: TaskFailure } = {};
+  const payload: { result?: Json; failure?: TaskFailure; subflow?: true } = {};
   if (e.result !== undefined) payload.result = e.result;
   if (e.failure !== undefined) payload.failure = e.failure;
+  if (e.subflow === true) payload.subflow = true;
   return {
     flow_id: flowId,
     seq: e.seq,
     task: e.task,
     state: e.state,
     attempt: e.attempt ?? null,
-    payload: e.result !== undefined || e.failure !== undefined ? JSON.stringify(payload) : null,
+    payload:
+      e.result !== undefined || e.failure !== undefined || e.subflow === true
+        ? JSON.stringify(payload)
+        : null,
     token: e.token == null ? null : e.token.toString(),
     at: e.at,
   };
@@ -109,9 +113,10 @@ function fromRow(r: LogRow): LogEntry {
   };
   if (r.attempt !== null && r.attempt !== undefined) e.attempt = Number(r.attempt);
   if (r.payload) {
-    const p = JSON.parse(r.payload) as { result?: Json; failure?: TaskFailure };
+    const p = JSON.parse(r.payload) as { result?: Json; failure?: TaskFailure; subflow?: true };
     if ('result' in p) e.result = p.result as Json;
     if (p.failure) e.failure = p.failure;
+    if (p.subflow === true) e.subflow = true;
   }
   e.token = big(r.token);
   return e;

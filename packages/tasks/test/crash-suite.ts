@@ -6,6 +6,7 @@ import { expect, it } from 'vitest';
 import { spawnNode } from '@rigging/testkit';
 
 const child = fileURLToPath(new URL('./fixtures/crash-child.ts', import.meta.url));
+const retryChild = fileURLToPath(new URL('./fixtures/flow-retry-child.ts', import.meta.url));
 const N = 1000;
 
 function counts(lines: string[], kind: 'E' | 'R'): Map<number, number> {
@@ -20,8 +21,9 @@ function counts(lines: string[], kind: 'E' | 'R'): Map<number, number> {
 async function runChild(
   url: string,
   args: (string | number)[],
+  script = child,
 ): Promise<{ code: number | string; lines: string[] }> {
-  const c = spawnNode(child, [url, ...args.map(String)]);
+  const c = spawnNode(script, [url, ...args.map(String)]);
   const code = await c.exited;
   if (code !== 'SIGKILL' && code !== 0)
     throw new Error(`child failed (${String(code)}): ${c.stderr()}`);
@@ -86,4 +88,48 @@ export function crashSuite(url: () => string, tag: string): void {
     },
     120_000,
   );
+
+  // Side effects of the flow-retry child without a crash: the sub-flow's three attempts (one
+  // parameter set each), then the escalation reverts everything.
+  const nominal = [
+    'E a -',
+    ...['z1', 'z2', 'z3'].flatMap((z) => [
+      `E b ${z}`,
+      `E c ${z}`,
+      `E d ${z}`,
+      `R c ${z}`,
+      `R b ${z}`,
+    ]),
+    'R a -',
+  ];
+  // Kill points: inside the first sub-flow revert, the second attempt's failing task, the end of
+  // the second revert (before the third attempt is logged), the third attempt, the final revert.
+  for (const killAt of [5, 9, 11, 14, 16]) {
+    it.concurrent(
+      `[${tag}] a sub-flow's retry count and parameter set survive SIGKILL (killed at side effect ${killAt})`,
+      async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'rigging-tasks-crash-'));
+        try {
+          const side = join(dir, 'side');
+          const flowId = `crash-flow-retry-${tag}-${killAt}`;
+          const first = await runChild(url(), [flowId, 'run', killAt, side], retryChild);
+          expect(first.code).toBe('SIGKILL');
+          const second = await runChild(url(), [flowId, 'resume', -1, side], retryChild);
+          expect(second.lines).toContain('outcome tasks.flow_failed');
+          const lines = readFileSync(side, 'utf8').trim().split('\n');
+          // Exactly the uninterrupted run, with the side effect in flight at the kill done again.
+          expect(lines).toEqual([...nominal.slice(0, killAt), ...nominal.slice(killAt - 1)]);
+          expect(second.lines.filter((l) => l.startsWith('S '))).toEqual([
+            'S inner RETRYING 1',
+            'S inner RUNNING 2',
+            'S inner RETRYING 2',
+            'S inner RUNNING 3',
+          ]);
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      },
+      120_000,
+    );
+  }
 }

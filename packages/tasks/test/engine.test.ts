@@ -476,4 +476,45 @@ describe('flow-level retry', () => {
     await expect(new Engine().run(flow2, { inputs: {} })).rejects.toThrow(FlowFailed);
     expect(r.events).toEqual(['exec a', 'exec b', 'revert b', 'revert a']);
   });
+
+  it('alternatives on a sub-flow gives each attempt its parameter set; attempts are in the log', async () => {
+    const seen: string[] = [];
+    const step = (name: string, fails = false) =>
+      task({
+        name,
+        requires: ['zone'],
+        execute: (ctx, { zone }: { zone: string }) => {
+          seen.push(`exec ${name} ${zone} ${String(ctx.params?.zone)}`);
+          if (fails && zone !== 'z3') throw new Error(`${name} fails in ${zone}`);
+          return zone;
+        },
+        revert: (_ctx, { inputs }) => {
+          seen.push(`revert ${name} ${String(inputs.zone)}`);
+        },
+      });
+    const flow = linearFlow(
+      { name: 'inner', retry: alternatives([{ zone: 'z1' }, { zone: 'z2' }, { zone: 'z3' }]) },
+      step('b'),
+      step('c', true),
+    );
+    const engine = new Engine();
+    await engine.run(flow, { inputs: { zone: 'none' }, flowId: 'alt' });
+    expect(seen).toEqual([
+      'exec b z1 z1',
+      'exec c z1 z1',
+      'revert b z1',
+      'exec b z2 z2',
+      'exec c z2 z2',
+      'revert b z2',
+      'exec b z3 z3',
+      'exec c z3 z3',
+    ]);
+    const subflow = (await engine.history('alt')).filter((e) => e.subflow);
+    expect(subflow.map((e) => `${e.task} ${e.state} ${e.attempt}`)).toEqual([
+      'inner RETRYING 1',
+      'inner RUNNING 2',
+      'inner RETRYING 2',
+      'inner RUNNING 3',
+    ]);
+  });
 });

@@ -94,6 +94,31 @@ export function logConformance(
       expect(await codeOf(log.append('missing', [], {}))).toBe('tasks.flow_not_found');
     });
 
+    it('keeps sub-flow entries (flow-level retry attempts) apart from task entries, two per append', async () => {
+      await log.create(record('s1'), []);
+      const failure = { name: 'Error', message: 'boom', task: 'd' };
+      await log.append(
+        's1',
+        [
+          { seq: 1, task: 'd', state: 'RETRYING', attempt: 1, failure, at: 1 },
+          { seq: 2, task: 'inner', subflow: true, state: 'RETRYING', attempt: 1, failure, at: 1 },
+        ],
+        {},
+      );
+      await log.append(
+        's1',
+        [{ seq: 3, task: 'inner', subflow: true, state: 'RUNNING', attempt: 2, at: 2 }],
+        {},
+      );
+      const h = await log.history('s1');
+      expect(h.map((e) => [e.task, e.state, e.attempt, e.subflow])).toEqual([
+        ['d', 'RETRYING', 1, undefined],
+        ['inner', 'RETRYING', 1, true],
+        ['inner', 'RUNNING', 2, true],
+      ]);
+      expect(h[1]?.failure).toEqual(failure);
+    });
+
     it('refuses stale fencing tokens and taken log positions', async () => {
       await log.create(record('t1'), []);
       await log.append('t1', [{ seq: 1, task: 'a', state: 'RUNNING', at: 1, token: 5n }], {
