@@ -2,7 +2,7 @@
 // the API, the dashboard and the event stream, runs `demo --server` clients, and shuts down
 // cleanly on SIGTERM (exit 0) even with streams open. Bad flags and unreachable servers fail
 // with one line.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
@@ -132,6 +132,29 @@ describe('minicloud serve (process)', () => {
     expect((await fetch(`${again.url}/api/health`)).status).toBe(200);
     again.child.kill('SIGTERM');
     expect((await again.exited).code).toBe(0);
+  }, 120_000);
+
+  it('on SIGTERM lets a running demo finish, then exits 0', async () => {
+    const s = await startServe('demo-term');
+    const client = spawn(process.execPath, [cli, 'demo', '--server', s.url], {
+      cwd: tmp,
+      env: cleanEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    client.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    client.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const clientExit = new Promise<number | null>((r) => client.on('exit', (code) => r(code)));
+    for (let i = 0; i < 3000 && !out.includes('  deploy…'); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(out).toContain('  deploy…');
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toEqual({ code: 0, signal: null });
+    expect(await clientExit).toBe(0);
+    expect(err).toBe('');
+    expect(out).toMatch(/^ {2}recorded {2}run #1 in minicloud_runs/m);
   }, 120_000);
 
   it('refuses bad flags and a port in use with one line', async () => {
