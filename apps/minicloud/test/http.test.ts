@@ -457,6 +457,17 @@ describe('minicloud serve HTTP API', { timeout: 60_000 }, () => {
     expect(await call('DELETE', '/api/environments/env-c')).toMatchObject({ status: 200 });
   });
 
+  it('finds the built dashboard from the sources and from the bundle, or where told', () => {
+    const fromSource = dashboardDistDir({}, new URL('../src/http/x.js', import.meta.url).href);
+    const fromBundle = dashboardDistDir({}, new URL('../dist/cli.js', import.meta.url).href);
+    expect(fromSource.dir).toBe(fromBundle.dir);
+    expect(fromSource.dir).toMatch(/apps\/minicloud\/dashboard\/dist\/$/);
+    expect(dashboardDistDir({ MINICLOUD_DASHBOARD_DIR: join(dir, 'x') })).toEqual({
+      dir: join(dir, 'x'),
+      built: false,
+    });
+  });
+
   it('never answers 500 to malformed bodies (property)', async () => {
     const routes = [
       '/api/environments',
