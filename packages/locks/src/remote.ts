@@ -73,6 +73,33 @@ export function parseHolder(text: unknown): { pid?: number; host?: string } {
   }
 }
 
+const noop = () => {};
+const watchers = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Calls `fn` when `signal` aborts; returns the function that stops watching. One listener per
+ * signal however many leases watch it (session backends share one signal across all grants, and
+ * EventTarget listeners cost more than a Set entry per grant).
+ */
+function watch(signal: AbortSignal, fn: () => void): () => void {
+  let set = watchers.get(signal);
+  if (!set) {
+    const created = new Set<() => void>();
+    watchers.set(signal, (set = created));
+    signal.addEventListener(
+      'abort',
+      () => {
+        watchers.delete(signal);
+        for (const f of [...created]) f();
+      },
+      { once: true },
+    );
+  }
+  const s = set;
+  s.add(fn);
+  return () => s.delete(fn);
+}
+
 /** A numeric option, with a `TypeError` naming the value. */
 export function num(
   owner: string,
@@ -299,7 +326,7 @@ export abstract class RemoteLockProvider implements LockProvider {
       provider: this.name,
       events: this.events,
       onRelease: async () => {
-        granted.lost.removeEventListener('abort', onLost);
+        unwatch();
         try {
           await granted.release();
         } finally {
@@ -312,8 +339,7 @@ export abstract class RemoteLockProvider implements LockProvider {
       // the lock is gone server-side: let local waiters try again
       releaseLocal();
     };
-    if (granted.lost.aborted) onLost();
-    else granted.lost.addEventListener('abort', onLost, { once: true });
+    const unwatch = granted.lost.aborted ? (onLost(), noop) : watch(granted.lost, onLost);
     emitAcquired(this.events, this.name, lease, started);
     return lease;
   }
