@@ -41,6 +41,10 @@ async function start(
   return ws as Workers;
 }
 
+// CI kills the downloader 5 times; SIGKILL_ROUNDS=40 (say) kills it that many times, the extra
+// points random.
+const ROUNDS = Math.max(5, Number(process.env.SIGKILL_ROUNDS ?? 5));
+
 describe('several OS processes sharing one cache root', { timeout: 120_000 }, () => {
   it('16 concurrent acquires of one missing id across 4 processes: exactly 1 fetch, explained waits, remote progress', async () => {
     const root = await tempDir();
@@ -181,44 +185,55 @@ describe('several OS processes sharing one cache root', { timeout: 120_000 }, ()
     expect(r2.removed).toHaveLength(2);
   });
 
-  it('SIGKILL of the downloader at random points: no partial package ever visible, the next caller downloads once', async () => {
-    const root = await tempDir();
-    const counter = join(root, 'fetches.log');
-    const chunks = 8;
-    const [waiter] = await start(1, { root, chunks, chunkDelayMs: 15, blobBytes: 256 * 1024 });
-    const points = [0, Math.floor(Math.random() * chunks), chunks - 1, -1, -1];
-    for (const [i, point] of points.entries()) {
-      const r = ref(`k${i}`);
-      const victim = new Worker({ root, counter, chunks, chunkDelayMs: 15, blobBytes: 256 * 1024 });
-      workers.push(victim);
-      await victim.ready();
-      const dir = join(root, r.fqn, r.version, r.id);
-      void victim.send('acquire', { ref: r }).catch(() => undefined);
-      // Kill after chunk `point`, or (-1) after the last chunk, during extraction, fsync or rename.
-      await victim.child.waitForLine(`"i":${point === -1 ? chunks - 1 : point},`, 30_000);
-      const pending = waiter.send<Acquired>('acquire', { ref: r });
-      await new Promise((res) => setTimeout(res, Math.floor(Math.random() * 20)));
-      victim.kill();
-      await victim.child.exited;
-      // Visible means complete.
-      if (existsSync(dir)) expect((await stat(join(dir, 'blob'))).size).toBe(256 * 1024);
-      const got = await pending;
-      expect(got.manifest).toBe(key(r));
-      expect(got.blob).toBe(256 * 1024);
-      const fetches = await fetchCount(counter, key(r));
-      // The victim's attempt, then at most one more, by the waiter.
-      expect(fetches).toBeLessThanOrEqual(2);
-      const lines = (await readFile(counter, 'utf8'))
-        .split('\n')
-        .filter((l) => l.endsWith(` ${key(r)}`));
-      expect(lines[0]!.startsWith(`${victim.pid} `)).toBe(true);
-      if (lines[1]) expect(lines[1].startsWith(`${waiter.pid} `)).toBe(true);
-      await waiter.send('release', { ref: r });
-    }
-    // A fresh process sweeps the dead downloaders' temp dirs and progress files.
-    const [fresh] = await start(1, { root });
-    await fresh.send('stats');
-    const left = await readdir(join(root, '.tmp'));
-    expect(left).toEqual([]);
-  });
+  it(
+    'SIGKILL of the downloader at random points: no partial package ever visible, the next caller downloads once',
+    async () => {
+      const root = await tempDir();
+      const counter = join(root, 'fetches.log');
+      const chunks = 8;
+      const [waiter] = await start(1, { root, chunks, chunkDelayMs: 15, blobBytes: 256 * 1024 });
+      const points = [0, Math.floor(Math.random() * chunks), chunks - 1, -1, -1];
+      while (points.length < ROUNDS) points.push(Math.floor(Math.random() * (chunks + 1)) - 1);
+      for (const [i, point] of points.entries()) {
+        const r = ref(`k${i}`);
+        const victim = new Worker({
+          root,
+          counter,
+          chunks,
+          chunkDelayMs: 15,
+          blobBytes: 256 * 1024,
+        });
+        workers.push(victim);
+        await victim.ready();
+        const dir = join(root, r.fqn, r.version, r.id);
+        void victim.send('acquire', { ref: r }).catch(() => undefined);
+        // Kill after chunk `point`, or (-1) after the last chunk, during extraction, fsync or rename.
+        await victim.child.waitForLine(`"i":${point === -1 ? chunks - 1 : point},`, 30_000);
+        const pending = waiter.send<Acquired>('acquire', { ref: r });
+        await new Promise((res) => setTimeout(res, Math.floor(Math.random() * 20)));
+        victim.kill();
+        await victim.child.exited;
+        // Visible means complete.
+        if (existsSync(dir)) expect((await stat(join(dir, 'blob'))).size).toBe(256 * 1024);
+        const got = await pending;
+        expect(got.manifest).toBe(key(r));
+        expect(got.blob).toBe(256 * 1024);
+        const fetches = await fetchCount(counter, key(r));
+        // The victim's attempt, then at most one more, by the waiter.
+        expect(fetches).toBeLessThanOrEqual(2);
+        const lines = (await readFile(counter, 'utf8'))
+          .split('\n')
+          .filter((l) => l.endsWith(` ${key(r)}`));
+        expect(lines[0]!.startsWith(`${victim.pid} `)).toBe(true);
+        if (lines[1]) expect(lines[1].startsWith(`${waiter.pid} `)).toBe(true);
+        await waiter.send('release', { ref: r });
+      }
+      // A fresh process sweeps the dead downloaders' temp dirs and progress files.
+      const [fresh] = await start(1, { root });
+      await fresh.send('stats');
+      const left = await readdir(join(root, '.tmp'));
+      expect(left).toEqual([]);
+    },
+    120_000 + ROUNDS * 5_000,
+  );
 });
