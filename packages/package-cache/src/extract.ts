@@ -6,6 +6,7 @@ import {
   mkdir,
   open,
   readdir,
+  readFile,
   readlink,
   realpath,
   rm,
@@ -152,6 +153,12 @@ export async function materialize(
       return { integrity };
     }
     if (format !== 'tar') throw unsupported(what);
+    if (st.size <= FAST_FILE_LIMIT) {
+      // A local archive of moderate size: read it at once and take the in-memory fast path
+      // (hash on the thread pool while the files are written).
+      const buffer = await readFile(fetched.path, { signal });
+      return materialize({ buffer, integrity: fetched.integrity }, opts);
+    }
     return streamTar(createReadStream(fetched.path, { signal }), fetched.integrity, opts);
   }
   if ('buffer' in fetched) {
@@ -357,6 +364,8 @@ const gunzipAsync = promisify(gunzip);
 /** Largest inflated archive the in-memory fast path accepts (larger ones stream through node-tar). */
 const FAST_GUNZIP_LIMIT = 512 * 1024 * 1024;
 const FAST_WRITERS = 8;
+/** Archive files up to this size are read into memory and take the fast path. */
+const FAST_FILE_LIMIT = 64 * 1024 * 1024;
 
 interface FastEntry {
   path: string;

@@ -75,8 +75,13 @@ describe('PackageCache', () => {
       { name: 'big', content: Buffer.alloc(300_000, 7) },
     ]);
     const gz = gzipSync(files);
+    const dir = await tempDir();
+    await writeFile(join(dir, 'pkg.tar'), files);
+    await writeFile(join(dir, 'pkg.tgz'), gz);
     const { cache } = await cacheWith((r) => {
       const bytes = r.id.startsWith('gz') ? gz : files;
+      if (r.id.endsWith('file'))
+        return { path: join(dir, r.id.startsWith('gz') ? 'pkg.tgz' : 'pkg.tar') };
       if (r.id.endsWith('stream'))
         return {
           stream: (async function* () {
@@ -109,7 +114,7 @@ describe('PackageCache', () => {
       return out;
     };
     const trees: string[][] = [];
-    for (const id of ['buf', 'stream', 'gz', 'gz-stream']) {
+    for (const id of ['buf', 'stream', 'gz', 'gz-stream', 'file', 'gz-file']) {
       await using pkg = await cache.acquire(ref(id));
       trees.push(await tree(pkg.path));
     }
