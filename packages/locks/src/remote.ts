@@ -52,9 +52,17 @@ export interface Backend {
 
 export const HOST = hostname();
 
-/** The backend id of a key: SHA-256, hex. */
+const ids = new Map<string, string>();
+
+/** The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
 export function lockId(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  let id = ids.get(key);
+  if (id === undefined) {
+    if (ids.size >= 4096) ids.clear();
+    id = createHash('sha256').update(key).digest('hex');
+    ids.set(key, id);
+  }
+  return id;
 }
 
 export function holderJson(): string {

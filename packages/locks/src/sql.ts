@@ -209,10 +209,22 @@ abstract class SessionBackend implements Backend {
   }
 }
 
+const split = new Map<string, { big: string; hi: number; lo: number }>();
+
+/** The advisory lock ids of a lock id: one bigint, and two ints for waiter announcements. */
 function split64(id: string): { big: string; hi: number; lo: number } {
-  const buf = Buffer.from(id.slice(0, 16), 'hex');
-  const big = buf.readBigInt64BE(0);
-  return { big: big.toString(), hi: buf.readUInt32BE(0), lo: buf.readUInt32BE(4) };
+  let parts = split.get(id);
+  if (parts === undefined) {
+    const buf = Buffer.from(id.slice(0, 16), 'hex');
+    parts = {
+      big: buf.readBigInt64BE(0).toString(),
+      hi: buf.readUInt32BE(0),
+      lo: buf.readUInt32BE(4),
+    };
+    if (split.size >= 4096) split.clear();
+    split.set(id, parts);
+  }
+  return parts;
 }
 
 /** A lease held this long gets its `since` recorded for `holder()` (short holds write nothing). */
