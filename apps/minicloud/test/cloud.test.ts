@@ -38,6 +38,22 @@ describe('openCloud', { timeout: 60_000 }, () => {
       'minicloud.package_not_found',
     );
     expect(await code(cloud.castContainerOp('ctr 1', 'create'))).toBe('minicloud.invalid_input');
+    // Uploads never escape the repository directory.
+    const file = { path: 'manifest.json', content: '{}' };
+    for (const [fqn, version, files] of [
+      ['../x', '1.0', [file]],
+      ['io.x', '../../etc', [file]],
+      ['io.x', '1.0', []],
+      ['io.x', '1.0', [{ path: '../evil', content: 'x' }]],
+      ['io.x', '1.0', [{ path: '/abs', content: 'x' }]],
+      ['io.x', '1.0', [{ path: 'a\\b', content: 'x' }]],
+      ['io.x', '1.0', [{ path: 'a//b', content: 'x' }]],
+      ['io.x', '1.0', [file, file]],
+    ] as const) {
+      expect(await code(cloud.uploadPackage(fqn, version, files as never))).toBe(
+        'minicloud.invalid_input',
+      );
+    }
     expect(await code(cloud.castContainerOp('ctr-1', 'explode' as never))).toBe(
       'minicloud.invalid_input',
     );

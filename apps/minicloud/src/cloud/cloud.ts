@@ -390,7 +390,9 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       publishCache();
     });
 
-    const handlers = containerHandlers(database, engine);
+    const handlers = containerHandlers(database, engine, (id, name, tasks) =>
+      hub.flowStarted(id, name, tasks),
+    );
     const queue = createQueue({
       backend: sqlBackend(database),
       handlers,

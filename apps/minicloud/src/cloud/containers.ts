@@ -57,6 +57,8 @@ export const CONTAINER_FLOWS: Record<ContainerOpType, string[]> = {
 export function containerHandlers(
   database: Database<MinicloudTables>,
   engine: Engine,
+  /** Called before an op's flow runs, e.g. to name it (`container-start ctr-2`) on a dashboard. */
+  onFlow?: (flowId: string, name: string, tasks: string[]) => void,
 ): Record<ContainerOpType, Handler> {
   const db = database.db;
   const get = (name: string) =>
@@ -183,6 +185,7 @@ export function containerHandlers(
       await journal('op-start', ctx.id);
       const flowId = `op-${ctx.id}`;
       const flow = flows[op];
+      onFlow?.(flowId, `container-${op} ${ctx.key}`, CONTAINER_FLOWS[op]);
       try {
         // A re-claimed op (its worker died) resumes the flow: completed steps do not run again.
         if (await engine.log.load(flowId)) await engine.resume(flowId, flow);

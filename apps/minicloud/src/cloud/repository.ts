@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Database } from '@rigging/sql';
+import { CommandError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
 
 /** A package as the cache knows it: `{fqn}/{version}/{id}` (id = the upload). */
@@ -18,6 +19,58 @@ export interface PackageRef {
 export interface PackageFile {
   path: string;
   content: string | Uint8Array;
+}
+
+const FQN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const VERSION = /^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$/;
+/** Most bytes one upload may hold. */
+export const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Checks an upload before anything touches the disk: the fqn and version become directory
+ * names, the file paths tar entries, so none may escape (`..`, absolute paths, backslashes,
+ * NUL) or be absurd. Throws `minicloud.invalid_input` naming the culprit.
+ */
+export function checkUpload(fqn: unknown, version: unknown, files: unknown): void {
+  const bad = (message: string) => new CommandError('minicloud.invalid_input', message);
+  if (typeof fqn !== 'string' || !FQN.test(fqn) || fqn.includes('..')) {
+    throw bad(
+      `package fqn must be 1-128 letters, digits, '.', '_' or '-', got ${JSON.stringify(fqn)}`,
+    );
+  }
+  if (typeof version !== 'string' || !VERSION.test(version) || version.includes('..')) {
+    throw bad(
+      `package version must be 1-64 letters, digits, '.', '+', '_' or '-', got ${JSON.stringify(version)}`,
+    );
+  }
+  if (!Array.isArray(files) || files.length === 0 || files.length > 10_000) {
+    throw bad('a package needs 1 to 10000 files');
+  }
+  const seen = new Set<string>();
+  let bytes = 0;
+  for (const f of files as PackageFile[]) {
+    const path = (f as { path?: unknown } | null)?.path;
+    if (
+      typeof path !== 'string' ||
+      !path ||
+      Buffer.byteLength(path) > 100 ||
+      path.startsWith('/') ||
+      /[\\\0]/.test(path) ||
+      path.split('/').some((seg) => seg === '' || seg === '.' || seg === '..')
+    ) {
+      throw bad(
+        `file path must be relative, at most 100 bytes, without '..', '.', empty segments, '\\' or NUL, got ${JSON.stringify(path)}`,
+      );
+    }
+    if (seen.has(path)) throw bad(`file ${path} appears twice`);
+    seen.add(path);
+    const content = f.content as unknown;
+    if (typeof content !== 'string' && !(content instanceof Uint8Array)) {
+      throw bad(`file ${path}: content must be a string or bytes`);
+    }
+    bytes += typeof content === 'string' ? Buffer.byteLength(content) : content.byteLength;
+    if (bytes > MAX_UPLOAD_BYTES) throw bad(`a package may hold at most ${MAX_UPLOAD_BYTES} bytes`);
+  }
 }
 
 /** Builds a POSIX ustar archive (regular files only), which the package cache extracts. */
@@ -107,6 +160,7 @@ export class PackageRepository {
     version: string,
     files: readonly PackageFile[],
   ): Promise<PackageRef & { size: number; integrity: string }> {
+    checkUpload(fqn, version, files);
     const archive = tarArchive(files);
     const id = `upload-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
     const integrity = `sha256-${createHash('sha256').update(archive).digest('base64')}`;
