@@ -154,6 +154,7 @@ export class LeaseImpl implements Lease {
   #onRelease: (lease: LeaseImpl) => void | Promise<void>;
   #provider: string;
   #events: LockEmitter;
+  #lossWatchers: Set<() => void> | undefined;
 
   constructor(init: {
     key: string;
@@ -193,6 +194,15 @@ export class LeaseImpl implements Lease {
     return this.#released;
   }
 
+  /**
+   * Calls `fn` when the lease is lost, without creating its `lost` signal (wrappers use it on
+   * every grant); returns the function that stops watching.
+   */
+  watchLoss(fn: () => void): () => void {
+    (this.#lossWatchers ??= new Set()).add(fn);
+    return () => this.#lossWatchers?.delete(fn);
+  }
+
   /** Marks the lease lost (aborts `lost` with a `locks.lost` error) and emits `lock:lost`. */
   markLost(reason: string, cause?: unknown): void {
     if (this.#released || this.isLost) return;
@@ -203,6 +213,7 @@ export class LeaseImpl implements Lease {
         details: { key: this.key, token: this.token.toString(), reason },
       }),
     );
+    if (this.#lossWatchers) for (const fn of [...this.#lossWatchers]) fn();
     if (this.#events.hasListeners('lock:lost')) {
       this.#events.emit('lock:lost', {
         provider: this.#provider,

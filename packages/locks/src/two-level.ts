@@ -42,37 +42,65 @@ export class TwoLevelLock implements LockProvider {
     return this.file.dir;
   }
 
-  async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const { mode } = validateRequest(key, options);
-    this.file.pathOf(key);
-    if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+  acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
+    let mode: LockMode;
+    let core: RwCore;
+    let wait: Promise<void> | undefined;
     const started = Date.now();
-    const core = this.#core(key);
-    const wait = core.acquire(mode, key, options);
-    if (wait) {
-      if (this.events.hasListeners('lock:waiting')) {
-        this.events.emit('lock:waiting', {
-          provider: this.name,
-          key,
-          mode,
-          holder: await this.file.holder(key).catch(() => undefined),
-          since: started,
-        });
-      }
-      await wait;
-    }
-    let inner: Lease;
     try {
-      const remaining =
-        options.timeoutMs === undefined
-          ? undefined
-          : Math.max(0, options.timeoutMs - (Date.now() - started));
-      inner = await this.file.acquire(key, { mode, timeoutMs: remaining, signal: options.signal });
+      mode = validateRequest(key, options).mode;
+      // a key with a live in-process lock was checked when that lock was made
+      if (!this.#locks.has(key)) this.file.pathOf(key);
+      if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+      core = this.#core(key);
+      wait = core.acquire(mode, key, options);
     } catch (error) {
-      core.release(mode);
-      throw error;
+      return Promise.reject(error);
     }
-    return this.#wrap(key, mode, core, inner, started);
+    if (wait) return this.#afterWait(key, mode, core, wait, options, started);
+    return this.#fileLevel(key, mode, core, options, started);
+  }
+
+  async #afterWait(
+    key: string,
+    mode: LockMode,
+    core: RwCore,
+    wait: Promise<void>,
+    options: AcquireOptions,
+    started: number,
+  ): Promise<Lease> {
+    if (this.events.hasListeners('lock:waiting')) {
+      this.events.emit('lock:waiting', {
+        provider: this.name,
+        key,
+        mode,
+        holder: await this.file.holder(key).catch(() => undefined),
+        since: started,
+      });
+    }
+    await wait;
+    return this.#fileLevel(key, mode, core, options, started);
+  }
+
+  /** The front of the in-process queue goes to the file. */
+  #fileLevel(
+    key: string,
+    mode: LockMode,
+    core: RwCore,
+    options: AcquireOptions,
+    started: number,
+  ): Promise<Lease> {
+    const remaining =
+      options.timeoutMs === undefined
+        ? undefined
+        : Math.max(0, options.timeoutMs - (Date.now() - started));
+    return this.file.acquire(key, { mode, timeoutMs: remaining, signal: options.signal }).then(
+      (inner) => this.#wrap(key, mode, core, inner, started),
+      (error: unknown) => {
+        core.release(mode);
+        throw error;
+      },
+    );
   }
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
@@ -131,7 +159,7 @@ export class TwoLevelLock implements LockProvider {
       provider: this.name,
       events: this.events,
       onRelease: async () => {
-        inner.lost.removeEventListener('abort', onLost);
+        unwatch();
         try {
           await inner.release();
         } finally {
@@ -140,8 +168,18 @@ export class TwoLevelLock implements LockProvider {
       },
     });
     const onLost = () => lease.markLost('file lock lost', inner.lost.reason);
-    if (inner.lost.aborted) onLost();
-    else inner.lost.addEventListener('abort', onLost, { once: true });
+    let unwatch: () => void;
+    if (inner instanceof LeaseImpl) {
+      // no AbortController per grant: the file lease's `lost` stays lazy
+      unwatch = inner.watchLoss(onLost);
+      if (inner.isLost) onLost();
+    } else if (inner.lost.aborted) {
+      onLost();
+      unwatch = () => {};
+    } else {
+      inner.lost.addEventListener('abort', onLost, { once: true });
+      unwatch = () => inner.lost.removeEventListener('abort', onLost);
+    }
     emitAcquired(this.events, this.name, lease, started);
     return lease;
   }
