@@ -151,14 +151,15 @@ console.log('|---|---|---|---|---|---|---|---|---|');
   const warm = build(2_000, 1); // JIT warm-up
   for (let r = 0; r < 5; r++) warm.graph.plan(warm.graph.collect());
 }
-let previous: { ms: number; cpu: number } | undefined;
+let previous: { ms: number; cpu: number; plan: number; planCpu: number } | undefined;
 const growth: string[] = [];
+const planGrowth: string[] = [];
 for (const n of [10_000, 100_000, 1_000_000]) {
   const h0 = heapMB();
   const b = build(n, 42);
   const graphMB = heapMB() - h0;
   b.graph.plan(b.objects); // the first plan of a graph also sorts its ids once (cached)
-  const runs = n >= 1_000_000 ? 2 : 3;
+  const runs = 3;
   let best = { c: Infinity, cc: 0, p: Infinity, pc: 0, heap: 0, groups: 0, cycles: 0, largest: 0 };
   for (let r = 0; r < runs; r++) {
     gc?.();
@@ -183,13 +184,15 @@ for (const n of [10_000, 100_000, 1_000_000]) {
   if (previous !== undefined) {
     ratio = `${fmt(total.ms / previous.ms, 2)}x (${fmt(total.cpu / previous.cpu, 2)}x)`;
     growth.push(ratio);
+    planGrowth.push(`${fmt(best.p / previous.plan, 2)}x (${fmt(best.pc / previous.planCpu, 2)}x)`);
   }
-  previous = total;
+  previous = { ...total, plan: best.p, planCpu: best.pc };
   console.log(
     `| ${n.toLocaleString('en')} | ${b.edges.toLocaleString('en')} | ${fmt(best.c)} (${fmt(best.cc)}) | ${fmt(best.p)} (${fmt(best.pc)}) | ${fmt(total.ms)} (${fmt(total.cpu)}) | ${fmt(best.heap)} | ${best.groups} | ${best.cycles} (${best.largest}) | ${ratio} |`,
   );
 }
 console.log(`growth for 10x objects, wall (cpu): ${growth.join(', ')} (target <= 12x)`);
+console.log(`plan alone, growth for 10x objects, wall (cpu): ${planGrowth.join(', ')}`);
 
 console.log('\n## versus the pairwise comparator (same graphs, plan only)');
 console.log(
