@@ -931,7 +931,12 @@ class FlowRun {
     }
     this.#logger.debug({ flowId: this.flowId, flow: scope.name }, 'retrying flow');
     for (let j = scope.lo; j < scope.hi; j++) {
-      if (this.#states[j] !== 'PENDING') await this.#transition(j, 'PENDING');
+      if (this.#states[j] !== 'PENDING') {
+        // A new attempt of the flow gives each task a fresh count (and its controller its whole
+        // budget and first parameter set): PENDING is logged with attempt 0.
+        this.#attempts[j] = 0;
+        await this.#transition(j, 'PENDING');
+      }
       this.#completedAt[j] = 0;
     }
     if (scope.delayMs) {

@@ -46,7 +46,7 @@ export interface LogEntry {
   seq: number;
   task: string | null;
   state: TaskState;
-  /** Attempt number of the task (from 1). */
+  /** Attempt number of the task (from 1; 0 on the `PENDING` entry that resets a task when its flow is retried). */
   attempt?: number;
   /** The task's result (on SUCCESS; sensitive results redacted or encrypted). */
   result?: Json;

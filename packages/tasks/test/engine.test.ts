@@ -517,4 +517,22 @@ describe('flow-level retry', () => {
       'inner RUNNING 3',
     ]);
   });
+
+  it("each attempt of a flow gives its tasks a fresh attempt count (a task's own controller restarts)", async () => {
+    const attempts: number[] = [];
+    const flaky = task({
+      name: 'c',
+      retry: times(1),
+      execute: (ctx) => {
+        attempts.push(ctx.attempt);
+        throw new Error('still broken');
+      },
+    });
+    const flow = linearFlow({ name: 'inner', retry: times(1) }, flaky);
+    const engine = new Engine();
+    await expect(engine.run(flow, { inputs: {}, flowId: 'fresh' })).rejects.toThrow(FlowFailed);
+    expect(attempts).toEqual([1, 2, 1, 2]);
+    const pending = (await engine.history('fresh')).filter((e) => e.state === 'PENDING');
+    expect(pending.map((e) => [e.task, e.attempt])).toEqual([['c', 0]]);
+  });
 });
