@@ -141,6 +141,14 @@ interface Held {
 const TRANSIENT =
   /connection|ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|EHOSTUNREACH|closed|MaxRetriesPerRequest|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN/i;
 
+/** `acquire` after `close()`: never retried. */
+class ClosedError extends Error {
+  constructor() {
+    super('redisLockProvider: the provider was shut down by close()');
+    this.name = 'ClosedError';
+  }
+}
+
 class RedisBackend implements Backend {
   #client: RedisScriptClient;
   #prefix: string;
@@ -178,7 +186,7 @@ class RedisBackend implements Backend {
   }
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    if (this.#closed) throw new Error('lock provider is closed');
+    if (this.#closed) throw new ClosedError();
     const keys = this.#keys(id);
     const leaseId = randomUUID();
     const started = Date.now();
@@ -333,6 +341,7 @@ export class RedisLockProvider extends RemoteLockProvider {
   }
 
   protected isTransient(error: unknown): boolean {
+    if (error instanceof ClosedError) return false;
     return TRANSIENT.test(String((error as Error | undefined)?.message ?? error));
   }
 }

@@ -118,6 +118,8 @@ describe.skipIf(!status.available)('redis', () => {
     expect(next?.token).toBeGreaterThan(lease.token);
     await next?.release();
     await b.close();
+    // acquiring after close() fails at once instead of retrying
+    await expect(a.acquire('closing')).rejects.toThrow(/close\(\)/);
   });
 
   it('counts exactly with 3 processes x 30 iterations', async () => {
