@@ -772,6 +772,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
             if (remote()) hub.flowState({ flowId, flow: DEPLOY_FLOW, state: e.state, at: e.at });
             continue;
           }
+          if (e.subflow) continue;
           const update: TaskUpdate = {
             task: e.task,
             state: e.state,

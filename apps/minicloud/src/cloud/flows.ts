@@ -33,6 +33,7 @@ export function outcomeOf(entries: readonly LogEntry[]): FlowOutcome {
       final = e.state;
       continue;
     }
+    if (e.subflow) continue; // a sub-flow's own retry entries, not a task's
     if (e.state === 'RETRYING') retried[e.task] = (e.attempt ?? 1) + 1;
     if (e.state === 'REVERTED') reverted.push(e.task);
     if (e.state === 'FAILURE' && !failure)
