@@ -583,6 +583,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
         faults: p.faults,
       };
       localFlows.add(p.flowId);
+      if (localFlows.size > 1000) localFlows.delete(localFlows.values().next().value!);
       hub.flowStarted(p.flowId, `${DEPLOY_FLOW} ${p.env}`, deployTaskNames());
       // The queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is
       // suspended at a task boundary (not reverted) and the op handed back for another worker.
