@@ -132,6 +132,7 @@ export const openSession = {
       }),
     });
     let closePromise: Promise<void> | undefined;
+    let tail: Promise<unknown> = Promise.resolve();
     const session: Session = {
       dialect: 'postgres',
       db,
@@ -139,7 +140,12 @@ export const openSession = {
       lost: life.lost,
       closed: life.closed,
       async query<R>(text: string, params: readonly unknown[] = []) {
-        const r = await client.query(text, params);
+        // One query at a time on the connection, in call order: pg 8 queues overlapping calls
+        // itself but deprecates it (pg 9 will refuse), and callers such as lock providers do
+        // overlap them (a release while a renewal is in flight).
+        const run = tail.then(() => client.query(text, params));
+        tail = run.catch(() => {});
+        const r = await run;
         return { rows: r.rows as R[], affectedRows: r.rowCount ?? 0 };
       },
       onNotification(listener) {

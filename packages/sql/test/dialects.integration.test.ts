@@ -174,6 +174,28 @@ describe.skipIf(!pgUp)('PostgreSQL', () => {
     }
   });
 
+  it('overlapping session queries run one at a time, in call order, without pg warnings', async () => {
+    await using session = await database.session();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      const order: number[] = [];
+      await Promise.all(
+        [3, 2, 1].map((n) =>
+          session
+            .query(`select pg_sleep(${n / 100}), ${n} as n`)
+            .then((r) => order.push(Number((r.rows[0] as { n: number }).n))),
+        ),
+      );
+      expect(order).toEqual([3, 2, 1]);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((m) => m.includes('already executing a query'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('a normal close does not abort lost', async () => {
     const session = await database.session();
     await session.close();
