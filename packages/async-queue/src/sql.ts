@@ -39,6 +39,74 @@ export interface SqlBackendOptions {
 const OPS = 'rigging_queue_ops';
 const KEYS = 'rigging_queue_keys';
 const CHANNEL = 'rigging_queue';
+const SUCCEED_FN = 'rigging_queue_succeed_v1';
+
+/**
+ * PostgreSQL: records a success if the claim still holds its key (fencing token) and claims up
+ * to `p_n` (0 or 1) next fair ops in the same statement. One JSON row: `ok` (1 when the claim
+ * held), `notified`, `picked` (a key locked for the next claim, or null) and the claimed op's
+ * columns (null when the picked key's head could not be claimed here). The claim part is the
+ * same as `claimCtes` below.
+ */
+const SUCCEED_FUNCTION = `
+create or replace function ${SUCCEED_FN}(
+  p_queue text, p_key text, p_op text, p_token integer, p_result text, p_at bigint,
+  p_notice text, p_n integer, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+begin
+  return query
+  with fin as (
+    update ${KEYS}
+    set state = case when pending > 0 then 'ready' else 'idle' end,
+        running_op = null, running_type = null, avail_at = 0, turn = p_at
+    where queue = p_queue and op_key = p_key and state = 'running'
+      and running_op = p_op and token = p_token
+    returning op_key
+  ), fo as (
+    update ${OPS}
+    set status = 'succeeded', result = p_result, error = null, finished_at = p_at
+    where id = p_op and exists (select 1 from fin)
+    returning id
+  ), n as (
+    select pg_notify('${CHANNEL}', p_notice) from fo where p_notice is not null
+  ), k as (
+    select queue, op_key, token from ${KEYS}
+    where queue = p_queue and state = 'ready' and avail_at <= p_at
+      and exists (select 1 from fin)
+    order by turn, op_key
+    limit p_n
+    for update skip locked
+  ), h as (
+    select o.id, o.op_key, k.token + 1 as next_token
+    from k cross join lateral (
+      select o.id, o.op_key from ${OPS} o
+      where o.queue = k.queue and o.op_key = k.op_key and o.status = 'queued'
+      order by o.seq
+      limit 1
+    ) as o
+  ), u as (
+    update ${OPS} as o
+    set status = 'running', token = h.next_token, attempts = o.attempts + 1,
+        worker = p_worker, started_at = p_at
+    from h
+    where o.id = h.id and o.status = 'queued'
+    returning o.*
+  ), g as (
+    update ${KEYS} as kk
+    set state = 'running', running_op = u.id, running_type = u.type, token = u.token,
+        lease_until = p_lease_until, pending = kk.pending - 1
+    from u
+    where kk.queue = p_queue and kk.op_key = u.op_key
+    returning kk.op_key
+  )
+  select row_to_json(c) from (
+    select (select count(*) from fin) as ok, (select count(*) from n) as notified, x.*
+    from (select 1 as one) as one left join (
+      select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
+    ) as x on true
+  ) as c;
+end
+$fn$`;
 
 /** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
 export const migrations: readonly Migration[] = [
@@ -104,6 +172,16 @@ export const migrations: readonly Migration[] = [
         .on(KEYS)
         .columns(['queue', 'state', 'turn'])
         .execute();
+    },
+  },
+  {
+    // PostgreSQL plans a statement on every execution unless it is prepared, and the success
+    // path's one statement (seven CTEs) cost more to plan than to run. A PL/pgSQL function keeps
+    // its plan per connection: same statement, planned once.
+    name: 'pg-succeed-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(SUCCEED_FUNCTION).execute(db);
     },
   },
 ];
@@ -582,10 +660,13 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         limit ${n}
         for update skip locked
       ), h as (
-        select distinct on (o.op_key) o.id, o.op_key, k.token + 1 as next_token
-        from ${opsT} o join k on o.queue = k.queue and o.op_key = k.op_key
-        where o.status = 'queued'
-        order by o.op_key, o.seq
+        select o.id, o.op_key, k.token + 1 as next_token
+        from k cross join lateral (
+          select o.id, o.op_key from ${opsT} o
+          where o.queue = k.queue and o.op_key = k.op_key and o.status = 'queued'
+          order by o.seq
+          limit 1
+        ) as o
       ), u as (
         update ${opsT} as o
         set status = 'running', token = h.next_token, attempts = o.attempts + 1,
@@ -659,28 +740,18 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     next: Omit<ClaimOptions, 'limit' | 'key'> | undefined,
   ): Promise<{ claims: Claim[]; poisoned: Completion[] } | null | undefined> => {
     const notice = claim.announce ? `d:${name}:${claim.op.id}` : null;
-    const { rows } = await sql<ClaimedRow & { ok: string | number; notified: string | number }>`
-      with fin as (
-        update ${keysT}
-        set state = case when pending > 0 then 'ready' else 'idle' end,
-            running_op = null, running_type = null, avail_at = 0, turn = ${at}
-        where queue = ${name} and op_key = ${claim.op.key} and state = 'running'
-          and running_op = ${claim.op.id} and token = ${claim.token}
-        returning op_key
-      ), fo as (
-        update ${opsT}
-        set status = 'succeeded', result = ${text}, error = null, finished_at = ${at}
-        where id = ${claim.op.id} and exists (select 1 from fin)
-        returning id
-      ), n as (
-        select pg_notify(${CHANNEL}, ${notice}) from fo where ${notice}::text is not null
-      ), ${claimCtes(next ? 1 : 0, next ?? { leaseMs: 0, workerId: '', maxLeaseExpiries: 0, stopOnPoison: false }, at, 'fin')}
-      select (select count(*) from fin) as ok, (select count(*) from n) as notified, c.*
-      from (${claimedSelect}) as c
+    const { rows } = await sql<{ j: ClaimedRow & { ok: string | number } }>`
+      select ${sql.raw(SUCCEED_FN)}(${name}, ${claim.op.key}, ${claim.op.id}, ${claim.token},
+        ${text}, ${at}, ${notice}::text, ${next ? 1 : 0}, ${at + (next?.leaseMs ?? 0)},
+        ${next?.workerId ?? ''}) as j
     `.execute(db);
-    if (Number(rows[0]?.ok ?? 0) === 0) return undefined;
+    const out = rows.map(
+      (r) =>
+        (typeof r.j === 'string' ? JSON.parse(r.j) : r.j) as ClaimedRow & { ok: string | number },
+    );
+    if (Number(out[0]?.ok ?? 0) === 0) return undefined;
     if (!next) return null;
-    return claimLeftovers(next, readClaims(rows));
+    return claimLeftovers(next, readClaims(out));
   };
 
   /** Stores an op (no idempotency key check here) and wakes workers when its key was idle. */
