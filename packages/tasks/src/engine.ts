@@ -166,6 +166,23 @@ function isSensitiveResult(t: Task, atomProvides: string[], symbols: Set<string>
   return false;
 }
 
+const NO_EXTRA: { result?: unknown; failure?: TaskFailure } = Object.freeze({});
+
+/** `explainNotJson`, without its allocations for the common scalar results. */
+function whyNotJson(value: unknown): string | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
+  if (typeof value === 'number' && Number.isFinite(value)) return undefined;
+  return explainNotJson(value, 'result');
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (
+    v !== null &&
+    (typeof v === 'object' || typeof v === 'function') &&
+    typeof (v as { then?: unknown }).then === 'function'
+  );
+}
+
 function failureOf(task: string | null, error: unknown): TaskFailure {
   return { ...serializeError(error), task };
 }
@@ -427,6 +444,8 @@ class FlowRun {
   readonly #c: CompiledFlow;
   readonly #lease: Lease | undefined;
   readonly #token: bigint | null;
+  /** The `update` of every task-level append (never mutated by logs). */
+  readonly #tokenOnly: { token: bigint | null };
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #symbols: Set<string>;
@@ -476,6 +495,7 @@ class FlowRun {
     this.flowId = flowId;
     this.#lease = lease;
     this.#token = lease?.token ?? null;
+    this.#tokenOnly = { token: this.#token };
     const { logger, clock } = engine.internals;
     this.#logger = logger;
     this.#clock = clock;
@@ -709,11 +729,12 @@ class FlowRun {
     return inputs;
   }
 
-  async #write(entry: LogEntry, flowState?: FlowState): Promise<void> {
-    await this.#engine.log.append(
+  /** One entry, made durable (the update objects are built once per run: no allocation per write). */
+  #write(entry: LogEntry, flowState?: FlowState): Promise<void> {
+    return this.#engine.log.append(
       this.flowId,
       [entry],
-      flowState ? { state: flowState, token: this.#token } : { token: this.#token },
+      flowState ? { state: flowState, token: this.#token } : this.#tokenOnly,
     );
   }
 
@@ -735,51 +756,66 @@ class FlowRun {
   async #transition(
     i: number,
     state: TaskState,
-    extra: { result?: unknown; failure?: TaskFailure } = {},
+    extra: { result?: unknown; failure?: TaskFailure } = NO_EXTRA,
     also?: LogEntry[],
   ): Promise<void> {
+    const has = 'result' in extra;
+    const entry = this.#entryOf(i, state, has, extra.result, extra.failure);
+    if (also) {
+      for (const e of also) {
+        e.seq = ++this.seq;
+        e.at = entry.at;
+      }
+      await this.#engine.log.append(this.flowId, [entry, ...also], this.#tokenOnly);
+    } else await this.#write(entry);
+    this.#applied(i, entry, has, extra.result);
+  }
+
+  /** The log entry of a task transition (a SUCCESS result is kept for reverting). */
+  #entryOf(
+    i: number,
+    state: TaskState,
+    hasResult: boolean,
+    result: unknown,
+    failure: TaskFailure | undefined,
+  ): LogEntry {
     const a = this.#c.atoms[i]!;
-    const at = this.#clock.now();
-    const attempt = this.#attempts[i]!;
     const entry: LogEntry = {
       seq: ++this.seq,
       task: a.name,
       state,
-      attempt,
-      at,
+      attempt: this.#attempts[i]!,
+      at: this.#clock.now(),
       token: this.#token,
     };
-    let sensitive = false;
-    if ('result' in extra) {
-      sensitive = isSensitiveResult(a.task, a.provides, this.#symbols);
-      const stored = sensitive
-        ? protect(extra.result, this.#engine.internals.key)
-        : ((extra.result ?? null) as Json);
+    if (hasResult) {
+      const stored = isSensitiveResult(a.task, a.provides, this.#symbols)
+        ? protect(result, this.#engine.internals.key)
+        : ((result ?? null) as Json);
       entry.result = stored;
       if (state === 'SUCCESS') this.#results[i] = stored;
     }
-    if (extra.failure) entry.failure = extra.failure;
-    if (also) {
-      for (const e of also) {
-        e.seq = ++this.seq;
-        e.at = at;
-      }
-      await this.#engine.log.append(this.flowId, [entry, ...also], { token: this.#token });
-    } else await this.#write(entry);
-    this.#states[i] = state;
-    if (this.#engine.hasListeners('task:state')) {
-      const e: TaskStateEvent = {
-        flowId: this.flowId,
-        flow: this.#c.root.name,
-        task: a.name,
-        state,
-        attempt,
-        at,
-      };
-      if ('result' in extra) e.result = sensitive ? REDACTED : extra.result;
-      if (extra.failure) e.failure = extra.failure;
-      this.#engine.emit('task:state', e);
-    }
+    if (failure) entry.failure = failure;
+    return entry;
+  }
+
+  /** Once `entry` is durable: the task's state moves and `task:state` is emitted. */
+  #applied(i: number, entry: LogEntry, hasResult: boolean, result: unknown): void {
+    this.#states[i] = entry.state;
+    if (!this.#engine.hasListeners('task:state')) return;
+    const a = this.#c.atoms[i]!;
+    const e: TaskStateEvent = {
+      flowId: this.flowId,
+      flow: this.#c.root.name,
+      task: a.name,
+      state: entry.state,
+      attempt: entry.attempt!,
+      at: entry.at,
+    };
+    if (hasResult)
+      e.result = isSensitiveResult(a.task, a.provides, this.#symbols) ? REDACTED : result;
+    if (entry.failure) e.failure = entry.failure;
+    this.#engine.emit('task:state', e);
   }
 
   #ctx(i: number, signal: AbortSignal, params: JsonObject | undefined): TaskContext {
@@ -855,6 +891,24 @@ class FlowRun {
     idle?: () => Promise<boolean>;
   }): Promise<void> {
     const limit = this.#engine.concurrency;
+    if (limit === 1) {
+      // One at a time: a plain loop (no promise, closure or wake-up per task).
+      for (;;) {
+        const i = loop.next();
+        if (i < 0) {
+          if (loop.idle && (await loop.idle())) continue;
+          return;
+        }
+        let ok: boolean;
+        try {
+          ok = await loop.start(i);
+        } catch (error) {
+          this.#fatal ??= error;
+          continue;
+        }
+        loop.done(i, ok);
+      }
+    }
     let running = 0;
     let woken = false;
     let wake: (() => void) | undefined;
@@ -974,26 +1028,63 @@ class FlowRun {
   }
 
   async #runAtom(i: number): Promise<boolean> {
+    const t = this.#c.atoms[i]!.task;
+    const attempt = this.#attempts[i]! + 1;
+    this.#attempts[i] = attempt;
+    const params = this.#paramsOf(i, t.retry?.paramsFor?.(attempt));
+    // The hot path (RUNNING, a synchronous JSON result, SUCCESS) is kept small: no nested async
+    // call, and no await of a plain value (each costs a tick and allocations). Anything else —
+    // a promise, a failure, a result to check further — continues in #attemptLoop.
+    const running = this.#entryOf(i, 'RUNNING', false, undefined, undefined);
+    await this.#write(running);
+    this.#applied(i, running, false, undefined);
+    let result: unknown;
+    try {
+      result = t.execute(this.#ctx(i, this.#controller.signal, params), this.#inputsFor(i, params));
+    } catch (error) {
+      return this.#attemptLoop(i, attempt, params, { threw: true, value: error });
+    }
+    if (result === undefined) result = null;
+    if (isThenable(result) || Array.isArray(t.provides) || whyNotJson(result) !== undefined) {
+      return this.#attemptLoop(i, attempt, params, { threw: false, value: result });
+    }
+    this.#bind(i, result);
+    const success = this.#entryOf(i, 'SUCCESS', true, result, undefined);
+    await this.#write(success);
+    this.#applied(i, success, true, result);
+    this.#completedAt[i] = ++this.#completedCount;
+    return true;
+  }
+
+  /** Attempts of atom `i` from the outcome of its first `execute` call (retries included). */
+  async #attemptLoop(
+    i: number,
+    attempt: number,
+    params: JsonObject | undefined,
+    first: { threw: boolean; value: unknown } | undefined,
+  ): Promise<boolean> {
     const a = this.#c.atoms[i]!;
     const t = a.task;
-    let attempt = this.#attempts[i]! + 1;
-    this.#attempts[i] = attempt;
-    let params = this.#paramsOf(i, t.retry?.paramsFor?.(attempt));
-    await this.#transition(i, 'RUNNING');
     const signal = this.#controller.signal;
     for (;;) {
       let result: unknown;
       let error: unknown;
       let ok = false;
       try {
-        result = await t.execute(this.#ctx(i, signal, params), this.#inputsFor(i, params));
+        if (first) {
+          const { threw, value } = first;
+          first = undefined;
+          if (threw) throw value;
+          result = value;
+        } else result = t.execute(this.#ctx(i, signal, params), this.#inputsFor(i, params));
+        if (isThenable(result)) result = await result;
         ok = true;
       } catch (e) {
         error = e;
       }
       if (ok) {
         if (result === undefined) result = null;
-        const why = explainNotJson(result, 'result');
+        const why = whyNotJson(result);
         let bad: Error | undefined;
         if (why) {
           bad = new TasksError(
@@ -1010,7 +1101,9 @@ class FlowRun {
         }
         if (!bad) {
           this.#bind(i, result);
-          await this.#transition(i, 'SUCCESS', { result });
+          const success = this.#entryOf(i, 'SUCCESS', true, result, undefined);
+          await this.#write(success);
+          this.#applied(i, success, true, result);
           this.#completedAt[i] = ++this.#completedCount;
           return true;
         }

@@ -124,10 +124,163 @@ export function flowExists(flowId: string): TasksError {
   );
 }
 
+const STATES: readonly TaskState[] = [
+  'PENDING',
+  'RUNNING',
+  'SUCCESS',
+  'FAILURE',
+  'REVERTING',
+  'REVERTED',
+  'REVERT_FAILURE',
+  'RETRYING',
+  'SUSPENDED',
+  'CANCELLED',
+];
+const STATE_INDEX = new Map<unknown, number>(STATES.map((s, i) => [s, i]));
+
+const HAS_ATTEMPT = 1;
+const HAS_TOKEN = 2; // `token: null`
+const HAS_RESULT = 4; // in `values[ref]`
+const HAS_FAILURE = 8; // in `values[ref]`
+const SUBFLOW = 16;
+const WHOLE = 32; // an entry of another shape, kept as given in `values[ref]`
+
+/**
+ * The entries of one flow, stored column by column: the numbers in typed arrays (outside the
+ * JavaScript heap, so the garbage collector neither copies nor scans them), one string reference
+ * per entry for the task, and only results and failures as objects. `history()` and `load()`
+ * build the same `LogEntry` objects on demand (same keys, same order as the engine writes them).
+ * A run that keeps a long log therefore keeps few objects alive: GC work per task stays flat.
+ */
+class EntryColumns {
+  length = 0;
+  #seq = new Float64Array(16);
+  #at = new Float64Array(16);
+  #attempt = new Int32Array(16);
+  #ref = new Int32Array(16);
+  #state = new Uint8Array(16);
+  #flags = new Uint8Array(16);
+  readonly #task: (string | null)[] = [];
+  readonly #values: unknown[] = [];
+
+  get lastSeq(): number {
+    return this.length ? this.#seq[this.length - 1]! : 0;
+  }
+
+  push(e: LogEntry): void {
+    const k = this.length;
+    if (k === this.#seq.length) this.#grow();
+    this.#seq[k] = e.seq;
+    this.#at[k] = e.at;
+    this.length = k + 1;
+    let flags = 0;
+    let keys = 0;
+    let known = 3; // seq, task, state
+    const state = STATE_INDEX.get(e.state);
+    const { attempt, token, result, failure, subflow } = e;
+    if (attempt !== undefined) {
+      flags |= HAS_ATTEMPT;
+      known++;
+    }
+    if (token === null) {
+      flags |= HAS_TOKEN;
+      known++;
+    }
+    if (result !== undefined) {
+      flags |= HAS_RESULT;
+      known++;
+    }
+    if (failure !== undefined) {
+      flags |= HAS_FAILURE;
+      known++;
+    }
+    if (subflow === true) {
+      flags |= SUBFLOW;
+      known++;
+    }
+    if (e.at !== undefined) known++;
+    for (const _ in e) keys++;
+    if (
+      keys !== known ||
+      state === undefined ||
+      typeof e.seq !== 'number' ||
+      typeof e.at !== 'number' ||
+      (e.task !== null && typeof e.task !== 'string') ||
+      (subflow !== undefined && subflow !== true) ||
+      (token !== undefined && token !== null) ||
+      (attempt !== undefined && ((attempt | 0) !== attempt || Object.is(attempt, -0))) ||
+      (result !== undefined && failure !== undefined)
+    ) {
+      // Not a shape stored column-wise: kept whole.
+      this.#flags[k] = WHOLE;
+      this.#ref[k] = this.#values.push(e) - 1;
+      this.#task.push(null);
+      return;
+    }
+    this.#flags[k] = flags;
+    this.#state[k] = state;
+    this.#attempt[k] = attempt ?? 0;
+    this.#ref[k] =
+      result !== undefined
+        ? this.#values.push(result) - 1
+        : failure !== undefined
+          ? this.#values.push(failure) - 1
+          : -1;
+    this.#task.push(e.task);
+  }
+
+  /** Entry `k`, as it was appended. */
+  at(k: number): LogEntry {
+    const flags = this.#flags[k]!;
+    if (flags & WHOLE) return this.#values[this.#ref[k]!] as LogEntry;
+    const e = { seq: this.#seq[k]!, task: this.#task[k]! } as LogEntry;
+    const subflow = (flags & SUBFLOW) !== 0;
+    if (subflow) e.subflow = true;
+    e.state = STATES[this.#state[k]!]!;
+    if (flags & HAS_ATTEMPT) e.attempt = this.#attempt[k]!;
+    if (subflow && flags & HAS_FAILURE) e.failure = this.#values[this.#ref[k]!] as TaskFailure;
+    e.at = this.#at[k]!;
+    if (flags & HAS_TOKEN) e.token = null;
+    if (flags & HAS_RESULT) e.result = this.#values[this.#ref[k]!] as Json;
+    if (!subflow && flags & HAS_FAILURE) e.failure = this.#values[this.#ref[k]!] as TaskFailure;
+    return e;
+  }
+
+  all(): LogEntry[] {
+    const out = new Array<LogEntry>(this.length);
+    for (let k = 0; k < this.length; k++) out[k] = this.at(k);
+    return out;
+  }
+
+  #grow(): void {
+    const n = this.#seq.length * 2;
+    const seq = new Float64Array(n);
+    seq.set(this.#seq);
+    this.#seq = seq;
+    const at = new Float64Array(n);
+    at.set(this.#at);
+    this.#at = at;
+    const attempt = new Int32Array(n);
+    attempt.set(this.#attempt);
+    this.#attempt = attempt;
+    const ref = new Int32Array(n);
+    ref.set(this.#ref);
+    this.#ref = ref;
+    const state = new Uint8Array(n);
+    state.set(this.#state);
+    this.#state = state;
+    const flags = new Uint8Array(n);
+    flags.set(this.#flags);
+    this.#flags = flags;
+  }
+}
+
 interface MemoryFlow {
   record: FlowRecord;
-  entries: LogEntry[];
+  entries: EntryColumns;
 }
+
+const DONE = Promise.resolve();
 
 /** A task log in this process's memory (lost with it): the default, and the fastest. */
 export function memoryLog(): TaskLog {
@@ -142,31 +295,39 @@ export function memoryLog(): TaskLog {
   return {
     async create(record, entries) {
       if (flows.has(record.flowId)) throw flowExists(record.flowId);
-      flows.set(record.flowId, { record: { ...record }, entries: [...entries] });
+      const columns = new EntryColumns();
+      for (const e of entries) columns.push(e);
+      flows.set(record.flowId, { record: { ...record }, entries: columns });
     },
-    async append(flowId, entries, update) {
-      const f = check(flowId, update.token);
-      const last = f.entries.length ? f.entries[f.entries.length - 1]!.seq : 0;
-      if (entries.length && entries[0]!.seq <= last) {
-        throw new TasksError(
-          'tasks.fenced',
-          `flow ${flowId}: log position ${entries[0]!.seq} already written by another engine`,
-          {
-            details: { flowId, seq: entries[0]!.seq },
-          },
-        );
+    // Not `async`: an append is synchronous here, so it returns one shared settled promise.
+    append(flowId, entries, update) {
+      try {
+        const f = check(flowId, update.token);
+        const last = f.entries.lastSeq;
+        if (entries.length && entries[0]!.seq <= last) {
+          throw new TasksError(
+            'tasks.fenced',
+            `flow ${flowId}: log position ${entries[0]!.seq} already written by another engine`,
+            {
+              details: { flowId, seq: entries[0]!.seq },
+            },
+          );
+        }
+        for (const e of entries) f.entries.push(e);
+        if (update.token != null) f.record.token = update.token;
+        if (update.state) f.record.state = update.state;
+        f.record.updatedAt = entries.length ? entries[entries.length - 1]!.at : f.record.updatedAt;
+        return DONE;
+      } catch (error) {
+        return Promise.reject(error as Error);
       }
-      for (const e of entries) f.entries.push(e);
-      if (update.token != null) f.record.token = update.token;
-      if (update.state) f.record.state = update.state;
-      f.record.updatedAt = entries.length ? entries[entries.length - 1]!.at : f.record.updatedAt;
     },
     async load(flowId) {
       const f = flows.get(flowId);
-      return f && { record: { ...f.record }, entries: [...f.entries] };
+      return f && { record: { ...f.record }, entries: f.entries.all() };
     },
     async history(flowId) {
-      return [...(flows.get(flowId)?.entries ?? [])];
+      return flows.get(flowId)?.entries.all() ?? [];
     },
     async flows(options = {}) {
       const states = options.states && new Set(options.states);
