@@ -18,6 +18,7 @@ import { compile, MinHeap, validateFlow, type CompiledFlow, type Flow, type Node
 import {
   memoryLog,
   notFound,
+  SETTLED,
   type FlowDefinition,
   type FlowState,
   type FlowSummary,
@@ -886,7 +887,7 @@ class FlowRun {
    */
   async #pump(loop: {
     next: () => number;
-    start: (i: number) => Promise<boolean>;
+    start: (i: number) => boolean | Promise<boolean>;
     done: (i: number, ok: boolean) => void;
     idle?: () => Promise<boolean>;
   }): Promise<void> {
@@ -901,7 +902,8 @@ class FlowRun {
         }
         let ok: boolean;
         try {
-          ok = await loop.start(i);
+          const started = loop.start(i);
+          ok = typeof started === 'boolean' ? started : await started;
         } catch (error) {
           this.#fatal ??= error;
           continue;
@@ -922,7 +924,14 @@ class FlowRun {
         const i = loop.next();
         if (i < 0) break;
         running++;
-        loop.start(i).then(
+        let started: Promise<boolean>;
+        try {
+          const r = loop.start(i);
+          started = typeof r === 'boolean' ? Promise.resolve(r) : r;
+        } catch (error) {
+          started = Promise.reject(error as Error);
+        }
+        started.then(
           (ok) => {
             loop.done(i, ok);
             settle();
@@ -1027,17 +1036,44 @@ class FlowRun {
     return out === undefined ? own : own === undefined ? out : { ...out, ...own };
   }
 
-  async #runAtom(i: number): Promise<boolean> {
+  /**
+   * Runs atom `i`. The hot path — RUNNING, a synchronous JSON result, SUCCESS, on a log whose
+   * writes are already durable when `append` returns (the memory log) — is synchronous: no
+   * promise, await or closure per task, which is what keeps the cost per task flat as runs grow.
+   * Anything else (a pending write, a promise from the task, a failure, a result to check
+   * further) continues asynchronously.
+   */
+  #runAtom(i: number): boolean | Promise<boolean> {
     const t = this.#c.atoms[i]!.task;
     const attempt = this.#attempts[i]! + 1;
     this.#attempts[i] = attempt;
     const params = this.#paramsOf(i, t.retry?.paramsFor?.(attempt));
-    // The hot path (RUNNING, a synchronous JSON result, SUCCESS) is kept small: no nested async
-    // call, and no await of a plain value (each costs a tick and allocations). Anything else —
-    // a promise, a failure, a result to check further — continues in #attemptLoop.
     const running = this.#entryOf(i, 'RUNNING', false, undefined, undefined);
-    await this.#write(running);
+    const written = this.#write(running);
+    if (written !== SETTLED) return this.#runAfter(written, i, running, attempt, params);
     this.#applied(i, running, false, undefined);
+    return this.#executeAtom(i, attempt, params);
+  }
+
+  async #runAfter(
+    written: Promise<void>,
+    i: number,
+    running: LogEntry,
+    attempt: number,
+    params: JsonObject | undefined,
+  ): Promise<boolean> {
+    await written;
+    this.#applied(i, running, false, undefined);
+    return this.#executeAtom(i, attempt, params);
+  }
+
+  /** First attempt of atom `i` (RUNNING is durable). */
+  #executeAtom(
+    i: number,
+    attempt: number,
+    params: JsonObject | undefined,
+  ): boolean | Promise<boolean> {
+    const t = this.#c.atoms[i]!.task;
     let result: unknown;
     try {
       result = t.execute(this.#ctx(i, this.#controller.signal, params), this.#inputsFor(i, params));
@@ -1050,10 +1086,26 @@ class FlowRun {
     }
     this.#bind(i, result);
     const success = this.#entryOf(i, 'SUCCESS', true, result, undefined);
-    await this.#write(success);
+    const written = this.#write(success);
+    if (written !== SETTLED) return this.#succeededAfter(written, i, success, result);
+    this.#succeeded(i, success, result);
+    return true;
+  }
+
+  async #succeededAfter(
+    written: Promise<void>,
+    i: number,
+    success: LogEntry,
+    result: unknown,
+  ): Promise<boolean> {
+    await written;
+    this.#succeeded(i, success, result);
+    return true;
+  }
+
+  #succeeded(i: number, success: LogEntry, result: unknown): void {
     this.#applied(i, success, true, result);
     this.#completedAt[i] = ++this.#completedCount;
-    return true;
   }
 
   /** Attempts of atom `i` from the outcome of its first `execute` call (retries included). */

@@ -144,6 +144,7 @@ const HAS_RESULT = 4; // in `values[ref]`
 const HAS_FAILURE = 8; // in `values[ref]`
 const SUBFLOW = 16;
 const WHOLE = 32; // an entry of another shape, kept as given in `values[ref]`
+const NULL_RESULT = 64; // `result: null` (with HAS_RESULT; nothing in `values`)
 
 /**
  * The entries of one flow, stored column by column: the numbers in typed arrays (outside the
@@ -217,15 +218,18 @@ class EntryColumns {
       this.#task.push(null);
       return;
     }
-    this.#flags[k] = flags;
     this.#state[k] = state;
     this.#attempt[k] = attempt ?? 0;
+    if (result === null) flags |= NULL_RESULT;
+    this.#flags[k] = flags;
     this.#ref[k] =
-      result !== undefined
-        ? this.#values.push(result) - 1
-        : failure !== undefined
-          ? this.#values.push(failure) - 1
-          : -1;
+      result === null
+        ? -1
+        : result !== undefined
+          ? this.#values.push(result) - 1
+          : failure !== undefined
+            ? this.#values.push(failure) - 1
+            : -1;
     this.#task.push(e.task);
   }
 
@@ -241,7 +245,8 @@ class EntryColumns {
     if (subflow && flags & HAS_FAILURE) e.failure = this.#values[this.#ref[k]!] as TaskFailure;
     e.at = this.#at[k]!;
     if (flags & HAS_TOKEN) e.token = null;
-    if (flags & HAS_RESULT) e.result = this.#values[this.#ref[k]!] as Json;
+    if (flags & HAS_RESULT)
+      e.result = flags & NULL_RESULT ? null : (this.#values[this.#ref[k]!] as Json);
     if (!subflow && flags & HAS_FAILURE) e.failure = this.#values[this.#ref[k]!] as TaskFailure;
     return e;
   }
@@ -280,7 +285,11 @@ interface MemoryFlow {
   entries: EntryColumns;
 }
 
-const DONE = Promise.resolve();
+/**
+ * What the memory log's `append` returns: one settled promise, so that the engine can tell the
+ * write is durable already and go on without waiting a tick (internal; not exported by the package).
+ */
+export const SETTLED: Promise<void> = Promise.resolve();
 
 /** A task log in this process's memory (lost with it): the default, and the fastest. */
 export function memoryLog(): TaskLog {
@@ -313,11 +322,11 @@ export function memoryLog(): TaskLog {
             },
           );
         }
-        for (const e of entries) f.entries.push(e);
+        for (let k = 0; k < entries.length; k++) f.entries.push(entries[k]!);
         if (update.token != null) f.record.token = update.token;
         if (update.state) f.record.state = update.state;
         f.record.updatedAt = entries.length ? entries[entries.length - 1]!.at : f.record.updatedAt;
-        return DONE;
+        return SETTLED;
       } catch (error) {
         return Promise.reject(error as Error);
       }
