@@ -40,40 +40,17 @@ const OPS = 'rigging_queue_ops';
 const KEYS = 'rigging_queue_keys';
 const CHANNEL = 'rigging_queue';
 const SUCCEED_FN = 'rigging_queue_succeed_v1';
+const CLAIM_FN = 'rigging_queue_claim_v1';
 
 /**
- * PostgreSQL: records a success if the claim still holds its key (fencing token) and claims up
- * to `p_n` (0 or 1) next fair ops in the same statement. One JSON row: `ok` (1 when the claim
- * held), `notified`, `picked` (a key locked for the next claim, or null) and the claimed op's
- * columns (null when the picked key's head could not be claimed here). The claim part is the
- * same as `claimCtes` below.
+ * PostgreSQL: the claim CTEs of the functions below: `k` (up to `p_n` ready keys, locked,
+ * skipping locked ones; `guard` may add a condition), `h` (their head ops, always found through
+ * the `(queue, op_key, status, seq)` index), `u` (those ops, claimed) and `g` (their keys, running).
  */
-const SUCCEED_FUNCTION = `
-create or replace function ${SUCCEED_FN}(
-  p_queue text, p_key text, p_op text, p_token integer, p_result text, p_at bigint,
-  p_notice text, p_n integer, p_lease_until bigint, p_worker text
-) returns setof json language plpgsql as $fn$
-begin
-  return query
-  with fin as (
-    update ${KEYS}
-    set state = case when pending > 0 then 'ready' else 'idle' end,
-        running_op = null, running_type = null, avail_at = 0, turn = p_at
-    where queue = p_queue and op_key = p_key and state = 'running'
-      and running_op = p_op and token = p_token
-    returning op_key
-  ), fo as (
-    update ${OPS}
-    set status = 'succeeded', result = p_result, error = null, finished_at = p_at
-    where id = p_op and exists (select 1 from fin)
-    returning id
-  ), n as (
-    select pg_notify('${CHANNEL}', p_notice) from fo where p_notice is not null
-  ), k as (
+const claimCteText = (guard: string) => `k as (
     select queue, op_key, token from ${KEYS}
     where queue = p_queue and state = 'ready' and avail_at <= p_at
-      and exists (select 1 from fin)
-    order by turn, op_key
+${guard}    order by turn, op_key
     limit p_n
     for update skip locked
   ), h as (
@@ -99,12 +76,58 @@ begin
     where kk.queue = p_queue and kk.op_key = u.op_key
     returning kk.op_key
   )
-  select row_to_json(c) from (
+`;
+
+/**
+ * PostgreSQL: records a success if the claim still holds its key (fencing token) and claims up
+ * to `p_n` (0 or 1) next fair ops in the same statement. One JSON row: `ok` (1 when the claim
+ * held), `notified`, `picked` (a key locked for the next claim, or null) and the claimed op's
+ * columns (null when the picked key's head could not be claimed here).
+ */
+const SUCCEED_FUNCTION = `
+create or replace function ${SUCCEED_FN}(
+  p_queue text, p_key text, p_op text, p_token integer, p_result text, p_at bigint,
+  p_notice text, p_n integer, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+begin
+  return query
+  with fin as (
+    update ${KEYS}
+    set state = case when pending > 0 then 'ready' else 'idle' end,
+        running_op = null, running_type = null, avail_at = 0, turn = p_at
+    where queue = p_queue and op_key = p_key and state = 'running'
+      and running_op = p_op and token = p_token
+    returning op_key
+  ), fo as (
+    update ${OPS}
+    set status = 'succeeded', result = p_result, error = null, finished_at = p_at
+    where id = p_op and exists (select 1 from fin)
+    returning id
+  ), n as (
+    select pg_notify('${CHANNEL}', p_notice) from fo where p_notice is not null
+  ), ${claimCteText('      and exists (select 1 from fin)\n')}  select row_to_json(c) from (
     select (select count(*) from fin) as ok, (select count(*) from n) as notified, x.*
     from (select 1 as one) as one left join (
       select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
     ) as x on true
   ) as c;
+end
+$fn$`;
+
+/**
+ * PostgreSQL: claims up to `p_n` ready head ops (fairness: oldest turn first). One JSON row per
+ * picked key: `picked` and the claimed op's columns (null when its head could not be claimed
+ * here).
+ */
+const CLAIM_FUNCTION = `
+create or replace function ${CLAIM_FN}(
+  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+begin
+  return query
+  with ${claimCteText('')}  select row_to_json(x) from (
+    select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
+  ) as x;
 end
 $fn$`;
 
@@ -182,6 +205,14 @@ export const migrations: readonly Migration[] = [
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
       await sql.raw(SUCCEED_FUNCTION).execute(db);
+    },
+  },
+  {
+    // The worker loop's claim (and so the idle enqueue → start latency), planned once too.
+    name: 'pg-claim-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(CLAIM_FUNCTION).execute(db);
     },
   },
 ];
@@ -641,55 +672,10 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   const opsT = sql.raw(OPS);
   const keysT = sql.raw(KEYS);
 
-  /**
-   * The CTEs `k` (up to `n` ready keys, locked, skipping locked ones), `h` (their head ops), `u`
-   * (those ops, claimed) and `g` (their keys, running). `guard` makes `k` empty unless the
-   * guard CTE returned a row.
-   */
-  const claimCtes = (
-    n: number,
-    { leaseMs, workerId }: Omit<ClaimOptions, 'limit'>,
-    at: number,
-    guard?: string,
-  ) => sql`
-      k as (
-        select queue, op_key, token from ${keysT}
-        where queue = ${name} and state = 'ready' and avail_at <= ${at}
-          ${guard ? sql`and exists (select 1 from ${sql.raw(guard)})` : sql``}
-        order by turn, op_key
-        limit ${n}
-        for update skip locked
-      ), h as (
-        select o.id, o.op_key, k.token + 1 as next_token
-        from k cross join lateral (
-          select o.id, o.op_key from ${opsT} o
-          where o.queue = k.queue and o.op_key = k.op_key and o.status = 'queued'
-          order by o.seq
-          limit 1
-        ) as o
-      ), u as (
-        update ${opsT} as o
-        set status = 'running', token = h.next_token, attempts = o.attempts + 1,
-            worker = ${workerId}, started_at = ${at}
-        from h
-        where o.id = h.id and o.status = 'queued'
-        returning o.*
-      ), g as (
-        update ${keysT} as kk
-        set state = 'running', running_op = u.id, running_type = u.type, token = u.token,
-            lease_until = ${at + leaseMs}, pending = kk.pending - 1
-        from u
-        where kk.queue = ${name} and kk.op_key = u.op_key
-        returning kk.op_key
-      )`;
-
+  /** A row of the claim functions: `picked` (a locked key) and its claimed head op, if any. */
   type ClaimedRow = OpRow & { picked: string | null };
-  const claimedSelect = sql`
-      select x.* from (select 1 as one) as one left join (
-        select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
-      ) as x on true`;
 
-  /** Claims from the rows of `claimedSelect`; keys picked but not claimed are returned apart. */
+  /** Claims from the claim functions' rows; keys picked but not claimed are returned apart. */
   const readClaims = (rows: ClaimedRow[]) => {
     const claims: Claim[] = [];
     const unclaimed: string[] = [];
@@ -721,11 +707,13 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   const pgClaim = async (
     options: ClaimOptions,
   ): Promise<{ claims: Claim[]; poisoned: Completion[] }> => {
-    const { rows } = await sql<ClaimedRow>`
-      with ${claimCtes(options.limit, options, now())}
-      ${claimedSelect}
+    const at = now();
+    const { rows } = await sql<{ j: ClaimedRow | string }>`
+      select ${sql.raw(CLAIM_FN)}(${name}, ${options.limit}, ${at}, ${at + options.leaseMs},
+        ${options.workerId}) as j
     `.execute(db);
-    return claimLeftovers(options, readClaims(rows));
+    const out = rows.map((r) => (typeof r.j === 'string' ? JSON.parse(r.j) : r.j) as ClaimedRow);
+    return claimLeftovers(options, readClaims(out));
   };
 
   /**
