@@ -15,6 +15,7 @@ import type {
   CacheEntry,
   CacheLockHolder,
   ProviderNode,
+  QueueKeyState,
   ReshapeRecord,
 } from '../../dashboard/src/state.js';
 import { CommandError } from '../errors.js';
@@ -232,6 +233,8 @@ export interface Cloud extends AsyncDisposable {
   /** Containers of the simulated runtime. */
   containers(): Promise<{ name: string; image: string; state: string }[]>;
 
+  /** A container queue key as the queue's store sees it (any process's work), dashboard-shaped. */
+  queueKey(key: string): Promise<QueueKeyState>;
   /** Publishes the cache state (`cache:update`). */
   publishCache(): void;
   /** Stops the queue and the repository, releases packages, closes what the cloud opened. */
@@ -689,6 +692,24 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     });
     closers.push(() => flows.close());
 
+    const queueKey = async (key: string): Promise<QueueKeyState> => {
+      const info = await queue.inspect(key);
+      const failed = info.blockedBy ? await queue.get(info.blockedBy) : undefined;
+      return {
+        key,
+        status: info.status,
+        running: info.running ? { id: info.running.id, type: info.running.type } : null,
+        pending: info.pending.map((o) => ({ id: o.id, type: o.type, enqueuedAt: o.createdAt })),
+        lastFailure: failed
+          ? {
+              opId: failed.id,
+              type: failed.type,
+              message: failed.error?.message ?? 'failed',
+              at: failed.finishedAt ?? Date.now(),
+            }
+          : null,
+      };
+    };
     const watchMs = options.watchQueuesMs ?? (options.worker === false ? 1000 : 0);
     if (watchMs > 0) {
       let busy = false;
@@ -699,27 +720,9 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
           const active = await queue.activeKeys({ limit: 200 });
           const keys = new Set([...active.map((k) => k.key), ...hub.busyKeys]);
           for (const key of keys) {
-            const info = await queue.inspect(key);
-            const failed = info.blockedBy ? await queue.get(info.blockedBy) : undefined;
+            const next = await queueKey(key);
             const previous = hub.state.queues.find((k) => k.key === key)?.lastFailure ?? null;
-            hub.queueSnapshot({
-              key,
-              status: info.status,
-              running: info.running ? { id: info.running.id, type: info.running.type } : null,
-              pending: info.pending.map((o) => ({
-                id: o.id,
-                type: o.type,
-                enqueuedAt: o.createdAt,
-              })),
-              lastFailure: failed
-                ? {
-                    opId: failed.id,
-                    type: failed.type,
-                    message: failed.error?.message ?? 'failed',
-                    at: failed.finishedAt ?? Date.now(),
-                  }
-                : previous,
-            });
+            hub.queueSnapshot({ ...next, lastFailure: next.lastFailure ?? previous });
           }
         })()
           .catch((error: unknown) => logger.warn({ err: error }, 'minicloud: queue watch failed'))
@@ -939,6 +942,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
         return rows.map((r) => ({ name: r.name, image: r.image, state: r.state }));
       },
 
+      queueKey,
       publishCache,
 
       async close() {

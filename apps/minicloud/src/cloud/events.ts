@@ -216,7 +216,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   }
 }
 
-const TASK_STATES: Record<string, TaskStatus> = {
+/** Task log states → the dashboard's task statuses. */
+export const TASK_STATES: Record<string, TaskStatus> = {
   PENDING: 'pending',
   RUNNING: 'running',
   RETRYING: 'running',
@@ -229,7 +230,8 @@ const TASK_STATES: Record<string, TaskStatus> = {
   SUSPENDED: 'pending',
 };
 
-const FLOW_STATES: Record<string, FlowStatus> = {
+/** Task log states of a flow → the dashboard's flow statuses. */
+export const FLOW_STATES: Record<string, FlowStatus> = {
   PENDING: 'pending',
   RUNNING: 'running',
   SUCCESS: 'succeeded',

@@ -13,7 +13,8 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type { FlowState, QueueKeyState, TaskState, TaskStatus } from '../../dashboard/src/state.js';
+import type { FlowState, TaskState } from '../../dashboard/src/state.js';
+import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { dashboardDistDir } from './dashboard-dir.js';
@@ -387,43 +388,11 @@ async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
   const active = await cloud.queue.activeKeys().catch(() => []);
   for (const { key } of active) {
     if (hub.state.queues.some((k) => k.key === key)) continue;
-    const info = await cloud.queue.inspect(key).catch(() => undefined);
-    if (!info) continue;
-    const state: QueueKeyState = {
-      key,
-      status: info.status,
-      running: info.running ? { id: info.running.id, type: info.running.type } : null,
-      pending: info.pending.map((o) => ({ id: o.id, type: o.type, enqueuedAt: o.createdAt })),
-      lastFailure: null,
-    };
-    if (info.blockedBy) {
-      const op = await cloud.queue.get(info.blockedBy).catch(() => undefined);
-      if (op) {
-        state.lastFailure = {
-          opId: op.id,
-          type: op.type,
-          message: op.error?.message ?? 'failed',
-          at: op.finishedAt ?? Date.now(),
-        };
-      }
-    }
+    const state = await cloud.queueKey(key).catch(() => undefined);
+    if (!state) continue;
     hub.publish({ type: 'queue:key', key: state });
   }
 }
-
-const TASK_STATES: Record<string, TaskStatus> = {
-  PENDING: 'pending',
-  RUNNING: 'running',
-  RETRYING: 'running',
-  SUCCESS: 'succeeded',
-  FAILURE: 'failed',
-  REVERTING: 'reverting',
-  REVERTED: 'reverted',
-  REVERT_FAILURE: 'failed',
-  CANCELLED: 'failed',
-  SUSPENDED: 'pending',
-};
-const FLOW_STATES: Record<string, TaskStatus> = { ...TASK_STATES, CANCELLED: 'reverted' };
 
 /**
  * Recent flows from the task log that this process has not seen (e.g. before a restart), rebuilt
