@@ -150,6 +150,8 @@ export type DeleteResult = TeardownReport & {
   packageRemoved: PackageRef | null;
   /** Object states in the order they happened (replayed to the caller's hooks). */
   objects: [string, 'destroying' | 'destroyed' | 'failed'][];
+  /** `[subscriber, publisher]` notifications in the order they ran (replayed likewise). */
+  notifications: [string, string][];
 };
 
 /** The handlers of the flows queue: deployments and teardowns, keyed `env:<name>`. */
@@ -650,7 +652,11 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
         .execute();
       let planId = '';
       const objects: DeleteResult['objects'] = [];
+      const notifications: DeleteResult['notifications'] = [];
       const report = await teardownEnvironment(database, reshape, p.env, {
+        onNotify(subscriber, publisher) {
+          notifications.push([subscriber, publisher]);
+        },
         onPlan(plan) {
           planId = plan.id;
           hub.publish({ type: 'plan:set', plan });
@@ -676,7 +682,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
         ? ref
         : null;
       await providerTree();
-      return { ...report, package: ref, packageRemoved, objects };
+      return { ...report, package: ref, packageRemoved, objects, notifications };
     };
 
     const flowHandlers: FlowHandlers = { deploy: deployHandler, delete: deleteHandler };
@@ -851,8 +857,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       }
       // Replayed for the caller (the teardown may have run in another process).
       hooks.onPlan?.(result.plan, result.planText);
-      for (const n of result.notified) {
-        const [subscriber = n, publisher = ''] = n.split(' ← ');
+      for (const [subscriber, publisher] of result.notifications) {
         hooks.onNotify?.(subscriber, publisher);
       }
       for (const [id, state] of result.objects) hooks.onObject?.(id, state);

@@ -38,14 +38,6 @@ interface OpInputs {
 }
 type AnyInputs = any;
 
-/** The task flow of each container op: revertible steps, so a failed op leaves nothing half done. */
-export const CONTAINER_FLOWS: Record<ContainerOpType, string[]> = {
-  create: ['pull-image', 'create-container'],
-  start: ['check-container', 'start-process'],
-  stop: ['check-container', 'stop-process'],
-  delete: ['stop-process', 'remove-container'],
-};
-
 /**
  * The queue handlers of the simulated container runtime. Each op runs as a small revertible
  * task flow in the engine (under its lock; flow id `op-<op id>`, so a worker that takes the op
@@ -185,7 +177,11 @@ export function containerHandlers(
       await journal('op-start', ctx.id);
       const flowId = `op-${ctx.id}`;
       const flow = flows[op];
-      onFlow?.(flowId, `container-${op} ${ctx.key}`, CONTAINER_FLOWS[op]);
+      onFlow?.(
+        flowId,
+        `container-${op} ${ctx.key}`,
+        flow.children.map((c) => c.name),
+      );
       try {
         // A re-claimed op (its worker died) resumes the flow: completed steps do not run again.
         if (await engine.log.load(flowId)) await engine.resume(flowId, flow);

@@ -32,7 +32,7 @@ export {
   treeSnapshot,
 } from './compute.js';
 export type { ComputeNodeSpec } from './compute.js';
-export { CONTAINER_FLOWS, CONTAINER_OPS, ContainerError } from './containers.js';
+export { CONTAINER_OPS, ContainerError } from './containers.js';
 export type { ContainerOpPayload, ContainerOpResult, ContainerOpType } from './containers.js';
 export { DEPLOY_FLOW, deployFlow, deployTaskNames } from './deploy.js';
 export type { DeployFaults, DeployInputs } from './deploy.js';

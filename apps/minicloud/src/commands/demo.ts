@@ -8,7 +8,7 @@ import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import { runDemoStory } from '../steps/story.js';
 import { startWorkers } from '../workers.js';
 import { runRemoteDemo } from './demo-remote.js';
-import { intOption } from './worker.js';
+import { intOption } from './options.js';
 import type { Command } from './types.js';
 
 function removeSqliteFile(file: string): void {

@@ -3,18 +3,10 @@ import { openDatabase } from '@rigging/sql';
 import { formatTree, NODE_1, reshapeNode } from '../cloud/index.js';
 import { CommandError, UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
+import { intOption } from './options.js';
 import type { Command } from './types.js';
 
 const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
-
-function positiveInt(name: string, value: string | boolean | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (typeof value !== 'string' || !/^\d+$/.test(value) || n < 1 || n > 64) {
-    throw new UsageError(`--${name} must be an integer from 1 to 64, got '${String(value)}'`);
-  }
-  return n;
-}
 
 /**
  * `minicloud reshape`: the offline upgrade path. Opens the reshape store directly on the
@@ -47,8 +39,8 @@ export const reshape: Command = {
       throw new UsageError(`--node must be a provider name, got '${name}'`);
     const spec = {
       name,
-      gpus: positiveInt('gpus', values.gpus, NODE_1.gpus),
-      vgpusPerGpu: positiveInt('vgpus-per-gpu', values['vgpus-per-gpu'], NODE_1.vgpusPerGpu),
+      gpus: intOption(values, 'gpus', 1, 64) ?? NODE_1.gpus,
+      vgpusPerGpu: intOption(values, 'vgpus-per-gpu', 1, 64) ?? NODE_1.vgpusPerGpu,
     };
     await using database = await openDatabase(config.databaseUrl);
     out.line('minicloud reshape (offline)');

@@ -2,25 +2,8 @@ import { redactUrl } from '@rigging/sql';
 import { openCloud } from '../cloud/index.js';
 import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
+import { intOption } from './options.js';
 import type { Command } from './types.js';
-
-/** Parses a positive integer option (`--lease-ms 2000`). */
-export function intOption(
-  values: Record<string, unknown>,
-  name: string,
-  min: number,
-  max: number,
-): number | undefined {
-  const raw = values[name];
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (typeof raw !== 'string' || !/^\d+$/.test(raw) || n < min || n > max) {
-    throw new UsageError(
-      `--${name} must be an integer from ${min} to ${max}, got '${String(raw)}'`,
-    );
-  }
-  return n;
-}
 
 export const worker: Command = {
   name: 'worker',

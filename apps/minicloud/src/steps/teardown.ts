@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { sleep } from '@rigging/core';
 import type { DemoStep } from './types.js';
 
@@ -26,10 +24,13 @@ export const teardownStep: DemoStep = {
     // With workers, the worker that deployed env-1 may hold its package: it releases it, and
     // cleans the outdated copy, on its next reconcile tick (within a second).
     const p = report.package;
-    const copy = join(cloud.dataDir, 'packages', p.fqn, p.version, p.id);
     const current = await cloud.repository.current(p.fqn, p.version);
+    const cached = async () =>
+      (await cloud.packages.entries({ probe: false })).some(
+        (e) => e.fqn === p.fqn && e.version === p.version && e.id === p.id,
+      );
     for (let i = 0; workers && !report.packageRemoved && current?.id !== p.id && i < 50; i++) {
-      if (!existsSync(copy)) {
+      if (!(await cached())) {
         detail(`the worker that deployed ${env} released its package`);
         report.packageRemoved = p;
         break;
