@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { LockHolder, LockMode } from '@rigging/core';
 import { describe } from './common.js';
 import {
+  Heartbeat,
   HOST,
   RemoteLockProvider,
   num,
@@ -153,16 +154,19 @@ class RedisBackend implements Backend {
   #client: RedisScriptClient;
   #prefix: string;
   #ttl: number;
-  #heartbeatMs: number;
   #leases = new Map<string, Held>();
-  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #heartbeat: Heartbeat;
   #closed = false;
 
   constructor(client: RedisScriptClient, prefix: string, ttlMs: number, heartbeatMs: number) {
     this.#client = client;
     this.#prefix = prefix;
     this.#ttl = ttlMs;
-    this.#heartbeatMs = heartbeatMs;
+    this.#heartbeat = new Heartbeat(
+      heartbeatMs,
+      () => this.#leases.size > 0,
+      () => this.#renew(),
+    );
   }
 
   localMode(mode: LockMode): LockMode {
@@ -206,7 +210,7 @@ class RedisBackend implements Backend {
       lost: new AbortController(),
     };
     this.#leases.set(leaseId, held);
-    this.#schedule();
+    this.#heartbeat.start();
     let released = false;
     return {
       token: BigInt(String(token)),
@@ -221,20 +225,7 @@ class RedisBackend implements Backend {
     };
   }
 
-  #schedule(): void {
-    // started on demand; it stops itself at a tick with nothing held
-    if (this.#leases.size > 0 && !this.#timer) {
-      this.#timer = setInterval(() => void this.#renew(), this.#heartbeatMs);
-      this.#timer.unref();
-    }
-  }
-
   async #renew(): Promise<void> {
-    if (this.#leases.size === 0) {
-      if (this.#timer) clearInterval(this.#timer);
-      this.#timer = undefined;
-      return;
-    }
     await Promise.all(
       [...this.#leases.values()].map(async (held) => {
         if (held.lost.signal.aborted) return;
@@ -275,8 +266,7 @@ class RedisBackend implements Backend {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#heartbeat.stop();
     // leases stop being renewed: free them now rather than at expiry, and say so
     const leases = [...this.#leases.values()];
     this.#leases.clear();

@@ -50,6 +50,35 @@ export interface Backend {
   close(): Promise<void>;
 }
 
+/**
+ * A heartbeat that runs `tick` every `ms` only while `busy()`: started on demand (no timer churn
+ * per grant), it stops itself at the first tick with nothing to do. `ms <= 0` never runs.
+ */
+export class Heartbeat {
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    readonly ms: number,
+    private readonly busy: () => boolean,
+    private readonly tick: () => Promise<void>,
+  ) {}
+
+  /** Starts the interval if there is work and it is not running. */
+  start(): void {
+    if (this.ms <= 0 || this.#timer || !this.busy()) return;
+    this.#timer = setInterval(() => {
+      if (this.busy()) void this.tick();
+      else this.stop();
+    }, this.ms);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
 export const HOST = hostname();
 
 const ids = new Map<string, string>();

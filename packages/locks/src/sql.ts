@@ -10,6 +10,7 @@ import {
 } from '@rigging/sql';
 import { describe, type ProviderBaseOptions } from './common.js';
 import {
+  Heartbeat,
   HOST,
   RemoteLockProvider,
   holderJson,
@@ -108,14 +109,17 @@ export const lockMigrations: readonly Migration[] = [
 abstract class SessionBackend implements Backend {
   protected database: Database;
   #session: Promise<{ session: Session; lost: AbortController }> | undefined;
-  #heartbeatMs: number;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #heartbeat: Heartbeat;
   #grants = 0;
   #closed = false;
 
   constructor(database: Database, heartbeatMs: number) {
     this.database = database;
-    this.#heartbeatMs = heartbeatMs;
+    this.#heartbeat = new Heartbeat(
+      heartbeatMs,
+      () => this.#grants > 0,
+      () => this.#beat(),
+    );
   }
 
   abstract localMode(mode: LockMode): LockMode;
@@ -162,18 +166,10 @@ abstract class SessionBackend implements Backend {
   protected held(delta: 1 | -1): void {
     this.#grants += delta;
     // started on demand; it stops itself at a tick with nothing held (no timer churn per grant)
-    if (this.#grants > 0 && !this.#timer && this.#heartbeatMs > 0) {
-      this.#timer = setInterval(() => void this.#beat(), this.#heartbeatMs);
-      this.#timer.unref();
-    }
+    this.#heartbeat.start();
   }
 
   async #beat(): Promise<void> {
-    if (this.#grants === 0) {
-      if (this.#timer) clearInterval(this.#timer);
-      this.#timer = undefined;
-      return;
-    }
     const current = this.#session;
     if (!current) return;
     let s: { session: Session; lost: AbortController };
@@ -184,7 +180,7 @@ abstract class SessionBackend implements Backend {
     }
     const timer = setTimeout(
       () => s.lost.abort(new Error('session heartbeat timed out')),
-      this.#heartbeatMs * 2,
+      this.#heartbeat.ms * 2,
     );
     try {
       await s.session.query('select 1');
@@ -197,7 +193,7 @@ abstract class SessionBackend implements Backend {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
+    this.#heartbeat.stop();
     const current = this.#session;
     this.#session = undefined;
     if (current) {
@@ -605,14 +601,17 @@ class MysqlBackend extends SessionBackend {
 class LeaseTableBackend implements Backend {
   #database: Database;
   #ttl: number;
-  #heartbeatMs: number;
   #leases = new Map<string, { id: string; leaseId: string; lost: AbortController }>();
-  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #heartbeat: Heartbeat;
 
   constructor(database: Database, ttlMs: number, heartbeatMs: number) {
     this.#database = database;
     this.#ttl = ttlMs;
-    this.#heartbeatMs = heartbeatMs;
+    this.#heartbeat = new Heartbeat(
+      heartbeatMs,
+      () => this.#leases.size > 0,
+      () => this.#renew(),
+    );
   }
 
   localMode(mode: LockMode): LockMode {
@@ -649,7 +648,7 @@ class LeaseTableBackend implements Backend {
     if (token === undefined) return undefined;
     const lost = new AbortController();
     this.#leases.set(leaseId, { id, leaseId, lost });
-    this.#schedule();
+    this.#heartbeat.start();
     let released = false;
     return {
       token,
@@ -658,7 +657,7 @@ class LeaseTableBackend implements Backend {
         if (released) return;
         released = true;
         this.#leases.delete(leaseId);
-        this.#schedule();
+        this.#heartbeat.start();
         if (lost.signal.aborted) return;
         await sql`delete from rigging_locks_leases where lock_id = ${id} and lease_id = ${leaseId}`.execute(
           this.#database.db,
@@ -667,20 +666,7 @@ class LeaseTableBackend implements Backend {
     };
   }
 
-  #schedule(): void {
-    // started on demand; it stops itself at a tick with nothing held
-    if (this.#leases.size > 0 && !this.#timer) {
-      this.#timer = setInterval(() => void this.#renew(), this.#heartbeatMs);
-      this.#timer.unref();
-    }
-  }
-
   async #renew(): Promise<void> {
-    if (this.#leases.size === 0) {
-      if (this.#timer) clearInterval(this.#timer);
-      this.#timer = undefined;
-      return;
-    }
     for (const lease of [...this.#leases.values()]) {
       if (lease.lost.signal.aborted) continue;
       try {
@@ -724,8 +710,7 @@ class LeaseTableBackend implements Backend {
   }
 
   async close(): Promise<void> {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#heartbeat.stop();
     // leases stop being renewed: free their rows now rather than at expiry, and say so
     const leases = [...this.#leases.values()];
     this.#leases.clear();
