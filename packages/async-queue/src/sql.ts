@@ -742,6 +742,35 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     return claimLeftovers(next, readClaims(out));
   };
 
+  /** The row of a newly enqueued op. */
+  const newOpRow = (
+    id: string,
+    input: EnqueueInput,
+    seq: number,
+    payload: string,
+    at: number,
+  ): OpRow => ({
+    id,
+    queue: name,
+    op_key: input.key,
+    seq,
+    type: input.type,
+    payload,
+    status: 'queued',
+    attempts: 0,
+    expiries: 0,
+    token: 0,
+    idempotency_key: input.idempotencyKey ?? null,
+    result: null,
+    error: null,
+    cancelled_by: null,
+    worker: null,
+    announce: input.waited ? 1 : 0,
+    created_at: at,
+    started_at: null,
+    finished_at: null,
+  });
+
   /** Stores an op (no idempotency key check here) and wakes workers when its key was idle. */
   const pgEnqueue = async (input: EnqueueInput, payload: string, at: number) => {
     const K = (c: string) => sql.ref(`${KEYS}.${c}`);
@@ -771,27 +800,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       select k.state, k.next_seq, (select count(*) from n) as notified from k
     `.execute(db);
     const k = rows[0]!;
-    const row: OpRow = {
-      id,
-      queue: name,
-      op_key: input.key,
-      seq: Number(k.next_seq),
-      type: input.type,
-      payload,
-      status: 'queued',
-      attempts: 0,
-      expiries: 0,
-      token: 0,
-      idempotency_key: input.idempotencyKey ?? null,
-      result: null,
-      error: null,
-      cancelled_by: null,
-      worker: null,
-      announce: input.waited ? 1 : 0,
-      created_at: at,
-      started_at: null,
-      finished_at: null,
-    };
+    const row = newOpRow(id, input, Number(k.next_seq), payload, at);
     return { row, created: true, held: k.state === 'blocked' };
   };
 
@@ -856,32 +865,11 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
               .executeTakeFirstOrThrow()) as KeyRow;
           }
           const seq = Number(k.next_seq);
-          const row: OpRow = {
-            id: randomUUID(),
-            queue: name,
-            op_key: input.key,
-            seq,
-            type: input.type,
-            payload,
-            status: 'queued',
-            attempts: 0,
-            expiries: 0,
-            token: 0,
-            idempotency_key: input.idempotencyKey ?? null,
-            result: null,
-            error: null,
-            cancelled_by: null,
-            worker: null,
-            announce: input.waited ? 1 : 0,
-            created_at: at,
-            started_at: null,
-            finished_at: null,
-          };
+          const row = newOpRow(randomUUID(), input, seq, payload, at);
           await trx.insertInto(OPS).values(row).execute();
           // `ready` with this op as the only pending one: the key was idle (or is new).
           if (k.state === 'ready' && Number(k.pending) === 1) await pgNotify(trx, `n:${name}`);
-          if (k.state === 'blocked') return { row, created: true, held: true };
-          return { row, created: true, held: false };
+          return { row, created: true, held: k.state === 'blocked' };
         });
       let out: { row: OpRow; created: boolean; held?: boolean | undefined };
       const attempt = async () => {
