@@ -16,7 +16,7 @@ export type {
 } from './engine.js';
 export { times, alternatives, revertAll } from './retry.js';
 export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';
-export { memoryLog } from './log.js';
+export { memoryLog, taskStates } from './log.js';
 export type {
   TaskLog,
   TaskState,

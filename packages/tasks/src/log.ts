@@ -124,7 +124,8 @@ export function flowExists(flowId: string): TasksError {
   );
 }
 
-const STATES: readonly TaskState[] = [
+/** Every task and flow state, in a fixed order (e.g. to validate a state given as input). */
+export const taskStates: readonly TaskState[] = Object.freeze([
   'PENDING',
   'RUNNING',
   'SUCCESS',
@@ -135,8 +136,8 @@ const STATES: readonly TaskState[] = [
   'RETRYING',
   'SUSPENDED',
   'CANCELLED',
-];
-const STATE_INDEX = new Map<unknown, number>(STATES.map((s, i) => [s, i]));
+]);
+const STATE_INDEX = new Map<unknown, number>(taskStates.map((s, i) => [s, i]));
 
 const HAS_ATTEMPT = 1;
 const HAS_TOKEN = 2; // `token: null`
@@ -240,7 +241,7 @@ class EntryColumns {
     const e = { seq: this.#seq[k]!, task: this.#task[k]! } as LogEntry;
     const subflow = (flags & SUBFLOW) !== 0;
     if (subflow) e.subflow = true;
-    e.state = STATES[this.#state[k]!]!;
+    e.state = taskStates[this.#state[k]!]!;
     if (flags & HAS_ATTEMPT) e.attempt = this.#attempt[k]!;
     if (subflow && flags & HAS_FAILURE) e.failure = this.#values[this.#ref[k]!] as TaskFailure;
     e.at = this.#at[k]!;

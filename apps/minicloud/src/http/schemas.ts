@@ -2,6 +2,7 @@
  * JSON schemas of the API's inputs (Fastify validates with Ajv before a handler runs; anything
  * not described is refused: `additionalProperties: false`, no type coercion of bodies).
  */
+import { taskStates } from '@rigging/tasks';
 import { CONTAINER_OPS, deployTaskNames } from '../cloud/index.js';
 
 const ENV_NAME = '^[a-z0-9][a-z0-9-]{0,62}$';
@@ -137,20 +138,6 @@ export const flowsQuery = {
   additionalProperties: false,
   properties: {
     limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
-    state: {
-      type: 'string',
-      enum: [
-        'PENDING',
-        'RUNNING',
-        'SUCCESS',
-        'FAILURE',
-        'REVERTING',
-        'REVERTED',
-        'REVERT_FAILURE',
-        'RETRYING',
-        'CANCELLED',
-        'SUSPENDED',
-      ],
-    },
+    state: { type: 'string', enum: [...taskStates] },
   },
 } as const;
