@@ -32,6 +32,7 @@ import {
 } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
+import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import {
   isSegment,
   metaPath,
@@ -106,6 +107,14 @@ export interface PackageCacheOptions {
    * @default true
    */
   durable?: boolean;
+  /**
+   * How `pkg.integrity` is computed when the fetcher gives none: an SRI of this algorithm over
+   * the fetched bytes, or `'none'` to skip hashing (then `pkg.integrity` is `undefined`). An
+   * integrity the fetcher gives is always verified, whatever this says. Hashing is the largest
+   * part of a cold install (SHA-512 ≈ 12 ms per 10 MiB here, SHA-256 ≈ 6 ms with SHA-NI).
+   * @default 'sha512' (npm's choice)
+   */
+  integrityAlgorithm?: IntegrityAlgorithm | 'none';
   /**
    * How often a downloader writes its progress file and waiters poll it (ms).
    * @default 100
@@ -305,6 +314,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   readonly #idleTtlMs: number;
   readonly #olderVersions: 'keep' | 'remove';
   readonly #durable: boolean;
+  readonly #algorithm: IntegrityAlgorithm | 'none';
   readonly #progressIntervalMs: number;
   readonly #waitReportMs: number;
   readonly #touchIntervalMs: number;
@@ -350,6 +360,13 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.#olderVersions = ov;
     this.#durable = options.durable ?? true;
+    const algorithm = options.integrityAlgorithm ?? 'sha512';
+    if (algorithm !== 'none' && !isIntegrityAlgorithm(algorithm)) {
+      throw new TypeError(
+        `PackageCache: integrityAlgorithm must be 'sha256', 'sha384', 'sha512' or 'none', got ${String(algorithm)}`,
+      );
+    }
+    this.#algorithm = algorithm;
     this.#logger = options.logger ?? silentLogger;
     this.#clock = options.clock ?? systemClock;
     if (options.locks === undefined) {
@@ -845,6 +862,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       const { integrity } = await materialize(fetched, {
         target,
         scratch: tmp,
+        algorithm: this.#algorithm,
         signal,
         what,
         onBytes: (n) => progress(n),

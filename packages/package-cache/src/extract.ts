@@ -25,7 +25,7 @@ import { Unpack } from 'tar';
 import yauzl from 'yauzl';
 import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
-import { IntegrityHasher, verifyBuffer } from './integrity.js';
+import { IntegrityHasher, verifyBuffer, type IntegrityAlgorithm } from './integrity.js';
 
 /** What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory). */
 export type FetchedPackage =
@@ -49,6 +49,8 @@ export interface MaterializeOptions {
   target: string;
   /** Scratch directory for a spooled payload. */
   scratch: string;
+  /** Algorithm of the integrity computed when none is expected (`'none'`: do not hash). */
+  algorithm: IntegrityAlgorithm | 'none';
   signal?: AbortSignal | undefined;
   /** Called with the running byte count of the payload. */
   onBytes?: ((received: number) => void) | undefined;
@@ -142,7 +144,7 @@ export async function materialize(
     const head = await readHead(fetched.path);
     const format = detect(head);
     if (format === 'zip') {
-      const hasher = new IntegrityHasher(fetched.integrity);
+      const hasher = new IntegrityHasher(fetched.integrity, opts.algorithm);
       for await (const chunk of createReadStream(fetched.path, { signal })) {
         hasher.update(chunk as Buffer);
         opts.onBytes?.(hasher.bytes);
@@ -168,7 +170,7 @@ export async function materialize(
       fetched.buffer.byteLength,
     );
     // Hash on the thread pool while extracting; nothing is visible until the caller renames.
-    const verified = verifyBuffer(buffer, fetched.integrity, what);
+    const verified = verifyBuffer(buffer, fetched.integrity, what, opts.algorithm);
     verified.catch(() => {});
     opts.onBytes?.(buffer.length);
     const format = detect(buffer);
@@ -224,7 +226,7 @@ async function streamTar(
   opts: MaterializeOptions,
 ): Promise<{ integrity: string | undefined }> {
   const { target, signal, what } = opts;
-  const hasher = new IntegrityHasher(expected);
+  const hasher = new IntegrityHasher(expected, opts.algorithm);
   const iterator = source[Symbol.asyncIterator]();
   const head: Uint8Array[] = [];
   let headBytes = 0;

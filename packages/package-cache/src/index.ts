@@ -21,3 +21,4 @@ export type { PackageCacheErrorCode } from './errors.js';
 export { validateRef, refKey, MAX_SEGMENT_LENGTH } from './ref.js';
 export type { PackageRef } from './ref.js';
 export { parseIntegrity } from './integrity.js';
+export type { IntegrityAlgorithm } from './integrity.js';

@@ -2,7 +2,12 @@ import { createHash, type Hash } from 'node:crypto';
 import { PackageCacheError } from './errors.js';
 
 const STRENGTH = { sha256: 1, sha384: 2, sha512: 3 } as const;
-type Algorithm = keyof typeof STRENGTH;
+/** A hash algorithm an SRI string may name. */
+export type IntegrityAlgorithm = keyof typeof STRENGTH;
+type Algorithm = IntegrityAlgorithm;
+
+export const isIntegrityAlgorithm = (value: unknown): value is IntegrityAlgorithm =>
+  typeof value === 'string' && Object.hasOwn(STRENGTH, value);
 
 /** A parsed SRI string: the strongest algorithm it names and the digests accepted for it. */
 export interface ParsedIntegrity {
@@ -46,9 +51,11 @@ export async function verifyBuffer(
   bytes: Uint8Array,
   expected: string | undefined,
   what: string,
-): Promise<string> {
+  fallback: Algorithm | 'none' = 'sha512',
+): Promise<string | undefined> {
   const parsed = expected === undefined ? undefined : parseIntegrity(expected);
-  const algorithm = parsed?.algorithm ?? 'sha512';
+  if (!parsed && fallback === 'none') return undefined;
+  const algorithm = parsed?.algorithm ?? (fallback as Algorithm);
   const digest = Buffer.from(
     await crypto.subtle.digest(SUBTLE[algorithm], bytes as Uint8Array<ArrayBuffer>),
   ).toString('base64');
@@ -79,26 +86,33 @@ function check(
   return actual;
 }
 
-/** Hashes bytes as they pass, for the algorithm an integrity names (sha512 when none). */
+/**
+ * Hashes bytes as they pass, for the algorithm an integrity names (else `fallback`; with
+ * `'none'` and nothing expected it only counts bytes).
+ */
 export class IntegrityHasher {
   readonly #expected: ParsedIntegrity | undefined;
-  readonly #hash: Hash;
-  readonly algorithm: Algorithm;
+  readonly #hash: Hash | undefined;
+  readonly algorithm: Algorithm | 'none';
   bytes = 0;
 
-  constructor(expected: string | undefined) {
+  constructor(expected: string | undefined, fallback: Algorithm | 'none' = 'sha512') {
     this.#expected = expected === undefined ? undefined : parseIntegrity(expected);
-    this.algorithm = this.#expected?.algorithm ?? 'sha512';
-    this.#hash = createHash(this.algorithm);
+    this.algorithm = this.#expected?.algorithm ?? fallback;
+    this.#hash = this.algorithm === 'none' ? undefined : createHash(this.algorithm);
   }
 
   update(chunk: Uint8Array): void {
     this.bytes += chunk.byteLength;
-    this.#hash.update(chunk);
+    this.#hash?.update(chunk);
   }
 
-  /** Returns the SRI of what was hashed; throws `package_cache.integrity_mismatch` if expected differs. */
-  verify(what: string): string {
+  /**
+   * Returns the SRI of what was hashed (`undefined` when not hashing); throws
+   * `package_cache.integrity_mismatch` if the expected one differs.
+   */
+  verify(what: string): string | undefined {
+    if (this.#hash === undefined || this.algorithm === 'none') return undefined;
     return check(this.#expected, this.algorithm, this.#hash.digest('base64'), this.bytes, what);
   }
 }

@@ -206,6 +206,41 @@ describe('PackageCache', () => {
     expect(calls).toHaveLength(0);
   });
 
+  it('integrityAlgorithm: computes sha256, or nothing with none; a given integrity is still checked', async () => {
+    const bytes = simpleTar();
+    const stream = () => ({
+      stream: (async function* () {
+        yield bytes;
+      })(),
+    });
+    for (const [integrityAlgorithm, expected] of [
+      ['sha256', sri(bytes, 'sha256')],
+      ['sha512', sri(bytes)],
+      ['none', undefined],
+    ] as const) {
+      const { cache } = await cacheWith((r) => (r.id === 'buf' ? { buffer: bytes } : stream()), {
+        integrityAlgorithm,
+      });
+      for (const id of ['buf', 'stream']) {
+        await using pkg = await cache.acquire(ref(id));
+        expect(pkg.integrity).toBe(expected);
+        expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('name: hello\n');
+      }
+      await cache.close();
+    }
+    const { cache } = await cacheWith(() => ({ buffer: bytes, integrity: sri(Buffer.from('x')) }), {
+      integrityAlgorithm: 'none',
+    });
+    const e = await cache.acquire(ref()).catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    const root = await tempDir();
+    expect(
+      () =>
+        // @ts-expect-error: not an algorithm
+        new PackageCache({ root, fetch: () => Promise.resolve(bytes), integrityAlgorithm: 'md5' }),
+    ).toThrow(/integrityAlgorithm must be .* got md5/);
+  });
+
   it('integrity mismatch: package_cache.integrity_mismatch and nothing cached', async () => {
     const bytes = simpleTar();
     const zip = zipOf([{ name: 'a', content: 'a' }]);
