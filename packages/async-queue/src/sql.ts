@@ -41,6 +41,11 @@ const KEYS = 'rigging_queue_keys';
 const CHANNEL = 'rigging_queue';
 const SUCCEED_FN = 'rigging_queue_succeed_v1';
 const CLAIM_FN = 'rigging_queue_claim_v1';
+const SUCCEED_MANY_FN = 'rigging_queue_succeed_many_v1';
+/** Successes recorded together at most (one statement or transaction). */
+const SUCCEED_BATCH = 64;
+/** Batches of successes being recorded at once by one backend instance. */
+const MAX_SUCCEED_BATCHES = Number(process.env.AQ_BATCHES ?? 1);
 
 /**
  * PostgreSQL: the claim CTEs of the functions below: `k` (up to `p_n` ready keys, locked,
@@ -131,6 +136,63 @@ begin
 end
 $fn$`;
 
+/**
+ * PostgreSQL: records a batch of successes, each only if its claim still holds its key (fencing
+ * token per op), then claims as many next fair ops as there were accepted successes that asked
+ * for one (`p_next`). Key rows are locked in key order (two batches cannot deadlock). The first
+ * JSON row is `{ ok: [ordinals of the accepted successes, 1-based] }`; each further row is a
+ * picked key and its claimed op's columns, as from the claim function. The claim is a second
+ * statement of the same transaction: it sees the keys just finished (ready again, newest turn).
+ */
+const SUCCEED_MANY_FUNCTION = `
+create or replace function ${SUCCEED_MANY_FN}(
+  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
+  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  v_ok bigint[];
+  v_notified bigint;
+  p_n integer;
+begin
+  with inp as (
+    select * from unnest(p_keys, p_ops, p_tokens, p_results, p_notices, p_next)
+      with ordinality as t(i_key, i_op, i_token, i_result, i_notice, i_next, i_ord)
+  ), l as (
+    select kk.op_key, inp.i_ord from ${KEYS} kk join inp on kk.op_key = inp.i_key
+    where kk.queue = p_queue and kk.state = 'running' and kk.running_op = inp.i_op
+      and kk.token = inp.i_token
+    order by kk.op_key
+    for update of kk
+  ), fin as (
+    update ${KEYS} as kk
+    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
+        running_op = null, running_type = null, avail_at = 0, turn = p_at
+    from l
+    where kk.queue = p_queue and kk.op_key = l.op_key
+    returning l.i_ord
+  ), fo as (
+    update ${OPS} as o
+    set status = 'succeeded', result = inp.i_result, error = null, finished_at = p_at
+    from fin join inp on inp.i_ord = fin.i_ord
+    where o.id = inp.i_op
+    returning inp.i_ord, inp.i_notice, inp.i_next
+  ), n as (
+    select pg_notify('${CHANNEL}', fo.i_notice) from fo where fo.i_notice is not null
+  )
+  select (select coalesce(array_agg(fo.i_ord), '{}') from fo),
+         (select count(*) from fo where fo.i_next),
+         (select count(*) from n)
+  into v_ok, p_n, v_notified;
+  return query select json_build_object('ok', v_ok);
+  if p_n > 0 then
+    return query
+    with ${claimCteText('')}  select row_to_json(x) from (
+      select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
+    ) as x;
+  end if;
+end
+$fn$`;
+
 /** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
 export const migrations: readonly Migration[] = [
   {
@@ -213,6 +275,15 @@ export const migrations: readonly Migration[] = [
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
       await sql.raw(CLAIM_FUNCTION).execute(db);
+    },
+  },
+  {
+    // Successes that arrive while another is being recorded go together: one statement and one
+    // commit for many ops (each still checked against its own fencing token).
+    name: 'pg-succeed-many-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
     },
   },
 ];
@@ -716,32 +787,6 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     return claimLeftovers(options, readClaims(out));
   };
 
-  /**
-   * Records a success if the claim still holds its key (fencing token) and, in the same
-   * statement (one commit per op), claims the next fair op when `next` is given. `undefined`
-   * when the claim is stale (nothing changed, nothing claimed).
-   */
-  const pgSucceed = async (
-    claim: Claim,
-    text: string,
-    at: number,
-    next: Omit<ClaimOptions, 'limit' | 'key'> | undefined,
-  ): Promise<{ claims: Claim[]; poisoned: Completion[] } | null | undefined> => {
-    const notice = claim.announce ? `d:${name}:${claim.op.id}` : null;
-    const { rows } = await sql<{ j: ClaimedRow & { ok: string | number } }>`
-      select ${sql.raw(SUCCEED_FN)}(${name}, ${claim.op.key}, ${claim.op.id}, ${claim.token},
-        ${text}, ${at}, ${notice}::text, ${next ? 1 : 0}, ${at + (next?.leaseMs ?? 0)},
-        ${next?.workerId ?? ''}) as j
-    `.execute(db);
-    const out = rows.map(
-      (r) =>
-        (typeof r.j === 'string' ? JSON.parse(r.j) : r.j) as ClaimedRow & { ok: string | number },
-    );
-    if (Number(out[0]?.ok ?? 0) === 0) return undefined;
-    if (!next) return null;
-    return claimLeftovers(next, readClaims(out));
-  };
-
   /** The row of a newly enqueued op. */
   const newOpRow = (
     id: string,
@@ -802,6 +847,133 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     const k = rows[0]!;
     const row = newOpRow(id, input, Number(k.next_seq), payload, at);
     return { row, created: true, held: k.state === 'blocked' };
+  };
+
+  /** A success waiting to be recorded with others that arrive meanwhile. */
+  interface SucceedItem {
+    claim: Claim;
+    result: unknown;
+    text: string;
+    next: Omit<ClaimOptions, 'limit' | 'key'> | undefined;
+    resolve: (c: Completion | undefined) => void;
+    reject: (error: unknown) => void;
+  }
+  const succeeding: SucceedItem[] = [];
+  let succeedBatches = 0;
+
+  /**
+   * Successes are recorded in batches: the first goes at once; those that arrive while it is
+   * being recorded go together in the next statement (PostgreSQL) or transaction — one commit
+   * for many ops, like a database's group commit. No success waits for a timer.
+   */
+  const pumpSucceed = () => {
+    while (succeedBatches < MAX_SUCCEED_BATCHES && succeeding.length > 0) {
+      const items = succeeding.splice(0, SUCCEED_BATCH);
+      succeedBatches++;
+      void succeedMany(items)
+        .then(
+          (out) => items.forEach((it, i) => it.resolve(out[i])),
+          (error: unknown) => items.forEach((it) => it.reject(error)),
+        )
+        .finally(() => {
+          succeedBatches--;
+          pumpSucceed();
+        });
+    }
+  };
+
+  const succeeded = (it: SucceedItem, at: number): Completion => ({
+    op: { ...it.claim.op, status: 'succeeded' as const, result: it.result, finishedAt: at },
+    cancelled: [],
+    blocked: false,
+  });
+
+  /**
+   * Hands the ops claimed for a batch to the accepted successes that asked for one (at most one
+   * each: it takes over that op's slot); poisoned completions go with the first.
+   */
+  const handOut = (
+    out: (Completion | undefined)[],
+    items: SucceedItem[],
+    chained: { claims: Claim[]; poisoned: Completion[] } | undefined,
+  ) => {
+    if (!chained) return out;
+    let i = 0;
+    let poisoned = chained.poisoned;
+    for (let j = 0; j < items.length; j++) {
+      const c = out[j];
+      if (!c || !items[j]!.next) continue;
+      const claim = chained.claims[i++];
+      c.next = { claims: claim ? [claim] : [], poisoned };
+      poisoned = [];
+    }
+    return out;
+  };
+
+  const succeedMany = async (items: SucceedItem[]): Promise<(Completion | undefined)[]> => {
+    const wanted = closed ? undefined : items.find((it) => it.next)?.next;
+    if (closed) for (const it of items) it.next = undefined;
+    // A chained claim also looks for expired leases now and then: transactional path.
+    if (pg && !(wanted && expiredCheckDue(wanted.leaseMs))) {
+      return pgSucceedMany(items, now(), wanted);
+    }
+    return tx(async (trx) => {
+      const at = now();
+      const out: (Completion | undefined)[] = [];
+      let want = 0;
+      // Key rows are locked in key order, so that two batches cannot deadlock.
+      const order = items.map((_, i) => i);
+      order.sort((a, b) => (items[a]!.claim.op.key < items[b]!.claim.op.key ? -1 : 1));
+      for (const i of order) {
+        const it = items[i]!;
+        const { claim } = it;
+        // Advance the key only if this claim still holds it (fencing token): one statement
+        // checks and locks. The state always changes, so MySQL counts the row as updated.
+        if (!(await advanceKey(trx, claim.op.key, at, claim))) continue;
+        await trx
+          .updateTable(OPS)
+          .set({ status: 'succeeded', result: it.text, error: null, finished_at: at })
+          .where('id', '=', claim.op.id)
+          .execute();
+        if (claim.announce) await pgNotify(trx, `d:${name}:${claim.op.id}`);
+        out[i] = succeeded(it, at);
+        if (it.next) want++;
+      }
+      // Claim the next fair keys in the same transaction: one transaction per batch, not two.
+      const chained =
+        want > 0 && wanted ? await claimWithin(trx, { ...wanted, limit: want }) : undefined;
+      return handOut(out, items, chained);
+    });
+  };
+
+  /** One statement: every success of the batch (each fenced) and the chained claims. */
+  const pgSucceedMany = async (
+    items: SucceedItem[],
+    at: number,
+    next: Omit<ClaimOptions, 'limit' | 'key'> | undefined,
+  ): Promise<(Completion | undefined)[]> => {
+    const { rows } = await sql<{ j: unknown }>`
+      select ${sql.raw(SUCCEED_MANY_FN)}(${name},
+        ${items.map((it) => it.claim.op.key)}::text[],
+        ${items.map((it) => it.claim.op.id)}::text[],
+        ${items.map((it) => it.claim.token)}::integer[],
+        ${items.map((it) => it.text)}::text[],
+        ${items.map((it) => (it.claim.announce ? `d:${name}:${it.claim.op.id}` : null))}::text[],
+        ${items.map((it) => it.next !== undefined)}::boolean[],
+        ${at}, ${at + (next?.leaseMs ?? 0)}, ${next?.workerId ?? ''}) as j
+    `.execute(db);
+    const out: (Completion | undefined)[] = [];
+    const parsed = rows.map((r) => (typeof r.j === 'string' ? JSON.parse(r.j) : r.j));
+    const head = parsed.shift() as { ok: (number | string)[] } | undefined;
+    let want = 0;
+    for (const ord of head?.ok ?? []) {
+      const i = Number(ord) - 1;
+      out[i] = succeeded(items[i]!, at);
+      if (items[i]!.next) want++;
+    }
+    const chained =
+      want > 0 && next ? await claimLeftovers(next, readClaims(parsed as ClaimedRow[])) : undefined;
+    return handOut(out, items, chained);
   };
 
   const backend: QueueBackend = {
@@ -937,42 +1109,19 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       return lost;
     },
 
-    async succeed(claim, result, next) {
-      const text = JSON.stringify(result ?? null);
-      // A chained claim also looks for expired leases now and then: transactional path.
-      if (pg && !(next && !closed && expiredCheckDue(next.leaseMs))) {
-        const at = now();
-        const chained = await pgSucceed(claim, text, at, next && !closed ? next : undefined);
-        if (chained === undefined) return undefined;
-        return {
-          op: { ...claim.op, status: 'succeeded' as const, result, finishedAt: at },
-          cancelled: [],
-          blocked: false,
-          next: chained ?? undefined,
-        };
-      }
-      return tx(async (trx): Promise<Completion | undefined> => {
-        const at = now();
-        // Advance the key only if this claim still holds it (fencing token): one statement
-        // checks and locks. The state always changes, so MySQL counts the row as updated.
-        if (!(await advanceKey(trx, claim.op.key, at, claim))) return undefined;
-        await trx
-          .updateTable(OPS)
-          .set({ status: 'succeeded', result: text, error: null, finished_at: at })
-          .where('id', '=', claim.op.id)
-          .execute();
-        if (claim.announce) await pgNotify(trx, `d:${name}:${claim.op.id}`);
-        // Claim the next fair key in the same transaction: one transaction per op, not two.
-        const chained = next && !closed ? await claimWithin(trx, { ...next, limit: 1 }) : undefined;
-        return {
-          op: { ...claim.op, status: 'succeeded' as const, result, finishedAt: at },
-          cancelled: [],
-          blocked: false,
-          next: chained,
-        };
+    succeed(claim, result, next) {
+      return new Promise<Completion | undefined>((resolve, reject) => {
+        succeeding.push({
+          claim,
+          result,
+          text: JSON.stringify(result ?? null),
+          next,
+          resolve,
+          reject,
+        });
+        pumpSucceed();
       });
     },
-
     async fail(claim, error, outcome: FailOutcome) {
       return tx(async (trx) => {
         if (!(await holdsClaim(trx, claim))) return undefined;

@@ -1,4 +1,4 @@
-import { deferred, sleep } from '@rigging/core';
+import { deferred, silentLogger, sleep, systemClock } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -123,6 +123,61 @@ for (const b of backends) {
       expect(refused).toEqual([id]);
       expect(runs).toEqual(['a1', 'b2']);
       expect(await a.get(id)).toMatchObject({ status: 'succeeded', result: 'from b', attempts: 2 });
+    }, 60_000);
+
+    it('successes recorded together: each checked against its own token, one claim each', async () => {
+      const backend = sqlBackend(db1, { name: `batch${++n}`, pollMs: 60_000 });
+      await backend.attach({
+        clock: systemClock,
+        logger: silentLogger,
+        wake: () => {},
+        settled: () => {},
+      });
+      try {
+        const first: string[] = [];
+        for (const key of ['k0', 'k1', 'k2', 'k3']) {
+          for (let i = 0; i < 2; i++) {
+            const { op } = await backend.enqueue({ key, type: 'op', payload: i });
+            if (i === 0) first.push(op.id);
+          }
+        }
+        const opts = { workerId: 'w', maxLeaseExpiries: 5, stopOnPoison: true };
+        const { claims } = await backend.claim({ ...opts, limit: 4, leaseMs: 50 });
+        expect(claims.map((c) => c.op.id).sort()).toEqual([...first].sort());
+        const byKey = new Map(claims.map((c) => [c.op.key, c]));
+        await sleep(80);
+        // k0's lease expired and another claim took it: its first claim is now stale.
+        const again = await backend.claim({ ...opts, limit: 1, leaseMs: 60_000, key: 'k0' });
+        expect(again.claims.map((c) => [c.op.id, c.token])).toEqual([
+          [byKey.get('k0')!.op.id, byKey.get('k0')!.token + 1],
+        ]);
+        // Issued at once: the first is recorded alone, the three others together.
+        const next = { ...opts, leaseMs: 60_000 };
+        const out = await Promise.all(
+          ['k1', 'k0', 'k2', 'k3'].map((key) => backend.succeed(byKey.get(key)!, key, next)),
+        );
+        expect(out.map((c) => c?.op.status)).toEqual([
+          'succeeded',
+          undefined,
+          'succeeded',
+          'succeeded',
+        ]);
+        const chained = out.flatMap((c) => c?.next?.claims ?? []);
+        expect(out.map((c) => c?.next?.claims.length)).toEqual([1, undefined, 1, 1]);
+        expect(chained.map((c) => c.op.key).sort()).toEqual(['k1', 'k2', 'k3']);
+        expect(chained.every((c) => c.op.payload === 1)).toBe(true);
+        expect((await backend.get(first[0]!))?.status).toBe('running');
+        for (const id of first.slice(1)) expect((await backend.get(id))?.status).toBe('succeeded');
+        // The stale claim stays refused; the claim that replaced it is recorded.
+        expect(await backend.succeed(byKey.get('k0')!, 'stale')).toBeUndefined();
+        expect((await backend.succeed(again.claims[0]!, 'fresh'))?.op.status).toBe('succeeded');
+        expect(await backend.get(first[0]!)).toMatchObject({
+          status: 'succeeded',
+          result: 'fresh',
+        });
+      } finally {
+        await backend.close();
+      }
     }, 60_000);
 
     it('an op whose worker keeps dying fails as poison after maxLeaseExpiries', async () => {
