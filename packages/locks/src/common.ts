@@ -227,7 +227,15 @@ export class LeaseImpl implements Lease {
   }
 
   release(): Promise<void> {
-    if (this.#releasing) return this.#releasing;
+    return this.releaseNow() ?? RESOLVED;
+  }
+
+  /**
+   * Releases; returns `undefined` when the release completed synchronously (wrappers use it to
+   * skip a promise per grant), else the promise `release()` returns.
+   */
+  releaseNow(): Promise<void> | undefined {
+    if (this.#releasing) return this.#releasing === RESOLVED ? undefined : this.#releasing;
     const afterLoss = this.isLost;
     this.#released = true;
     let result: void | Promise<void>;
@@ -238,11 +246,11 @@ export class LeaseImpl implements Lease {
     }
     if (result instanceof Promise) {
       this.#releasing = result.then(() => this.#emitReleased(afterLoss));
-    } else {
-      this.#emitReleased(afterLoss);
-      this.#releasing = RESOLVED;
+      return this.#releasing;
     }
-    return this.#releasing;
+    this.#emitReleased(afterLoss);
+    this.#releasing = RESOLVED;
+    return undefined;
   }
 
   #emitReleased(afterLoss: boolean): void {

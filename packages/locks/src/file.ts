@@ -3,6 +3,7 @@ import {
   closeSync,
   constants as fsConstants,
   fstatSync,
+  ftruncateSync,
   mkdirSync,
   openSync,
   readSync,
@@ -40,6 +41,17 @@ const HOST_JSON = JSON.stringify(HOST);
 const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
 const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
 const READ_SIZE = 65536;
+/**
+ * Every write to a lock file sets its size to `SIZE_BASE + (n mod SIZE_SPAN)` for the n-th write
+ * (the record itself stays below `SIZE_BASE`; the rest is a hole), so a size the same as at our own
+ * last write, with the same mtime and ctime, proves nobody wrote since (see `#tryOnce`).
+ */
+const SIZE_BASE = READ_SIZE;
+const SIZE_SPAN = 1 << 20;
+/** Tokens an exclusive grant reserves in the file; later grants of the same descriptor use them up without writing. */
+const RESERVE = 1024;
+/** An exclusive lease held this long gets its `since` written for `holder()`. */
+const RECORD_SINCE_AFTER_MS = 50;
 const SHARED = { shared: true };
 const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
@@ -72,9 +84,24 @@ interface FileWaiter {
   g: Grant<Held>;
 }
 
+/**
+ * What this process knows about a lock file since its own last write: the file's identity and
+ * (size, mtime, ctime) right after that write, and the tokens it reserved there (`next`..`hi`).
+ */
+interface TokenCache {
+  ino: number;
+  dev: number;
+  size: number;
+  mtimeMs: number;
+  ctimeMs: number;
+  next: number;
+  hi: number;
+}
+
 interface KeyState {
   key: string;
   path: string;
+  cache: TokenCache | undefined;
   queue: WaitQueue<FileWaiter>;
   polling: boolean;
   wake: (() => void) | undefined;
@@ -101,6 +128,8 @@ interface FileRecord {
 class FileLease extends LeaseImpl {
   held!: Held;
   state!: KeyState;
+  /** Exclusive leases: `since` written into the record (held longer than RECORD_SINCE_AFTER_MS). */
+  sinceWritten = false;
 }
 
 /**
@@ -161,7 +190,9 @@ export class FileLock implements LockProvider {
   #idle = new Set<KeyState>();
   #dirReady = false;
   #checker: ReturnType<typeof setInterval> | undefined;
+  #sinceTimer: ReturnType<typeof setTimeout> | undefined;
   #heldCount = 0;
+  #onRelease = (lease: LeaseImpl) => this.#release(lease as FileLease);
 
   constructor(options: FileLockOptions | string) {
     const opts: FileLockOptions = typeof options === 'string' ? { dir: options } : options;
@@ -259,6 +290,31 @@ export class FileLock implements LockProvider {
   }
 
   /**
+   * Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked).
+   * @internal
+   */
+  checkKey(key: string): void {
+    if (!this.#states.has(key)) encodeLockKey(key);
+  }
+
+  /**
+   * One synchronous non-blocking attempt (for {@link TwoLevelLock}'s front waiter): a lease, or
+   * `undefined` when the lock is taken or waiters of this process queue for it.
+   * @internal
+   */
+  tryAcquireNow(key: string, mode: LockMode, started: number): Lease | undefined {
+    const state = this.#state(key);
+    if (state.queue.size > 0) return undefined;
+    let held: Held | undefined;
+    try {
+      held = this.#tryOnce(state, mode);
+    } finally {
+      if (!held) this.#maybeForget(state);
+    }
+    return held && this.#lease(state, mode, held, started);
+  }
+
+  /**
    * Who holds `key`: probes the lock (a non-blocking exclusive try on a separate descriptor) and
    * reads the record the holder wrote. `undefined` when free. Diagnostic only: the answer may be
    * stale by the time it is read, and the probe can make a concurrent `tryAcquire` fail.
@@ -288,6 +344,8 @@ export class FileLock implements LockProvider {
     for (const state of [...this.#idle]) this.#closeIdle(state);
     if (this.#checker) clearInterval(this.#checker);
     this.#checker = undefined;
+    if (this.#sinceTimer) clearTimeout(this.#sinceTimer);
+    this.#sinceTimer = undefined;
   }
 
   // ------------------------------------------------------------------------------------------
@@ -301,6 +359,7 @@ export class FileLock implements LockProvider {
         queue: new WaitQueue(),
         polling: false,
         wake: undefined,
+        cache: undefined,
         leases: new Set(),
         idleFd: undefined,
         idleIno: 0,
@@ -399,7 +458,25 @@ export class FileLock implements LockProvider {
           closeSync(fd);
           continue;
         }
-        const token = mode === 'exclusive' ? grantExclusive(fd) : this.#grantShared(fd);
+        let token: bigint | undefined;
+        if (mode === 'exclusive') {
+          const c = state.cache;
+          if (
+            c !== undefined &&
+            c.next <= c.hi &&
+            st.size === c.size &&
+            st.mtimeMs === c.mtimeMs &&
+            st.ctimeMs === c.ctimeMs &&
+            st.ino === c.ino &&
+            st.dev === c.dev
+          ) {
+            // nobody wrote the file since our last write: the counter there is still our `hi`
+            token = BigInt(c.next++);
+          } else token = reserveExclusive(state, fd, st.size);
+        } else {
+          state.cache = undefined;
+          token = grantShared(fd, st.size);
+        }
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
           fsx.unlock(fd, LOCK_OFFSET, 1);
@@ -417,39 +494,6 @@ export class FileLock implements LockProvider {
     throw new Error(`lock file ${state.path} keeps being replaced; giving up`);
   }
 
-  #grantShared(fd: number): bigint | undefined {
-    if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
-    try {
-      const { token, record } = readRecord(fd);
-      const next = nextToken(token);
-      const holders =
-        record?.mode === 'shared'
-          ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
-          : [];
-      holders.push({ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() });
-      writeRecord(fd, next, { v: 1, mode: 'shared', holders });
-      return next;
-    } finally {
-      fsx.unlock(fd, META_OFFSET, 1);
-    }
-  }
-
-  /** Removes this shared holder from the record; false when the metadata lock is busy. */
-  #unrecordShared(fd: number, token: bigint): boolean {
-    if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return false;
-    try {
-      const { token: counter, record } = readRecord(fd);
-      if (record?.mode === 'shared') {
-        const t = token.toString();
-        record.holders = record.holders.filter((h) => !(h.pid === process.pid && h.token === t));
-        writeRecord(fd, counter, record);
-      }
-      return true;
-    } finally {
-      fsx.unlock(fd, META_OFFSET, 1);
-    }
-  }
-
   #readHolder(path: string, fdIn?: number): LockHolder | undefined {
     let fd = fdIn;
     try {
@@ -459,6 +503,8 @@ export class FileLock implements LockProvider {
       if (!record || !first) return undefined;
       let since = first.since;
       for (const h of record.holders) since = Math.min(since, h.since);
+      // an exclusive lease younger than RECORD_SINCE_AFTER_MS has not written it yet
+      if (!(since > 0)) since = Date.now();
       return {
         mode: record.mode,
         since,
@@ -516,18 +562,53 @@ export class FileLock implements LockProvider {
       token: held.token,
       provider: this.name,
       events: this.events,
-      onRelease: (l) => this.#release(l as FileLease),
+      onRelease: this.#onRelease,
     });
     lease.held = held;
     lease.state = state;
     state.leases.add(lease);
     this.#heldCount++;
+    // exclusive grants write no `since`; a lease still held after a while writes it (one timer
+    // for all leases, not one per grant)
+    if (mode === 'exclusive' && this.#sinceTimer === undefined) {
+      this.#armSince(RECORD_SINCE_AFTER_MS);
+    }
     if (this.#checkInterval > 0 && !this.#checker) {
       this.#checker = setInterval(() => this.#checkAll(), this.#checkInterval);
       this.#checker.unref();
     }
     emitAcquired(this.events, this.name, lease, started);
     return lease;
+  }
+
+  #armSince(ms: number): void {
+    this.#sinceTimer = setTimeout(() => this.#recordSince(), ms);
+    this.#sinceTimer.unref();
+  }
+
+  /** Writes `since` of exclusive leases held RECORD_SINCE_AFTER_MS or longer (for holder()). */
+  #recordSince(): void {
+    this.#sinceTimer = undefined;
+    if (this.#heldCount === 0) return;
+    const now = Date.now();
+    let next = Infinity;
+    for (const state of this.#states.values()) {
+      for (const lease of state.leases) {
+        if (lease.mode !== 'exclusive' || lease.sinceWritten || lease.isLost) continue;
+        const age = now - lease.acquiredAt;
+        if (age < RECORD_SINCE_AFTER_MS) {
+          next = Math.min(next, RECORD_SINCE_AFTER_MS - age);
+          continue;
+        }
+        try {
+          writeExclusiveSince(state, lease.held.fd, lease.acquiredAt);
+          lease.sinceWritten = true;
+        } catch {
+          // diagnostic only: holder() then reports the time it is asked as `since`
+        }
+      }
+    }
+    if (next !== Infinity) this.#armSince(Math.max(1, next));
   }
 
   #checkAll(): void {
@@ -555,15 +636,24 @@ export class FileLock implements LockProvider {
 
   #release(lease: FileLease): void | Promise<void> {
     if (!lease.state.leases.delete(lease)) return;
-    if (lease.mode === 'exclusive' || lease.isLost) return this.#unlock(lease);
+    if (lease.mode === 'exclusive' || lease.isLost) {
+      if (lease.sinceWritten && !lease.isLost) {
+        try {
+          writeExclusiveSince(lease.state, lease.held.fd, 0); // the next holder's is not known yet
+        } catch {
+          // diagnostic only
+        }
+      }
+      return this.#unlock(lease);
+    }
     const { held } = lease;
-    if (this.#unrecordShared(held.fd, held.token)) return this.#unlock(lease);
+    if (unrecordShared(held.fd, held.token)) return this.#unlock(lease);
     // the metadata lock is held for a few syscalls at most by another shared holder: retry soon
     return (async () => {
       try {
         for (let i = 0; i < 200; i++) {
           await new Promise((r) => setTimeout(r, 1));
-          if (this.#unrecordShared(held.fd, held.token)) return;
+          if (unrecordShared(held.fd, held.token)) return;
         }
       } finally {
         this.#unlock(lease);
@@ -606,23 +696,36 @@ function nextToken(previous: bigint): bigint {
   return previous >= floor ? previous + 1n : floor;
 }
 
+/** The size a write sets when the file had `size`: the next step of the write count (see SIZE_BASE). */
+function nextSize(size: number): number {
+  const n = size >= SIZE_BASE && size < SIZE_BASE + SIZE_SPAN ? size - SIZE_BASE + 1 : 0;
+  return SIZE_BASE + (n % SIZE_SPAN);
+}
+
+/** Ends a write: moves the size one step (see SIZE_BASE) from `sizeBefore`. */
+function bumpSize(fd: number, sizeBefore: number): void {
+  ftruncateSync(fd, nextSize(sizeBefore));
+}
+
 const readBuf = Buffer.allocUnsafe(READ_SIZE);
 
-/** Record layout: `<token, 20 digits>\n<JSON record>\n`, stale bytes after it ignored. */
+/** Record layout: `<token, 20 digits>\n<JSON record>\n`, then a hole up to the size (see SIZE_BASE). */
 function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
-  const n = readSync(fd, readBuf, 0, READ_SIZE, 0);
+  // most records are short: read a page first, the rest only when the record does not end there
+  let n = readSync(fd, readBuf, 0, 4096, 0);
+  let end = n > 21 ? readBuf.subarray(0, n).indexOf(10, 21) : -1;
+  if (end < 0 && n === 4096) {
+    n = readSync(fd, readBuf, 0, READ_SIZE, 0);
+    end = readBuf.subarray(0, n).indexOf(10, 21);
+  }
   if (n < 21) return { token: 0n, record: undefined };
-  const text = readBuf.toString('latin1', 0, n);
   let token = 0n;
-  const digits = text.slice(0, 20).trim();
+  const digits = readBuf.toString('latin1', 0, 20).trim();
   if (/^\d+$/.test(digits)) token = BigInt(digits);
   let record: FileRecord | undefined;
-  const end = text.indexOf('\n', 21);
   if (end > 21) {
     try {
-      const parsed = JSON.parse(
-        Buffer.from(text.slice(21, end), 'latin1').toString('utf8'),
-      ) as FileRecord;
+      const parsed = JSON.parse(readBuf.toString('utf8', 21, end)) as FileRecord;
       if (parsed && parsed.v === 1 && Array.isArray(parsed.holders)) record = parsed;
     } catch {
       record = undefined;
@@ -636,7 +739,8 @@ const tokenBuf = Buffer.alloc(20);
 /**
  * The exclusive holder's record never changes within a process except for the counter and
  * `since`, so it is a template written in one `pwrite`:
- * `<counter, 20 digits>\n{"v":1,"mode":"exclusive","holders":[{"pid":…,"host":…,"since":<13 digits>}]}\n`.
+ * `<counter, 20 digits>\n{"v":1,"mode":"exclusive","holders":[{"pid":…,"host":…,"since":<13 chars>}]}\n`
+ * (`since` right-aligned, `0` until the lease has been held RECORD_SINCE_AFTER_MS).
  */
 const EX_HEAD = Buffer.from(
   `\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":`,
@@ -645,29 +749,111 @@ const EX_SINCE_AT = 20 + EX_HEAD.length;
 const exRecord = Buffer.alloc(EX_SINCE_AT + 13 + 4);
 EX_HEAD.copy(exRecord, 20);
 exRecord.write('}]}\n', EX_SINCE_AT + 13, 'latin1');
+const sinceBuf = Buffer.alloc(13);
 
-/** Advances the counter of a file we hold exclusively; writes our holder record with it. */
-function grantExclusive(fd: number): bigint {
+/**
+ * An exclusive grant whose token cache is not valid (another descriptor or process wrote since,
+ * or the reserved tokens are used up): advances the counter in the file by RESERVE tokens, writes
+ * our holder record, moves the size one step and remembers the file's state after the write, so
+ * the next grants of this key can take the reserved tokens without reading or writing.
+ */
+function reserveExclusive(state: KeyState, fd: number, sizeBefore: number): bigint {
+  state.cache = undefined;
   const now = Date.now();
   const previous = readCounter(fd);
   // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
   if (typeof previous === 'number' && now < 1e13) {
     const floor = now * 1000;
-    const next = previous >= floor ? previous + 1 : floor;
-    if (Number.isSafeInteger(next)) {
-      writeDigits(exRecord, 0, 20, next);
-      writeDigits(exRecord, EX_SINCE_AT, 13, now);
-      writeAll(fd, exRecord, exRecord.length);
-      return BigInt(next);
+    const first = previous >= floor ? previous + 1 : floor;
+    const hi = first + RESERVE - 1;
+    if (Number.isSafeInteger(hi)) {
+      writeDigits(exRecord, 0, 20, hi);
+      writeSince(exRecord, EX_SINCE_AT, 0);
+      writeAll(fd, exRecord, exRecord.length, 0);
+      bumpSize(fd, sizeBefore);
+      const st = fstatSync(fd);
+      state.cache = {
+        ino: st.ino,
+        dev: st.dev,
+        size: st.size,
+        mtimeMs: st.mtimeMs,
+        ctimeMs: st.ctimeMs,
+        next: first + 1,
+        hi,
+      };
+      return BigInt(first);
     }
   }
   const next = nextToken(BigInt(previous));
   const t = next.toString();
   writeText(
     fd,
-    `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":${now}}]}\n`,
+    `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":0}]}\n`,
   );
+  bumpSize(fd, sizeBefore);
   return next;
+}
+
+/**
+ * Writes `since` (0: not recorded) into the exclusive record of a file we hold exclusively; keeps
+ * the token cache valid when it was (we are the only writer while we hold the lock).
+ */
+function writeExclusiveSince(state: KeyState, fd: number, since: number): void {
+  const st = fstatSync(fd);
+  const c = state.cache;
+  const cacheValid =
+    c !== undefined &&
+    st.size === c.size &&
+    st.mtimeMs === c.mtimeMs &&
+    st.ctimeMs === c.ctimeMs &&
+    st.ino === c.ino &&
+    st.dev === c.dev;
+  writeSince(sinceBuf, 0, since);
+  writeAll(fd, sinceBuf, 13, EX_SINCE_AT);
+  bumpSize(fd, st.size);
+  if (cacheValid) {
+    const after = fstatSync(fd);
+    c.size = after.size;
+    c.mtimeMs = after.mtimeMs;
+    c.ctimeMs = after.ctimeMs;
+  } else state.cache = undefined;
+}
+
+/** Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
+function grantShared(fd: number, sizeBefore: number): bigint | undefined {
+  if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
+  try {
+    const { token, record } = readRecord(fd);
+    const next = nextToken(token);
+    const holders =
+      record?.mode === 'shared'
+        ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
+        : [];
+    holders.push({ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() });
+    writeRecord(fd, next, { v: 1, mode: 'shared', holders });
+    bumpSize(fd, sizeBefore);
+    return next;
+  } finally {
+    fsx.unlock(fd, META_OFFSET, 1);
+  }
+}
+
+/** Removes this shared holder from the record; false when the metadata lock is busy. */
+function unrecordShared(fd: number, token: bigint): boolean {
+  if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return false;
+  try {
+    const { token: counter, record } = readRecord(fd);
+    if (record?.mode === 'shared') {
+      const t = token.toString();
+      record.holders = record.holders.filter((h) => !(h.pid === process.pid && h.token === t));
+      const sizeBefore = fstatSync(fd).size;
+      writeRecord(fd, counter, record);
+      bumpSize(fd, sizeBefore);
+    }
+    return true;
+  } finally {
+    fsx.unlock(fd, META_OFFSET, 1);
+  }
 }
 
 /** The counter (first 20 bytes; 0 when missing or malformed), a number while it is safe. */
@@ -690,19 +876,34 @@ function writeDigits(buf: Buffer, offset: number, width: number, value: number):
   }
 }
 
-function writeAll(fd: number, buf: Buffer, len: number): void {
+/** `value` right-aligned in 13 chars, spaces before it (valid JSON whitespace). */
+function writeSince(buf: Buffer, offset: number, value: number): void {
+  let i = offset + 12;
+  do {
+    buf[i--] = 48 + (value % 10);
+    value = Math.floor(value / 10);
+  } while (value > 0 && i >= offset);
+  while (i >= offset) buf[i--] = 32;
+}
+
+function writeAll(fd: number, buf: Buffer, len: number, position: number): void {
   let off = 0;
-  while (off < len) off += writeSync(fd, buf, off, len - off, off);
+  while (off < len) off += writeSync(fd, buf, off, len - off, position + off);
 }
 
 function writeRecord(fd: number, token: bigint, record: FileRecord): void {
-  writeText(fd, `${token.toString().padStart(20, '0')}\n${JSON.stringify(record)}\n`);
+  let text = JSON.stringify(record);
+  // the record stays below SIZE_BASE: a very long list of shared holders keeps its oldest ones
+  while (text.length * 3 > SIZE_BASE - 64 && record.holders.length > 1) {
+    record.holders.splice(1, Math.ceil(record.holders.length / 4));
+    text = JSON.stringify(record);
+  }
+  writeText(fd, `${token.toString().padStart(20, '0')}\n${text}\n`);
 }
 
 const writeBuf = Buffer.alloc(READ_SIZE);
 
 function writeText(fd: number, text: string): void {
-  // most records fit the shared buffer (no allocation per grant)
-  const buf = text.length * 3 <= writeBuf.length ? writeBuf : Buffer.alloc(Buffer.byteLength(text));
-  writeAll(fd, buf, buf.write(text, 0, 'utf8'));
+  // records fit the shared buffer (no allocation per grant)
+  writeAll(fd, writeBuf, writeBuf.write(text, 0, 'utf8'), 0);
 }

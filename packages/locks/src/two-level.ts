@@ -50,7 +50,7 @@ export class TwoLevelLock implements LockProvider {
     try {
       mode = validateRequest(key, options).mode;
       // a key with a live in-process lock was checked when that lock was made
-      if (!this.#locks.has(key)) this.file.pathOf(key);
+      if (!this.#locks.has(key)) this.file.checkKey(key);
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       core = this.#core(key);
       wait = core.acquire(mode, key, options);
@@ -58,6 +58,15 @@ export class TwoLevelLock implements LockProvider {
       return Promise.reject(error);
     }
     if (wait) return this.#afterWait(key, mode, core, wait, options, started);
+    // the uncontended path: one synchronous try at the file, no promise chain
+    let inner: Lease | undefined;
+    try {
+      inner = this.file.tryAcquireNow(key, mode, started);
+    } catch (error) {
+      core.release(mode);
+      return Promise.reject(error);
+    }
+    if (inner) return Promise.resolve(this.#wrap(key, mode, core, inner, started));
     return this.#fileLevel(key, mode, core, options, started);
   }
 
@@ -105,7 +114,7 @@ export class TwoLevelLock implements LockProvider {
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest(key, options);
-    this.file.pathOf(key);
+    this.file.checkKey(key);
     const core = this.#core(key);
     if (!core.tryAcquire(mode)) {
       if (core.idle) this.#locks.delete(key);
@@ -158,13 +167,17 @@ export class TwoLevelLock implements LockProvider {
       token: inner.token,
       provider: this.name,
       events: this.events,
-      onRelease: async () => {
+      onRelease: () => {
         unwatch();
+        let pending: Promise<void> | undefined;
         try {
-          await inner.release();
-        } finally {
+          pending = inner instanceof LeaseImpl ? inner.releaseNow() : inner.release();
+        } catch (error) {
           releaseLocal();
+          throw error;
         }
+        if (pending === undefined) return releaseLocal();
+        return pending.finally(releaseLocal);
       },
     });
     const onLost = () => lease.markLost('file lock lost', inner.lost.reason);

@@ -122,6 +122,32 @@ describe('FileLock', () => {
       expect(Number(readFileSync(counter, 'utf8'))).toBe(300);
     }, 90_000);
 
+    it(`keeps tokens strictly increasing across 3 processes taking turns (${kind})`, async () => {
+      const dir = freshDir();
+      const log = join(root, `tokens-${kind}`);
+      writeFileSync(log, '');
+      const kids = [0, 1, 2].map(() => spawnNode(worker, ['tokens', kind, dir, log, '300']));
+      await Promise.all(kids.map((k) => k.waitForLine('done', 60_000)));
+      await Promise.all(kids.map((k) => k.exited));
+      const grants = readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => ({ mode: line[0], token: BigInt(line.slice(2)) }));
+      expect(grants).toHaveLength(900);
+      // exclusive grants are totally ordered by the log; a shared grant may be logged after a
+      // later shared one, but never after a later exclusive one
+      let lastExclusive = -1n;
+      let highest = -1n;
+      for (const g of grants) {
+        if (g.mode === 'e') {
+          expect(g.token).toBeGreaterThan(highest);
+          lastExclusive = g.token;
+        } else expect(g.token).toBeGreaterThan(lastExclusive);
+        if (g.token > highest) highest = g.token;
+      }
+      expect(new Set(grants.map((g) => g.token)).size).toBe(900);
+    }, 90_000);
+
     it(`hands over quickly when a holder is SIGKILLed, with a greater token (${kind})`, async () => {
       const dir = freshDir();
       const child = spawnNode(worker, ['hold', kind, dir, 'k']);
@@ -144,6 +170,68 @@ describe('FileLock', () => {
       }
     }, 60_000);
   }
+});
+
+describe('FileLock tokens and holder records', () => {
+  it('keeps tokens strictly increasing when descriptors of one file take turns', async () => {
+    const dir = freshDir();
+    const locks = [new FileLock({ dir }), new FileLock({ dir }), new TwoLevelLock({ dir })];
+    let last = -1n;
+    let seed = 7;
+    for (let i = 0; i < 3000; i++) {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      const runs = 1 + (seed % 5); // several grants in a row through one descriptor, then another
+      const p = locks[seed % 3]!;
+      for (let r = 0; r < runs; r++) {
+        const lease = await p.acquire('k', { mode: seed % 11 === 0 ? 'shared' : 'exclusive' });
+        expect(lease.token).toBeGreaterThan(last);
+        last = lease.token;
+        await lease.release();
+      }
+    }
+    for (const l of locks) l.close();
+  });
+
+  it('a file written by hand meanwhile (same size) is read again, not trusted', async () => {
+    const dir = freshDir();
+    const locks = new FileLock({ dir });
+    const a = await locks.acquire('k');
+    await a.release();
+    const path = locks.pathOf('k');
+    const text = readFileSync(path);
+    const higher = (a.token + 10_000_000n).toString().padStart(20, '0');
+    text.write(higher, 0, 'latin1');
+    writeFileSync(path, text); // same inode, same size, a higher counter
+    const b = await locks.acquire('k');
+    expect(b.token).toBeGreaterThan(a.token + 10_000_000n);
+    await b.release();
+    locks.close();
+  });
+
+  it('holder() gives since: the call time for a young exclusive lease, the grant time later', async () => {
+    const dir = freshDir();
+    const locks = new FileLock({ dir });
+    const other = new FileLock({ dir });
+    const before = Date.now();
+    const a = await locks.acquire('k');
+    const young = await other.holder('k');
+    expect(young).toMatchObject({ mode: 'exclusive', pid: process.pid });
+    expect(young!.since).toBeGreaterThanOrEqual(before);
+    await new Promise((r) => setTimeout(r, 120));
+    const old = await other.holder('k');
+    expect(old!.since).toBeGreaterThanOrEqual(before);
+    expect(old!.since).toBeLessThanOrEqual(before + 60);
+    await a.release();
+    expect(await other.holder('k')).toBeUndefined();
+    // a fast re-grant does not inherit the old since
+    const b = await locks.acquire('k');
+    expect(b.token).toBeGreaterThan(a.token);
+    const fresh = await other.holder('k');
+    expect(fresh!.since).toBeGreaterThanOrEqual(before + 120);
+    await b.release();
+    locks.close();
+    other.close();
+  });
 });
 
 describe('TwoLevelLock', () => {
