@@ -1,5 +1,13 @@
 import type { SerializedError } from '@rigging/core';
-import type { BackendContext, Claim, EnqueueInput, FailOutcome, QueueBackend } from './backend.js';
+import type {
+  BackendContext,
+  Claim,
+  ClaimOptions,
+  Completion,
+  EnqueueInput,
+  FailOutcome,
+  QueueBackend,
+} from './backend.js';
 import { QueueError } from './errors.js';
 import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from './types.js';
 import { randomUUID } from 'node:crypto';
@@ -25,6 +33,25 @@ export interface MemoryBackendOptions {
    */
   maxFinished?: number;
 }
+
+/**
+ * The memory backend's hot methods without a promise each: the queue calls these directly (ops
+ * are stored in call order either way). Internal: not exported from the package.
+ */
+export interface SyncMethods {
+  enqueue(input: EnqueueInput): { op: OpInfo; created: boolean };
+  succeed(
+    claim: Claim,
+    result: unknown,
+    next?: Omit<ClaimOptions, 'limit' | 'key'>,
+  ): Completion | undefined;
+}
+
+/** The synchronous methods of each memory backend. */
+export const syncMethods = new WeakMap<QueueBackend, SyncMethods>();
+
+/** Shared by completions that cancelled nothing and chained claims that poisoned nothing. */
+const NONE: never[] = [];
 
 function snapshot(op: OpRec, held = false): OpInfo {
   const { token: _token, ...info } = op;
@@ -118,10 +145,13 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
 
   const isHeld = (op: OpRec) => op.status === 'queued' && keys.get(op.key)?.blockedBy !== undefined;
 
+  /**
+   * The claimed op if the claim still holds it. A claim's op is the record itself (`take`), and
+   * a running op is never forgotten: no look-up needed.
+   */
   const held = (claim: Claim): OpRec | undefined => {
-    const op = ops.get(claim.op.id);
-    if (!op || op.status !== 'running' || op.token !== claim.token) return undefined;
-    return op;
+    const op = claim.op as OpRec;
+    return op.status === 'running' && op.token === claim.token ? op : undefined;
   };
 
   const statusOf = (k: KeyRec | undefined): KeyStatus => {
@@ -178,6 +208,65 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     return claims;
   };
 
+  const enqueueNow = (input: EnqueueInput): { op: OpInfo; created: boolean } => {
+    if (input.idempotencyKey !== undefined) {
+      const existing = ops.get(idempotency.get(input.idempotencyKey) ?? '');
+      if (existing) {
+        if (existing.key !== input.key || existing.type !== input.type) {
+          throw new QueueError(
+            'async-queue.idempotency_conflict',
+            `idempotency key '${input.idempotencyKey}' was used for op ${existing.id} (key '${existing.key}', type '${existing.type}'), not key '${input.key}', type '${input.type}'`,
+            { details: { id: existing.id, key: existing.key, type: existing.type } },
+          );
+        }
+        return { op: snapshot(existing, isHeld(existing)), created: false };
+      }
+    }
+    const op: OpRec = {
+      id: randomUUID(),
+      key: input.key,
+      type: input.type,
+      payload: input.payload,
+      status: 'queued',
+      attempts: 0,
+      createdAt: now(),
+      // Every field from the start: one object shape for every op (faster property access).
+      startedAt: undefined,
+      finishedAt: undefined,
+      result: undefined,
+      error: undefined,
+      cancelledBy: undefined,
+      idempotencyKey: input.idempotencyKey,
+      token: 0,
+    };
+    ops.set(op.id, op);
+    if (input.idempotencyKey !== undefined) idempotency.set(input.idempotencyKey, op.id);
+    const k = keyRec(input.key);
+    if (k.queue.length === 0 && !k.running) k.availAt = 0;
+    k.queue.push(op);
+    if (k.blockedBy !== undefined) return { op: snapshot(op, true), created: true };
+    makeReady(k);
+    // The queue only reads what backends return; the record itself is never handed to users.
+    return { op, created: true };
+  };
+
+  const succeedNow: SyncMethods['succeed'] = (claim, result, next) => {
+    const op = held(claim);
+    if (!op) return undefined;
+    op.status = 'succeeded';
+    op.result = result;
+    op.error = undefined;
+    op.finishedAt = now();
+    const k = keyRec(op.key);
+    k.running = undefined;
+    k.availAt = 0;
+    retire(op);
+    makeReady(k);
+    forgetKeyIfIdle(k);
+    const chained = next ? { claims: claimNow(1, undefined), poisoned: NONE } : undefined;
+    return { op, cancelled: NONE, blocked: false, next: chained };
+  };
+
   const backend: QueueBackend = {
     kind: 'memory',
     durable: false,
@@ -186,45 +275,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       ctx = context;
     },
     async enqueue(input: EnqueueInput) {
-      if (input.idempotencyKey !== undefined) {
-        const existing = ops.get(idempotency.get(input.idempotencyKey) ?? '');
-        if (existing) {
-          if (existing.key !== input.key || existing.type !== input.type) {
-            throw new QueueError(
-              'async-queue.idempotency_conflict',
-              `idempotency key '${input.idempotencyKey}' was used for op ${existing.id} (key '${existing.key}', type '${existing.type}'), not key '${input.key}', type '${input.type}'`,
-              { details: { id: existing.id, key: existing.key, type: existing.type } },
-            );
-          }
-          return { op: snapshot(existing, isHeld(existing)), created: false };
-        }
-      }
-      const op: OpRec = {
-        id: randomUUID(),
-        key: input.key,
-        type: input.type,
-        payload: input.payload,
-        status: 'queued',
-        attempts: 0,
-        createdAt: now(),
-        // Every field from the start: one object shape for every op (faster property access).
-        startedAt: undefined,
-        finishedAt: undefined,
-        result: undefined,
-        error: undefined,
-        cancelledBy: undefined,
-        idempotencyKey: input.idempotencyKey,
-        token: 0,
-      };
-      ops.set(op.id, op);
-      if (input.idempotencyKey !== undefined) idempotency.set(input.idempotencyKey, op.id);
-      const k = keyRec(input.key);
-      if (k.queue.length === 0 && !k.running) k.availAt = 0;
-      k.queue.push(op);
-      if (k.blockedBy !== undefined) return { op: snapshot(op, true), created: true };
-      makeReady(k);
-      // The queue only reads what backends return; the record itself is never handed to users.
-      return { op, created: true };
+      return enqueueNow(input);
     },
     async claim({ limit, key }) {
       return { claims: claimNow(limit, key), poisoned: [] };
@@ -235,20 +286,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       return lost;
     },
     async succeed(claim, result, next) {
-      const op = held(claim);
-      if (!op) return undefined;
-      op.status = 'succeeded';
-      op.result = result;
-      op.error = undefined;
-      op.finishedAt = now();
-      const k = keyRec(op.key);
-      k.running = undefined;
-      k.availAt = 0;
-      retire(op);
-      makeReady(k);
-      forgetKeyIfIdle(k);
-      const chained = next ? { claims: claimNow(1, undefined), poisoned: [] } : undefined;
-      return { op, cancelled: [], blocked: false, next: chained };
+      return succeedNow(claim, result, next);
     },
     async fail(claim, error: SerializedError, outcome: FailOutcome) {
       const op = held(claim);
@@ -372,5 +410,6 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     },
     async close() {},
   };
+  syncMethods.set(backend, { enqueue: enqueueNow, succeed: succeedNow });
   return backend;
 }

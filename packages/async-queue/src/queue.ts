@@ -16,9 +16,9 @@ import {
   type SerializedError,
   type WaitOptions,
 } from '@rigging/core';
-import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
+import type { Claim, ClaimOptions, Completion, EnqueueInput, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
-import { memoryBackend } from './memory.js';
+import { memoryBackend, syncMethods, type SyncMethods } from './memory.js';
 import type {
   CommonQueueOptions,
   Handlers,
@@ -225,6 +225,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #timers: Promise<void>[] = [];
   /** Options of the claim chained to each completion (the same for every op). */
   #chain: Omit<ClaimOptions, 'limit' | 'key'> | undefined;
+  /** The memory backend's promise-free hot methods, when that is the backend. */
+  readonly #now: SyncMethods | undefined;
 
   constructor(options: QueueOptions<H>) {
     if (typeof options !== 'object' || options === null) {
@@ -259,6 +261,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     this.workerId =
       options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.backend = options.backend ?? memoryBackend();
+    this.#now = syncMethods.get(this.backend);
     this.#attached = this.backend.attach({
       clock: this.#clock,
       logger: this.#logger,
@@ -297,6 +300,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
+    // Memory backend, nobody listening for key statuses: stored at once, nothing to await.
+    if (this.#now && this.mode === 'async' && !this.#events.hasListeners('key:status')) {
+      const info = this.#stored(this.#now.enqueue(this.#input(key, op, false)));
+      this.#ring();
+      return info.id;
+    }
     const info = await this.#enqueue(key, op);
     if (this.mode === 'sync') await this.#runInline(key, info.id);
     return info.id;
@@ -435,7 +444,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
 
   // ---------------------------------------------------------------- enqueue
 
-  async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
+  /** Checks an op to enqueue (throws before anything is stored) and makes its backend input. */
+  #input(key: string, op: OpInput<H>, waited: boolean): EnqueueInput {
     if (this.#closed) throw this.#closedError();
     if (typeof key !== 'string' || key.length === 0) {
       throw new TypeError(`key must be a non-empty string, got ${JSON.stringify(key)}`);
@@ -462,14 +472,18 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         );
       }
     }
-    if (!this.#isAttached) await this.#attached;
-    const { op: info, created } = await this.backend.enqueue({
+    return {
       key,
       type: op.type,
       payload: op.payload,
       idempotencyKey: op.idempotencyKey,
       waited,
-    });
+    };
+  }
+
+  /** Reports a stored op (`op:queued`). */
+  #stored(out: { op: OpInfo; created: boolean }): OpInfo {
+    const { op: info, created } = out;
     if (this.#events.hasListeners('op:queued')) {
       this.#events.emit('op:queued', {
         id: info.id,
@@ -479,7 +493,20 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         held: info.held === true,
       });
     }
-    if (created) {
+    return info;
+  }
+
+  async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
+    const input = this.#input(key, op, waited);
+    // The memory backend stores at once (and needs no attach to finish): call order is kept.
+    let out: { op: OpInfo; created: boolean };
+    if (this.#now) out = this.#now.enqueue(input);
+    else {
+      if (!this.#isAttached) await this.#attached;
+      out = await this.backend.enqueue(input);
+    }
+    const info = this.#stored(out);
+    if (out.created) {
       const status = this.#emitKeyStatus(key);
       if (status) await status;
     }
@@ -676,11 +703,16 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
               stopOnPoison: this.#policy.onFailure === 'stop',
             })
           : undefined;
-      const c = await this.backend.succeed(entry.claim, result, chain);
+      const c = this.#now
+        ? this.#now.succeed(entry.claim, result, chain)
+        : await this.backend.succeed(entry.claim, result, chain);
       if (!c) return this.#refused(entry.claim);
-      if (c.next) {
-        await this.#adopt(c.next);
-        entry.chained = c.next.claims.length > 0 && !this.#stop.signal.aborted;
+      const { next } = c;
+      if (next) {
+        if (next.poisoned.length === 0 && !this.#stop.signal.aborted) {
+          for (const claim of next.claims) this.#start(claim);
+        } else await this.#adopt(next);
+        entry.chained = next.claims.length > 0 && !this.#stop.signal.aborted;
       }
       if (this.#events.hasListeners('op:succeeded')) {
         this.#events.emit('op:succeeded', {

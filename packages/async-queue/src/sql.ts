@@ -45,7 +45,7 @@ const SUCCEED_MANY_FN = 'rigging_queue_succeed_many_v1';
 /** Successes recorded together at most (one statement or transaction). */
 const SUCCEED_BATCH = 64;
 /** Batches of successes being recorded at once by one backend instance. */
-const MAX_SUCCEED_BATCHES = Number(process.env.AQ_BATCHES ?? 1);
+const MAX_SUCCEED_BATCHES = 1;
 
 /**
  * PostgreSQL: the claim CTEs of the functions below: `k` (up to `p_n` ready keys, locked,
