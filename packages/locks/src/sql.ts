@@ -250,6 +250,30 @@ class PostgresBackend extends SessionBackend {
        on conflict (backend) do update set holder = excluded.holder, opened = excluded.opened`,
       [holderJson(), Date.now()],
     );
+    // the grant and the release, prepared once per session: each call is then an `execute` on the
+    // simple protocol (one round trip, nothing to parse or plan)
+    for (const [name, lock] of [
+      ['x', 'pg_try_advisory_lock'],
+      ['s', 'pg_try_advisory_lock_shared'],
+    ] as const) {
+      // CASE orders the two: the next token is taken only once the lock is granted
+      await session.query(
+        `prepare rigging_locks_grant_${name}(int8) as
+         select (case when ${lock}($1) then nextval('rigging_locks_token_seq') end)::text as token`,
+      );
+    }
+    for (const [name, unlock] of [
+      ['x', 'pg_advisory_unlock'],
+      ['s', 'pg_advisory_unlock_shared'],
+    ] as const) {
+      // NOTIFY only when another session announced a waiter (a shared lock in the two-int key
+      // space, which does not overlap the bigint one); the probe is transaction-scoped
+      await session.query(
+        `prepare rigging_locks_release_${name}(int8, int4, int4) as
+         select ${unlock}($1), case when pg_try_advisory_xact_lock($2, $3) then null
+                                    else pg_notify('${CHANNEL}', $1::text) end`,
+      );
+    }
     session.onNotification((n) => {
       if (n.channel !== CHANNEL || n.payload === undefined) return;
       const set = this.#wakers.get(n.payload);
@@ -322,18 +346,17 @@ class PostgresBackend extends SessionBackend {
     const { session, lost } = await this.session();
     const { big, hi, lo } = split64(id);
     const shared = mode === 'shared';
-    // One round trip, no write: take the lock and, only once granted (CASE orders the two), the
-    // next value of the token sequence (global, so strictly increasing per key). Literals (numbers we computed) keep the
-    // statement on the simple query protocol, like a raw `select pg_advisory_lock(n)`.
+    // One round trip, no write: the prepared statement takes the lock and, once granted, the next
+    // value of the token sequence (global, so strictly increasing per key)
     const r = await session.query<{ token: string | null }>(
-      `select (case when ${shared ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock'}(${big})
-                    then nextval('rigging_locks_token_seq') end)::text as token`,
+      `execute rigging_locks_grant_${shared ? 's' : 'x'}(${big})`,
     );
     const token = r.rows[0]?.token;
     if (token === null || token === undefined) return undefined;
     const since = Date.now();
     this.held(1);
     const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
+    const releaseStatement = `execute rigging_locks_release_${shared ? 's' : 'x'}(${big}, ${hi | 0}, ${lo | 0})`;
     let released = false;
     // leases held a while record `since` for holder(); brief ones never write
     let recorded: Promise<boolean> | undefined;
@@ -358,17 +381,15 @@ class PostgresBackend extends SessionBackend {
         clearTimeout(recordTimer);
         this.held(-1);
         if (lost.signal.aborted) return;
-        const forget = (await recorded)
-          ? `with d as (delete from rigging_locks_pg_holders
-                         where lock_id = ${big} and backend = pg_backend_pid() and token = ${token}) `
-          : '';
-        // NOTIFY only when another session announced a waiter (a shared lock in the two-int key
-        // space, which does not overlap the bigint one); the probe is transaction-scoped
-        await session.query(
-          `${forget}select ${unlock}(${big}),
-                  case when pg_try_advisory_xact_lock(${hi | 0}, ${lo | 0}) then null
-                       else pg_notify('${CHANNEL}', '${big}') end`,
-        );
+        if (await recorded) {
+          await session.query(
+            `with d as (delete from rigging_locks_pg_holders
+                         where lock_id = ${big} and backend = pg_backend_pid() and token = ${token})
+             select ${unlock}(${big}),
+                    case when pg_try_advisory_xact_lock(${hi | 0}, ${lo | 0}) then null
+                         else pg_notify('${CHANNEL}', '${big}') end`,
+          );
+        } else await session.query(releaseStatement);
         // waiters of this process on the same key retry at once
         const set = this.#wakers.get(big);
         if (set) for (const wake of [...set]) wake();
