@@ -165,6 +165,8 @@ export abstract class RemoteLockProvider implements LockProvider {
   #pollMin: number;
   #pollMax: number;
   #fallbackPoll: number;
+  /** Set once `ready()` resolved (it stays resolved): later grants skip awaiting it. */
+  #isReady = false;
 
   protected constructor(
     owner: string,
@@ -213,7 +215,10 @@ export abstract class RemoteLockProvider implements LockProvider {
       await wait;
     }
     try {
-      await this.ready();
+      if (!this.#isReady) {
+        await this.ready();
+        this.#isReady = true;
+      }
       let delay = this.#pollMin;
       let endWait: (() => Promise<void>) | undefined;
       try {
@@ -289,7 +294,7 @@ export abstract class RemoteLockProvider implements LockProvider {
           }
         }
       } finally {
-        await endWait?.();
+        if (endWait) await endWait();
       }
     } catch (error) {
       core.release(localMode);

@@ -135,6 +135,9 @@ abstract class SessionBackend implements Backend {
   }
   protected onLost(): void {}
 
+  /** The open session once it is ready (grants skip awaiting `session()` then). */
+  protected current: { session: Session; lost: AbortController } | undefined;
+
   protected session(): Promise<{ session: Session; lost: AbortController }> {
     if (this.#closed) return Promise.reject(new Error('lock provider is closed'));
     this.#session ??= (async () => {
@@ -143,10 +146,12 @@ abstract class SessionBackend implements Backend {
       const onLost = () => {
         lost.abort(session.lost.reason);
         this.#session = undefined;
+        this.current = undefined;
         this.onLost();
       };
       session.lost.addEventListener('abort', onLost, { once: true });
       lost.signal.addEventListener('abort', () => {
+        if (this.current?.lost === lost) this.current = undefined;
         if (this.#session && !session.lost.aborted) {
           this.#session = undefined;
           void session.close();
@@ -154,7 +159,9 @@ abstract class SessionBackend implements Backend {
         }
       });
       await this.onOpen(session);
-      return { session, lost };
+      const opened = { session, lost };
+      if (!lost.signal.aborted && !this.#closed) this.current = opened;
+      return opened;
     })().catch((error: unknown) => {
       this.#session = undefined;
       throw error;
@@ -196,6 +203,7 @@ abstract class SessionBackend implements Backend {
     this.#heartbeat.stop();
     const current = this.#session;
     this.#session = undefined;
+    this.current = undefined;
     if (current) {
       const s = await current.catch(() => undefined);
       // the server frees the session's locks when it closes: say so to the holders first
@@ -343,7 +351,7 @@ class PostgresBackend extends SessionBackend {
   }
 
   async tryGrant(_key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    const { session, lost } = await this.session();
+    const { session, lost } = this.current ?? (await this.session());
     const { big, hi, lo } = split64(id);
     const shared = mode === 'shared';
     // One round trip, no write: the prepared statement takes the lock and, once granted, the next
@@ -381,7 +389,7 @@ class PostgresBackend extends SessionBackend {
         clearTimeout(recordTimer);
         this.held(-1);
         if (lost.signal.aborted) return;
-        if (await recorded) {
+        if (recorded !== undefined && (await recorded)) {
           await session.query(
             `with d as (delete from rigging_locks_pg_holders
                          where lock_id = ${big} and backend = pg_backend_pid() and token = ${token})
