@@ -9,16 +9,21 @@ import {
 import type { Json, SerializedError } from '@rigging/core';
 import { DestroyGraphError } from './errors.js';
 import type { DestroyGraphEvents, RunStatus } from './events.js';
-import { Node } from './node.js';
-import type {
-  DestroyFn,
-  DestructionHandler,
-  GraphObject,
-  ReferenceKind,
-  Slot,
-  Subscription,
-} from './node.js';
+import { Node, ownerAccess } from './node.js';
+import type { DestroyFn, DestructionHandler, GraphObject, ReferenceKind } from './node.js';
 import { DestructionPlan, planNodes } from './plan.js';
+import {
+  DESTROYED,
+  DOOMED,
+  DS,
+  D_COUNT,
+  D_PUB,
+  D_SUB,
+  LIST,
+  PERSISTENT,
+  REMOVED,
+  Store,
+} from './store.js';
 import type { PlanJSON } from './plan.js';
 
 /** A type of objects: declared properties (with their reference kind), destroy function, handlers. */
@@ -165,7 +170,14 @@ interface TypeInfo {
   def: TypeDefinition;
 }
 
-let idOrderOf: (graph: ObjectGraph) => readonly Node[];
+let idOrderOf: (graph: ObjectGraph) => Int32Array;
+let storeOfGraph: (graph: ObjectGraph) => Store;
+
+/** A subscription as the run sees it. */
+interface Subscription {
+  subscriber: Node;
+  handler: DestructionHandler | string | undefined;
+}
 
 /**
  * A graph of resource objects: ids, types, an ownership tree, persistent and runtime references,
@@ -178,14 +190,19 @@ export class ObjectGraph {
   readonly #types = new Map<string, TypeInfo>();
   readonly #objects = new Map<string, Node>();
   readonly #statics = new Map<string, Node>();
+  /** Ownership, flags, counters, properties and dependencies of every object, by index. */
+  readonly #s = new Store();
   #seq = 0;
-  #stamp = 0;
-  /** Objects sorted by id (cached for plan listings), and those added since. */
-  #sorted: Node[] = [];
-  #fresh: Node[] = [];
 
   static {
     idOrderOf = (graph) => graph.#idOrder();
+    storeOfGraph = (graph) => graph.#s;
+    ownerAccess.get = (node) => {
+      if (node.i < 0) return null;
+      const s = node.graph.#s;
+      const o = s.owner[node.i]!;
+      return o >= 0 && s.live(o) ? s.nodes[o]! : null;
+    };
   }
   #runs = 0;
   #running = false;
@@ -230,18 +247,11 @@ export class ObjectGraph {
       throw new TypeError(`add: id must be a non-empty string, got ${String(id)}`);
     if (this.#objects.has(id)) throw new TypeError(`add: an object with id ${id} already exists`);
     const owner = options.owner == null ? null : this.#node(options.owner, 'add: owner');
-    const node = new Node<V>(
-      this,
-      id,
-      type,
-      options.value as V,
-      owner,
-      ++this.#seq,
-      options.destroy,
-    );
+    this.#seq++;
+    const node = new Node<V>(this, id, type, options.value as V, -1, options.destroy);
+    node.i = this.#s.add(node as Node, id, owner ? owner.i : -1);
     this.#objects.set(id, node as Node);
-    this.#fresh.push(node as Node);
-    if (options.root) node.roots++;
+    if (options.root) this.#s.roots[node.i]!++;
     return node;
   }
 
@@ -252,7 +262,7 @@ export class ObjectGraph {
 
   has(object: GraphObject | string): boolean {
     const node = typeof object === 'string' ? this.#objects.get(object) : object;
-    return node instanceof Node && node.graph === this && !node.removed;
+    return node instanceof Node && node.graph === this && node.i >= 0;
   }
 
   get size(): number {
@@ -284,44 +294,49 @@ export class ObjectGraph {
     if (kind !== 'persistent' && kind !== 'runtime')
       throw new TypeError(`set: bad kind ${String(kind)}`);
     if (target === null) {
-      node.props?.delete(name);
+      this.#s.deleteProp(node.i, name);
       return;
     }
     const list = Array.isArray(target);
-    const targets = (list ? (target as readonly GraphObject[]) : [target as GraphObject]).map((t) =>
-      this.#node(t, `set(${name})`),
+    const targets = (list ? (target as readonly GraphObject[]) : [target as GraphObject]).map(
+      (t) => this.#node(t, `set(${name})`).i,
     );
-    (node.props ??= new Map<string, Slot>()).set(name, { kind, list, targets });
+    this.#s.setProp(
+      node.i,
+      name,
+      (kind === 'persistent' ? PERSISTENT : 0) | (list ? LIST : 0),
+      targets,
+    );
   }
 
   /** Reads property `name`: an object, a list, or `null`. Readable even on destroyed objects. */
   read(object: GraphObject, name: string): GraphObject | GraphObject[] | null {
     const node = this.#node(object, 'read');
-    const slot = node.props?.get(name);
+    const slot = this.#s.readProp(node.i, name);
     if (!slot) return null;
-    const live = slot.targets.filter((t) => !t.removed);
+    const live = slot.targets.map((t) => this.#s.nodes[t]!);
     return slot.list ? live : (live[0] ?? null);
   }
 
   /** Makes `object` a root (counted: each call needs one {@link removeRoot}). */
   addRoot(object: GraphObject): void {
-    this.#node(object, 'addRoot').roots++;
+    this.#s.roots[this.#node(object, 'addRoot').i]!++;
   }
 
   removeRoot(object: GraphObject): void {
     const node = this.#node(object, 'removeRoot');
-    if (node.roots > 0) node.roots--;
+    if (this.#s.roots[node.i]! > 0) this.#s.roots[node.i]!--;
   }
 
   /** A static property of a type (a class-level reference): keeps `target` alive. */
   setStatic(type: string, name: string, target: GraphObject | null): void {
     const key = `${type}\u0000${name}`;
     const previous = this.#statics.get(key);
-    if (previous) previous.statics--;
+    if (previous && previous.i >= 0) this.#s.statics[previous.i]!--;
     this.#statics.delete(key);
     if (target === null) return;
     const node = this.#node(target, 'setStatic');
-    node.statics++;
+    this.#s.statics[node.i]!++;
     this.#statics.set(key, node);
   }
 
@@ -331,12 +346,12 @@ export class ObjectGraph {
    */
   pin(object: GraphObject): Pin {
     const node = this.#node(object, 'pin');
-    node.pins++;
+    this.#s.pins[node.i]!++;
     let held = true;
     const release = () => {
       if (!held) return;
       held = false;
-      node.pins--;
+      if (node.i >= 0) this.#s.pins[node.i]!--;
     };
     return {
       object: node,
@@ -369,15 +384,14 @@ export class ObjectGraph {
         `subscribeDestruction: handler must be a function or a name, got ${typeof handler}`,
       );
     }
-    const existing = pub.subscribers?.get(sub);
-    if (existing) {
-      existing.count++;
-      if (handler !== undefined) existing.handler = handler;
+    const store = this.#s;
+    const r = store.findDep(pub.i, sub.i);
+    if (r >= 0) {
+      store.deps[r * DS + D_COUNT]!++;
+      if (handler !== undefined) store.handlers[r] = handler;
       return;
     }
-    const s: Subscription = { publisher: pub, subscriber: sub, count: 1, handler };
-    (pub.subscribers ??= new Map()).set(sub, s);
-    (sub.publishers ??= new Map()).set(pub, s);
+    store.addDep(pub.i, sub.i, handler);
   }
 
   /**
@@ -395,32 +409,39 @@ export class ObjectGraph {
     if ((publisher as Node).removed || (subscriber as Node).removed) return;
     const pub = this.#node(publisher, 'unsubscribeDestruction: publisher');
     const sub = this.#node(subscriber, 'unsubscribeDestruction: subscriber');
-    const s = pub.subscribers?.get(sub);
-    if (!s) return;
-    if (handler !== undefined && s.handler !== handler) {
+    const store = this.#s;
+    const r = store.findDep(pub.i, sub.i);
+    if (r < 0) return;
+    if (handler !== undefined && store.handlers[r] !== handler) {
       throw new TypeError(
         `unsubscribeDestruction: ${sub.id} subscribed to ${pub.id} with another handler`,
       );
     }
-    if (--s.count > 0) return;
-    unlink(s);
+    if (--store.deps[r * DS + D_COUNT]! > 0) return;
+    store.unlinkDep(r);
   }
 
   /** Number of subscriptions of `subscriber` to `publisher` (0 when none). */
   subscriptionCount(publisher: GraphObject, subscriber: GraphObject): number {
     const pub = this.#node(publisher, 'subscriptionCount');
     const sub = this.#node(subscriber, 'subscriptionCount');
-    return pub.subscribers?.get(sub)?.count ?? 0;
+    const r = this.#s.findDep(pub.i, sub.i);
+    return r < 0 ? 0 : this.#s.deps[r * DS + D_COUNT]!;
   }
 
   /** True while `object` is scheduled for destruction by a running {@link destroy}. */
   isDoomed(object: GraphObject): boolean {
-    return this.#node(object, 'isDoomed').doomed;
+    return (this.#s.flags[this.#node(object, 'isDoomed').i]! & DOOMED) !== 0;
   }
 
   /** True once `object` has been destroyed (its methods are then refused by {@link guard}). */
   isDestroyed(object: GraphObject): boolean {
-    return this.#node(object, 'isDestroyed').destroyed;
+    return this.#destroyed(this.#node(object, 'isDestroyed'));
+  }
+
+  /** Destroyed (objects that left the graph all were). */
+  #destroyed(node: Node): boolean {
+    return node.i < 0 || (this.#s.flags[node.i]! & DESTROYED) !== 0;
   }
 
   /**
@@ -437,7 +458,7 @@ export class ObjectGraph {
         const v: unknown = Reflect.get(target, key, receiver);
         if (typeof v !== 'function') return v;
         return (...args: unknown[]) => {
-          if (node.destroyed) {
+          if (this.#destroyed(node as Node)) {
             throw new DestroyGraphError(
               'destroy.destroyed_object',
               `${node.id} (${node.type}) is destroyed: ${String(key)}() refused`,
@@ -448,7 +469,7 @@ export class ObjectGraph {
         };
       },
       set: (target, key, value) => {
-        if (node.destroyed) {
+        if (this.#destroyed(node as Node)) {
           throw new DestroyGraphError(
             'destroy.destroyed_object',
             `${node.id} (${node.type}) is destroyed: its properties are read-only`,
@@ -474,18 +495,23 @@ export class ObjectGraph {
         `collect: scope must be 'persistent' or 'complete', got ${String(scope)}`,
       );
     }
-    const mark = this.#mark(scope === 'complete');
+    const s = this.#s;
+    const stamp = s.reach(scope === 'complete');
+    const { n, flags, mark, nodes } = s;
     const out: GraphObject[] = [];
-    const unreachableDestroyed: Node[] = [];
-    for (const node of this.#objects.values()) {
-      if (node.mark === mark) continue;
-      if (node.destroyed) unreachableDestroyed.push(node);
-      else if (!node.doomed) out.push(node);
+    let unreachableDestroyed: number[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const f = flags[i]!;
+      if (mark[i] === stamp || (f & REMOVED) !== 0) continue;
+      if ((f & DESTROYED) !== 0) (unreachableDestroyed ??= []).push(i);
+      else if ((f & DOOMED) === 0) out.push(nodes[i]!);
     }
-    if (unreachableDestroyed.length > 0) {
+    if (unreachableDestroyed) {
       // Destroyed objects leave the graph once nothing at all reaches them.
-      const complete = scope === 'complete' ? mark : this.#mark(true);
-      this.#drop(unreachableDestroyed.filter((n) => n.mark !== complete));
+      const complete = scope === 'complete' ? stamp : s.reach(true);
+      this.#drop(
+        unreachableDestroyed.filter((i) => s.mark[i] !== complete).map((i) => s.nodes[i]!),
+      );
     }
     return out;
   }
@@ -495,12 +521,13 @@ export class ObjectGraph {
    * owned objects before their owners, dependencies before their dependents, cycles reported.
    */
   plan(objects: Iterable<GraphObject | string>): DestructionPlan {
-    const nodes: Node[] = [];
+    const flags = this.#s.flags;
+    const indices: number[] = [];
     for (const o of objects) {
-      const node = this.#node(o, 'plan');
-      if (!node.destroyed) nodes.push(node);
+      const i = this.#node(o, 'plan').i;
+      if ((flags[i]! & DESTROYED) === 0) indices.push(i);
     }
-    return planNodes(this, nodes, ++this.#stamp);
+    return planNodes(this, this.#s, indices);
   }
 
   /** Collects (`scope`) and plans in one call. */
@@ -558,10 +585,11 @@ export class ObjectGraph {
       dropped: [],
     };
     const ev = this.events;
-    const todo = groups.map((g) => g.filter((n) => !n.destroyed && !n.removed));
+    const store = this.#s;
+    const todo = groups.map((g) => g.filter((n) => !this.#destroyed(n)));
     const all = todo.flat();
     try {
-      for (const n of all) n.doomed = true;
+      for (const n of all) store.flags[n.i]! |= DOOMED;
       ev.emit('destroy:started', { runId, objects: all.length, groups: todo.length });
       todo.forEach((g, group) => {
         for (const n of g) ev.emit('destroy:scheduled', { runId, id: n.id, type: n.type, group });
@@ -571,10 +599,14 @@ export class ObjectGraph {
       for (let group = todo.length - 1; group >= 0 && !stop; group--) {
         const tasks: Array<() => Promise<void>> = [];
         for (const pub of todo[group]!) {
-          if (!pub.subscribers) continue;
-          for (const s of [...pub.subscribers.values()]) {
+          if (pub.i < 0) continue;
+          const subs: Subscription[] = store.subscribersOf(pub.i).map((r) => ({
+            subscriber: store.nodes[store.deps[r * DS + D_SUB]!]!,
+            handler: store.handlers[r],
+          }));
+          for (const s of subs) {
             const sub = s.subscriber;
-            if (sub.removed || sub.destroyed || s.count <= 0) continue;
+            if (this.#destroyed(sub)) continue;
             const handler = this.#handler(s);
             if (!handler) continue;
             tasks.push(async () => {
@@ -605,56 +637,54 @@ export class ObjectGraph {
       }
       // Step 2: destroy, groups in direct order.
       for (let group = 0; group < todo.length && !stop; group++) {
-        const tasks = todo[group]!.filter((n) => !n.destroyed && !n.removed).map(
-          (n) => async () => {
-            const fns = this.#destroyFns(n);
-            const started = Date.now();
-            ev.emit('destroy:destroying', { runId, id: n.id, type: n.type, group });
-            const outcome = await this.#call(
-              async (sig) => {
-                for (const fn of fns) await fn(n, { signal: sig, graph: this, group });
-              },
-              signal,
-              timeoutMs,
-            );
-            if (outcome === 'ok') {
-              n.destroyed = true;
-              report.destroyed.push(n.id);
-              ev.emit('destroy:destroyed', {
-                runId,
-                id: n.id,
-                type: n.type,
-                group,
-                durationMs: Date.now() - started,
-              });
-            } else if (outcome !== 'aborted') {
-              const failure: RunFailure = {
-                id: n.id,
-                step: 'destroy',
-                timedOut: outcome.timedOut,
-                error: serializeError(outcome.error),
-              };
-              report.failed.push(failure);
-              ev.emit('destroy:failed', { runId, type: n.type, group, ...failure });
-              if (policy === 'stop') stop = true;
-            }
-          },
-        );
+        const tasks = todo[group]!.filter((n) => !this.#destroyed(n)).map((n) => async () => {
+          const fns = this.#destroyFns(n);
+          const started = Date.now();
+          ev.emit('destroy:destroying', { runId, id: n.id, type: n.type, group });
+          const outcome = await this.#call(
+            async (sig) => {
+              for (const fn of fns) await fn(n, { signal: sig, graph: this, group });
+            },
+            signal,
+            timeoutMs,
+          );
+          if (outcome === 'ok') {
+            if (n.i >= 0) store.flags[n.i]! |= DESTROYED;
+            report.destroyed.push(n.id);
+            ev.emit('destroy:destroyed', {
+              runId,
+              id: n.id,
+              type: n.type,
+              group,
+              durationMs: Date.now() - started,
+            });
+          } else if (outcome !== 'aborted') {
+            const failure: RunFailure = {
+              id: n.id,
+              step: 'destroy',
+              timedOut: outcome.timedOut,
+              error: serializeError(outcome.error),
+            };
+            report.failed.push(failure);
+            ev.emit('destroy:failed', { runId, type: n.type, group, ...failure });
+            if (policy === 'stop') stop = true;
+          }
+        });
         await pool(tasks, concurrency, signal);
         if (signal?.aborted) stop = true;
       }
       report.status = signal?.aborted ? 'aborted' : stop ? 'stopped' : 'completed';
     } finally {
-      for (const n of all) n.doomed = false;
+      for (const n of all) if (n.i >= 0) store.flags[n.i]! &= ~DOOMED;
       this.#running = false;
     }
     // Keep what is reachable again; drop the rest.
-    const mark = this.#mark(true);
+    const mark = store.reach(true);
     const drop: Node[] = [];
     for (const n of all) {
-      if (!n.destroyed) {
+      if (!this.#destroyed(n)) {
         report.pending.push(n.id);
-      } else if (n.mark === mark) {
+      } else if (n.i >= 0 && store.mark[n.i] === mark) {
         report.resurrected.push(n.id);
         ev.emit('destroy:resurrected', { runId, id: n.id, type: n.type });
       } else {
@@ -754,50 +784,24 @@ export class ObjectGraph {
     );
   }
 
-  /** Marks everything reachable; returns the stamp. Iterative. */
-  #mark(complete: boolean): number {
-    const stamp = ++this.#stamp;
-    const stack: Node[] = [];
-    const visit = (n: Node) => {
-      if (n.mark !== stamp && !n.removed) {
-        n.mark = stamp;
-        stack.push(n);
-      }
-    };
-    for (const n of this.#objects.values()) {
-      if (n.roots > 0 || n.statics > 0 || (complete && n.pins > 0)) visit(n);
-    }
-    while (stack.length > 0) {
-      const n = stack.pop()!;
-      if (!n.props) continue;
-      for (const slot of n.props.values()) {
-        if (!complete && slot.kind !== 'persistent') continue;
-        for (const t of slot.targets) visit(t);
-      }
-    }
-    return stamp;
-  }
-
+  /** Removes destroyed objects from the graph; returns their ids. */
   #drop(nodes: Node[]): string[] {
-    if (nodes.length === 0) return [];
-    for (const n of nodes) {
-      n.removed = true;
+    const gone = nodes.filter((n) => n.i >= 0);
+    if (gone.length === 0) return [];
+    const s = this.#s;
+    for (const n of gone) {
+      s.remove(n.i);
+      n.i = -1;
       this.#objects.delete(n.id);
     }
-    for (const n of nodes) {
-      for (const s of [...(n.subscribers?.values() ?? []), ...(n.publishers?.values() ?? [])])
-        unlink(s);
-      this.events.emit('object:dropped', { id: n.id, type: n.type });
-    }
-    for (const n of this.#objects.values()) {
-      if (n.owner?.removed) n.owner = null;
-    }
-    return nodes.map((n) => n.id);
+    for (const n of gone) this.events.emit('object:dropped', { id: n.id, type: n.type });
+    if (s.wantsCompaction()) s.compact();
+    return gone.map((n) => n.id);
   }
 
   #node(object: GraphObject | string, what: string): Node {
     const node = typeof object === 'string' ? this.#objects.get(object) : object;
-    if (!(node instanceof Node) || node.graph !== this || node.removed) {
+    if (!(node instanceof Node) || node.graph !== this || node.i < 0) {
       const id = typeof object === 'string' ? object : (object as GraphObject | undefined)?.id;
       throw new DestroyGraphError(
         'destroy.unknown_object',
@@ -810,35 +814,40 @@ export class ObjectGraph {
     return node;
   }
 
-  /** Live objects in id order: the cached order, merged with the objects added since. */
-  #idOrder(): readonly Node[] {
-    if (this.#fresh.length === 0) return this.#sorted;
-    const fresh = this.#fresh.filter((n) => !n.removed);
-    this.#fresh = [];
-    // Sorting the strings natively is much faster than a comparator over objects.
-    const ids = fresh.map((n) => n.id).sort();
-    const added = ids.map((id) => this.#objects.get(id)!);
-    const old = this.#sorted;
-    const merged: Node[] = [];
+  /**
+   * Live indices in id order: the cached order, merged with the objects added since (indices
+   * grow with insertion, so those are the indices from `sortedUpTo` on).
+   */
+  #idOrder(): Int32Array {
+    const s = this.#s;
+    if (s.sortedUpTo === s.n) return s.sorted;
+    const fresh: string[] = [];
+    for (let i = s.sortedUpTo; i < s.n; i++) if (s.live(i)) fresh.push(s.ids[i]!);
+    // Sorting the strings natively is much faster than a comparator over indices.
+    fresh.sort();
+    const old = s.sorted;
+    const merged = new Int32Array(old.length + fresh.length);
     let i = 0;
     let j = 0;
-    while (i < old.length || j < added.length) {
+    let k = 0;
+    while (i < old.length || j < fresh.length) {
       const a = old[i];
-      if (a?.removed) {
+      if (a !== undefined && !s.live(a)) {
         i++;
         continue;
       }
-      const b = added[j];
-      if (b === undefined || (a !== undefined && a.id < b.id)) {
-        merged.push(a!);
+      const b = fresh[j];
+      if (b === undefined || (a !== undefined && s.ids[a]! < b)) {
+        merged[k++] = a!;
         i++;
       } else {
-        merged.push(b);
+        merged[k++] = this.#objects.get(b)!.i;
         j++;
       }
     }
-    this.#sorted = merged;
-    return merged;
+    s.sorted = merged.subarray(0, k);
+    s.sortedUpTo = s.n;
+    return s.sorted;
   }
 
   // ---------------------------------------------------------------- explain
@@ -846,25 +855,36 @@ export class ObjectGraph {
   /** Why `object` is or is not going to be destroyed, and what orders its destruction. */
   explain(object: GraphObject): Explanation {
     const node = this.#node(object, 'explain');
-    const persistent = this.#mark(false);
-    const persistentlyReachable = node.mark === persistent;
-    const { reachable, path } = this.#pathTo(node);
+    const s = this.#s;
+    const me = node.i;
+    const persistent = s.reach(false);
+    const persistentlyReachable = s.mark[me] === persistent;
+    const { reachable, path } = this.#pathTo(me);
     const referencedBy: Explanation['referencedBy'] = [];
     const after: Explanation['after'] = [];
-    for (const n of this.#objects.values()) {
-      if (n.owner === node) after.push({ id: n.id, reason: 'owns' });
-      if (!n.props) continue;
-      for (const [property, slot] of n.props) {
-        if (slot.targets.includes(node)) referencedBy.push({ id: n.id, property, kind: slot.kind });
+    for (let i = 0; i < s.n; i++) {
+      if (!s.live(i)) continue;
+      if (s.owner[i] === me) after.push({ id: s.ids[i]!, reason: 'owns' });
+      if (s.slotHead[i]! < 0) continue;
+      for (const slot of s.props(i)) {
+        if (slot.targets.includes(me))
+          referencedBy.push({ id: s.ids[i]!, property: slot.name, kind: slot.kind });
       }
     }
-    for (const pub of node.publishers?.keys() ?? [])
-      if (pub !== node) after.push({ id: pub.id, reason: 'depends on' });
+    for (const r of s.publishersOf(me)) {
+      const pub = s.deps[r * DS + D_PUB]!;
+      if (pub !== me) after.push({ id: s.ids[pub]!, reason: 'depends on' });
+    }
     const before: Explanation['before'] = [];
-    if (node.owner) before.push({ id: node.owner.id, reason: 'owned by' });
-    for (const sub of node.subscribers?.keys() ?? [])
-      if (sub !== node) before.push({ id: sub.id, reason: 'dependency of' });
-    const state = node.destroyed ? 'destroyed' : node.doomed ? 'doomed' : 'live';
+    const owner = node.owner;
+    if (owner) before.push({ id: owner.id, reason: 'owned by' });
+    for (const r of s.subscribersOf(me)) {
+      const sub = s.deps[r * DS + D_SUB]!;
+      if (sub !== me) before.push({ id: s.ids[sub]!, reason: 'dependency of' });
+    }
+    const flags = s.flags[me]!;
+    const state =
+      (flags & DESTROYED) !== 0 ? 'destroyed' : (flags & DOOMED) !== 0 ? 'doomed' : 'live';
     const collectedBy: Explanation['collectedBy'] = [];
     if (state === 'live') {
       if (!persistentlyReachable) collectedBy.push('persistent');
@@ -892,9 +912,9 @@ export class ObjectGraph {
       id: node.id,
       type: node.type,
       state,
-      root: node.roots > 0,
-      static: node.statics > 0,
-      pins: node.pins,
+      root: s.roots[me]! > 0,
+      static: s.statics[me]! > 0,
+      pins: s.pins[me]!,
       persistentlyReachable,
       reachable,
       path,
@@ -906,28 +926,31 @@ export class ObjectGraph {
     };
   }
 
-  #pathTo(target: Node): { reachable: boolean; path: string[] | null } {
-    const parent = new Map<Node, Node | null>();
-    const queue: Node[] = [];
-    for (const n of this.#objects.values()) {
-      if (n.roots > 0 || n.statics > 0 || n.pins > 0) {
-        parent.set(n, null);
-        queue.push(n);
+  /** A shortest chain of references from a root, static or pin to `target` (breadth first). */
+  #pathTo(target: number): { reachable: boolean; path: string[] | null } {
+    const s = this.#s;
+    const UNSEEN = -2;
+    const parent = new Int32Array(s.n).fill(UNSEEN);
+    const queue: number[] = [];
+    for (let i = 0; i < s.n; i++) {
+      if (s.live(i) && (s.roots[i]! > 0 || s.statics[i]! > 0 || s.pins[i]! > 0)) {
+        parent[i] = -1;
+        queue.push(i);
       }
     }
-    for (let i = 0; i < queue.length && !parent.has(target); i++) {
-      const n = queue[i]!;
-      for (const slot of n.props?.values() ?? []) {
+    for (let q = 0; q < queue.length && parent[target] === UNSEEN; q++) {
+      const v = queue[q]!;
+      for (const slot of s.props(v)) {
         for (const t of slot.targets) {
-          if (t.removed || parent.has(t)) continue;
-          parent.set(t, n);
+          if (parent[t] !== UNSEEN) continue;
+          parent[t] = v;
           queue.push(t);
         }
       }
     }
-    if (!parent.has(target)) return { reachable: false, path: null };
+    if (parent[target] === UNSEEN) return { reachable: false, path: null };
     const path: string[] = [];
-    for (let n: Node | null | undefined = target; n; n = parent.get(n)) path.push(n.id);
+    for (let v = target; v >= 0; v = parent[v]!) path.push(s.ids[v]!);
     return { reachable: true, path: path.reverse() };
   }
 
@@ -938,9 +961,13 @@ export class ObjectGraph {
     const objects: GraphSnapshot['objects'] = [];
     const roots: string[] = [];
     const subscriptions: GraphSnapshot['subscriptions'] = [];
-    for (const n of this.#objects.values()) {
+    const s = this.#s;
+    for (let i = 0; i < s.n; i++) {
+      if (!s.live(i)) continue;
+      const n = s.nodes[i]!;
       const o: GraphSnapshot['objects'][number] = { id: n.id, type: n.type };
-      if (n.owner) o.owner = n.owner.id;
+      const owner = n.owner;
+      if (owner) o.owner = owner.id;
       if (n.value !== undefined) {
         let toJSON: ((v: unknown) => Json) | undefined;
         for (const t of this.#chain(n.type)) {
@@ -958,23 +985,24 @@ export class ObjectGraph {
         }
         o.value = json as Json;
       }
-      if (n.destroyed) o.destroyed = true;
-      if (n.props && n.props.size > 0) {
+      if ((s.flags[i]! & DESTROYED) !== 0) o.destroyed = true;
+      if (s.slotHead[i]! >= 0) {
         o.props = {};
-        for (const [name, slot] of n.props) {
-          const ids = slot.targets.filter((t) => !t.removed).map((t) => t.id);
-          o.props[name] = { kind: slot.kind, to: slot.list ? ids : (ids[0] ?? null) };
+        for (const slot of s.props(i)) {
+          const ids = slot.targets.map((t) => s.ids[t]!);
+          o.props[slot.name] = { kind: slot.kind, to: slot.list ? ids : (ids[0] ?? null) };
         }
       }
       objects.push(o);
-      for (let i = 0; i < n.roots; i++) roots.push(n.id);
-      for (const s of n.subscribers?.values() ?? []) {
+      for (let k = 0; k < s.roots[i]!; k++) roots.push(n.id);
+      for (const r of s.subscribersOf(i)) {
         const entry: GraphSnapshot['subscriptions'][number] = {
           publisher: n.id,
-          subscriber: s.subscriber.id,
-          count: s.count,
+          subscriber: s.ids[s.deps[r * DS + D_SUB]!]!,
+          count: s.deps[r * DS + D_COUNT]!,
         };
-        if (typeof s.handler === 'string') entry.handler = s.handler;
+        const handler = s.handlers[r];
+        if (typeof handler === 'string') entry.handler = handler;
         subscriptions.push(entry);
       }
     }
@@ -1028,7 +1056,7 @@ export class ObjectGraph {
         }
         const value = x.value === undefined ? undefined : fromJSON ? fromJSON(x.value) : x.value;
         const node = graph.add({ id: x.id, type: x.type, owner: x.owner ?? null, value }) as Node;
-        if (x.destroyed) node.destroyed = true;
+        if (x.destroyed) graph.#s.flags[node.i]! |= DESTROYED;
         added.add(x.id);
       }
     }
@@ -1044,13 +1072,18 @@ export class ObjectGraph {
           throw invalid(`${o.id}.${name} has kind ${String(p.kind)}`);
         if (p.to === null) continue;
         const list = Array.isArray(p.to);
-        const targets = (list ? (p.to as string[]) : [p.to as string]).map((id) =>
-          need(id, `${o.id}.${name}`),
+        const targets = (list ? (p.to as string[]) : [p.to as string]).map(
+          (id) => need(id, `${o.id}.${name}`).i,
         );
-        (node.props ??= new Map()).set(name, { kind: p.kind, list, targets });
+        graph.#s.setProp(
+          node.i,
+          name,
+          (p.kind === 'persistent' ? PERSISTENT : 0) | (list ? LIST : 0),
+          targets,
+        );
       }
     }
-    for (const id of snapshot.roots ?? []) need(id, 'roots').roots++;
+    for (const id of snapshot.roots ?? []) graph.#s.roots[need(id, 'roots').i]!++;
     for (const s of snapshot.statics ?? []) graph.setStatic(s.type, s.name, need(s.to, 'statics'));
     for (const s of snapshot.subscriptions ?? []) {
       const pub = need(s.publisher, 'subscription');
@@ -1058,21 +1091,20 @@ export class ObjectGraph {
       if (!(Number.isInteger(s.count) && s.count >= 1))
         throw invalid(`subscription count ${String(s.count)}`);
       graph.subscribeDestruction(pub, sub, s.handler);
-      pub.subscribers!.get(sub)!.count = s.count;
+      graph.#s.deps[graph.#s.findDep(pub.i, sub.i) * DS + D_COUNT] = s.count;
     }
     return graph;
   }
 }
 
-/** @internal live objects of `graph` in id order. */
-export function idOrder(graph: ObjectGraph): readonly Node[] {
+/** @internal live indices of `graph` in id order. */
+export function idOrder(graph: ObjectGraph): Int32Array {
   return idOrderOf(graph);
 }
 
-function unlink(s: Subscription): void {
-  s.count = 0;
-  s.publisher.subscribers?.delete(s.subscriber);
-  s.subscriber.publishers?.delete(s.publisher);
+/** @internal the arrays of `graph`. */
+export function storeOf(graph: ObjectGraph): Store {
+  return storeOfGraph(graph);
 }
 
 /** Runs `tasks` with at most `limit` at once; stops starting new ones once `signal` aborts. */

@@ -46,61 +46,46 @@ export interface GraphObject<V = unknown> {
   readonly graph: ObjectGraph;
 }
 
-/** @internal one destruction dependency: `subscriber` depends on `publisher`. */
-export interface Subscription {
-  readonly publisher: Node;
-  readonly subscriber: Node;
-  count: number;
-  handler: DestructionHandler | string | undefined;
-}
+/** @internal reads the owner of a handle from its graph's arrays (set by graph.ts). */
+export const ownerAccess: { get: (node: Node) => Node | null } = { get: () => null };
 
-/** @internal one property slot. */
-export interface Slot {
-  kind: ReferenceKind;
-  list: boolean;
-  targets: Node[];
-}
-
-/** @internal the implementation of {@link GraphObject}; fields beyond the interface are private to the package. */
+/**
+ * @internal the implementation of {@link GraphObject}: a small handle. Everything else about the
+ * object (owner, flags, counters, properties, dependencies) lives in its graph's arrays at index
+ * `i` (-1 once the object left the graph).
+ */
 export class Node<V = unknown> implements GraphObject<V> {
   readonly id: string;
   readonly type: string;
   value: V;
-  owner: Node | null;
   readonly graph: ObjectGraph;
-  readonly seq: number;
-  props: Map<string, Slot> | null = null;
-  /** Subscriptions where this object is the subscriber (it depends on the publisher). */
-  publishers: Map<Node, Subscription> | null = null;
-  /** Subscriptions where this object is the publisher. */
-  subscribers: Map<Node, Subscription> | null = null;
+  /** Index in the graph's store; -1 once removed. */
+  i: number;
   destroyFn: DestroyFn<V> | undefined;
-  pins = 0;
-  roots = 0;
-  statics = 0;
-  destroyed = false;
-  doomed = false;
-  removed = false;
-  mark = 0;
-  idxStamp = 0;
-  idx = -1;
 
   constructor(
     graph: ObjectGraph,
     id: string,
     type: string,
     value: V,
-    owner: Node | null,
-    seq: number,
+    i: number,
     destroyFn: DestroyFn<V> | undefined,
   ) {
     this.graph = graph;
     this.id = id;
     this.type = type;
     this.value = value;
-    this.owner = owner;
-    this.seq = seq;
+    this.i = i;
     this.destroyFn = destroyFn;
+  }
+
+  /** Direct owner, or `null` (also once the owner left the graph). */
+  get owner(): Node | null {
+    return ownerAccess.get(this as Node);
+  }
+
+  get removed(): boolean {
+    return this.i < 0;
   }
 
   toJSON(): { id: string; type: string } {

@@ -1,6 +1,8 @@
 import type { ObjectGraph } from './graph.js';
 import { idOrder } from './graph.js';
 import type { GraphObject, Node } from './node.js';
+import { DS, D_NOUT, D_SUB, REMOVED } from './store.js';
+import type { Store } from './store.js';
 
 /** Why `after` is destroyed after `before`. */
 export type EdgeReason = 'owner' | 'dependency';
@@ -134,13 +136,16 @@ export class DestructionPlan {
   }
 }
 
-/** @internal the plan's combined relation: local index → nodes; edge e of v goes v → tgt[e] ("v before"). */
+/**
+ * @internal the plan's combined relation, kept for {@link DestructionPlan.edges}: local index →
+ * id (planned objects first, then the objects outside the plan that relate them); edge e of v
+ * goes v → `tgt[e] >> 1` ("v before"), its low bit is its kind (0 owner, 1 dependency).
+ */
 export interface Csr {
-  nodes: Node[];
-  inPlan: Uint8Array;
+  ids: string[];
+  planned: number;
   off: Int32Array;
   tgt: Int32Array;
-  kind: Uint8Array;
   groupOf: Int32Array;
 }
 
@@ -190,228 +195,174 @@ class Arena {
   }
 }
 
-const arenas = new WeakMap<ObjectGraph, Arena>();
+/** Per graph: the arena and the growable arrays the relation is built in (reused by every plan). */
+interface Scratch {
+  arena: Arena;
+  /** Local index → global index. */
+  glob: Int32Array;
+  off: Int32Array;
+  ownerOf: Int32Array;
+  tgt: Int32Array;
+  /** Local vertices (planned objects and placeholders) of the relation last built. */
+  n: number;
+}
+
+const scratches = new WeakMap<ObjectGraph, Scratch>();
 
 const OWNER = 0;
 const DEPENDENCY = 1;
 
 /**
- * Plans the destruction of `objects` (already resolved, live, deduplicated by the caller).
- * O(V+E) plus the sort of each group: objects outside the plan that relate two planned objects
- * (an owner between them, a chain of dependencies) take part as placeholders, so transitive
- * relations are honoured without computing any closure.
+ * Plans the destruction of the objects at `input` (global indices of live objects, not
+ * destroyed; duplicates allowed). O(V+E) plus the listing: objects outside the plan that relate
+ * two planned objects (an owner between them, a chain of dependencies) take part as
+ * placeholders, so transitive relations are honoured without computing any closure. Everything
+ * runs on integer arrays, in small monomorphic functions (each one a tight loop the JIT keeps
+ * optimized); handles and ids are only read to list the result.
  */
-export function planNodes(graph: ObjectGraph, objects: Node[], stamp: number): DestructionPlan {
-  let arena = arenas.get(graph);
-  if (!arena) arenas.set(graph, (arena = new Arena()));
-  const nodes: Node[] = [];
-  for (const n of objects) {
-    if (n.idxStamp === stamp) continue;
-    n.idxStamp = stamp;
-    n.idx = nodes.length;
-    nodes.push(n);
-  }
-  const planned = nodes.length;
-  // Placeholders: everything reachable along "destroyed before" edges (owners, subscribers).
-  // Objects are numbered when first seen and processed in that order, so their edges are
-  // written straight into the CSR arrays in one pass over the subscriber maps.
-  let cap = Math.max(16, nodes.length * 2);
-  let tgt = new Int32Array(cap);
-  let kind = new Uint8Array(cap);
-  let offs = new Int32Array(Math.max(16, nodes.length + 1));
-  let e = 0;
-  const push = (w: number, k: number) => {
-    if (e === cap) {
-      cap *= 2;
-      const t = new Int32Array(cap);
-      t.set(tgt);
-      tgt = t;
-      const k2 = new Uint8Array(cap);
-      k2.set(kind);
-      kind = k2;
-    }
-    tgt[e] = w;
-    kind[e++] = k;
-  };
-  let ownerOf = new Int32Array(offs.length);
-  for (let i = 0; i < nodes.length; i++) {
-    if (i + 1 >= offs.length) {
-      const o = new Int32Array(offs.length * 2);
-      o.set(offs);
-      offs = o;
-      const p = new Int32Array(offs.length);
-      p.set(ownerOf);
-      ownerOf = p;
-    }
-    offs[i] = e;
-    const v = nodes[i]!;
-    const owner = v.owner;
-    if (owner && !owner.removed) {
-      if (owner.idxStamp !== stamp) {
-        owner.idxStamp = stamp;
-        owner.idx = nodes.length;
-        nodes.push(owner);
-      }
-      ownerOf[i] = owner.idx;
-      push(owner.idx, OWNER);
-    } else ownerOf[i] = -1;
-    if (v.subscribers) {
-      for (const w of v.subscribers.keys()) {
-        if (w.removed || w === v) continue;
-        if (w.idxStamp !== stamp) {
-          w.idxStamp = stamp;
-          w.idx = nodes.length;
-          nodes.push(w);
-        }
-        push(w.idx, DEPENDENCY);
-      }
-    }
-  }
-  const n = nodes.length;
-  offs[n] = e;
-  const off = offs.subarray(0, n + 1);
-  tgt = tgt.subarray(0, e);
-  kind = kind.subarray(0, e);
-  const inPlan = new Uint8Array(n);
-  inPlan.fill(1, 0, planned);
-  // Scratch: at most about 12 integers per vertex are alive at once (Tarjan's, within layer()).
-  arena.reset(12 * n + 64);
-  // Ownership depth over the owner indices (every owner of a node is a node): no object access.
+export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]): DestructionPlan {
+  const scratch = scratchOf(graph, s.n + 1);
+  const { arena, glob, ownerOf } = scratch;
+  const planned = numberInput(input, s.local, glob);
+  const e = buildRelation(s, scratch, planned);
+  const n = scratch.n;
+  const off = scratch.off.subarray(0, n + 1);
+  const tgt = scratch.tgt.subarray(0, e);
+  // Scratch: about 14 integers per vertex are alive at once at most (more chunks if needed).
+  arena.reset(14 * n + 64);
   const depth = ownerDepths(n, ownerOf, arena);
-  // Deepest first; the id order inside a level is settled when the groups are listed.
-  const splitByDepth = (members: number[]): number[][] => {
-    let min = Infinity;
-    let max = -1;
-    for (const v of members) {
-      const d = depth[v]!;
-      if (d < min) min = d;
-      if (d > max) max = d;
-    }
-    if (min === max) return [members];
-    const buckets: number[][] = [];
-    for (let d = max; d >= min; d--) buckets.push([]);
-    for (const v of members) buckets[max - depth[v]!]!.push(v);
-    return buckets.filter((level) => level.length > 0);
-  };
-  const cycleMembers: Array<{ members: number[]; ownership: boolean }> = [];
-  const local = arena.i32(n, -1);
-  // A cycle of the combined relation: explicit dependencies win over ownership, so order it
-  // by its dependency edges alone; what is still cyclic is split by ownership depth.
-  const splitCycle = (members: number[]): number[][] => {
-    for (let i = 0; i < members.length; i++) local[members[i]!] = i;
-    const k = members.length;
-    const subOff = arena.i32(k + 1);
-    let ownership = false;
-    for (let i = 0; i < k; i++) {
-      const v = members[i]!;
-      let d = 0;
-      for (let e = off[v]!; e < off[v + 1]!; e++) {
-        if (local[tgt[e]!]! < 0) continue;
-        if (kind[e] === DEPENDENCY) d++;
-        else ownership = true;
-      }
-      subOff[i + 1] = subOff[i]! + d;
-    }
-    const subTgt = arena.i32(subOff[k]!);
-    for (let i = 0; i < k; i++) {
-      const v = members[i]!;
-      let p = subOff[i]!;
-      for (let e = off[v]!; e < off[v + 1]!; e++) {
-        const l = local[tgt[e]!]!;
-        if (l >= 0 && kind[e] === DEPENDENCY) subTgt[p++] = l;
-      }
-    }
-    const sub = layer(k, subOff, subTgt, arena, (inner) => {
-      const levels = splitByDepth(inner.map((l) => members[l]!));
-      return levels.map((level) => level.map((v) => local[v]!));
-    });
-    const buckets: number[][] = [];
-    for (let i = 0; i < sub.total; i++) buckets.push([]);
-    for (let l = 0; l < k; l++) buckets[sub.level[l]!]!.push(members[l]!);
-    for (const v of members) local[v] = -1;
-    cycleMembers.push({ members: members.slice(), ownership });
-    const out: number[][] = [];
-    for (const b of buckets) if (b.length > 0) for (const level of splitByDepth(b)) out.push(level);
-    return out;
-  };
-  const { level, total } = layer(n, off, tgt, arena, splitCycle);
+  const ctx = new Layering(arena, depth, arena.i32(n, -1), arena.i32(n, -1));
+  const level = arena.i32(n);
+  const total = layer(n, off, tgt, ctx, level, null);
   // Compact the levels to groups of planned objects.
-  const groupOfLevel = arena.i32(total, -1);
-  for (let v = 0; v < planned; v++) groupOfLevel[level[v]!] = 0;
-  let groupCount = 0;
-  for (let l = 0; l < total; l++) if (groupOfLevel[l] === 0) groupOfLevel[l] = groupCount++ + 1;
-  const groupOfLocal = new Int32Array(n).fill(-1);
-  for (let v = 0; v < planned; v++) groupOfLocal[v] = groupOfLevel[level[v]!]! - 1;
+  const groupOf = new Int32Array(planned);
+  const groupCount = groupsOfLevels(level, total, planned, groupOf, arena);
   // List each group by ownership depth (deepest first), then id: for a large plan, one pass over
   // the graph's cached id order and two stable counting sorts (depth, then group) replace
   // sorting strings; small plans sort.
-  let order: Int32Array = arena.i32(planned);
+  let order: Int32Array;
   if (planned * 16 >= graph.size) {
-    let p = 0;
-    for (const node of idOrder(graph)) {
-      if (node.idxStamp === stamp && node.idx < planned) order[p++] = node.idx;
-    }
+    order = arena.i32(planned);
+    listInIdOrder(idOrder(graph), s.local, planned, order);
     let maxDepth = 0;
     for (let v = 0; v < planned; v++) if (depth[v]! > maxDepth) maxDepth = depth[v]!;
-    order = countingSort(order, maxDepth + 1, (v) => maxDepth - depth[v]!, arena);
-    order = countingSort(order, groupCount, (v) => groupOfLocal[v]!, arena);
+    order = countingSort(order, depth, maxDepth, -1, maxDepth + 1, arena);
+    order = countingSort(order, groupOf, 0, 1, groupCount, arena);
   } else {
-    const tie = (a: number, b: number): number => {
-      const g = groupOfLocal[a]! - groupOfLocal[b]!;
-      if (g !== 0) return g;
-      const d = depth[b]! - depth[a]!;
-      if (d !== 0) return d;
-      const x = nodes[a]!.id;
-      const y = nodes[b]!.id;
-      return x < y ? -1 : x > y ? 1 : 0;
+    order = sortSmall(planned, groupOf, depth, glob, s.ids, arena);
+  }
+  clearLocal(s.local, glob, n);
+  const groups = materializeGroups(order, groupOf, glob, s.nodes);
+  const cycles = listCycles(ctx, order, groupOf, glob, s.ids, planned);
+  // What the plan keeps for its edges: ids of the local vertices and a copy of the relation.
+  const ids = new Array<string>(n);
+  for (let i = 0; i < n; i++) ids[i] = s.ids[glob[i]!]!;
+  return new DestructionPlan(graph, groups, cycles, {
+    ids,
+    planned,
+    off: off.slice(),
+    tgt: tgt.slice(),
+    groupOf,
+  });
+}
+
+function scratchOf(graph: ObjectGraph, size: number): Scratch {
+  let scratch = scratches.get(graph);
+  if (!scratch) {
+    scratch = {
+      arena: new Arena(),
+      glob: new Int32Array(0),
+      off: new Int32Array(0),
+      ownerOf: new Int32Array(0),
+      tgt: new Int32Array(1024),
+      n: 0,
     };
-    const list: number[] = [];
-    for (let v = 0; v < planned; v++) list.push(v);
-    list.sort(tie);
-    order.set(list);
+    scratches.set(graph, scratch);
   }
-  // Each group is a slice of `order` (sorted by group first).
-  const groups: Node[][] = [];
-  for (let i = 0; i < planned;) {
-    const g = groupOfLocal[order[i]!]!;
-    let j = i;
-    while (j < planned && groupOfLocal[order[j]!] === g) j++;
-    const members = new Array<Node>(j - i);
-    for (let k = i; k < j; k++) members[k - i] = nodes[order[k]!]!;
-    groups.push(members);
-    i = j;
+  if (scratch.glob.length < size) {
+    const cap = Math.max(64, size, scratch.glob.length * 2);
+    scratch.glob = new Int32Array(cap);
+    scratch.off = new Int32Array(cap);
+    scratch.ownerOf = new Int32Array(cap);
   }
-  const cycles: PlanCycle[] = [];
-  if (cycleMembers.length > 0) {
-    const cycleOf = arena.i32(n, -1);
-    const cycleIndex: number[] = [];
-    cycleMembers.forEach(({ members, ownership }, ci) => {
-      let mine = 0;
-      for (const v of members) {
-        cycleOf[v] = ci;
-        if (inPlan[v] === 1) mine++;
+  return scratch;
+}
+
+/** Local numbers for the planned objects, in input order; returns how many. */
+function numberInput(input: readonly number[], local: Int32Array, glob: Int32Array): number {
+  let n = 0;
+  for (let k = 0; k < input.length; k++) {
+    const g = input[k]!;
+    if (local[g]! >= 0) continue;
+    local[g] = n;
+    glob[n++] = g;
+  }
+  return n;
+}
+
+function clearLocal(local: Int32Array, glob: Int32Array, n: number): void {
+  for (let i = 0; i < n; i++) local[glob[i]!] = -1;
+}
+
+/**
+ * The combined relation as CSR over local indices, with placeholders: everything reachable along
+ * "destroyed before" edges (owners, subscribers). Objects are numbered when first seen and
+ * processed in that order, so their edges are written in one pass. Returns the edge count; sets
+ * `scratch.n`.
+ */
+function buildRelation(s: Store, scratch: Scratch, planned: number): number {
+  const { glob, off, ownerOf } = scratch;
+  const { local, owner, flags, outHead, outDeg, deps } = s;
+  let tgt = scratch.tgt;
+  let n = planned;
+  let e = 0;
+  for (let i = 0; i < n; i++) {
+    off[i] = e;
+    const g = glob[i]!;
+    if (e + 1 + outDeg[g]! > tgt.length) {
+      const t = new Int32Array(Math.max(tgt.length * 2, e + 1 + outDeg[g]!));
+      t.set(tgt.subarray(0, e));
+      scratch.tgt = tgt = t;
+    }
+    const o = owner[g]!;
+    if (o >= 0 && (flags[o]! & REMOVED) === 0) {
+      let lo = local[o]!;
+      if (lo < 0) {
+        lo = local[o] = n;
+        glob[n++] = o;
       }
-      cycleIndex.push(mine === 0 ? -1 : cycles.length);
-      if (mine > 0) cycles.push({ objects: [], groups: [], ownership });
-    });
-    for (let i = 0; i < planned; i++) {
-      const v = order[i]!;
-      const ci = cycleOf[v]!;
-      if (ci < 0) continue;
-      const g = groupOfLocal[v]!;
-      const cycle = cycles[cycleIndex[ci]!]!;
-      cycle.objects.push(nodes[v]!.id);
-      if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
+      ownerOf[i] = lo;
+      tgt[e++] = (lo << 1) | OWNER;
+    } else ownerOf[i] = -1;
+    for (let r = outHead[g]!; r >= 0; r = deps[r * DS + D_NOUT]!) {
+      const w = deps[r * DS + D_SUB]!;
+      if (w === g) continue;
+      let lw = local[w]!;
+      if (lw < 0) {
+        lw = local[w] = n;
+        glob[n++] = w;
+      }
+      tgt[e++] = (lw << 1) | DEPENDENCY;
     }
   }
-  return new DestructionPlan(graph, groups, cycles, {
-    nodes,
-    inPlan,
-    off,
-    tgt,
-    kind,
-    groupOf: groupOfLocal,
-  });
+  off[n] = e;
+  scratch.n = n;
+  return e;
+}
+
+/** What layering needs besides the relation (a class: one shape for every helper). */
+class Layering {
+  /** Per reported cycle: whether ownership edges take part in it. */
+  readonly ownership: boolean[] = [];
+  constructor(
+    readonly arena: Arena,
+    /** Ownership depth of each local vertex. */
+    readonly depth: Int32Array,
+    /** Cycle of each local vertex, -1 for none. */
+    readonly cycleOf: Int32Array,
+    /** Scratch: index of a vertex within the cycle being split, -1 otherwise. */
+    readonly inCycle: Int32Array,
+  ) {}
 }
 
 /** Ownership depth of every vertex from its owner's index (-1: none), iteratively, in O(n). */
@@ -434,83 +385,319 @@ function ownerDepths(n: number, ownerOf: Int32Array, arena: Arena): Int32Array {
   return depth;
 }
 
-/** A stable counting sort of `items` by `key` (0 ≤ key < `buckets`). */
+/**
+ * A stable counting sort of `items` by key `base + sign * keys[v]` (0 ≤ key < `buckets`).
+ */
 function countingSort(
   items: Int32Array,
+  keys: Int32Array,
+  base: number,
+  sign: number,
   buckets: number,
-  key: (v: number) => number,
   arena: Arena,
 ): Int32Array {
   const count = arena.i32(buckets + 1);
-  for (let i = 0; i < items.length; i++) count[key(items[i]!) + 1]!++;
+  for (let i = 0; i < items.length; i++) count[base + sign * keys[items[i]!]! + 1]!++;
   for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
   const out = arena.i32(items.length);
   for (let i = 0; i < items.length; i++) {
     const v = items[i]!;
-    out[count[key(v)]!++] = v;
+    out[count[base + sign * keys[v]!]!++] = v;
   }
   return out;
 }
 
+/** Numbers the levels holding planned objects 0, 1, …; writes each planned object's group. */
+function groupsOfLevels(
+  level: Int32Array,
+  total: number,
+  planned: number,
+  groupOf: Int32Array,
+  arena: Arena,
+): number {
+  const groupOfLevel = arena.i32(total, -1);
+  for (let v = 0; v < planned; v++) groupOfLevel[level[v]!] = 0;
+  let groupCount = 0;
+  for (let l = 0; l < total; l++) if (groupOfLevel[l] === 0) groupOfLevel[l] = groupCount++ + 1;
+  for (let v = 0; v < planned; v++) groupOf[v] = groupOfLevel[level[v]!]! - 1;
+  return groupCount;
+}
+
+/** The planned local vertices in id order (from the graph's cached order of global indices). */
+function listInIdOrder(
+  sorted: Int32Array,
+  local: Int32Array,
+  planned: number,
+  order: Int32Array,
+): void {
+  let p = 0;
+  for (let k = 0; k < sorted.length; k++) {
+    const l = local[sorted[k]!]!;
+    if (l >= 0 && l < planned) order[p++] = l;
+  }
+}
+
+/** Small plans: sort by group, ownership depth (deepest first), id. */
+function sortSmall(
+  planned: number,
+  groupOf: Int32Array,
+  depth: Int32Array,
+  glob: Int32Array,
+  ids: readonly string[],
+  arena: Arena,
+): Int32Array {
+  const list: number[] = [];
+  for (let v = 0; v < planned; v++) list.push(v);
+  list.sort((a, b) => {
+    const g = groupOf[a]! - groupOf[b]!;
+    if (g !== 0) return g;
+    const d = depth[b]! - depth[a]!;
+    if (d !== 0) return d;
+    const x = ids[glob[a]!]!;
+    const y = ids[glob[b]!]!;
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  const order = arena.i32(planned);
+  order.set(list);
+  return order;
+}
+
+/** The groups' handles: each group is a slice of `order` (sorted by group first). */
+function materializeGroups(
+  order: Int32Array,
+  groupOf: Int32Array,
+  glob: Int32Array,
+  nodes: ReadonlyArray<Node | undefined>,
+): Node[][] {
+  const groups: Node[][] = [];
+  const planned = order.length;
+  for (let i = 0; i < planned;) {
+    const g = groupOf[order[i]!]!;
+    let j = i;
+    while (j < planned && groupOf[order[j]!] === g) j++;
+    const members = new Array<Node>(j - i);
+    for (let k = i; k < j; k++) members[k - i] = nodes[glob[order[k]!]!]!;
+    groups.push(members);
+    i = j;
+  }
+  return groups;
+}
+
+/** Reported cycles: those with planned members, members in plan order. */
+function listCycles(
+  ctx: Layering,
+  order: Int32Array,
+  groupOf: Int32Array,
+  glob: Int32Array,
+  ids: readonly string[],
+  planned: number,
+): PlanCycle[] {
+  const cycles: PlanCycle[] = [];
+  if (ctx.ownership.length === 0) return cycles;
+  const { cycleOf } = ctx;
+  const index = new Int32Array(ctx.ownership.length).fill(-1);
+  for (let i = 0; i < planned; i++) {
+    const v = order[i]!;
+    const ci = cycleOf[v]!;
+    if (ci < 0) continue;
+    let cycle: PlanCycle;
+    if (index[ci]! < 0) {
+      index[ci] = cycles.length;
+      cycle = { objects: [], groups: [], ownership: ctx.ownership[ci]! };
+      cycles.push(cycle);
+    } else cycle = cycles[index[ci]!]!;
+    cycle.objects.push(ids[glob[v]!]!);
+    const g = groupOf[v]!;
+    if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
+  }
+  // Cycles in the order of their first member's discovery, as before: by cycle index.
+  const byIndex: PlanCycle[] = [];
+  for (let ci = 0; ci < index.length; ci++) if (index[ci]! >= 0) byIndex.push(cycles[index[ci]!]!);
+  return byIndex;
+}
+
 /**
- * Layers a graph given as CSR (edge v → w: v before w) in O(V+E): Tarjan's strongly connected
- * components (iterative), then the longest path over the condensation. `inner` orders the members
- * of a non-trivial component into consecutive sub-levels. Returns the level of each vertex and
- * the number of levels (none is empty).
+ * Layers a graph given as CSR (edge v → w: v before w, target `tgt[e] >> 1`) in O(V+E): Tarjan's
+ * strongly connected components (iterative), then the longest path over the condensation.
+ * Writes each vertex's level into `level` and returns the number of levels (none is empty).
+ * A component of several vertices spans consecutive sub-levels: at the top (`depthOf` null) it
+ * is a cycle, split by {@link splitCycle}; inside a cycle (`depthOf`: ownership depth of each
+ * vertex) it is split by depth.
  */
 function layer(
   n: number,
   off: Int32Array,
   tgt: Int32Array,
-  arena: Arena,
-  inner: (members: number[]) => number[][],
-): { level: Int32Array; total: number } {
-  const level = arena.i32(n);
+  ctx: Layering,
+  level: Int32Array,
+  depthOf: Int32Array | null,
+): number {
+  const arena = ctx.arena;
   const mark = arena.mark();
   const comp = arena.i32(n, -1);
   const count = tarjan(n, off, tgt, comp, arena);
-  const size = arena.i32(count + 1);
-  for (let v = 0; v < n; v++) size[comp[v]! + 1]!++;
-  for (let c = 0; c < count; c++) size[c + 1]! += size[c]!;
-  const start = size; // start[c] .. start[c+1] in `members`
+  const start = arena.i32(count + 1);
+  for (let v = 0; v < n; v++) start[comp[v]! + 1]!++;
+  for (let c = 0; c < count; c++) start[c + 1]! += start[c]!;
   const members = arena.i32(n);
   const fill = arena.i32(count);
   fill.set(start.subarray(0, count));
   for (let v = 0; v < n; v++) members[fill[comp[v]!]!++] = v;
   const span = arena.i32(count, 1);
-  const sub: Array<number[][] | undefined> = new Array<number[][] | undefined>(count);
+  const rel = arena.i32(n);
   for (let c = 0; c < count; c++) {
     const s = start[c]!;
     const e = start[c + 1]!;
     if (e - s > 1) {
-      const levels = inner(Array.from(members.subarray(s, e)));
-      sub[c] = levels;
-      span[c] = Math.max(1, levels.length);
+      const group = members.subarray(s, e);
+      span[c] =
+        depthOf === null
+          ? splitCycle(group, off, tgt, ctx, rel)
+          : splitByDepth(group, depthOf, rel, arena);
     }
   }
-  // Tarjan completes sinks first: decreasing component id is a topological order.
-  const first = arena.i32(count);
+  const total = longestPath(count, start, members, off, tgt, comp, span, fill, arena);
+  // `fill` now holds each component's first level.
+  for (let v = 0; v < n; v++) level[v] = fill[comp[v]!]! + rel[v]!;
+  arena.release(mark);
+  return total;
+}
+
+/**
+ * Longest path over the condensation; Tarjan completes sinks first, so decreasing component id
+ * is a topological order. Writes each component's first level into `first`; returns the total.
+ */
+function longestPath(
+  count: number,
+  start: Int32Array,
+  members: Int32Array,
+  off: Int32Array,
+  tgt: Int32Array,
+  comp: Int32Array,
+  span: Int32Array,
+  first: Int32Array,
+  arena: Arena,
+): number {
+  first.fill(0);
   let total = 0;
+  void arena;
   for (let c = count - 1; c >= 0; c--) {
     const next = first[c]! + span[c]!;
     if (next > total) total = next;
     for (let i = start[c]!; i < start[c + 1]!; i++) {
       const v = members[i]!;
       for (let e = off[v]!; e < off[v + 1]!; e++) {
-        const d = comp[tgt[e]!]!;
+        const d = comp[tgt[e]! >> 1]!;
         if (d !== c && first[d]! < next) first[d] = next;
       }
     }
   }
-  for (let c = 0; c < count; c++) {
-    const levels = sub[c];
-    if (levels === undefined) level[members[start[c]!]!] = first[c]!;
-    else {
-      for (let k = 0; k < levels.length; k++) for (const v of levels[k]!) level[v] = first[c]! + k;
+  return total;
+}
+
+/** Relative levels of `members` by ownership depth, deepest first; returns how many. */
+function splitByDepth(
+  members: Int32Array,
+  depthOf: Int32Array,
+  rel: Int32Array,
+  arena: Arena,
+): number {
+  let min = 0x7fffffff;
+  let max = -1;
+  for (let i = 0; i < members.length; i++) {
+    const d = depthOf[members[i]!]!;
+    if (d < min) min = d;
+    if (d > max) max = d;
+  }
+  if (min === max) {
+    for (let i = 0; i < members.length; i++) rel[members[i]!] = 0;
+    return 1;
+  }
+  const mark = arena.mark();
+  const rank = arena.i32(max - min + 1);
+  for (let i = 0; i < members.length; i++) rank[max - depthOf[members[i]!]!] = 1;
+  let r = 0;
+  for (let d = 0; d <= max - min; d++) if (rank[d] !== 0) rank[d] = ++r;
+  for (let i = 0; i < members.length; i++)
+    rel[members[i]!] = rank[max - depthOf[members[i]!]!]! - 1;
+  arena.release(mark);
+  return r;
+}
+
+/**
+ * A cycle of the combined relation: explicit dependencies win over ownership, so it is layered
+ * by its dependency edges alone; what is still cyclic, and each of those levels, is split by
+ * ownership depth (deepest first). Writes relative levels into `rel`, records the cycle in
+ * `ctx`, returns the number of levels.
+ */
+function splitCycle(
+  members: Int32Array,
+  off: Int32Array,
+  tgt: Int32Array,
+  ctx: Layering,
+  rel: Int32Array,
+): number {
+  const { arena, inCycle, depth } = ctx;
+  const mark = arena.mark();
+  const k = members.length;
+  for (let i = 0; i < k; i++) inCycle[members[i]!] = i;
+  const subOff = arena.i32(k + 1);
+  let ownership = false;
+  for (let i = 0; i < k; i++) {
+    const v = members[i]!;
+    let d = 0;
+    for (let e = off[v]!; e < off[v + 1]!; e++) {
+      const t = tgt[e]!;
+      if (inCycle[t >> 1]! < 0) continue;
+      if ((t & 1) === DEPENDENCY) d++;
+      else ownership = true;
+    }
+    subOff[i + 1] = subOff[i]! + d;
+  }
+  const subTgt = arena.i32(subOff[k]!);
+  for (let i = 0; i < k; i++) {
+    const v = members[i]!;
+    let p = subOff[i]!;
+    for (let e = off[v]!; e < off[v + 1]!; e++) {
+      const t = tgt[e]!;
+      const l = inCycle[t >> 1]!;
+      if (l >= 0 && (t & 1) === DEPENDENCY) subTgt[p++] = l << 1;
     }
   }
+  const subDepth = arena.i32(k);
+  let maxDepth = 0;
+  for (let i = 0; i < k; i++) {
+    const d = depth[members[i]!]!;
+    subDepth[i] = d;
+    if (d > maxDepth) maxDepth = d;
+  }
+  const subLevel = arena.i32(k);
+  const subTotal = layer(k, subOff, subTgt, ctx, subLevel, subDepth);
+  // Relative levels: the distinct (dependency level, depth descending) pairs, in order.
+  let order = arena.i32(k);
+  for (let i = 0; i < k; i++) order[i] = i;
+  order = countingSort(order, subDepth, maxDepth, -1, maxDepth + 1, arena);
+  order = countingSort(order, subLevel, 0, 1, subTotal, arena);
+  let r = -1;
+  let lastLevel = -1;
+  let lastDepth = -1;
+  for (let i = 0; i < k; i++) {
+    const l = order[i]!;
+    if (subLevel[l] !== lastLevel || subDepth[l] !== lastDepth) {
+      r++;
+      lastLevel = subLevel[l]!;
+      lastDepth = subDepth[l]!;
+    }
+    rel[members[l]!] = r;
+  }
+  const id = ctx.ownership.length;
+  ctx.ownership.push(ownership);
+  for (let i = 0; i < k; i++) {
+    inCycle[members[i]!] = -1;
+    ctx.cycleOf[members[i]!] = id;
+  }
   arena.release(mark);
-  return { level, total };
+  return r + 1;
 }
 
 /**
@@ -546,7 +733,7 @@ function tarjan(
       const e = callE[cp - 1]!;
       if (e < off[v + 1]!) {
         callE[cp - 1] = e + 1;
-        const w = tgt[e]!;
+        const w = tgt[e]! >> 1;
         const iw = il[2 * w]!;
         if (iw === -1) {
           il[2 * w] = il[2 * w + 1] = counter++;
@@ -580,36 +767,34 @@ function tarjan(
 }
 
 function computeEdges(csr: Csr): PlanEdge[] {
-  const { nodes, inPlan, off, tgt, kind, groupOf } = csr;
+  const { ids, planned, off, tgt, groupOf } = csr;
   const edges: PlanEdge[] = [];
-  for (let v = 0; v < nodes.length; v++) {
-    if (inPlan[v] !== 1) continue;
-    const before = nodes[v]!;
+  for (let v = 0; v < planned; v++) {
     for (let e = off[v]!; e < off[v + 1]!; e++) {
-      let w = tgt[e]!;
+      const kind = tgt[e]! & 1;
+      let w = tgt[e]! >> 1;
       let transitive = false;
-      if (inPlan[w] !== 1) {
-        if (kind[e] !== OWNER) continue;
+      if (w >= planned) {
+        if (kind !== OWNER) continue;
         // Climb placeholder owners to the nearest planned one.
-        while (inPlan[w] !== 1) {
+        while (w >= planned) {
           let up = -1;
           for (let f = off[w]!; f < off[w + 1]!; f++) {
-            if (kind[f] === OWNER) {
-              up = tgt[f]!;
+            if ((tgt[f]! & 1) === OWNER) {
+              up = tgt[f]! >> 1;
               break;
             }
           }
           if (up < 0) break;
           w = up;
         }
-        if (inPlan[w] !== 1) continue;
+        if (w >= planned) continue;
         transitive = true;
       }
-      const after = nodes[w]!;
       edges.push({
-        before: before.id,
-        after: after.id,
-        reason: kind[e] === OWNER ? 'owner' : 'dependency',
+        before: ids[v]!,
+        after: ids[w]!,
+        reason: kind === OWNER ? 'owner' : 'dependency',
         transitive,
         satisfied: groupOf[v]! < groupOf[w]!,
       });
