@@ -45,7 +45,7 @@ const SUCCEED_MANY_FN = 'rigging_queue_succeed_many_v1';
 /** Successes recorded together at most (one statement or transaction). */
 const SUCCEED_BATCH = 64;
 /** Batches of successes being recorded at once by one backend instance. */
-const MAX_SUCCEED_BATCHES = 1;
+const MAX_SUCCEED_BATCHES = 2;
 
 /**
  * PostgreSQL: the claim CTEs of the functions below: `k` (up to `p_n` ready keys, locked,
@@ -862,11 +862,19 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   let succeedBatches = 0;
 
   /**
-   * Successes are recorded in batches: the first goes at once; those that arrive while it is
-   * being recorded go together in the next statement (PostgreSQL) or transaction — one commit
-   * for many ops, like a database's group commit. No success waits for a timer.
+   * Successes are recorded in batches, like a database's group commit: those that arrive in the
+   * same turn of the event loop (handlers that finished together), or while earlier batches are
+   * being recorded, go together in one statement (PostgreSQL) or transaction — one commit for
+   * many ops. The first waits for no timer, only for the end of the current turn.
    */
+  let flushScheduled = false;
   const pumpSucceed = () => {
+    if (flushScheduled) return;
+    flushScheduled = true;
+    setImmediate(flushSucceed);
+  };
+  const flushSucceed = () => {
+    flushScheduled = false;
     while (succeedBatches < MAX_SUCCEED_BATCHES && succeeding.length > 0) {
       const items = succeeding.splice(0, SUCCEED_BATCH);
       succeedBatches++;
@@ -877,7 +885,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         )
         .finally(() => {
           succeedBatches--;
-          pumpSucceed();
+          if (succeeding.length > 0) pumpSucceed();
         });
     }
   };

@@ -151,7 +151,7 @@ for (const b of backends) {
         expect(again.claims.map((c) => [c.op.id, c.token])).toEqual([
           [byKey.get('k0')!.op.id, byKey.get('k0')!.token + 1],
         ]);
-        // Issued at once: the first is recorded alone, the three others together.
+        // Issued in one turn: recorded in one batch, the stale one refused alone.
         const next = { ...opts, leaseMs: 60_000 };
         const out = await Promise.all(
           ['k1', 'k0', 'k2', 'k3'].map((key) => backend.succeed(byKey.get(key)!, key, next)),
