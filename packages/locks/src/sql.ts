@@ -275,11 +275,13 @@ class PostgresBackend extends SessionBackend {
       ['s', 'pg_advisory_unlock_shared'],
     ] as const) {
       // NOTIFY only when another session announced a waiter (a shared lock in the two-int key
-      // space, which does not overlap the bigint one); the probe is transaction-scoped
+      // space, which does not overlap the bigint one); the probe is transaction-scoped. CASE
+      // evaluates its conditions in order (unlock first) and the result is one column.
       await session.query(
         `prepare rigging_locks_release_${name}(int8, int4, int4) as
-         select ${unlock}($1), case when pg_try_advisory_xact_lock($2, $3) then null
-                                    else pg_notify('${CHANNEL}', $1::text) end`,
+         select case when ${unlock}($1) is null then null
+                     when pg_try_advisory_xact_lock($2, $3) then null
+                     else pg_notify('${CHANNEL}', $1::text) end as notified`,
       );
     }
     session.onNotification((n) => {
@@ -332,7 +334,7 @@ class PostgresBackend extends SessionBackend {
   }
 
   async beginWait(id: string): Promise<(() => Promise<void>) | undefined> {
-    const { session, lost } = await this.session();
+    const { session, lost } = this.current ?? (await this.session());
     const { hi, lo } = split64(id);
     // never block the session: a releaser holds the exclusive side for one statement only, so
     // on failure the caller simply tries to announce again after its next (fallback) sleep
@@ -491,7 +493,7 @@ class MysqlBackend extends SessionBackend {
   }
 
   async #tryExclusive(key: string, id: string, waiting: boolean): Promise<Granted | undefined> {
-    const { session, lost } = await this.session();
+    const { session, lost } = this.current ?? (await this.session());
     const gate = this.#gate(id);
     const slots = this.#slots(id);
     const allFree = slots.map(() => 'coalesce(is_free_lock(?), 0) = 1').join(' and ');
@@ -531,7 +533,7 @@ class MysqlBackend extends SessionBackend {
   }
 
   async #tryShared(key: string, id: string): Promise<Granted | undefined> {
-    const { session, lost } = await this.session();
+    const { session, lost } = this.current ?? (await this.session());
     const gate = this.#gate(id);
     const slots = this.#slots(id);
     const r = await session.query<Record<string, number | string | null>>(
