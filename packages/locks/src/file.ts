@@ -475,7 +475,7 @@ export class FileLock implements LockProvider {
           } else token = reserveExclusive(state, fd, st.size);
         } else {
           state.cache = undefined;
-          token = grantShared(fd, st.size);
+          token = grantShared(fd);
         }
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
@@ -820,9 +820,11 @@ function writeExclusiveSince(state: KeyState, fd: number, since: number): void {
 }
 
 /** Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
-function grantShared(fd: number, sizeBefore: number): bigint | undefined {
+function grantShared(fd: number): bigint | undefined {
   if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
   try {
+    // other shared holders write under the metadata lock too: the size is read under it
+    const sizeBefore = fstatSync(fd).size;
     const { token, record } = readRecord(fd);
     const next = nextToken(token);
     const holders =
