@@ -1,5 +1,5 @@
 // pnpm bench — measures the built package (dist/, as users run it), side by side with the libraries a user would otherwise pick; prints ratios.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ const fsx = require('fs-native-extensions') as {
 interface PgModule {
   Client: new (o: { connectionString: string }) => {
     connect(): Promise<void>;
-    query(q: string): Promise<unknown>;
+    query(q: string): Promise<{ rows: Record<string, unknown>[] }>;
     end(): Promise<void>;
   };
 }
@@ -34,36 +34,71 @@ const results: { name: string; opsPerSec: number }[] = [];
 // `pnpm bench [section…]`: mutex, keyed, file, handover, pg, redis (default: all)
 const only = new Set(process.argv.slice(2));
 const run = (section: string) => only.size === 0 || only.has(section);
-const ROUNDS = 3;
+const ROUNDS = 5;
+
+interface Measured {
+  opsPerSec: number;
+  /** CPU µs per op: this process, plus the server's backend where it can be read (`/proc`). */
+  cpuUs: number;
+}
+
+/** CPU time (µs) a local process has used so far, from /proc/<pid>/stat; undefined if unreadable. */
+function procCpuUs(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * (1_000_000 / 100); // USER_HZ = 100
+  } catch {
+    return undefined;
+  }
+}
 
 /** Runs `fn` (one op per call) for ~`ms`, best of ROUNDS interleaved by the caller. */
-async function measure(fn: () => Promise<void> | void, ms: number): Promise<number> {
+async function measure(
+  fn: () => Promise<void> | void,
+  ms: number,
+  serverPid?: number,
+): Promise<Measured> {
   for (let i = 0; i < 200; i++) await fn(); // warm-up
+  const cpu0 = process.cpuUsage();
+  const server0 = serverPid === undefined ? undefined : procCpuUs(serverPid);
   const start = performance.now();
   let n = 0;
   while (performance.now() - start < ms) {
     for (let i = 0; i < 100; i++) await fn();
     n += 100;
   }
-  return (n / (performance.now() - start)) * 1000;
+  const elapsed = performance.now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  const server1 = serverPid === undefined ? undefined : procCpuUs(serverPid);
+  const serverUs = server0 !== undefined && server1 !== undefined ? server1 - server0 : 0;
+  return { opsPerSec: (n / elapsed) * 1000, cpuUs: (cpu.user + cpu.system + serverUs) / n };
 }
 
-async function compare(
-  title: string,
-  a: { name: string; fn: () => Promise<void> | void },
-  b: { name: string; fn: () => Promise<void> | void },
-  ms = 300,
-): Promise<number> {
+interface Side {
+  name: string;
+  fn: () => Promise<void> | void;
+  /** A local database backend serving this side: its CPU counts too. */
+  serverPid?: number | undefined;
+}
+
+async function compare(title: string, a: Side, b: Side, ms = 300): Promise<number> {
   let bestA = 0;
   let bestB = 0;
+  let cpuA = Infinity;
+  let cpuB = Infinity;
   for (let r = 0; r < ROUNDS; r++) {
-    bestA = Math.max(bestA, await measure(a.fn, ms));
-    bestB = Math.max(bestB, await measure(b.fn, ms));
+    const ma = await measure(a.fn, ms, a.serverPid);
+    const mb = await measure(b.fn, ms, b.serverPid);
+    bestA = Math.max(bestA, ma.opsPerSec);
+    bestB = Math.max(bestB, mb.opsPerSec);
+    cpuA = Math.min(cpuA, ma.cpuUs);
+    cpuB = Math.min(cpuB, mb.cpuUs);
   }
   results.push({ name: a.name, opsPerSec: bestA }, { name: b.name, opsPerSec: bestB });
   const ratio = bestA / bestB;
+  const withServer = a.serverPid !== undefined ? ' (client + server)' : '';
   console.log(
-    `${title}\n  ${a.name.padEnd(40)} ${fmt(bestA)}/s\n  ${b.name.padEnd(40)} ${fmt(bestB)}/s\n  ratio ${ratio.toFixed(2)}x`,
+    `${title}\n  ${a.name.padEnd(40)} ${fmt(bestA)}/s  ${cpuA.toFixed(1)} µs CPU/op${withServer}\n  ${b.name.padEnd(40)} ${fmt(bestB)}/s  ${cpuB.toFixed(1)} µs CPU/op${withServer}\n  ratio ${ratio.toFixed(2)}x (by CPU per op: ${(cpuB / cpuA).toFixed(2)}x)`,
   );
   return ratio;
 }
@@ -119,18 +154,22 @@ try {
       fsx.tryLock(fd, 0, 1, {});
       fsx.unlock(fd, 0, 1);
     }, 300);
-    console.log(`  (raw fs-native-extensions tryLock+unlock: ${fmt(raw)}/s)`);
+    console.log(
+      `  (raw fs-native-extensions tryLock+unlock: ${fmt(raw.opsPerSec)}/s, ${raw.cpuUs.toFixed(1)} µs CPU/op)`,
+    );
     const two = new TwoLevelLock({ dir: join(dir, 'tl') });
     let twoBest = 0;
+    let twoCpu = Infinity;
     for (let r = 0; r < ROUNDS; r++) {
-      twoBest = Math.max(
-        twoBest,
-        await measure(async () => (await two.acquire('k')).release(), 300),
-      );
+      const m = await measure(async () => (await two.acquire('k')).release(), 300);
+      twoBest = Math.max(twoBest, m.opsPerSec);
+      twoCpu = Math.min(twoCpu, m.cpuUs);
     }
     two.close();
     results.push({ name: 'TwoLevelLock', opsPerSec: twoBest });
-    console.log(`  (TwoLevelLock uncontended acquire+release: ${fmt(twoBest)}/s)`);
+    console.log(
+      `  (TwoLevelLock uncontended acquire+release: ${fmt(twoBest)}/s, ${twoCpu.toFixed(1)} µs CPU/op)`,
+    );
   }
 
   // 4. SIGKILL handover: FileLock vs proper-lockfile (stale 2 s, its minimum useful setting)
@@ -185,11 +224,23 @@ try {
       const a = sqlLockProvider(database);
       const b = sqlLockProvider(database);
       await a.migrate();
+      await (await a.acquire('bench')).release();
+      // the backends serving each side, to count the server's CPU too when PostgreSQL is local
+      const rawPid = Number((await client.query('select pg_backend_pid() as pid')).rows[0]?.pid);
+      const providerPid = Number(
+        (
+          await client.query(
+            `select pid from pg_stat_activity where query like 'execute rigging_locks_release%' and pid <> pg_backend_pid() order by backend_start desc limit 1`,
+          )
+        ).rows[0]?.pid,
+      );
+      const local = procCpuUs(rawPid) !== undefined && procCpuUs(providerPid) !== undefined;
       await compare(
         'PostgreSQL: provider acquire+release vs raw pg_advisory_lock/unlock pair',
         {
           name: '@rigging/locks/sql (postgres)',
           fn: async () => (await a.acquire('bench')).release(),
+          serverPid: local ? providerPid : undefined,
         },
         {
           name: 'raw advisory lock+unlock (pg)',
@@ -197,6 +248,7 @@ try {
             await client.query('select pg_advisory_lock(42)');
             await client.query('select pg_advisory_unlock(42)');
           },
+          serverPid: local ? rawPid : undefined,
         },
         500,
       );

@@ -234,8 +234,51 @@ function split64(id: string): { big: string; hi: number; lo: number } {
 /** A lease held this long gets its `since` recorded for `holder()` (short holds write nothing). */
 const PG_RECORD_AFTER_MS = 50;
 
+/** A PostgreSQL grant whose `since` is not recorded yet (see PG_RECORD_AFTER_MS). */
+interface PgGrant {
+  session: Session;
+  big: string;
+  token: string;
+  since: number;
+  /** Set once the record insert was sent: resolves true when the row was written. */
+  recorded: Promise<boolean> | undefined;
+}
+
 class PostgresBackend extends SessionBackend {
   #wakers = new Map<string, Set<() => void>>();
+  /** Grants younger than PG_RECORD_AFTER_MS, checked by one timer (no timer per grant). */
+  #young = new Set<PgGrant>();
+  #recordTimer: ReturnType<typeof setTimeout> | undefined;
+
+  #armRecord(ms: number): void {
+    this.#recordTimer = setTimeout(() => this.#recordOld(), ms);
+    this.#recordTimer.unref();
+  }
+
+  /** Leases held PG_RECORD_AFTER_MS record their `since` for holder(); brief ones never write. */
+  #recordOld(): void {
+    this.#recordTimer = undefined;
+    const now = Date.now();
+    let next = Infinity;
+    for (const g of this.#young) {
+      const age = now - g.since;
+      if (age < PG_RECORD_AFTER_MS) {
+        next = Math.min(next, PG_RECORD_AFTER_MS - age);
+        continue;
+      }
+      this.#young.delete(g);
+      g.recorded = g.session
+        .query(
+          `insert into rigging_locks_pg_holders (lock_id, backend, token, since)
+           values (${g.big}, pg_backend_pid(), ${g.token}, ${g.since}) on conflict do nothing`,
+        )
+        .then(
+          () => true,
+          () => false,
+        );
+    }
+    if (next !== Infinity) this.#armRecord(Math.max(1, next));
+  }
 
   localMode(mode: LockMode): LockMode {
     return mode;
@@ -293,6 +336,7 @@ class PostgresBackend extends SessionBackend {
   }
 
   protected override onLost(): void {
+    this.#young.clear(); // their session is gone, and with it their locks
     for (const set of this.#wakers.values()) for (const wake of [...set]) wake();
   }
 
@@ -368,30 +412,19 @@ class PostgresBackend extends SessionBackend {
     const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     const releaseStatement = `execute rigging_locks_release_${shared ? 's' : 'x'}(${big}, ${hi | 0}, ${lo | 0})`;
     let released = false;
-    // leases held a while record `since` for holder(); brief ones never write
-    let recorded: Promise<boolean> | undefined;
-    const recordTimer = setTimeout(() => {
-      recorded = session
-        .query(
-          `insert into rigging_locks_pg_holders (lock_id, backend, token, since)
-           values (${big}, pg_backend_pid(), ${token}, ${since}) on conflict do nothing`,
-        )
-        .then(
-          () => true,
-          () => false,
-        );
-    }, PG_RECORD_AFTER_MS);
-    recordTimer.unref();
+    const grant: PgGrant = { session, big, token, since, recorded: undefined };
+    this.#young.add(grant);
+    if (this.#recordTimer === undefined) this.#armRecord(PG_RECORD_AFTER_MS);
     return {
       token: BigInt(token),
       lost: lost.signal,
       release: async () => {
         if (released) return;
         released = true;
-        clearTimeout(recordTimer);
+        this.#young.delete(grant);
         this.held(-1);
         if (lost.signal.aborted) return;
-        if (recorded !== undefined && (await recorded)) {
+        if (grant.recorded !== undefined && (await grant.recorded)) {
           await session.query(
             `with d as (delete from rigging_locks_pg_holders
                          where lock_id = ${big} and backend = pg_backend_pid() and token = ${token})
