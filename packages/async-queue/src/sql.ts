@@ -48,9 +48,10 @@ const SUCCEED_BATCH = 64;
 const MAX_SUCCEED_BATCHES = 2;
 
 /**
- * PostgreSQL: the claim CTEs of the functions below: `k` (up to `p_n` ready keys, locked,
+ * PostgreSQL: the claim CTEs of the first functions below: `k` (up to `p_n` ready keys, locked,
  * skipping locked ones; `guard` may add a condition), `h` (their head ops, always found through
- * the `(queue, op_key, status, seq)` index), `u` (those ops, claimed) and `g` (their keys, running).
+ * the `(queue, op_key, status, seq)` index), `u` (those ops, claimed) and `g` (their keys,
+ * running). Superseded by {@link CLAIM_BY_KEY_FUNCTION} (migration `pg-functions-by-key`).
  */
 const claimCteText = (guard: string) => `k as (
     select queue, op_key, token from ${KEYS}
@@ -137,12 +138,60 @@ end
 $fn$`;
 
 /**
+ * PostgreSQL: claims up to `p_n` ready head ops, fairly (oldest turn first, in the order of the
+ * `(queue, state, turn, op_key)` index), one key at a time: each statement looks a key row up by
+ * its primary key and the head op through the `(queue, op_key, status, seq)` index, whatever the
+ * planner's statistics say. (The set-based version joined key rows on `op_key`, which on fresh,
+ * not yet analyzed tables was planned as a scan of every key of the queue per statement.) One
+ * JSON row per picked key: `picked` and the claimed op's columns (none when its head could not be
+ * claimed here). Replaces the body of {@link CLAIM_FUNCTION}; same signature and rows.
+ */
+const CLAIM_BY_KEY_FUNCTION = `
+create or replace function ${CLAIM_FN}(
+  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  r record;
+  o ${OPS};
+begin
+  if p_n <= 0 then return; end if;
+  for r in
+    select k.op_key, k.token from ${KEYS} k
+    where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
+    order by k.turn, k.op_key
+    limit p_n
+    for update skip locked
+  loop
+    update ${OPS} as x
+    set status = 'running', token = r.token + 1, attempts = x.attempts + 1,
+        worker = p_worker, started_at = p_at
+    where x.id = (
+      select y.id from ${OPS} y
+      where y.queue = p_queue and y.op_key = r.op_key and y.status = 'queued'
+      order by y.seq
+      limit 1
+    ) and x.status = 'queued'
+    returning x.* into o;
+    if found then
+      update ${KEYS} as kk
+      set state = 'running', running_op = o.id, running_type = o.type, token = o.token,
+          lease_until = p_lease_until, pending = kk.pending - 1
+      where kk.queue = p_queue and kk.op_key = r.op_key;
+      return next (to_jsonb(o) || jsonb_build_object('picked', r.op_key))::json;
+    else
+      return next json_build_object('picked', r.op_key);
+    end if;
+  end loop;
+end
+$fn$`;
+
+/**
  * PostgreSQL: records a batch of successes, each only if its claim still holds its key (fencing
  * token per op), then claims as many next fair ops as there were accepted successes that asked
- * for one (`p_next`). Key rows are locked in key order (two batches cannot deadlock). The first
- * JSON row is `{ ok: [ordinals of the accepted successes, 1-based] }`; each further row is a
- * picked key and its claimed op's columns, as from the claim function. The claim is a second
- * statement of the same transaction: it sees the keys just finished (ready again, newest turn).
+ * for one (`p_next`). Key rows are locked in key order (two batches cannot deadlock) and looked up
+ * by primary key. The first JSON row is `{ ok: [ordinals of the accepted successes, 1-based] }`;
+ * the further rows are those of the claim function. The claim sees the keys just finished
+ * (ready again, newest turn).
  */
 const SUCCEED_MANY_FUNCTION = `
 create or replace function ${SUCCEED_MANY_FN}(
@@ -150,45 +199,38 @@ create or replace function ${SUCCEED_MANY_FN}(
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
 declare
-  v_ok bigint[];
-  v_notified bigint;
-  p_n integer;
+  v_i integer;
+  v_state text;
+  v_op text;
+  v_token integer;
+  v_ok integer[] := '{}';
+  v_n integer := 0;
 begin
-  with inp as (
-    select * from unnest(p_keys, p_ops, p_tokens, p_results, p_notices, p_next)
-      with ordinality as t(i_key, i_op, i_token, i_result, i_notice, i_next, i_ord)
-  ), l as (
-    select kk.op_key, inp.i_ord from ${KEYS} kk join inp on kk.op_key = inp.i_key
-    where kk.queue = p_queue and kk.state = 'running' and kk.running_op = inp.i_op
-      and kk.token = inp.i_token
-    order by kk.op_key
-    for update of kk
-  ), fin as (
-    update ${KEYS} as kk
-    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
-        running_op = null, running_type = null, avail_at = 0, turn = p_at
-    from l
-    where kk.queue = p_queue and kk.op_key = l.op_key
-    returning l.i_ord
-  ), fo as (
-    update ${OPS} as o
-    set status = 'succeeded', result = inp.i_result, error = null, finished_at = p_at
-    from fin join inp on inp.i_ord = fin.i_ord
-    where o.id = inp.i_op
-    returning inp.i_ord, inp.i_notice, inp.i_next
-  ), n as (
-    select pg_notify('${CHANNEL}', fo.i_notice) from fo where fo.i_notice is not null
-  )
-  select (select coalesce(array_agg(fo.i_ord), '{}') from fo),
-         (select count(*) from fo where fo.i_next),
-         (select count(*) from n)
-  into v_ok, p_n, v_notified;
-  return query select json_build_object('ok', v_ok);
-  if p_n > 0 then
-    return query
-    with ${claimCteText('')}  select row_to_json(x) from (
-      select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
-    ) as x;
+  for v_i in
+    select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
+  loop
+    select k.state, k.running_op, k.token into v_state, v_op, v_token
+    from ${KEYS} k
+    where k.queue = p_queue and k.op_key = p_keys[v_i]
+    for update;
+    if found and v_state = 'running' and v_op = p_ops[v_i] and v_token = p_tokens[v_i] then
+      update ${KEYS} as kk
+      set state = case when kk.pending > 0 then 'ready' else 'idle' end,
+          running_op = null, running_type = null, avail_at = 0, turn = p_at
+      where kk.queue = p_queue and kk.op_key = p_keys[v_i];
+      update ${OPS} as o
+      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at
+      where o.id = p_ops[v_i];
+      if p_notices[v_i] is not null then
+        perform pg_notify('${CHANNEL}', p_notices[v_i]);
+      end if;
+      v_ok := v_ok || v_i;
+      if p_next[v_i] then v_n := v_n + 1; end if;
+    end if;
+  end loop;
+  return next json_build_object('ok', v_ok);
+  if v_n > 0 then
+    return query select * from ${CLAIM_FN}(p_queue, v_n, p_at, p_lease_until, p_worker);
   end if;
 end
 $fn$`;
@@ -283,6 +325,46 @@ export const migrations: readonly Migration[] = [
     name: 'pg-succeed-many-function',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
+      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+    },
+  },
+  {
+    // The fair pick orders ready keys by (turn, op_key): an index in that order lets it stop
+    // after `limit` keys instead of sorting every ready key of the queue. On PostgreSQL and
+    // SQLite the index holds only ready keys (and another only running ones, for the look for
+    // expired leases): look-ups of one key by (queue, op_key) then have no index to take but the
+    // primary key, whatever the planner's statistics say, and a key that starts or stops running
+    // changes fewer index entries. MySQL has no partial indexes: one index on every key.
+    name: 'keys-turn-key-index',
+    async up(db, { dialect }) {
+      if (dialect === 'mysql') {
+        await db.schema
+          .createIndex('rigging_queue_keys_turn_key')
+          .on(KEYS)
+          .columns(['queue', 'state', 'turn', 'op_key'])
+          .execute();
+        await db.schema.dropIndex('rigging_queue_keys_turn').on(KEYS).execute();
+        return;
+      }
+      await sql
+        .raw(
+          `create index rigging_queue_keys_ready on ${KEYS} (queue, turn, op_key) where state = 'ready'`,
+        )
+        .execute(db);
+      await sql
+        .raw(
+          `create index rigging_queue_keys_running on ${KEYS} (queue, lease_until) where state = 'running'`,
+        )
+        .execute(db);
+      await db.schema.dropIndex('rigging_queue_keys_turn').execute();
+    },
+  },
+  {
+    // Key rows looked up through the primary key whatever the planner's statistics say.
+    name: 'pg-functions-by-key',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(CLAIM_BY_KEY_FUNCTION).execute(db);
       await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
     },
   },
