@@ -238,22 +238,31 @@ export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]
   const groupOf = new Int32Array(planned);
   const groupCount = groupsOfLevels(level, total, planned, groupOf, arena);
   // List each group by ownership depth (deepest first), then id: for a large plan, one pass over
-  // the graph's cached id order and two stable counting sorts (depth, then group) replace
-  // sorting strings; small plans sort.
+  // the graph's cached id order and stable counting sorts (by group and depth at once when the
+  // buckets are few) replace sorting strings; small plans sort.
+  let maxDepth = 0;
+  for (let v = 0; v < planned; v++) if (depth[v]! > maxDepth) maxDepth = depth[v]!;
+  // One record per planned object, [sort key, global index, cycle], read together.
+  const rec = arena.i32(3 * planned);
+  const composite = groupCount * (maxDepth + 1) <= 4 * planned + 1024;
+  fillRecords(rec, planned, groupOf, depth, maxDepth, composite, glob, ctx.cycleOf);
   let order: Int32Array;
   if (planned * 16 >= graph.size) {
     order = arena.i32(planned);
     listInIdOrder(idOrder(graph), s.local, planned, order);
-    let maxDepth = 0;
-    for (let v = 0; v < planned; v++) if (depth[v]! > maxDepth) maxDepth = depth[v]!;
-    order = countingSort(order, depth, maxDepth, -1, maxDepth + 1, arena);
-    order = countingSort(order, groupOf, 0, 1, groupCount, arena);
+    if (composite) order = sortByRecord(order, rec, groupCount * (maxDepth + 1), arena);
+    else {
+      order = countingSort(order, depth, maxDepth, -1, maxDepth + 1, arena);
+      order = countingSort(order, groupOf, 0, 1, groupCount, arena);
+    }
   } else {
     order = sortSmall(planned, groupOf, depth, glob, s.ids, arena);
   }
   clearLocal(s.local, glob, n);
-  const groups = materializeGroups(order, groupOf, glob, s.nodes);
-  const cycles = listCycles(ctx, order, groupOf, glob, s.ids, planned);
+  const sizes = arena.i32(groupCount);
+  for (let v = 0; v < planned; v++) sizes[groupOf[v]!]!++;
+  const cycles: PlanCycle[] = [];
+  const groups = materialize(order, sizes, rec, s.nodes, s.ids, ctx.ownership, cycles, arena);
   // What the plan keeps for its edges: ids of the local vertices and a copy of the relation.
   const ids = new Array<string>(n);
   for (let i = 0; i < n; i++) ids[i] = s.ids[glob[i]!]!;
@@ -313,6 +322,8 @@ function clearLocal(local: Int32Array, glob: Int32Array, n: number): void {
 function buildRelation(s: Store, scratch: Scratch, planned: number): number {
   const { glob, off, ownerOf } = scratch;
   const { local, owner, flags, outHead, outDeg, deps } = s;
+  // Owners that left the graph are only possible until the next compaction.
+  const anyRemoved = s.removed > 0;
   let tgt = scratch.tgt;
   let n = planned;
   let e = 0;
@@ -325,7 +336,7 @@ function buildRelation(s: Store, scratch: Scratch, planned: number): number {
       scratch.tgt = tgt = t;
     }
     const o = owner[g]!;
-    if (o >= 0 && (flags[o]! & REMOVED) === 0) {
+    if (o >= 0 && (!anyRemoved || (flags[o]! & REMOVED) === 0)) {
       let lo = local[o]!;
       if (lo < 0) {
         lo = local[o] = n;
@@ -423,6 +434,84 @@ function groupsOfLevels(
   return groupCount;
 }
 
+/** Records `[sort key, global index, cycle]` of the planned objects. */
+function fillRecords(
+  rec: Int32Array,
+  planned: number,
+  groupOf: Int32Array,
+  depth: Int32Array,
+  maxDepth: number,
+  composite: boolean,
+  glob: Int32Array,
+  cycleOf: Int32Array,
+): void {
+  const width = maxDepth + 1;
+  for (let v = 0; v < planned; v++) {
+    rec[3 * v] = composite ? groupOf[v]! * width + maxDepth - depth[v]! : 0;
+    rec[3 * v + 1] = glob[v]!;
+    rec[3 * v + 2] = cycleOf[v]!;
+  }
+}
+
+/** A stable counting sort of `items` by their record's key (0 ≤ key < `buckets`). */
+function sortByRecord(
+  items: Int32Array,
+  rec: Int32Array,
+  buckets: number,
+  arena: Arena,
+): Int32Array {
+  const count = arena.i32(buckets + 1);
+  for (let i = 0; i < items.length; i++) count[rec[3 * items[i]!]! + 1]!++;
+  for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
+  const out = arena.i32(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const v = items[i]!;
+    out[count[rec[3 * v]!]!++] = v;
+  }
+  return out;
+}
+
+/**
+ * The groups' handles (group g is the next `sizes[g]` objects of `order`), and the reported
+ * cycles: those with planned members, in plan order of their first member; members in plan
+ * order.
+ */
+function materialize(
+  order: Int32Array,
+  sizes: Int32Array,
+  rec: Int32Array,
+  nodes: ReadonlyArray<Node | undefined>,
+  ids: readonly string[],
+  ownership: readonly boolean[],
+  cycles: PlanCycle[],
+  arena: Arena,
+): Node[][] {
+  const index = arena.i32(ownership.length, -1);
+  const groups: Node[][] = [];
+  let i = 0;
+  for (let g = 0; g < sizes.length; g++) {
+    const size = sizes[g]!;
+    const members = new Array<Node>(size);
+    for (let k = 0; k < size; k++, i++) {
+      const v = order[i]!;
+      const at = rec[3 * v + 1]!;
+      members[k] = nodes[at]!;
+      const ci = rec[3 * v + 2]!;
+      if (ci < 0) continue;
+      let cycle: PlanCycle;
+      if (index[ci]! < 0) {
+        index[ci] = cycles.length;
+        cycle = { objects: [], groups: [], ownership: ownership[ci]! };
+        cycles.push(cycle);
+      } else cycle = cycles[index[ci]!]!;
+      cycle.objects.push(ids[at]!);
+      if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
+    }
+    groups.push(members);
+  }
+  return groups;
+}
+
 /** The planned local vertices in id order (from the graph's cached order of global indices). */
 function listInIdOrder(
   sorted: Int32Array,
@@ -462,67 +551,21 @@ function sortSmall(
   return order;
 }
 
-/** The groups' handles: each group is a slice of `order` (sorted by group first). */
-function materializeGroups(
-  order: Int32Array,
-  groupOf: Int32Array,
-  glob: Int32Array,
-  nodes: ReadonlyArray<Node | undefined>,
-): Node[][] {
-  const groups: Node[][] = [];
-  const planned = order.length;
-  for (let i = 0; i < planned;) {
-    const g = groupOf[order[i]!]!;
-    let j = i;
-    while (j < planned && groupOf[order[j]!] === g) j++;
-    const members = new Array<Node>(j - i);
-    for (let k = i; k < j; k++) members[k - i] = nodes[glob[order[k]!]!]!;
-    groups.push(members);
-    i = j;
-  }
-  return groups;
-}
-
-/** Reported cycles: those with planned members, members in plan order. */
-function listCycles(
-  ctx: Layering,
-  order: Int32Array,
-  groupOf: Int32Array,
-  glob: Int32Array,
-  ids: readonly string[],
-  planned: number,
-): PlanCycle[] {
-  const cycles: PlanCycle[] = [];
-  if (ctx.ownership.length === 0) return cycles;
-  const { cycleOf } = ctx;
-  const index = new Int32Array(ctx.ownership.length).fill(-1);
-  for (let i = 0; i < planned; i++) {
-    const v = order[i]!;
-    const ci = cycleOf[v]!;
-    if (ci < 0) continue;
-    let cycle: PlanCycle;
-    if (index[ci]! < 0) {
-      index[ci] = cycles.length;
-      cycle = { objects: [], groups: [], ownership: ctx.ownership[ci]! };
-      cycles.push(cycle);
-    } else cycle = cycles[index[ci]!]!;
-    cycle.objects.push(ids[glob[v]!]!);
-    const g = groupOf[v]!;
-    if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
-  }
-  // Cycles in the order of their first member's discovery, as before: by cycle index.
-  const byIndex: PlanCycle[] = [];
-  for (let ci = 0; ci < index.length; ci++) if (index[ci]! >= 0) byIndex.push(cycles[index[ci]!]!);
-  return byIndex;
-}
+/** Marks a vertex put in a component: more than any DFS index; minus it, the component id. */
+const DONE = 0x40000000;
 
 /**
- * Layers a graph given as CSR (edge v → w: v before w, target `tgt[e] >> 1`) in O(V+E): Tarjan's
- * strongly connected components (iterative), then the longest path over the condensation.
- * Writes each vertex's level into `level` and returns the number of levels (none is empty).
- * A component of several vertices spans consecutive sub-levels: at the top (`depthOf` null) it
- * is a cycle, split by {@link splitCycle}; inside a cycle (`depthOf`: ownership depth of each
- * vertex) it is split by depth.
+ * Layers a graph given as CSR (edge v → w: v before w, target `tgt[e] >> 1`) in O(V+E): levels
+ * are longest paths over the condensation. Writes each vertex's level into `level` and returns
+ * the number of levels (none is empty). A component of several vertices spans consecutive
+ * sub-levels: at the top (`depthOf` null) it is a cycle, split by {@link splitCycle}; inside a
+ * cycle (`depthOf`: ownership depth of each vertex) it is split by depth.
+ *
+ * First Kahn's algorithm layers every vertex no cycle reaches: its random accesses are
+ * independent of each other (the CPU overlaps their cache misses), unlike a depth-first
+ * search's. Only the rest — cycles and what they reach — goes through Tarjan's strongly
+ * connected components (iterative), where each vertex has one 16-byte record
+ * `[start, end, index, low]` (one cache line for everything a visit reads).
  */
 function layer(
   n: number,
@@ -534,61 +577,116 @@ function layer(
 ): number {
   const arena = ctx.arena;
   const mark = arena.mark();
-  const comp = arena.i32(n, -1);
-  const count = tarjan(n, off, tgt, comp, arena);
-  const start = arena.i32(count + 1);
-  for (let v = 0; v < n; v++) start[comp[v]! + 1]!++;
-  for (let c = 0; c < count; c++) start[c + 1]! += start[c]!;
-  const members = arena.i32(n);
-  const fill = arena.i32(count);
-  fill.set(start.subarray(0, count));
-  for (let v = 0; v < n; v++) members[fill[comp[v]!]!++] = v;
-  const span = arena.i32(count, 1);
-  const rel = arena.i32(n);
-  for (let c = 0; c < count; c++) {
-    const s = start[c]!;
-    const e = start[c + 1]!;
-    if (e - s > 1) {
-      const group = members.subarray(s, e);
-      span[c] =
-        depthOf === null
-          ? splitCycle(group, off, tgt, ctx, rel)
-          : splitByDepth(group, depthOf, rel, arena);
+  const first = arena.i32(2 * n); // [indegree, earliest level] per vertex
+  const queue = arena.i32(n);
+  let total = kahn(n, off, tgt, first, queue, level);
+  const layered = kahnCount;
+  if (layered < n) {
+    // Every vertex left has a predecessor left: its component is reached by a cycle or is one.
+    const vx = arena.i32(4 * n);
+    for (let v = 0; v < n; v++) {
+      vx[4 * v] = off[v]!;
+      vx[4 * v + 1] = off[v + 1]!;
+      vx[4 * v + 2] = -1;
     }
+    for (let q = 0; q < layered; q++) vx[4 * queue[q]! + 2] = DONE - 1;
+    // Members of each component, contiguous, components in completion order (sinks first).
+    const members = arena.i32(n - layered);
+    const start = arena.i32(n - layered + 1);
+    const count = tarjan(n, vx, tgt, members, start, arena);
+    const span = arena.i32(count, 1);
+    const rel = arena.i32(n);
+    for (let c = 0; c < count; c++) {
+      const s = start[c]!;
+      const e = start[c + 1]!;
+      if (e - s > 1) {
+        const group = members.subarray(s, e);
+        span[c] =
+          depthOf === null
+            ? splitCycle(group, off, tgt, ctx, rel)
+            : splitByDepth(group, depthOf, rel, arena);
+      }
+    }
+    total = longestPath(count, start, members, vx, tgt, span, rel, first, level, total);
   }
-  const total = longestPath(count, start, members, off, tgt, comp, span, fill, arena);
-  // `fill` now holds each component's first level.
-  for (let v = 0; v < n; v++) level[v] = fill[comp[v]!]! + rel[v]!;
   arena.release(mark);
   return total;
 }
 
+/** Vertices layered by the last {@link kahn} call. */
+let kahnCount = 0;
+
 /**
- * Longest path over the condensation; Tarjan completes sinks first, so decreasing component id
- * is a topological order. Writes each component's first level into `first`; returns the total.
+ * Kahn's algorithm from the sources: layers (longest path) every vertex whose predecessors all
+ * get layered, in `queue` order; for the others, leaves their earliest level (from layered
+ * predecessors) in `kf[2v + 1]` (`kf[2v]`: in-degree, side by side: one cache line per edge).
+ * Returns the number of levels used; sets `kahnCount`.
+ */
+function kahn(
+  n: number,
+  off: Int32Array,
+  tgt: Int32Array,
+  kf: Int32Array,
+  queue: Int32Array,
+  level: Int32Array,
+): number {
+  const m = off[n]!;
+  for (let k = 0; k < m; k++) kf[tgt[k]! & ~1]!++;
+  let tail = 0;
+  for (let v = 0; v < n; v++) if (kf[2 * v] === 0) queue[tail++] = v;
+  let total = 0;
+  for (let head = 0; head < tail; head++) {
+    const v = queue[head]!;
+    const l = kf[2 * v + 1]!;
+    level[v] = l;
+    const next = l + 1;
+    if (next > total) total = next;
+    for (let k = off[v]!; k < off[v + 1]!; k++) {
+      const w = tgt[k]! & ~1; // 2 * target
+      if (kf[w + 1]! < next) kf[w + 1] = next;
+      if (--kf[w]! === 0) queue[tail++] = w >> 1;
+    }
+  }
+  kahnCount = tail;
+  return total;
+}
+
+/**
+ * Longest path over the components left by Kahn, in decreasing component id (a topological
+ * order: Tarjan completes sinks first). A component starts at the latest earliest-level of its
+ * members (pushed by Kahn into `first`, or by earlier components into their records); it pushes
+ * its end to its successors' records. Writes its vertices' levels; returns the number of levels.
  */
 function longestPath(
   count: number,
   start: Int32Array,
   members: Int32Array,
-  off: Int32Array,
+  vx: Int32Array,
   tgt: Int32Array,
-  comp: Int32Array,
   span: Int32Array,
+  rel: Int32Array,
   first: Int32Array,
-  arena: Arena,
+  level: Int32Array,
+  total: number,
 ): number {
-  first.fill(0);
-  let total = 0;
-  void arena;
   for (let c = count - 1; c >= 0; c--) {
-    const next = first[c]! + span[c]!;
-    if (next > total) total = next;
-    for (let i = start[c]!; i < start[c + 1]!; i++) {
+    const s = start[c]!;
+    const e = start[c + 1]!;
+    let at = 0;
+    for (let i = s; i < e; i++) {
       const v = members[i]!;
-      for (let e = off[v]!; e < off[v + 1]!; e++) {
-        const d = comp[tgt[e]! >> 1]!;
-        if (d !== c && first[d]! < next) first[d] = next;
+      const f = Math.max(vx[4 * v + 3]!, first[2 * v + 1]!);
+      if (f > at) at = f;
+    }
+    const next = at + span[c]!;
+    if (next > total) total = next;
+    for (let i = s; i < e; i++) {
+      const v = members[i]!;
+      level[v] = at + rel[v]!;
+      // Edges inside the component raise records nobody reads again: no test needed.
+      for (let k = vx[4 * v]!; k < vx[4 * v + 1]!; k++) {
+        const w = 4 * (tgt[k]! >> 1) + 3;
+        if (vx[w]! < next) vx[w] = next;
       }
     }
   }
@@ -701,20 +799,21 @@ function splitCycle(
 }
 
 /**
- * Iterative Tarjan; writes component ids (sinks first) into `comp`, returns their count. Index and
- * low link of a vertex sit side by side (one cache line per visit on large graphs), and a vertex
- * put in a component gets index "infinity", so no on-stack flag is needed.
+ * Iterative Tarjan over the vertex records of {@link layer}. Writes the members of each component
+ * contiguously into `members` (components in completion order: sinks first) with their bounds in
+ * `start`, marks each member's record `DONE + component` with earliest level 0; returns the
+ * number of components. A vertex in a component has an index above every DFS index, so no
+ * on-stack flag is needed.
  */
 function tarjan(
   n: number,
-  off: Int32Array,
+  vx: Int32Array,
   tgt: Int32Array,
-  comp: Int32Array,
+  members: Int32Array,
+  start: Int32Array,
   arena: Arena,
 ): number {
-  const DONE = 0x7fffffff;
   const mark = arena.mark();
-  const il = arena.i32(2 * n, -1); // il[2v]: index (-1: unvisited, DONE: in a component); il[2v+1]: low
   const stack = arena.i32(n);
   const callV = arena.i32(n);
   const callE = arena.i32(n);
@@ -722,46 +821,50 @@ function tarjan(
   let cp = 0;
   let counter = 0;
   let count = 0;
+  let np = 0;
   for (let s = 0; s < n; s++) {
-    if (il[2 * s] !== -1) continue;
-    il[2 * s] = il[2 * s + 1] = counter++;
+    if (vx[4 * s + 2] !== -1) continue;
+    vx[4 * s + 2] = vx[4 * s + 3] = counter++;
     stack[sp++] = s;
     callV[cp] = s;
-    callE[cp++] = off[s]!;
+    callE[cp++] = vx[4 * s]!;
     while (cp > 0) {
       const v = callV[cp - 1]!;
       const e = callE[cp - 1]!;
-      if (e < off[v + 1]!) {
+      if (e < vx[4 * v + 1]!) {
         callE[cp - 1] = e + 1;
         const w = tgt[e]! >> 1;
-        const iw = il[2 * w]!;
+        const iw = vx[4 * w + 2]!;
         if (iw === -1) {
-          il[2 * w] = il[2 * w + 1] = counter++;
+          vx[4 * w + 2] = vx[4 * w + 3] = counter++;
           stack[sp++] = w;
           callV[cp] = w;
-          callE[cp++] = off[w]!;
-        } else if (iw < il[2 * v + 1]!) {
-          il[2 * v + 1] = iw;
+          callE[cp++] = vx[4 * w]!;
+        } else if (iw < vx[4 * v + 3]!) {
+          vx[4 * v + 3] = iw;
         }
       } else {
         cp--;
-        const lv = il[2 * v + 1]!;
-        if (lv === il[2 * v]) {
+        const lv = vx[4 * v + 3]!;
+        if (lv === vx[4 * v + 2]) {
+          start[count] = np;
           let w: number;
           do {
             w = stack[--sp]!;
-            il[2 * w] = DONE;
-            comp[w] = count;
+            vx[4 * w + 2] = DONE + count;
+            vx[4 * w + 3] = 0;
+            members[np++] = w;
           } while (w !== v);
           count++;
         }
         if (cp > 0) {
           const u = callV[cp - 1]!;
-          if (lv < il[2 * u + 1]!) il[2 * u + 1] = lv;
+          if (lv < vx[4 * u + 3]!) vx[4 * u + 3] = lv;
         }
       }
     }
   }
+  start[count] = np;
   arena.release(mark);
   return count;
 }

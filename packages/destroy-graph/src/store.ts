@@ -57,6 +57,9 @@ export class Store {
   roots: Int32Array = new Int32Array(0);
   statics: Int32Array = new Int32Array(0);
   pins: Int32Array = new Int32Array(0);
+  /** Indices with roots or statics, and indices with pins: where marking starts. */
+  keepers = new Set<number>();
+  pinned = new Set<number>();
   /** Reachability stamps (see {@link Store.nextStamp}). */
   mark: Int32Array = new Int32Array(0);
   stamp = 0;
@@ -119,6 +122,16 @@ export class Store {
     this.ids.push(id);
     this.owner[i] = owner;
     return i;
+  }
+
+  /** Adds `delta` to a root, static or pin counter of `i`, keeping the starting sets. */
+  count(counter: Int32Array, i: number, delta: number): void {
+    counter[i]! += delta;
+    if (counter === this.pins) {
+      if (counter[i]! > 0) this.pinned.add(i);
+      else this.pinned.delete(i);
+    } else if (this.roots[i]! > 0 || this.statics[i]! > 0) this.keepers.add(i);
+    else this.keepers.delete(i);
   }
 
   live(i: number): boolean {
@@ -296,12 +309,12 @@ export class Store {
    */
   reach(complete: boolean): number {
     const stamp = this.nextStamp();
-    const { n, flags, roots, statics, pins, mark, slotHead, slots, targets } = this;
+    const { flags, mark, slotHead, slots, targets } = this;
     let stack: Int32Array = new Int32Array(64);
     let sp = 0;
-    for (let i = 0; i < n; i++) {
-      if (roots[i]! > 0 || statics[i]! > 0 || (complete && pins[i]! > 0)) {
-        if ((flags[i]! & REMOVED) !== 0) continue;
+    for (const set of complete ? [this.keepers, this.pinned] : [this.keepers]) {
+      for (const i of set) {
+        if (mark[i] === stamp) continue;
         mark[i] = stamp;
         if (sp === stack.length) stack = growI32(stack, sp * 2, 0);
         stack[sp++] = i;
@@ -430,6 +443,8 @@ export class Store {
     this.roots[i] = 0;
     this.statics[i] = 0;
     this.pins[i] = 0;
+    this.keepers.delete(i);
+    this.pinned.delete(i);
   }
 
   /** Whether enough indices were removed to make {@link compact} worth it. */
@@ -510,6 +525,8 @@ export class Store {
       if (j >= 0) sorted[k++] = j;
     }
     this.sorted = sorted.slice(0, k);
+    this.keepers = new Set([...this.keepers].map((i) => map[i]!));
+    this.pinned = new Set([...this.pinned].map((i) => map[i]!));
     let upTo = 0;
     for (let i = 0; i < this.sortedUpTo; i++) if (map[i]! >= 0) upTo++;
     this.sortedUpTo = upTo;
