@@ -42,6 +42,7 @@ const CHANNEL = 'rigging_queue';
 const SUCCEED_FN = 'rigging_queue_succeed_v1';
 const CLAIM_FN = 'rigging_queue_claim_v1';
 const SUCCEED_MANY_FN = 'rigging_queue_succeed_many_v1';
+const ENQUEUE_FN = 'rigging_queue_enqueue_v1';
 /** Successes recorded together at most (one statement or transaction). */
 const SUCCEED_BATCH = 64;
 /** Batches of successes being recorded at once by one backend instance. */
@@ -235,6 +236,42 @@ begin
 end
 $fn$`;
 
+/**
+ * PostgreSQL: stores an op (no idempotency check here): one upsert counts it in on its key row
+ * (readying an idle key; the row lock serializes enqueues of one key), one insert stores it, and
+ * workers are woken (NOTIFY) when the key was idle. Returns `{ state, next_seq }` of the key.
+ * A function, so that the statement is planned once per connection, not on every enqueue.
+ */
+const ENQUEUE_FUNCTION = `
+create or replace function ${ENQUEUE_FN}(
+  p_queue text, p_key text, p_id text, p_type text, p_payload text, p_idem text,
+  p_announce integer, p_at bigint
+) returns json language plpgsql as $fn$
+declare
+  v_state text;
+  v_seq bigint;
+  v_pending integer;
+begin
+  insert into ${KEYS} as kk (queue, op_key, state, next_seq, pending, avail_at, turn)
+  values (p_queue, p_key, 'ready', 1, 1, 0, p_at)
+  on conflict (queue, op_key) do update set
+    next_seq = kk.next_seq + 1,
+    pending = kk.pending + 1,
+    avail_at = case when kk.state = 'idle' then 0 else kk.avail_at end,
+    turn = case when kk.state = 'idle' then p_at else kk.turn end,
+    state = case when kk.state = 'idle' then 'ready' else kk.state end
+  returning kk.state, kk.next_seq, kk.pending into v_state, v_seq, v_pending;
+  insert into ${OPS} (id, queue, op_key, seq, type, payload, status, attempts, expiries, token,
+                      idempotency_key, announce, created_at)
+  values (p_id, p_queue, p_key, v_seq, p_type, p_payload, 'queued', 0, 0, 0, p_idem, p_announce,
+          p_at);
+  if v_state = 'ready' and v_pending = 1 then
+    perform pg_notify('${CHANNEL}', 'n:' || p_queue);
+  end if;
+  return json_build_object('state', v_state, 'next_seq', v_seq);
+end
+$fn$`;
+
 /** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
 export const migrations: readonly Migration[] = [
   {
@@ -366,6 +403,14 @@ export const migrations: readonly Migration[] = [
       if (dialect !== 'postgres') return;
       await sql.raw(CLAIM_BY_KEY_FUNCTION).execute(db);
       await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+    },
+  },
+  {
+    // Enqueues planned once per connection too.
+    name: 'pg-enqueue-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(ENQUEUE_FUNCTION).execute(db);
     },
   },
 ];
@@ -822,8 +867,6 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   // paths (key row, then op rows). Under READ COMMITTED one statement sees one snapshot, so the
   // claim re-checks op status on update and leaves anything unusual to the transactional path.
   const pg = dialect === 'postgres';
-  const opsT = sql.raw(OPS);
-  const keysT = sql.raw(KEYS);
 
   /** A row of the claim functions: `picked` (a locked key) and its claimed head op, if any. */
   type ClaimedRow = OpRow & { picked: string | null };
@@ -900,33 +943,13 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
 
   /** Stores an op (no idempotency key check here) and wakes workers when its key was idle. */
   const pgEnqueue = async (input: EnqueueInput, payload: string, at: number) => {
-    const K = (c: string) => sql.ref(`${KEYS}.${c}`);
-    const idle = sql`${K('state')} = 'idle'`;
     const id = randomUUID();
-    const { rows } = await sql<{ state: string; next_seq: string | number }>`
-      with k as (
-        insert into ${keysT} (queue, op_key, state, next_seq, pending, avail_at, turn)
-        values (${name}, ${input.key}, 'ready', 1, 1, 0, ${at})
-        on conflict (queue, op_key) do update set
-          next_seq = ${K('next_seq')} + 1,
-          pending = ${K('pending')} + 1,
-          avail_at = case when ${idle} then 0 else ${K('avail_at')} end,
-          turn = case when ${idle} then ${at} else ${K('turn')} end,
-          state = case when ${idle} then 'ready' else ${K('state')} end
-        returning state, next_seq, pending
-      ), o as (
-        insert into ${opsT} (id, queue, op_key, seq, type, payload, status, attempts, expiries,
-                             token, idempotency_key, announce, created_at)
-        select ${id}, ${name}, ${input.key}, k.next_seq, ${input.type}, ${payload}, 'queued',
-               0, 0, 0, ${input.idempotencyKey ?? null}, ${input.waited ? 1 : 0}, ${at}
-        from k
-        returning id
-      ), n as (
-        select pg_notify(${CHANNEL}, ${`n:${name}`}) from k where k.state = 'ready' and k.pending = 1
-      )
-      select k.state, k.next_seq, (select count(*) from n) as notified from k
+    const { rows } = await sql<{ j: { state: string; next_seq: string | number } | string }>`
+      select ${sql.raw(ENQUEUE_FN)}(${name}, ${input.key}, ${id}, ${input.type}, ${payload},
+        ${input.idempotencyKey ?? null}::text, ${input.waited ? 1 : 0}, ${at}) as j
     `.execute(db);
-    const k = rows[0]!;
+    const j = rows[0]!.j;
+    const k = (typeof j === 'string' ? JSON.parse(j) : j) as { state: string; next_seq: number };
     const row = newOpRow(id, input, Number(k.next_seq), payload, at);
     return { row, created: true, held: k.state === 'blocked' };
   };
