@@ -56,6 +56,12 @@ const SHARED = { shared: true };
 const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
 
+// Methods TwoLevelLock calls on its file level, keyed by symbols the package does not export.
+/** Throws the `TypeError` for a key that cannot name a lock file. */
+export const checkKeyOf: unique symbol = Symbol('checkKey');
+/** One synchronous non-blocking attempt. */
+export const tryNow: unique symbol = Symbol('tryNow');
+
 /** Options of {@link FileLock}. */
 export interface FileLockOptions extends ProviderBaseOptions {
   /** Directory holding one `<encoded key>.lock` file per key (created when missing). */
@@ -289,20 +295,16 @@ export class FileLock implements LockProvider {
     return Promise.resolve(this.#lease(state, mode, held, Date.now()));
   }
 
-  /**
-   * Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked).
-   * @internal
-   */
-  checkKey(key: string): void {
+  /** Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked). */
+  [checkKeyOf](key: string): void {
     if (!this.#states.has(key)) encodeLockKey(key);
   }
 
   /**
-   * One synchronous non-blocking attempt (for {@link TwoLevelLock}'s front waiter): a lease, or
+   * One synchronous non-blocking attempt (for TwoLevelLock's front waiter): a lease, or
    * `undefined` when the lock is taken or waiters of this process queue for it.
-   * @internal
    */
-  tryAcquireNow(key: string, mode: LockMode, started: number): Lease | undefined {
+  [tryNow](key: string, mode: LockMode, started: number): Lease | undefined {
     const state = this.#state(key);
     if (state.queue.size > 0) return undefined;
     let held: Held | undefined;

@@ -7,7 +7,7 @@ import {
   validateRequest,
   type LockEmitter,
 } from './common.js';
-import { FileLock, type FileLockOptions } from './file.js';
+import { FileLock, checkKeyOf, tryNow, type FileLockOptions } from './file.js';
 import { RwCore, type RwPreference } from './primitives.js';
 
 /** Options of {@link TwoLevelLock}: those of {@link FileLock}, plus in-process fairness. */
@@ -50,7 +50,7 @@ export class TwoLevelLock implements LockProvider {
     try {
       mode = validateRequest(key, options).mode;
       // a key with a live in-process lock was checked when that lock was made
-      if (!this.#locks.has(key)) this.file.checkKey(key);
+      if (!this.#locks.has(key)) this.file[checkKeyOf](key);
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       core = this.#core(key);
       wait = core.acquire(mode, key, options);
@@ -61,7 +61,7 @@ export class TwoLevelLock implements LockProvider {
     // the uncontended path: one synchronous try at the file, no promise chain
     let inner: Lease | undefined;
     try {
-      inner = this.file.tryAcquireNow(key, mode, started);
+      inner = this.file[tryNow](key, mode, started);
     } catch (error) {
       core.release(mode);
       return Promise.reject(error);
@@ -114,7 +114,7 @@ export class TwoLevelLock implements LockProvider {
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest(key, options);
-    this.file.checkKey(key);
+    this.file[checkKeyOf](key);
     const core = this.#core(key);
     if (!core.tryAcquire(mode)) {
       if (core.idle) this.#locks.delete(key);
