@@ -1203,6 +1203,34 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
     async heartbeat(claims, leaseMs) {
       const lost = new Set<Claim>();
       const until = now() + leaseMs;
+      if (returning) {
+        // One statement per 100 claims: each lease is extended only while its claim holds the
+        // key (fencing token); a claim whose row did not come back is lost.
+        for (let i = 0; i < claims.length; i += 100) {
+          const chunk = claims.slice(i, i + 100);
+          const rows = (await db
+            .updateTable(KEYS)
+            .set({ lease_until: until })
+            .where('queue', '=', name)
+            .where('state', '=', 'running')
+            .where((eb) =>
+              eb.or(
+                chunk.map((c) =>
+                  eb.and([
+                    eb('op_key', '=', c.op.key),
+                    eb('running_op', '=', c.op.id),
+                    eb('token', '=', c.token),
+                  ]),
+                ),
+              ),
+            )
+            .returning(['running_op', 'token'])
+            .execute()) as { running_op: string; token: number | string }[];
+          const held = new Set(rows.map((r) => `${r.running_op}:${Number(r.token)}`));
+          for (const c of chunk) if (!held.has(`${c.op.id}:${c.token}`)) lost.add(c);
+        }
+        return lost;
+      }
       for (const c of claims) {
         const r = await db
           .updateTable(KEYS)

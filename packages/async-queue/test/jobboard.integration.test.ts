@@ -151,6 +151,9 @@ for (const b of backends) {
         expect(again.claims.map((c) => [c.op.id, c.token])).toEqual([
           [byKey.get('k0')!.op.id, byKey.get('k0')!.token + 1],
         ]);
+        // A heartbeat extends the leases still held and reports the stale claim lost.
+        const lost = await backend.heartbeat([...claims, again.claims[0]!], 60_000);
+        expect([...lost]).toEqual([byKey.get('k0')]);
         // Issued in one turn: recorded in one batch, the stale one refused alone.
         const next = { ...opts, leaseMs: 60_000 };
         const out = await Promise.all(
