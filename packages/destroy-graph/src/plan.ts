@@ -205,6 +205,8 @@ interface Scratch {
   tgt: Int32Array;
   /** Local vertices (planned objects and placeholders) of the relation last built. */
   n: number;
+  /** Set while a plan runs: if one ever threw midway, `local` is reset before the next. */
+  busy: boolean;
 }
 
 const scratches = new WeakMap<ObjectGraph, Scratch>();
@@ -223,6 +225,8 @@ const DEPENDENCY = 1;
 export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]): DestructionPlan {
   const scratch = scratchOf(graph, s.n + 1);
   const { arena, glob, ownerOf } = scratch;
+  if (scratch.busy) s.local.fill(-1);
+  scratch.busy = true;
   const planned = numberInput(input, s.local, glob);
   const e = buildRelation(s, scratch, planned);
   const n = scratch.n;
@@ -259,6 +263,7 @@ export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]
     order = sortSmall(planned, groupOf, depth, glob, s.ids, arena);
   }
   clearLocal(s.local, glob, n);
+  scratch.busy = false;
   const sizes = arena.i32(groupCount);
   for (let v = 0; v < planned; v++) sizes[groupOf[v]!]!++;
   const cycles: PlanCycle[] = [];
@@ -285,6 +290,7 @@ function scratchOf(graph: ObjectGraph, size: number): Scratch {
       ownerOf: new Int32Array(0),
       tgt: new Int32Array(1024),
       n: 0,
+      busy: false,
     };
     scratches.set(graph, scratch);
   }
