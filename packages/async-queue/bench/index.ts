@@ -1,5 +1,6 @@
 // Side-by-side figures for @rigging/async-queue. Run: pnpm bench (about a minute or two).
-// BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's).
+// BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's);
+// BENCH_PEERS=0 skips pg-boss and BullMQ (for repeated before/after runs).
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
@@ -9,6 +10,7 @@ import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
 import { sqlBackend } from '../src/sql.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
+const PEERS = process.env.BENCH_PEERS !== '0';
 const JOBS = Number(process.env.BENCH_JOBS ?? 100);
 const CONCURRENCY = 16;
 const rows: { name: string; value: string }[] = [];
@@ -250,9 +252,9 @@ const sqliteRate = await withSql('sqlite-file', 'SQLite backend');
 let pgRate: number | undefined;
 if ((await service('postgres')).available) {
   pgRate = await withSql('postgres', 'PostgreSQL backend');
-  const boss = await pgBoss().catch(
-    (e: unknown) => (console.warn('pg-boss failed:', e), undefined),
-  );
+  const boss = !PEERS
+    ? undefined
+    : await pgBoss().catch((e: unknown) => (console.warn('pg-boss failed:', e), undefined));
   if (boss !== undefined) {
     rows.push({
       name: `pg-boss 10 (policy singleton + singletonKey, 16 workers), same jobs`,
@@ -264,7 +266,7 @@ if ((await service('postgres')).available) {
     });
   }
 }
-if ((await service('redis')).available) {
+if (PEERS && (await service('redis')).available) {
   const bull = await bullmq().catch((e: unknown) => (console.warn('BullMQ failed:', e), undefined));
   if (bull !== undefined) {
     rows.push({
