@@ -526,12 +526,26 @@ export class ObjectGraph {
    */
   plan(objects: Iterable<GraphObject | string>): DestructionPlan {
     const flags = this.#s.flags;
-    const indices: number[] = [];
-    for (const o of objects) {
-      const i = this.#node(o, 'plan').i;
-      if ((flags[i]! & DESTROYED) === 0) indices.push(i);
+    let indices: Int32Array;
+    let count = 0;
+    if (Array.isArray(objects)) {
+      // The common case (an array, e.g. from collect): one typed array, no growth.
+      const list = objects as ReadonlyArray<GraphObject | string>;
+      indices = new Int32Array(list.length);
+      for (let k = 0; k < list.length; k++) {
+        const i = this.#node(list[k]!, 'plan').i;
+        if ((flags[i]! & DESTROYED) === 0) indices[count++] = i;
+      }
+    } else {
+      const list: number[] = [];
+      for (const o of objects) {
+        const i = this.#node(o, 'plan').i;
+        if ((flags[i]! & DESTROYED) === 0) list.push(i);
+      }
+      indices = Int32Array.from(list);
+      count = list.length;
     }
-    return planNodes(this, this.#s, indices);
+    return planNodes(this, this.#s, indices, count);
   }
 
   /** Collects (`scope`) and plans in one call. */

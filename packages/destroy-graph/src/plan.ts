@@ -215,19 +215,24 @@ const OWNER = 0;
 const DEPENDENCY = 1;
 
 /**
- * Plans the destruction of the objects at `input` (global indices of live objects, not
+ * Plans the destruction of the objects at `input[0..count)` (global indices of live objects, not
  * destroyed; duplicates allowed). O(V+E) plus the listing: objects outside the plan that relate
  * two planned objects (an owner between them, a chain of dependencies) take part as
  * placeholders, so transitive relations are honoured without computing any closure. Everything
  * runs on integer arrays, in small monomorphic functions (each one a tight loop the JIT keeps
  * optimized); handles and ids are only read to list the result.
  */
-export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]): DestructionPlan {
+export function planNodes(
+  graph: ObjectGraph,
+  s: Store,
+  input: Int32Array,
+  count: number,
+): DestructionPlan {
   const scratch = scratchOf(graph, s.n + 1);
   const { arena, glob, ownerOf } = scratch;
   if (scratch.busy) s.local.fill(-1);
   scratch.busy = true;
-  const planned = numberInput(input, s.local, glob);
+  const planned = numberInput(input, count, s.local, glob);
   const e = buildRelation(s, scratch, planned);
   const n = scratch.n;
   const off = scratch.off.subarray(0, n + 1);
@@ -250,24 +255,27 @@ export function planNodes(graph: ObjectGraph, s: Store, input: readonly number[]
   const rec = arena.i32(3 * planned);
   const composite = groupCount * (maxDepth + 1) <= 4 * planned + 1024;
   fillRecords(rec, planned, groupOf, depth, maxDepth, composite, glob, ctx.cycleOf);
-  let order: Int32Array;
+  // The listing: global index and cycle of each planned object, in plan order.
+  const at = arena.i32(planned);
+  const cycle = arena.i32(planned);
   if (planned * 16 >= graph.size) {
-    order = arena.i32(planned);
+    let order = arena.i32(planned);
     listInIdOrder(idOrder(graph), s.local, planned, order);
-    if (composite) order = sortByRecord(order, rec, groupCount * (maxDepth + 1), arena);
+    if (composite) sortByRecord(order, rec, groupCount * (maxDepth + 1), at, cycle, arena);
     else {
       order = countingSort(order, depth, maxDepth, -1, maxDepth + 1, arena);
       order = countingSort(order, groupOf, 0, 1, groupCount, arena);
+      fromRecords(order, rec, at, cycle);
     }
   } else {
-    order = sortSmall(planned, groupOf, depth, glob, s.ids, arena);
+    fromRecords(sortSmall(planned, groupOf, depth, glob, s.ids, arena), rec, at, cycle);
   }
   clearLocal(s.local, glob, n);
   scratch.busy = false;
   const sizes = arena.i32(groupCount);
   for (let v = 0; v < planned; v++) sizes[groupOf[v]!]!++;
   const cycles: PlanCycle[] = [];
-  const groups = materialize(order, sizes, rec, s.nodes, s.ids, ctx.ownership, cycles, arena);
+  const groups = materialize(at, cycle, sizes, s.nodes, s.ids, ctx.ownership, cycles, arena);
   // What the plan keeps for its edges: ids of the local vertices and a copy of the relation.
   const ids = new Array<string>(n);
   for (let i = 0; i < n; i++) ids[i] = s.ids[glob[i]!]!;
@@ -304,9 +312,14 @@ function scratchOf(graph: ObjectGraph, size: number): Scratch {
 }
 
 /** Local numbers for the planned objects, in input order; returns how many. */
-function numberInput(input: readonly number[], local: Int32Array, glob: Int32Array): number {
+function numberInput(
+  input: Int32Array,
+  count: number,
+  local: Int32Array,
+  glob: Int32Array,
+): number {
   let n = 0;
-  for (let k = 0; k < input.length; k++) {
+  for (let k = 0; k < count; k++) {
     const g = input[k]!;
     if (local[g]! >= 0) continue;
     local[g] = n;
@@ -459,33 +472,47 @@ function fillRecords(
   }
 }
 
-/** A stable counting sort of `items` by their record's key (0 ≤ key < `buckets`). */
+/**
+ * A stable counting sort of `items` by their record's key (0 ≤ key < `buckets`), writing the
+ * sorted items' global index and cycle (read from the same record) into `at` and `cycle`.
+ */
 function sortByRecord(
   items: Int32Array,
   rec: Int32Array,
   buckets: number,
+  at: Int32Array,
+  cycle: Int32Array,
   arena: Arena,
-): Int32Array {
+): void {
   const count = arena.i32(buckets + 1);
   for (let i = 0; i < items.length; i++) count[rec[3 * items[i]!]! + 1]!++;
   for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
-  const out = arena.i32(items.length);
   for (let i = 0; i < items.length; i++) {
-    const v = items[i]!;
-    out[count[rec[3 * v]!]!++] = v;
+    const r = 3 * items[i]!;
+    const p = count[rec[r]!]!++;
+    at[p] = rec[r + 1]!;
+    cycle[p] = rec[r + 2]!;
   }
-  return out;
+}
+
+/** Global index and cycle of each item of `order`, from its record. */
+function fromRecords(order: Int32Array, rec: Int32Array, at: Int32Array, cycle: Int32Array): void {
+  for (let i = 0; i < order.length; i++) {
+    const r = 3 * order[i]!;
+    at[i] = rec[r + 1]!;
+    cycle[i] = rec[r + 2]!;
+  }
 }
 
 /**
- * The groups' handles (group g is the next `sizes[g]` objects of `order`), and the reported
+ * The groups' handles (group g is the next `sizes[g]` objects of the listing), and the reported
  * cycles: those with planned members, in plan order of their first member; members in plan
  * order.
  */
 function materialize(
-  order: Int32Array,
+  at: Int32Array,
+  cycle: Int32Array,
   sizes: Int32Array,
-  rec: Int32Array,
   nodes: ReadonlyArray<Node | undefined>,
   ids: readonly string[],
   ownership: readonly boolean[],
@@ -495,23 +522,22 @@ function materialize(
   const index = arena.i32(ownership.length, -1);
   const groups: Node[][] = [];
   let i = 0;
-  for (let g = 0; g < sizes.length; g++) {
-    const size = sizes[g]!;
+  for (let group = 0; group < sizes.length; group++) {
+    const size = sizes[group]!;
     const members = new Array<Node>(size);
     for (let k = 0; k < size; k++, i++) {
-      const v = order[i]!;
-      const at = rec[3 * v + 1]!;
-      members[k] = nodes[at]!;
-      const ci = rec[3 * v + 2]!;
+      const g = at[i]!;
+      members[k] = nodes[g]!;
+      const ci = cycle[i]!;
       if (ci < 0) continue;
-      let cycle: PlanCycle;
+      let c: PlanCycle;
       if (index[ci]! < 0) {
         index[ci] = cycles.length;
-        cycle = { objects: [], groups: [], ownership: ownership[ci]! };
-        cycles.push(cycle);
-      } else cycle = cycles[index[ci]!]!;
-      cycle.objects.push(ids[at]!);
-      if (cycle.groups[cycle.groups.length - 1] !== g) cycle.groups.push(g);
+        c = { objects: [], groups: [], ownership: ownership[ci]! };
+        cycles.push(c);
+      } else c = cycles[index[ci]!]!;
+      c.objects.push(ids[g]!);
+      if (c.groups[c.groups.length - 1] !== group) c.groups.push(group);
     }
     groups.push(members);
   }
