@@ -47,8 +47,18 @@ export interface SyncMethods {
   ): Completion | undefined;
 }
 
-/** The synchronous methods of each memory backend. */
-export const syncMethods = new WeakMap<QueueBackend, SyncMethods>();
+/** The synchronous methods of each memory backend, while its own methods are not replaced. */
+const syncOf = new WeakMap<
+  QueueBackend,
+  SyncMethods & { wraps: Pick<QueueBackend, 'enqueue' | 'succeed'> }
+>();
+
+/** The backend's synchronous methods, unless it is not a memory backend or someone replaced them. */
+export function syncMethods(backend: QueueBackend): SyncMethods | undefined {
+  const s = syncOf.get(backend);
+  if (!s) return undefined;
+  return backend.enqueue === s.wraps.enqueue && backend.succeed === s.wraps.succeed ? s : undefined;
+}
 
 /** Shared by completions that cancelled nothing and chained claims that poisoned nothing. */
 const NONE: never[] = [];
@@ -410,6 +420,10 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     },
     async close() {},
   };
-  syncMethods.set(backend, { enqueue: enqueueNow, succeed: succeedNow });
+  syncOf.set(backend, {
+    enqueue: enqueueNow,
+    succeed: succeedNow,
+    wraps: { enqueue: backend.enqueue, succeed: backend.succeed },
+  });
   return backend;
 }

@@ -261,7 +261,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     this.workerId =
       options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.backend = options.backend ?? memoryBackend();
-    this.#now = syncMethods.get(this.backend);
+    this.#now = syncMethods(this.backend);
     this.#attached = this.backend.attach({
       clock: this.#clock,
       logger: this.#logger,
