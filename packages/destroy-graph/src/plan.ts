@@ -184,6 +184,22 @@ class Arena {
     return a;
   }
 
+  /** Like {@link i32} without the fill: for arrays written before they are read. */
+  raw(n: number): Int32Array {
+    let buf = this.#chunks[this.#chunk]!;
+    while (this.#used + n > buf.length) {
+      this.#chunk++;
+      this.#used = 0;
+      if (this.#chunk === this.#chunks.length) {
+        this.#chunks.push(new Int32Array(Math.max(n, buf.length)));
+      }
+      buf = this.#chunks[this.#chunk]!;
+    }
+    const a = buf.subarray(this.#used, this.#used + n);
+    this.#used += n;
+    return a;
+  }
+
   mark(): number {
     return this.#chunk * 2 ** 32 + this.#used;
   }
@@ -241,7 +257,7 @@ export function planNodes(
   arena.reset(14 * n + 64);
   const depth = ownerDepths(n, ownerOf, arena);
   const ctx = new Layering(arena, depth, arena.i32(n, -1), arena.i32(n, -1));
-  const level = arena.i32(n);
+  const level = arena.raw(n);
   const total = layer(n, off, tgt, ctx, level, null);
   // Compact the levels to groups of planned objects.
   const groupOf = new Int32Array(planned);
@@ -252,14 +268,14 @@ export function planNodes(
   let maxDepth = 0;
   for (let v = 0; v < planned; v++) if (depth[v]! > maxDepth) maxDepth = depth[v]!;
   // One record per planned object, [sort key, global index, cycle], read together.
-  const rec = arena.i32(3 * planned);
+  const rec = arena.raw(3 * planned);
   const composite = groupCount * (maxDepth + 1) <= 4 * planned + 1024;
   fillRecords(rec, planned, groupOf, depth, maxDepth, composite, glob, ctx.cycleOf);
   // The listing: global index and cycle of each planned object, in plan order.
-  const at = arena.i32(planned);
-  const cycle = arena.i32(planned);
+  const at = arena.raw(planned);
+  const cycle = arena.raw(planned);
   if (planned * 16 >= graph.size) {
-    let order = arena.i32(planned);
+    let order = arena.raw(planned);
     listInIdOrder(idOrder(graph), s.local, planned, order);
     if (composite) sortByRecord(order, rec, groupCount * (maxDepth + 1), at, cycle, arena);
     else {
@@ -399,7 +415,7 @@ class Layering {
 function ownerDepths(n: number, ownerOf: Int32Array, arena: Arena): Int32Array {
   const depth = arena.i32(n, -1);
   const mark = arena.mark();
-  const chain = arena.i32(n);
+  const chain = arena.raw(n);
   for (let i = 0; i < n; i++) {
     if (depth[i]! >= 0) continue;
     let c = 0;
@@ -429,7 +445,7 @@ function countingSort(
   const count = arena.i32(buckets + 1);
   for (let i = 0; i < items.length; i++) count[base + sign * keys[items[i]!]! + 1]!++;
   for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
-  const out = arena.i32(items.length);
+  const out = arena.raw(items.length);
   for (let i = 0; i < items.length; i++) {
     const v = items[i]!;
     out[count[base + sign * keys[v]!]!++] = v;
@@ -610,21 +626,21 @@ function layer(
   const arena = ctx.arena;
   const mark = arena.mark();
   const first = arena.i32(2 * n); // [indegree, earliest level] per vertex
-  const queue = arena.i32(n);
+  const queue = arena.raw(n);
   let total = kahn(n, off, tgt, first, queue, level);
   const layered = kahnCount;
   if (layered < n) {
     // Every vertex left has a predecessor left: its component is reached by a cycle or is one.
-    const vx = arena.i32(4 * n);
+    // Records; Kahn's vertices (in-degree down to 0) are marked done, outside any component.
+    const vx = arena.raw(4 * n);
     for (let v = 0; v < n; v++) {
       vx[4 * v] = off[v]!;
       vx[4 * v + 1] = off[v + 1]!;
-      vx[4 * v + 2] = -1;
+      vx[4 * v + 2] = first[2 * v]! > 0 ? -1 : DONE - 1;
     }
-    for (let q = 0; q < layered; q++) vx[4 * queue[q]! + 2] = DONE - 1;
     // Members of each component, contiguous, components in completion order (sinks first).
-    const members = arena.i32(n - layered);
-    const start = arena.i32(n - layered + 1);
+    const members = arena.raw(n - layered);
+    const start = arena.raw(n - layered + 1);
     const count = tarjan(n, vx, tgt, members, start, arena);
     const span = arena.i32(count, 1);
     const rel = arena.i32(n);
@@ -770,44 +786,40 @@ function splitCycle(
   const { arena, inCycle, depth } = ctx;
   const mark = arena.mark();
   const k = members.length;
-  for (let i = 0; i < k; i++) inCycle[members[i]!] = i;
-  const subOff = arena.i32(k + 1);
-  let ownership = false;
+  const subDepth = arena.raw(k);
+  let maxDepth = 0;
   for (let i = 0; i < k; i++) {
     const v = members[i]!;
-    let d = 0;
-    for (let e = off[v]!; e < off[v + 1]!; e++) {
-      const t = tgt[e]!;
-      if (inCycle[t >> 1]! < 0) continue;
-      if ((t & 1) === DEPENDENCY) d++;
-      else ownership = true;
-    }
-    subOff[i + 1] = subOff[i]! + d;
+    inCycle[v] = i;
+    const d = depth[v]!;
+    subDepth[i] = d;
+    if (d > maxDepth) maxDepth = d;
   }
-  const subTgt = arena.i32(subOff[k]!);
+  // The dependency edges inside the cycle, in one pass (room for every edge of the relation).
+  const subOff = arena.raw(k + 1);
+  const subTgt = arena.raw(tgt.length);
+  let ownership = false;
+  let p = 0;
+  subOff[0] = 0;
   for (let i = 0; i < k; i++) {
     const v = members[i]!;
-    let p = subOff[i]!;
     for (let e = off[v]!; e < off[v + 1]!; e++) {
       const t = tgt[e]!;
       const l = inCycle[t >> 1]!;
-      if (l >= 0 && (t & 1) === DEPENDENCY) subTgt[p++] = l << 1;
+      if (l < 0) continue;
+      if ((t & 1) === DEPENDENCY) subTgt[p++] = l << 1;
+      else ownership = true;
     }
-  }
-  const subDepth = arena.i32(k);
-  let maxDepth = 0;
-  for (let i = 0; i < k; i++) {
-    const d = depth[members[i]!]!;
-    subDepth[i] = d;
-    if (d > maxDepth) maxDepth = d;
+    subOff[i + 1] = p;
   }
   const subLevel = arena.i32(k);
   const subTotal = layer(k, subOff, subTgt, ctx, subLevel, subDepth);
   // Relative levels: the distinct (dependency level, depth descending) pairs, in order.
-  let order = arena.i32(k);
+  let order = arena.raw(k);
   for (let i = 0; i < k; i++) order[i] = i;
   order = countingSort(order, subDepth, maxDepth, -1, maxDepth + 1, arena);
   order = countingSort(order, subLevel, 0, 1, subTotal, arena);
+  const subRel = arena.raw(k);
   let r = -1;
   let lastLevel = -1;
   let lastDepth = -1;
@@ -818,13 +830,16 @@ function splitCycle(
       lastLevel = subLevel[l]!;
       lastDepth = subDepth[l]!;
     }
-    rel[members[l]!] = r;
+    subRel[l] = r;
   }
   const id = ctx.ownership.length;
   ctx.ownership.push(ownership);
+  const cycleOf = ctx.cycleOf;
   for (let i = 0; i < k; i++) {
-    inCycle[members[i]!] = -1;
-    ctx.cycleOf[members[i]!] = id;
+    const v = members[i]!;
+    rel[v] = subRel[i]!;
+    inCycle[v] = -1;
+    cycleOf[v] = id;
   }
   arena.release(mark);
   return r + 1;
@@ -846,9 +861,9 @@ function tarjan(
   arena: Arena,
 ): number {
   const mark = arena.mark();
-  const stack = arena.i32(n);
-  const callV = arena.i32(n);
-  const callE = arena.i32(n);
+  const stack = arena.raw(n);
+  const callV = arena.raw(n);
+  const callE = arena.raw(n);
   let sp = 0;
   let cp = 0;
   let counter = 0;
