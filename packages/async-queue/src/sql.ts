@@ -1036,7 +1036,8 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
       let want = 0;
       // Key rows are locked in key order, so that two batches cannot deadlock.
       const order = items.map((_, i) => i);
-      order.sort((a, b) => (items[a]!.claim.op.key < items[b]!.claim.op.key ? -1 : 1));
+      const keyOf = (i: number) => items[i]!.claim.op.key;
+      order.sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : a - b));
       for (const i of order) {
         const it = items[i]!;
         const { claim } = it;

@@ -156,8 +156,12 @@ for (const b of backends) {
         expect([...lost]).toEqual([byKey.get('k0')]);
         // Issued in one turn: recorded in one batch, the stale one refused alone.
         const next = { ...opts, leaseMs: 60_000 };
+        // Results travel in a text array on PostgreSQL: quotes, backslashes, braces, commas.
+        const tricky = { s: 'a"b\\c{d},e NULL \u00e9' };
         const out = await Promise.all(
-          ['k1', 'k0', 'k2', 'k3'].map((key) => backend.succeed(byKey.get(key)!, key, next)),
+          ['k1', 'k0', 'k2', 'k3'].map((key) =>
+            backend.succeed(byKey.get(key)!, key === 'k3' ? tricky : key, next),
+          ),
         );
         expect(out.map((c) => c?.op.status)).toEqual([
           'succeeded',
@@ -171,6 +175,7 @@ for (const b of backends) {
         expect(chained.every((c) => c.op.payload === 1)).toBe(true);
         expect((await backend.get(first[0]!))?.status).toBe('running');
         for (const id of first.slice(1)) expect((await backend.get(id))?.status).toBe('succeeded');
+        expect((await backend.get(byKey.get('k3')!.op.id))?.result).toEqual(tricky);
         // The stale claim stays refused; the claim that replaced it is recorded.
         expect(await backend.succeed(byKey.get('k0')!, 'stale')).toBeUndefined();
         expect((await backend.succeed(again.claims[0]!, 'fresh'))?.op.status).toBe('succeeded');
