@@ -626,7 +626,7 @@ function layer(
   const arena = ctx.arena;
   const mark = arena.mark();
   const first = arena.i32(2 * n); // [indegree, earliest level] per vertex
-  const queue = arena.raw(n);
+  const queue = arena.raw(2 * n);
   let total = kahn(n, off, tgt, first, queue, level);
   const layered = kahnCount;
   if (layered < n) {
@@ -680,22 +680,30 @@ function kahn(
 ): number {
   const m = off[n]!;
   for (let k = 0; k < m; k++) kf[tgt[k]! & ~1]!++;
+  // The queue holds [vertex, level] pairs: a vertex's level is final when it is queued.
   let tail = 0;
-  for (let v = 0; v < n; v++) if (kf[2 * v] === 0) queue[tail++] = v;
+  for (let v = 0; v < n; v++) {
+    if (kf[2 * v] !== 0) continue;
+    queue[tail++] = v;
+    queue[tail++] = 0;
+  }
   let total = 0;
-  for (let head = 0; head < tail; head++) {
+  for (let head = 0; head < tail; head += 2) {
     const v = queue[head]!;
-    const l = kf[2 * v + 1]!;
+    const l = queue[head + 1]!;
     level[v] = l;
     const next = l + 1;
     if (next > total) total = next;
     for (let k = off[v]!; k < off[v + 1]!; k++) {
       const w = tgt[k]! & ~1; // 2 * target
       if (kf[w + 1]! < next) kf[w + 1] = next;
-      if (--kf[w]! === 0) queue[tail++] = w >> 1;
+      if (--kf[w]! === 0) {
+        queue[tail++] = w >> 1;
+        queue[tail++] = kf[w + 1]!;
+      }
     }
   }
-  kahnCount = tail;
+  kahnCount = tail >> 1;
   return total;
 }
 
