@@ -36,6 +36,11 @@ describe('compact storage', () => {
     expect(JSON.stringify(g.plan(live))).toBe(
       JSON.stringify(copy.plan([...copy.objects()].map((o) => o.id))),
     );
+    // Any iterable of handles or ids plans the same.
+    expect(JSON.stringify(g.plan(g.objects()))).toBe(JSON.stringify(g.plan(live)));
+    expect(JSON.stringify(g.plan(new Set(live.map((o) => o.id))))).toBe(
+      JSON.stringify(g.plan(live)),
+    );
     for (const o of [keep[3]!, children[7]!, keep[keep.length - 1]!]) {
       expect(g.explain(o)).toEqual(copy.explain(copy.get(o.id)!));
     }
