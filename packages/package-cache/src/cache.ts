@@ -8,6 +8,7 @@ import {
   readFile,
   rename,
   rm,
+  rmdir,
   stat,
   unlink,
   utimes,
@@ -805,7 +806,6 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     const started = this.#clock.now();
     const what = refKey(ref);
     const tmp = join(this.root, TMP, `dl-${process.pid}-${randomBytes(6).toString('hex')}`);
-    await mkdir(tmp);
     const progressFile = this.#progressFile(ref);
     const state: ProgressFile = {
       pid: process.pid,
@@ -837,7 +837,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       ? AbortSignal.any([options.signal, this.#closed.signal])
       : this.#closed.signal;
     try {
-      await writeFile(progressFile, JSON.stringify(state));
+      // Independent file-system calls run side by side (each is a thread-pool round trip).
+      await Promise.all([mkdir(tmp), writeFile(progressFile, JSON.stringify(state))]);
       let fetched: FetchedPackage;
       try {
         fetched = normalize(
@@ -859,6 +860,10 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       }
       if ('stream' in fetched && fetched.size !== undefined) state.total = fetched.size;
       const target = join(tmp, 'pkg');
+      const parent = join(this.root, ref.fqn, ref.version);
+      // Nothing removes version directories, so the parent can be made while extracting.
+      const parentReady = mkdir(parent, { recursive: true });
+      parentReady.catch(() => {}); // awaited below; extraction errors take precedence
       const { integrity } = await materialize(fetched, {
         target,
         scratch: tmp,
@@ -871,13 +876,16 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       const installedAt = this.#clock.now();
       const meta: Meta = { ...ref, size, integrity, installedAt };
       const final = refPath(this.root, ref);
-      const parent = join(this.root, ref.fqn, ref.version);
-      await mkdir(parent, { recursive: true });
       const metaTmp = join(tmp, 'meta.json');
-      await writeFile(metaTmp, JSON.stringify(meta));
-      if (this.#durable) await fsyncPath(metaTmp);
-      // A marker left from an earlier install of this id does not apply to this one.
-      await rm(outdatedPath(this.root, ref), { force: true });
+      await Promise.all([
+        parentReady,
+        (async () => {
+          await writeFile(metaTmp, JSON.stringify(meta));
+          if (this.#durable) await fsyncPath(metaTmp);
+        })(),
+        // A marker left from an earlier install of this id does not apply to this one.
+        rm(outdatedPath(this.root, ref), { force: true }),
+      ]);
       // Sidecar first (harmless alone), then the directory: the rename is the commit point.
       await rename(metaTmp, metaPath(this.root, ref));
       await rename(target, final);
@@ -904,8 +912,11 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       return entry;
     } finally {
       await writing;
-      await rm(progressFile, { force: true });
-      await rm(tmp, { recursive: true, force: true });
+      await Promise.all([
+        rm(progressFile, { force: true }),
+        // Emptied by the renames after a success: one rmdir instead of a recursive walk.
+        rmdir(tmp).catch(() => rm(tmp, { recursive: true, force: true })),
+      ]);
     }
   }
 
