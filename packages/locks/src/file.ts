@@ -463,15 +463,7 @@ export class FileLock implements LockProvider {
         let token: bigint | undefined;
         if (mode === 'exclusive') {
           const c = state.cache;
-          if (
-            c !== undefined &&
-            c.next <= c.hi &&
-            st.size === c.size &&
-            st.mtimeMs === c.mtimeMs &&
-            st.ctimeMs === c.ctimeMs &&
-            st.ino === c.ino &&
-            st.dev === c.dev
-          ) {
+          if (c !== undefined && c.next <= c.hi && unchangedSince(c, st)) {
             // nobody wrote the file since our last write: the counter there is still our `hi`
             token = BigInt(c.next++);
           } else token = reserveExclusive(state, fd, st.size);
@@ -698,6 +690,20 @@ function nextToken(previous: bigint): bigint {
   return previous >= floor ? previous + 1n : floor;
 }
 
+/** True when the file is the one of the cache, and nobody wrote it since our own last write. */
+function unchangedSince(
+  c: TokenCache,
+  st: { ino: number; dev: number; size: number; mtimeMs: number; ctimeMs: number },
+): boolean {
+  return (
+    st.size === c.size &&
+    st.mtimeMs === c.mtimeMs &&
+    st.ctimeMs === c.ctimeMs &&
+    st.ino === c.ino &&
+    st.dev === c.dev
+  );
+}
+
 /** The size a write sets when the file had `size`: the next step of the write count (see SIZE_BASE). */
 function nextSize(size: number): number {
   const n = size >= SIZE_BASE && size < SIZE_BASE + SIZE_SPAN ? size - SIZE_BASE + 1 : 0;
@@ -803,13 +809,7 @@ function reserveExclusive(state: KeyState, fd: number, sizeBefore: number): bigi
 function writeExclusiveSince(state: KeyState, fd: number, since: number): void {
   const st = fstatSync(fd);
   const c = state.cache;
-  const cacheValid =
-    c !== undefined &&
-    st.size === c.size &&
-    st.mtimeMs === c.mtimeMs &&
-    st.ctimeMs === c.ctimeMs &&
-    st.ino === c.ino &&
-    st.dev === c.dev;
+  const cacheValid = c !== undefined && unchangedSince(c, st);
   writeSince(sinceBuf, 0, since);
   writeAll(fd, sinceBuf, 13, EX_SINCE_AT);
   bumpSize(fd, st.size);
