@@ -4,14 +4,13 @@ import { PackageCacheError } from './errors.js';
 const STRENGTH = { sha256: 1, sha384: 2, sha512: 3 } as const;
 /** A hash algorithm an SRI string may name. */
 export type IntegrityAlgorithm = keyof typeof STRENGTH;
-type Algorithm = IntegrityAlgorithm;
 
 export const isIntegrityAlgorithm = (value: unknown): value is IntegrityAlgorithm =>
   typeof value === 'string' && Object.hasOwn(STRENGTH, value);
 
 /** A parsed SRI string: the strongest algorithm it names and the digests accepted for it. */
 export interface ParsedIntegrity {
-  algorithm: Algorithm;
+  algorithm: IntegrityAlgorithm;
   digests: string[];
 }
 
@@ -25,7 +24,7 @@ export function parseIntegrity(value: string): ParsedIntegrity {
   for (const token of value.trim().split(/\s+/)) {
     const m = /^(sha256|sha384|sha512)-([A-Za-z0-9+/=_-]+)(\?.*)?$/.exec(token);
     if (!m) continue;
-    const algorithm = m[1] as Algorithm;
+    const algorithm = m[1] as IntegrityAlgorithm;
     const digest = m[2]!.replace(/-/g, '+').replace(/_/g, '/');
     if (!best || STRENGTH[algorithm] > STRENGTH[best.algorithm]) {
       best = { algorithm, digests: [digest] };
@@ -51,11 +50,11 @@ export async function verifyBuffer(
   bytes: Uint8Array,
   expected: string | undefined,
   what: string,
-  fallback: Algorithm | 'none' = 'sha512',
+  fallback: IntegrityAlgorithm | 'none' = 'sha512',
 ): Promise<string | undefined> {
   const parsed = expected === undefined ? undefined : parseIntegrity(expected);
   if (!parsed && fallback === 'none') return undefined;
-  const algorithm = parsed?.algorithm ?? (fallback as Algorithm);
+  const algorithm = parsed?.algorithm ?? (fallback as IntegrityAlgorithm);
   const digest = Buffer.from(
     await crypto.subtle.digest(SUBTLE[algorithm], bytes as Uint8Array<ArrayBuffer>),
   ).toString('base64');
@@ -64,7 +63,7 @@ export async function verifyBuffer(
 
 function check(
   expected: ParsedIntegrity | undefined,
-  algorithm: Algorithm,
+  algorithm: IntegrityAlgorithm,
   digest: string,
   bytes: number,
   what: string,
@@ -93,10 +92,10 @@ function check(
 export class IntegrityHasher {
   readonly #expected: ParsedIntegrity | undefined;
   readonly #hash: Hash | undefined;
-  readonly algorithm: Algorithm | 'none';
+  readonly algorithm: IntegrityAlgorithm | 'none';
   bytes = 0;
 
-  constructor(expected: string | undefined, fallback: Algorithm | 'none' = 'sha512') {
+  constructor(expected: string | undefined, fallback: IntegrityAlgorithm | 'none' = 'sha512') {
     this.#expected = expected === undefined ? undefined : parseIntegrity(expected);
     this.algorithm = this.#expected?.algorithm ?? fallback;
     this.#hash = this.algorithm === 'none' ? undefined : createHash(this.algorithm);
@@ -112,6 +111,7 @@ export class IntegrityHasher {
    * `package_cache.integrity_mismatch` if the expected one differs.
    */
   verify(what: string): string | undefined {
+    // (both are set together; the two tests narrow both types)
     if (this.#hash === undefined || this.algorithm === 'none') return undefined;
     return check(this.#expected, this.algorithm, this.#hash.digest('base64'), this.bytes, what);
   }
