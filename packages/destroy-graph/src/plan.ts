@@ -141,7 +141,7 @@ export class DestructionPlan {
  * id (planned objects first, then the objects outside the plan that relate them); edge e of v
  * goes v → `tgt[e] >> 1` ("v before"), its low bit is its kind (0 owner, 1 dependency).
  */
-export interface Csr {
+interface Csr {
   ids: string[];
   planned: number;
   off: Int32Array;

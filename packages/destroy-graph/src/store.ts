@@ -34,7 +34,7 @@ export const D_SUB = 1;
 export const D_COUNT = 2;
 export const D_NOUT = 3;
 const D_POUT = 4;
-export const D_NIN = 5;
+const D_NIN = 5;
 const D_PIN = 6;
 
 function growI32(a: Int32Array, cap: number, fill: number): Int32Array {
