@@ -705,7 +705,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
           : undefined;
       const c = this.#now
         ? this.#now.succeed(entry.claim, result, chain)
-        : await this.backend.succeed(entry.claim, result, chain);
+        : await this.#record(entry, () => this.backend.succeed(entry.claim, result, chain));
       if (!c) return this.#refused(entry.claim);
       const { next } = c;
       if (next) {
@@ -739,7 +739,9 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     const serialized = serializeError(error);
     if (op.attempts < this.#policy.maxAttempts) {
       const retryAt = this.#clock.now() + this.#policy.backoff(op.attempts);
-      const c = await this.backend.fail(entry.claim, serialized, { retryAt });
+      const c = await this.#record(entry, () =>
+        this.backend.fail(entry.claim, serialized, { retryAt }),
+      );
       if (!c) return this.#refused(entry.claim);
       this.#events.emit('op:retrying', {
         id: op.id,
@@ -752,14 +754,39 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       await this.#emitKeyStatus(op.key);
       return;
     }
-    const c = await this.backend.fail(entry.claim, serialized, {
-      stop: this.#policy.onFailure === 'stop',
-    });
+    const c = await this.#record(entry, () =>
+      this.backend.fail(entry.claim, serialized, { stop: this.#policy.onFailure === 'stop' }),
+    );
     if (!c) return this.#refused(entry.claim);
     await this.#reportFailure(c, error);
   }
 
   /** Starts ops claimed along with a completion (they take the finishing op's slot). */
+  /**
+   * Records an op's outcome, retrying a write that failed (the database restarting, a deadlock,
+   * a dropped connection) for up to one lease: the entry stays in flight meanwhile, so its lease
+   * is still renewed and its slot is not given to another op. Giving up leaves the op claimed;
+   * it runs again elsewhere once the lease expires (at-least-once). A retried write that had in
+   * fact been committed is refused by the fencing token, never applied twice.
+   */
+  async #record<T>(entry: Inflight, write: () => Promise<T>): Promise<T> {
+    const until = this.#clock.now() + this.#leaseMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (err) {
+        const wait = Math.min(1000, 25 * 2 ** attempt);
+        const give = !this.backend.durable || this.#halt.signal.aborted;
+        if (give || this.#clock.now() + wait >= until) throw err;
+        this.#logger.warn(
+          { err, id: entry.claim.op.id, attempt },
+          'async-queue could not record an outcome; retrying',
+        );
+        await this.#clock.sleep(wait, { signal: this.#halt.signal }).catch(() => {});
+      }
+    }
+  }
+
   async #adopt(next: { claims: Claim[]; poisoned: Completion[] }): Promise<void> {
     for (const p of next.poisoned) await this.#reportFailure(p, undefined);
     for (const claim of next.claims) {

@@ -77,6 +77,53 @@ for (const b of backends) {
       expect(by.get('b')).toBeGreaterThan(0);
     }, 60_000);
 
+    it('retries a failed write of an outcome while the claim is held: each op runs once', async () => {
+      const name = `record${++n}`;
+      const backend = sqlBackend(db1, { name, pollMs: 20 });
+      // The database refuses the first two writes of each outcome (a restart, a dropped
+      // connection): the worker keeps its claim and writes again.
+      const { succeed, fail } = backend;
+      const failures = new Map<string, number>();
+      const flaky = <A extends unknown[], R>(write: (...args: A) => Promise<R>) =>
+        (async (...args: A) => {
+          const id = (args[0] as { op: { id: string } }).op.id;
+          const seen = (failures.get(id) ?? 0) + 1;
+          failures.set(id, seen);
+          if (seen <= 2) throw new Error('connection terminated unexpectedly');
+          return write(...args);
+        }) as (...args: A) => Promise<R>;
+      backend.succeed = flaky(succeed);
+      backend.fail = flaky(fail);
+      const runs: string[] = [];
+      const refused: string[] = [];
+      const q = track(
+        createQueue({
+          backend,
+          concurrency: 2,
+          leaseMs: 2000,
+          logger: silentLogger,
+          policy: { onFailure: 'continue' },
+          handlers: {
+            async ok(p: string) {
+              runs.push(p);
+              return p;
+            },
+            async bad(p: string) {
+              runs.push(p);
+              throw new Error(`bad ${p}`);
+            },
+          },
+        }),
+      );
+      q.on('op:refused', (e) => refused.push(e.id));
+      expect(await q.call('k', { type: 'ok', payload: 'a' })).toBe('a');
+      await expect(q.call('k', { type: 'bad', payload: 'b' })).rejects.toThrow('bad b');
+      expect(await q.call('k', { type: 'ok', payload: 'c' })).toBe('c');
+      expect(runs).toEqual(['a', 'b', 'c']);
+      expect(refused).toEqual([]);
+      expect([...failures.values()]).toEqual([3, 3, 3]);
+    }, 60_000);
+
     it('re-claims an op whose lease expired; the stale completion is refused', async () => {
       const name = `lease${++n}`;
       const release = deferred<void>();
