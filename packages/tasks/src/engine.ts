@@ -140,28 +140,46 @@ function major(v: string): string {
   return i < 0 ? v : v.slice(0, i);
 }
 
+// Both depend on the compiled flow alone: computed once per flow, not once per run (a run of
+// n tasks would otherwise allocate and walk n more objects before its first task).
+const definitions = new WeakMap<CompiledFlow, FlowDefinition>();
+const sensitives = new WeakMap<CompiledFlow, ReadonlySet<string>>();
+
+/** The flow's shape as the log records it (frozen: every run's record shares it). */
 function definitionOf(c: CompiledFlow): FlowDefinition {
-  return {
-    flow: c.root.name,
-    version: c.root.version,
-    tasks: c.order.map((i) => ({ name: c.atoms[i]!.name, version: c.atoms[i]!.task.version })),
-  };
+  let d = definitions.get(c);
+  if (d === undefined) {
+    const tasks = c.order.map((i) =>
+      Object.freeze({ name: c.atoms[i]!.name, version: c.atoms[i]!.task.version }),
+    );
+    d = Object.freeze({
+      flow: c.root.name,
+      version: c.root.version,
+      tasks: Object.freeze(tasks) as FlowDefinition['tasks'],
+    });
+    definitions.set(c, d);
+  }
+  return d;
 }
 
 /** Symbols whose values must not be stored in clear. */
-function sensitiveSymbols(c: CompiledFlow): Set<string> {
-  const out = new Set<string>();
-  for (const a of c.atoms) {
-    const s = a.task.sensitive;
-    if (s === true) {
-      for (const r of a.task.requires) out.add(r);
-      for (const p of a.provides) out.add(p);
-    } else if (Array.isArray(s)) for (const x of s as readonly string[]) out.add(x);
+function sensitiveSymbols(c: CompiledFlow): ReadonlySet<string> {
+  let out = sensitives.get(c);
+  if (out === undefined) {
+    const set = new Set<string>();
+    for (const a of c.atoms) {
+      const s = a.task.sensitive;
+      if (s === true) {
+        for (const r of a.task.requires) set.add(r);
+        for (const p of a.provides) set.add(p);
+      } else if (Array.isArray(s)) for (const x of s as readonly string[]) set.add(x);
+    }
+    sensitives.set(c, (out = set));
   }
   return out;
 }
 
-function isSensitiveResult(t: Task, atomProvides: string[], symbols: Set<string>): boolean {
+function isSensitiveResult(t: Task, atomProvides: string[], symbols: ReadonlySet<string>): boolean {
   if (t.sensitive === true) return true;
   for (const p of atomProvides) if (symbols.has(p)) return true;
   return false;
@@ -449,7 +467,7 @@ class FlowRun {
   readonly #tokenOnly: { token: bigint | null };
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #symbols: Set<string>;
+  readonly #symbols: ReadonlySet<string>;
   readonly #states: TaskState[];
   readonly #attempts: Int32Array;
   readonly #values = new Map<string, unknown>();
@@ -489,7 +507,7 @@ class FlowRun {
     flowId: string,
     lease: Lease | undefined,
     signal: AbortSignal | undefined,
-    symbols: Set<string>,
+    symbols: ReadonlySet<string>,
   ) {
     this.#engine = engine;
     this.#c = compiled;

@@ -78,6 +78,22 @@ describe('memoryLog stores entries compactly and returns them unchanged', () => 
     );
   });
 
+  it('keeps long logs exact across its chunks (1,024 entries each; the first one grows)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(entry, { minLength: 1000, maxLength: 3200 }), async (raw) => {
+        const entries = raw.map((e, i) => ({ seq: i + 1, ...e }) as unknown as LogEntry);
+        const log = memoryLog();
+        await log.create(record('long'), entries.slice(0, 1));
+        // appended one by one and in batches, across the chunk boundaries
+        for (let k = 1; k < entries.length; k += 7) {
+          await log.append('long', entries.slice(k, k + 7), {});
+        }
+        expect(await log.history('long')).toStrictEqual(entries);
+      }),
+      { numRuns: 8 },
+    );
+  });
+
   it('the entries of a real run come back with the same keys in the same order', async () => {
     const seen: LogEntry[] = [];
     const inner = memoryLog();
