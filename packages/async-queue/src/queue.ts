@@ -761,7 +761,6 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     await this.#reportFailure(c, error);
   }
 
-  /** Starts ops claimed along with a completion (they take the finishing op's slot). */
   /**
    * Records an op's outcome, retrying a write that failed (the database restarting, a deadlock,
    * a dropped connection) for up to one lease: the entry stays in flight meanwhile, so its lease
@@ -787,6 +786,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     }
   }
 
+  /** Starts ops claimed along with a completion (they take the finishing op's slot). */
   async #adopt(next: { claims: Claim[]; poisoned: Completion[] }): Promise<void> {
     for (const p of next.poisoned) await this.#reportFailure(p, undefined);
     for (const claim of next.claims) {

@@ -160,7 +160,7 @@ class Chunk {
   readonly ref: Int32Array;
   readonly state: Uint8Array;
   readonly flags: Uint8Array;
-  readonly task: (string | null)[] = [];
+  readonly task: (string | null)[];
 
   constructor(
     readonly size: number,
@@ -172,6 +172,7 @@ class Chunk {
     this.ref = new Int32Array(size);
     this.state = new Uint8Array(size);
     this.flags = new Uint8Array(size);
+    this.task = from ? from.task : [];
     if (from) {
       this.seq.set(from.seq);
       this.at.set(from.at);
@@ -179,7 +180,6 @@ class Chunk {
       this.ref.set(from.ref);
       this.state.set(from.state);
       this.flags.set(from.flags);
-      this.task = from.task;
     }
   }
 }
@@ -191,7 +191,7 @@ class Chunk {
  * build the same `LogEntry` objects on demand (same keys, same order as the engine writes them).
  * A run that keeps a long log therefore keeps few objects alive: GC work per task stays flat.
  *
- * The columns are chunks of {@link CHUNK} entries (≈ 22 KiB of numbers each), never one array
+ * The columns are chunks of {@link CHUNK} entries (≈ 26 KiB of numbers each), never one array
  * regrown to the flow's size: a long flow's log is many small allocations, which the allocator
  * hands back and reuses, instead of a few large ones that it maps fresh from the kernel (and
  * page-faults in) for every flow — that made a 10,000-task run cost ≈ 2.5× per task what a
