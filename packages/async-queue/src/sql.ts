@@ -4,7 +4,10 @@ import {
   isUniqueViolation,
   sql,
   type Database,
+  type Expression,
+  type ExpressionBuilder,
   type Kysely,
+  type SqlBool,
   type Migration,
   type Session,
 } from '@rigging/sql';
@@ -1209,12 +1212,11 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
         // key (fencing token); a claim whose row did not come back is lost.
         for (let i = 0; i < claims.length; i += 100) {
           const chunk = claims.slice(i, i + 100);
-          const rows = (await db
-            .updateTable(KEYS)
-            .set({ lease_until: until })
-            .where('queue', '=', name)
-            .where('state', '=', 'running')
-            .where((eb) =>
+          // Still held by these claims (fencing token), and still running.
+          const stillHeld = (eb: ExpressionBuilder<any, any>): Expression<SqlBool> =>
+            eb.and([
+              eb('queue', '=', name),
+              eb('state', '=', 'running'),
               eb.or(
                 chunk.map((c) =>
                   eb.and([
@@ -1224,9 +1226,35 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
                   ]),
                 ),
               ),
-            )
-            .returning(['running_op', 'token'])
-            .execute()) as { running_op: string; token: number | string }[];
+            ]);
+          // PostgreSQL: the key rows are locked in key order first, as every other statement that
+          // locks several keys does (a batch of successes), so the two cannot deadlock (one plain
+          // UPDATE locks rows in scan order; each such deadlock cost a second and a statement).
+          const rows = (
+            pg
+              ? await db
+                  .with('l', (qb) =>
+                    qb
+                      .selectFrom(KEYS)
+                      .select('op_key')
+                      .where(stillHeld)
+                      .orderBy('op_key')
+                      .forUpdate(),
+                  )
+                  .updateTable(KEYS)
+                  .set({ lease_until: until })
+                  .from('l')
+                  .whereRef(`${KEYS}.op_key`, '=', 'l.op_key')
+                  .where(`${KEYS}.queue`, '=', name)
+                  .returning([`${KEYS}.running_op`, `${KEYS}.token`])
+                  .execute()
+              : await db
+                  .updateTable(KEYS)
+                  .set({ lease_until: until })
+                  .where(stillHeld)
+                  .returning(['running_op', 'token'])
+                  .execute()
+          ) as { running_op: string; token: number | string }[];
           const held = new Set(rows.map((r) => `${r.running_op}:${Number(r.token)}`));
           for (const c of chunk) if (!held.has(`${c.op.id}:${c.token}`)) lost.add(c);
         }

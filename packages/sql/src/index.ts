@@ -16,4 +16,7 @@ export type {
   Updateable,
   Generated,
   ColumnType,
+  Expression,
+  ExpressionBuilder,
+  SqlBool,
 } from 'kysely';
