@@ -121,10 +121,13 @@ for (const b of backends) {
           .orderBy('id')
           .execute()) as { op_key: string; n: number; attempt: number; worker: string }[];
         const runs = new Map<string, { n: number; worker: string }[]>();
+        const runsOf = new Map<string, number>();
         for (const row of log) {
           const list = runs.get(row.op_key) ?? [];
           list.push({ n: Number(row.n), worker: row.worker });
           runs.set(row.op_key, list);
+          const ref = `${row.op_key}/${Number(row.n)}`;
+          runsOf.set(ref, (runsOf.get(ref) ?? 0) + 1);
         }
         const repeatedBy = new Map<string, number>();
         for (let k = 0; k < KEYS; k++) {
@@ -139,11 +142,6 @@ for (const b of backends) {
             const first = list[i - 1]!.worker;
             repeatedBy.set(first, (repeatedBy.get(first) ?? 0) + 1);
           }
-        }
-        const runsOf = new Map<string, number>();
-        for (const r of log) {
-          const ref = `${r.op_key}/${Number(r.n)}`;
-          runsOf.set(ref, (runsOf.get(ref) ?? 0) + 1);
         }
         for (const [ref, op] of byRef) {
           expect(runsOf.get(ref) ?? 0).toBeLessThanOrEqual(Number(op.attempts));

@@ -162,10 +162,7 @@ class Chunk {
   readonly flags: Uint8Array;
   readonly task: (string | null)[];
 
-  constructor(
-    readonly size: number,
-    from?: Chunk,
-  ) {
+  constructor(size: number, from?: Chunk) {
     this.seq = new Float64Array(size);
     this.at = new Float64Array(size);
     this.attempt = new Int32Array(size);
@@ -214,9 +211,9 @@ class EntryColumns {
     if (chunk === undefined) {
       chunk = new Chunk(CHUNK);
       this.#chunks.push(chunk);
-    } else if ((k & CHUNK_MASK) === chunk.size) {
+    } else if ((k & CHUNK_MASK) === chunk.seq.length) {
       // only the first chunk starts small: it doubles up to CHUNK entries
-      chunk = this.#chunks[c] = new Chunk(chunk.size * 2, chunk);
+      chunk = this.#chunks[c] = new Chunk(chunk.seq.length * 2, chunk);
     }
     return chunk;
   }
