@@ -838,6 +838,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       : this.#closed.signal;
     try {
       // Independent file-system calls run side by side (each is a thread-pool round trip).
+      lastWrite = Date.now(); // the next write of the progress file waits an interval
       await Promise.all([mkdir(tmp), writeFile(progressFile, JSON.stringify(state))]);
       let fetched: FetchedPackage;
       try {
@@ -884,7 +885,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
           if (this.#durable) await fsyncPath(metaTmp);
         })(),
         // A marker left from an earlier install of this id does not apply to this one.
-        rm(outdatedPath(this.root, ref), { force: true }),
+        unlinkIfAny(outdatedPath(this.root, ref)),
       ]);
       // Sidecar first (harmless alone), then the directory: the rename is the commit point.
       await rename(metaTmp, metaPath(this.root, ref));
@@ -913,7 +914,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     } finally {
       await writing;
       await Promise.all([
-        rm(progressFile, { force: true }),
+        unlinkIfAny(progressFile),
         // Emptied by the renames after a success: one rmdir instead of a recursive walk.
         rmdir(tmp).catch(() => rm(tmp, { recursive: true, force: true })),
       ]);
@@ -971,15 +972,17 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
           this.#forget(key);
-          await rm(outdatedPath(this.root, ref), { force: true });
+          await unlinkIfAny(outdatedPath(this.root, ref));
           return false;
         }
         throw error;
       }
       size = this.#index.get(key)?.size ?? 0;
       this.#forget(key);
-      await rm(metaPath(this.root, ref), { force: true });
-      await rm(outdatedPath(this.root, ref), { force: true });
+      await Promise.all([
+        unlinkIfAny(metaPath(this.root, ref)),
+        unlinkIfAny(outdatedPath(this.root, ref)),
+      ]);
       await rm(trash, { recursive: true, force: true });
     } finally {
       await lease.release();
@@ -1090,4 +1093,13 @@ async function dirNames(dir: string): Promise<string[]> {
 
 function defaultLocks(root: string): TwoLevelLock {
   return new TwoLevelLock({ dir: join(root, '.locks') });
+}
+
+/** Removes a file if it is there: one system call, where `rm({ force: true })` makes three. */
+async function unlinkIfAny(path: string): Promise<void> {
+  try {
+    await unlink(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
 }

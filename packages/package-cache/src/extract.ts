@@ -637,7 +637,7 @@ export async function finalizeTree(
   root: string,
   options: { durable: boolean; what: string },
 ): Promise<number> {
-  const realRoot = await realpath(root);
+  let realRoot: string | undefined; // resolved at the first symlink (a thread-pool trip saved)
   let size = 0;
   const walk = async (dir: string): Promise<void> => {
     for (const d of await readdir(dir, { withFileTypes: true })) {
@@ -651,6 +651,7 @@ export async function finalizeTree(
         } catch {
           throw unsafe(options.what, 'is a dangling or looping symlink', relative(root, p));
         }
+        realRoot ??= await realpath(root);
         if (real !== realRoot && !real.startsWith(realRoot + sep)) {
           throw unsafe(options.what, 'is a symlink resolving outside', relative(root, p));
         }
