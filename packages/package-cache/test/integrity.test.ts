@@ -18,9 +18,7 @@ describe('verifyBuffer (hashes a fetched buffer in slices)', () => {
       fc.asyncProperty(sizes, fc.constantFrom('sha256', 'sha384', 'sha512'), async (n, alg) => {
         const bytes = randomBytes(n);
         const algorithm = alg as 'sha256' | 'sha384' | 'sha512';
-        await expect(verifyBuffer(bytes, undefined, 'x', algorithm)).resolves.toBe(
-          sri(alg, bytes),
-        );
+        await expect(verifyBuffer(bytes, undefined, 'x', algorithm)).resolves.toBe(sri(alg, bytes));
         await expect(verifyBuffer(bytes, sri(alg, bytes), 'x')).resolves.toBe(sri(alg, bytes));
       }),
       { numRuns: 40 },
