@@ -837,8 +837,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       ? AbortSignal.any([options.signal, this.#closed.signal])
       : this.#closed.signal;
     try {
-      // Independent file-system calls run side by side (each is a thread-pool round trip).
       lastWrite = Date.now(); // the next write of the progress file waits an interval
+      // Independent file-system calls run side by side (each is a thread-pool round trip).
       await Promise.all([mkdir(tmp), writeFile(progressFile, JSON.stringify(state))]);
       let fetched: FetchedPackage;
       try {

@@ -47,8 +47,8 @@ const SLICE_BYTES = 512 * 1024;
 /**
  * Hashes a whole buffer in place on this thread, a slice per turn of the event loop, so it
  * overlaps with extraction (whose writes run on the libuv pool) without copying the bytes or
- * blocking the loop for more than one slice (about 0.6 ms with SHA-512 here); resolves to the SRI, or rejects
- * with `package_cache.integrity_mismatch`.
+ * blocking the loop for more than one slice (about 0.6 ms with SHA-512 here); resolves to the
+ * SRI, or rejects with `package_cache.integrity_mismatch`.
  */
 export async function verifyBuffer(
   bytes: Uint8Array,
