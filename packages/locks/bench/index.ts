@@ -166,9 +166,11 @@ try {
       statSync(rawPath);
       fsx.unlock(fd, 0, 1);
     }, 300);
-    const proper = results.find((r) => r.name === 'proper-lockfile lock+unlock')!.opsPerSec;
+    const rate = (name: string) => results.find((r) => r.name === name)!.opsPerSec;
+    const proper = rate('proper-lockfile lock+unlock');
+    const share = rate('@rigging/locks FileLock') / floor.opsPerSec;
     console.log(
-      `  (floor, tryLock + stat + unlock: ${fmt(floor.opsPerSec)}/s, ${floor.cpuUs.toFixed(1)} µs CPU/op = ${(floor.opsPerSec / proper).toFixed(1)}x proper-lockfile; FileLock reaches ${((results.find((r) => r.name === '@rigging/locks FileLock')!.opsPerSec / floor.opsPerSec) * 100).toFixed(0)}% of it)`,
+      `  (floor, tryLock + stat + unlock: ${fmt(floor.opsPerSec)}/s, ${floor.cpuUs.toFixed(1)} µs CPU/op = ${(floor.opsPerSec / proper).toFixed(1)}x proper-lockfile; FileLock reaches ${(share * 100).toFixed(0)}% of it)`,
     );
     const two = new TwoLevelLock({ dir: join(dir, 'tl') });
     let twoBest = 0;

@@ -813,7 +813,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       received: 0,
       startedAt: started,
     };
-    let lastWrite = 0;
+    let lastWrite = Date.now(); // the initial write below: the next one waits an interval
     let writing: Promise<void> = Promise.resolve();
     const progress = (received: number, total?: number) => {
       if (received > state.received) state.received = received;
@@ -837,7 +837,6 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       ? AbortSignal.any([options.signal, this.#closed.signal])
       : this.#closed.signal;
     try {
-      lastWrite = Date.now(); // the next write of the progress file waits an interval
       // Independent file-system calls run side by side (each is a thread-pool round trip).
       await Promise.all([mkdir(tmp), writeFile(progressFile, JSON.stringify(state))]);
       let fetched: FetchedPackage;
