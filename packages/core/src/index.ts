@@ -11,3 +11,13 @@ export type { Listener, ListenerErrorHandler } from './events.js';
 export type { Lease, LockMode, LockProvider, AcquireOptions, LockHolder } from './locks.js';
 export { sleep, scopedSignal, raceAbort, throwIfAborted, deferred } from './abort.js';
 export type { WaitOptions, ScopedSignal, Deferred } from './abort.js';
+export {
+  positiveOption,
+  nonNegativeOption,
+  positiveIntegerOption,
+  nonNegativeIntegerOption,
+  timeoutOption,
+} from './options.js';
+export { isProcessAlive } from './process.js';
+export { backoffDelay } from './backoff.js';
+export type { Backoff, BackoffSettings } from './backoff.js';
