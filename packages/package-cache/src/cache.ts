@@ -32,6 +32,7 @@ import {
   type Logger,
 } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
+import { resolveLimits, type ArchiveLimits, type ResolvedLimits } from './limits.js';
 import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
 import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import {
@@ -116,6 +117,13 @@ export interface PackageCacheOptions {
    * @default 'sha512' (npm's choice)
    */
   integrityAlgorithm?: IntegrityAlgorithm | 'none';
+  /**
+   * Bounds on what a fetched package may be and expand to (archive bytes, expanded bytes,
+   * entries, compression ratio, path depth, name length); see {@link ArchiveLimits}. A package
+   * over a limit is refused while streaming and nothing of it stays on disk.
+   * @default DEFAULT_ARCHIVE_LIMITS
+   */
+  limits?: ArchiveLimits;
   /**
    * How often a downloader writes its progress file and waiters poll it (ms).
    * @default 100
@@ -316,6 +324,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   readonly #olderVersions: 'keep' | 'remove';
   readonly #durable: boolean;
   readonly #algorithm: IntegrityAlgorithm | 'none';
+  readonly #limits: ResolvedLimits;
   readonly #progressIntervalMs: number;
   readonly #waitReportMs: number;
   readonly #touchIntervalMs: number;
@@ -361,6 +370,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.#olderVersions = ov;
     this.#durable = options.durable ?? true;
+    this.#limits = resolveLimits('PackageCache', options.limits);
     const algorithm = options.integrityAlgorithm ?? 'sha512';
     if (algorithm !== 'none' && !isIntegrityAlgorithm(algorithm)) {
       throw new TypeError(
@@ -870,6 +880,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         algorithm: this.#algorithm,
         signal,
         what,
+        limits: this.#limits,
         onBytes: (n) => progress(n),
       });
       const size = await finalizeTree(target, { durable: this.#durable, what });

@@ -8,6 +8,12 @@ export type PackageCacheErrorCode =
   | 'package_cache.integrity_mismatch'
   /** An archive entry escapes the target, links outside it, or is a device/FIFO. */
   | 'package_cache.unsafe_archive'
+  /** The archive, or what it expands to, is larger than `maxArchiveBytes` / `maxExpandedBytes`. */
+  | 'package-cache.too_large'
+  /** The archive holds more than `maxEntries` entries. */
+  | 'package-cache.too_many_entries'
+  /** The archive inflates more than `maxRatio` times its compressed size. */
+  | 'package-cache.ratio_exceeded'
   /** The fetched bytes are neither a tar (optionally gzipped) nor a zip archive. */
   | 'package_cache.unsupported_format'
   /** The fetcher failed (its error is the `cause`). */
