@@ -604,7 +604,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   async close(): Promise<void> {
     if (this.#closed.signal.aborted) return;
     this.#closed.abort(
-      new PackageCacheError('package_cache.closed', 'the package cache is closed'),
+      new PackageCacheError('package-cache.closed', 'the package cache is closed'),
     );
     await this.#pruning?.catch(() => {});
     // Our own provider: stop its timers and idle descriptors (held leases stay held).
@@ -617,7 +617,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
 
   #checkOpen(): void {
     if (this.#closed.signal.aborted) {
-      throw new PackageCacheError('package_cache.closed', 'the package cache is closed');
+      throw new PackageCacheError('package-cache.closed', 'the package cache is closed');
     }
   }
 
@@ -861,7 +861,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         if (signal.aborted) throw options.signal?.aborted ? options.signal.reason : signal.reason;
         if (RiggingError.isInstance(error)) throw error;
         throw new PackageCacheError(
-          'package_cache.fetch_failed',
+          'package-cache.fetch_failed',
           `fetching ${what} failed: ${String((error as Error)?.message ?? error)}`,
           {
             cause: error,

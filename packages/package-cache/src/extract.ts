@@ -65,7 +65,7 @@ type Format = 'tar' | 'zip';
 
 function unsafe(what: string, problem: string, entry?: string): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.unsafe_archive',
+    'package-cache.unsafe_archive',
     `refusing ${what}: ${entry === undefined ? '' : `entry ${JSON.stringify(entry)} `}${problem}`,
     { details: entry === undefined ? { problem } : { problem, entry } },
   );
@@ -121,7 +121,7 @@ function detect(head: Uint8Array): Format | undefined {
 
 function unsupported(what: string): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.unsupported_format',
+    'package-cache.unsupported_format',
     `${what} is neither a tar (optionally gzipped) nor a zip archive`,
   );
 }
@@ -405,7 +405,7 @@ async function untar(
       throw unsafe(what, e.message ?? 'tar refused an entry');
     }
     throw new PackageCacheError(
-      'package_cache.unsupported_format',
+      'package-cache.unsupported_format',
       `${what}: not a valid tar archive (${e.message ?? String(error)})`,
       { cause: error },
     );
@@ -602,7 +602,7 @@ function zipError(e: Error, what: string): PackageCacheError {
     return unsafe(what, e.message);
   }
   return new PackageCacheError(
-    'package_cache.unsupported_format',
+    'package-cache.unsupported_format',
     `${what}: not a valid zip archive (${e.message})`,
     { cause: e },
   );

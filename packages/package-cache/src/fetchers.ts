@@ -43,7 +43,7 @@ export interface HttpFetcherOptions {
   /**
    * When refs' ids come from {@link etagToId} (see {@link revalidate}): refuse a response whose
    * ETag does not map to `ref.id` (the package was replaced since it was resolved) with
-   * `package_cache.http_error` (status 412), instead of caching new bytes under the old id.
+   * `package-cache.http_error` (status 412), instead of caching new bytes under the old id.
    * @default false
    */
   matchEtag?: boolean;
@@ -106,14 +106,14 @@ function backoff(s: Settings, attempt: number, res?: Response): number {
 }
 
 function timeoutError(url: string, ms: number): PackageCacheError {
-  return new PackageCacheError('package_cache.timeout', `GET ${url}: no data for ${ms} ms`, {
+  return new PackageCacheError('package-cache.timeout', `GET ${url}: no data for ${ms} ms`, {
     details: { url, timeoutMs: ms },
   });
 }
 
 function statusError(method: string, url: string, res: Response): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.http_error',
+    'package-cache.http_error',
     `${method} ${url}: HTTP ${res.status} ${res.statusText}`,
     { details: { url, status: res.status } },
   );
@@ -160,7 +160,7 @@ async function request(
     if (attempt >= s.retries) {
       if (PackageCacheError.isInstance(last)) throw last;
       throw new PackageCacheError(
-        'package_cache.http_error',
+        'package-cache.http_error',
         `${method} ${url} failed after ${attempt + 1} attempts: ${String((last as Error)?.message ?? last)}`,
         { cause: last, details: { url } },
       );
@@ -199,7 +199,7 @@ export function httpFetcher(options: HttpFetcherOptions): PackageFetcher {
     if (options.matchEtag && (etag === undefined || etagToId(etag) !== ref.id)) {
       await res.body?.cancel().catch(() => {});
       throw new PackageCacheError(
-        'package_cache.http_error',
+        'package-cache.http_error',
         `GET ${url}: ETag ${String(etag)} does not match id ${ref.id} (the package changed)`,
         { details: { url, status: 412, etag: etag ?? null, id: ref.id } },
       );

@@ -161,7 +161,7 @@ export class ArchiveBudget {
 
   #badName(entry: string, problem: string): PackageCacheError {
     return new PackageCacheError(
-      'package_cache.unsafe_archive',
+      'package-cache.unsafe_archive',
       `refusing ${this.what}: entry ${JSON.stringify(entry)} ${problem}`,
       { details: { problem, entry } },
     );

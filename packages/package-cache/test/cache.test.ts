@@ -184,7 +184,7 @@ describe('PackageCache', () => {
     expect(tree.integrity).toBeUndefined();
   });
 
-  it('refuses invalid refs with package_cache.invalid_ref', async () => {
+  it('refuses invalid refs with package-cache.invalid_ref', async () => {
     const { cache, calls } = await cacheWith(() => ({ buffer: simpleTar() }));
     const bad: PackageRef[] = [
       ref('..'),
@@ -201,7 +201,7 @@ describe('PackageCache', () => {
     ];
     for (const r of bad) {
       const e = await cache.acquire(r).catch((x: unknown) => x);
-      expect(RiggingError.hasCode(e, 'package_cache.invalid_ref'), JSON.stringify(r)).toBe(true);
+      expect(RiggingError.hasCode(e, 'package-cache.invalid_ref'), JSON.stringify(r)).toBe(true);
     }
     expect(calls).toHaveLength(0);
   });
@@ -232,7 +232,7 @@ describe('PackageCache', () => {
       integrityAlgorithm: 'none',
     });
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
     const root = await tempDir();
     expect(
       () =>
@@ -241,7 +241,7 @@ describe('PackageCache', () => {
     ).toThrow(/integrityAlgorithm must be .* got md5/);
   });
 
-  it('integrity mismatch: package_cache.integrity_mismatch and nothing cached', async () => {
+  it('integrity mismatch: package-cache.integrity_mismatch and nothing cached', async () => {
     const bytes = simpleTar();
     const zip = zipOf([{ name: 'a', content: 'a' }]);
     const { cache, root } = await cacheWith((r) =>
@@ -256,7 +256,7 @@ describe('PackageCache', () => {
     );
     for (const id of ['tar', 'zip']) {
       const e = await cache.acquire(ref(id)).catch((x: unknown) => x);
-      expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+      expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
       expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', id))).toBe(false);
     }
     expect(await leftovers(root)).toEqual([]);
@@ -308,7 +308,7 @@ describe('PackageCache', () => {
   it.each([...evilTars, ...evilZips])('refuses a malicious archive: %s', async (_name, bytes) => {
     const { cache, root } = await cacheWith(() => ({ buffer: bytes }));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.unsafe_archive'), String(e)).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.unsafe_archive'), String(e)).toBe(true);
     expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', 'a1'))).toBe(false);
     expect(existsSync(join(root, 'evil'))).toBe(false);
     expect(await leftovers(root)).toEqual([]);
@@ -351,13 +351,13 @@ describe('PackageCache', () => {
       buffer: Buffer.from('plain text, not an archive'),
     }));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.unsupported_format')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.unsupported_format')).toBe(true);
   });
 
-  it('wraps fetcher failures in package_cache.fetch_failed and caches nothing', async () => {
+  it('wraps fetcher failures in package-cache.fetch_failed and caches nothing', async () => {
     const { cache, root } = await cacheWith(() => Promise.reject(new Error('boom')));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.fetch_failed')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.fetch_failed')).toBe(true);
     expect(await leftovers(root)).toEqual([]);
   });
 
@@ -503,9 +503,9 @@ describe('PackageCache', () => {
     await expect(p).rejects.toThrow('stop');
     await cache.close();
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.closed')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.closed')).toBe(true);
     const p2 = await cache.prune().catch((x: unknown) => x);
-    expect(RiggingError.hasCode(p2, 'package_cache.closed')).toBe(true);
+    expect(RiggingError.hasCode(p2, 'package-cache.closed')).toBe(true);
   });
 
   it('rejects bad options with a TypeError naming the value', () => {

@@ -119,7 +119,7 @@ describe('httpFetcher', () => {
     expect(ranged[0]!.headers['if-range']).toBe(server.packages.get('/p')!.etag);
   });
 
-  it('gives up with package_cache.timeout / http_error, caching nothing', async () => {
+  it('gives up with package-cache.timeout / http_error, caching nothing', async () => {
     const { server, base } = await setup();
     server.faults = ['stall'];
     const cache = await PackageCache.open({
@@ -127,11 +127,11 @@ describe('httpFetcher', () => {
       fetch: httpFetcher({ url: `${base}/{id}`, retries: 0, timeoutMs: 100 }),
     });
     const e1 = await cache.acquire({ fqn: 'a', version: '1', id: 'x' }).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e1, 'package_cache.timeout')).toBe(true);
+    expect(RiggingError.hasCode(e1, 'package-cache.timeout')).toBe(true);
     const e2 = await cache
       .acquire({ fqn: 'a', version: '1', id: 'missing' })
       .catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e2, 'package_cache.http_error')).toBe(true);
+    expect(RiggingError.hasCode(e2, 'package-cache.http_error')).toBe(true);
     expect((e2 as RiggingError).details).toMatchObject({ status: 404 });
     expect(server.requests).toHaveLength(2); // 404 is not retried
     expect(cache.stats().entries).toBe(0);
@@ -145,7 +145,7 @@ describe('httpFetcher', () => {
       fetch: httpFetcher({ url: `${base}/p`, integrity: () => sri(Buffer.from('expected')) }),
     });
     const e = await cache.acquire({ fqn: 'a', version: '1', id: 'x' }).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
   });
 
   it('ETag revalidation: 304 keeps the id, a re-upload gives a new id and the old one is removed', async () => {
@@ -171,7 +171,7 @@ describe('httpFetcher', () => {
     const stale = await cache
       .acquire({ fqn: 'io.app', version: '1.1', id: r1.id! })
       .catch((x: unknown) => x);
-    expect(RiggingError.hasCode(stale, 'package_cache.http_error')).toBe(true);
+    expect(RiggingError.hasCode(stale, 'package-cache.http_error')).toBe(true);
     await using second = await cache.acquire({ fqn: 'io.app', version: '1.0', id: r2.id! });
     expect(await readFile(join(second.path, 'manifest.yaml'), 'utf8')).toBe('second');
     expect(existsSync(first.path)).toBe(false);

@@ -162,11 +162,11 @@ describe('archive limits', () => {
     const long = tarOf([{ name: 'n'.repeat(90) }]);
     expectCode(
       (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error,
-      'package_cache.unsafe_archive',
+      'package-cache.unsafe_archive',
     );
     expectCode(
       (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error,
-      'package_cache.unsafe_archive',
+      'package-cache.unsafe_archive',
     );
   });
 
@@ -187,7 +187,7 @@ describe('archive limits', () => {
     ['FIFO', tarOf([{ name: 'fifo', type: '6' }])],
   ])('a streamed gzipped tar with a %s is refused and writes nothing outside', async (_, tar) => {
     const { error, root } = await refusal(() => ({ stream: chunks(gzipSync(tar)) }));
-    expectCode(error, 'package_cache.unsafe_archive');
+    expectCode(error, 'package-cache.unsafe_archive');
     const names = await readdir(root, { recursive: true });
     expect(
       names.filter((n) => n.endsWith('evil') || n.endsWith('dev') || n.endsWith('fifo')),
