@@ -20,6 +20,9 @@ import { TwoLevelLock } from '@rigging/locks';
 import {
   RiggingError,
   TypedEmitter,
+  isProcessAlive,
+  nonNegativeOption,
+  positiveOption,
   raceAbort,
   silentLogger,
   systemClock,
@@ -357,11 +360,23 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.root = resolve(options.root);
     this.#fetch = options.fetch;
-    this.#maxBytes = positive('maxBytes', options.maxBytes, Infinity);
-    this.#idleTtlMs = positive('idleTtlMs', options.idleTtlMs, Infinity);
-    this.#progressIntervalMs = positive('progressIntervalMs', options.progressIntervalMs, 100);
-    this.#waitReportMs = positive('waitReportMs', options.waitReportMs, 1000);
-    this.#touchIntervalMs = positive('touchIntervalMs', options.touchIntervalMs, 1000);
+    // 0 means something for the cap, the TTL (keep nothing unused) and the stamp gap (stamp every
+    // use); an interval of 0 would spin, so those two must be > 0.
+    this.#maxBytes = boundOption(OWNER, 'maxBytes', options.maxBytes, Infinity);
+    this.#idleTtlMs = boundOption(OWNER, 'idleTtlMs', options.idleTtlMs, Infinity);
+    this.#progressIntervalMs = positiveOption(
+      OWNER,
+      'progressIntervalMs',
+      options.progressIntervalMs,
+      100,
+    );
+    this.#waitReportMs = positiveOption(OWNER, 'waitReportMs', options.waitReportMs, 1000);
+    this.#touchIntervalMs = nonNegativeOption(
+      OWNER,
+      'touchIntervalMs',
+      options.touchIntervalMs,
+      1000,
+    );
     const ov = options.olderVersions ?? 'keep';
     if (ov !== 'keep' && ov !== 'remove') {
       throw new TypeError(
@@ -472,8 +487,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     let idleTtlMs: number;
     try {
       this.#checkOpen();
-      maxBytes = positive('maxBytes', options.maxBytes, this.#maxBytes);
-      idleTtlMs = positive('idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
+      maxBytes = boundOption(`${OWNER}.prune`, 'maxBytes', options.maxBytes, this.#maxBytes);
+      idleTtlMs = boundOption(`${OWNER}.prune`, 'idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -823,7 +838,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       received: 0,
       startedAt: started,
     };
-    let lastWrite = Date.now(); // the initial write below: the next one waits an interval
+    let lastWrite = started; // the initial write below: the next one waits an interval
     let writing: Promise<void> = Promise.resolve();
     const progress = (received: number, total?: number) => {
       if (received > state.received) state.received = received;
@@ -836,7 +851,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       };
       if (this.hasListeners('progress')) this.emit('progress', p);
       options.onProgress?.(p);
-      const now = Date.now();
+      const now = this.#clock.now();
       if (now - lastWrite >= this.#progressIntervalMs) {
         lastWrite = now;
         const body = JSON.stringify(state);
@@ -1012,7 +1027,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       if (m) pid = Number(m[1]);
       else if (name.startsWith('progress-')) pid = (await readProgress(path))?.pid ?? 0;
       else continue;
-      if (pid !== undefined && (pid === process.pid || alive(pid))) continue;
+      if (pid !== undefined && (pid === process.pid || isProcessAlive(pid))) continue;
       this.#logger.info({ path }, 'package-cache: removing leftover of a dead process');
       await rm(path, { recursive: true, force: true });
     }
@@ -1060,22 +1075,11 @@ function normalize(result: FetchResult): FetchedPackage {
   );
 }
 
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
-    throw new TypeError(`PackageCache: ${name} must be a number >= 0, got ${String(value)}`);
-  }
-  return value;
-}
+const OWNER = 'PackageCache';
 
-function alive(pid: number): boolean {
-  if (!(pid > 0)) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+/** A cap or TTL: a number >= 0 (0: keep nothing unused), or `Infinity` (no bound). */
+function boundOption(owner: string, name: string, value: unknown, fallback: number): number {
+  return value === Infinity ? value : nonNegativeOption(owner, name, value, fallback);
 }
 
 async function readProgress(path: string): Promise<ProgressFile | undefined> {

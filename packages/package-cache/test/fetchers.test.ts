@@ -18,7 +18,7 @@ interface Pkg {
 /** A small package server: ETags, Range/If-Range, If-None-Match, and scripted faults. */
 class PackageServer {
   packages = new Map<string, Pkg>();
-  faults: ('503' | 'stall' | 'cut')[] = [];
+  faults: ('503' | '500' | 'stall' | 'cut')[] = [];
   requests: { method: string; url: string; headers: IncomingMessage['headers'] }[] = [];
   server: Server;
   constructor() {
@@ -38,6 +38,7 @@ class PackageServer {
     const pkg = this.packages.get(req.url!);
     const fault = this.faults.shift();
     if (fault === '503') return res.writeHead(503, { 'retry-after': '0' }).end();
+    if (fault === '500') return res.writeHead(500).end();
     if (fault === 'stall') return; // never answers
     if (!pkg) return res.writeHead(404).end();
     const headers = { etag: pkg.etag, 'accept-ranges': 'bytes', 'x-integrity': sri(pkg.body) };
@@ -175,6 +176,31 @@ describe('httpFetcher', () => {
     await using second = await cache.acquire({ fqn: 'io.app', version: '1.0', id: r2.id! });
     expect(await readFile(join(second.path, 'manifest.yaml'), 'utf8')).toBe('second');
     expect(existsSync(first.path)).toBe(false);
+  });
+
+  it('waits between retries as the backoff says (core Backoff), and validates the options', async () => {
+    const { server, base } = await setup();
+    server.put('/p', pkgBody('backoff'));
+    server.faults = ['500', '500'];
+    const asked: number[] = [];
+    const backoff = (retry: number) => {
+      asked.push(retry);
+      return 1;
+    };
+    const cache = await PackageCache.open({
+      root: await tempDir(),
+      fetch: httpFetcher({ url: `${base}/p`, retries: 2, backoff }),
+    });
+    await using pkg = await cache.acquire({ fqn: 'a', version: '1', id: 'x' });
+    expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('backoff');
+    expect(asked).toEqual([1, 2]);
+    const bad = (o: object) => () => httpFetcher({ url: 'http://x/', ...o });
+    expect(bad({ retries: 0, retryDelayMs: 0 })).not.toThrow(); // no retry; retry at once
+    expect(bad({ retries: 1.5 })).toThrow(/httpFetcher: retries must be an integer >= 0, got 1.5/);
+    expect(bad({ timeoutMs: 0 })).toThrow(/httpFetcher: timeoutMs must be a finite number > 0/);
+    expect(bad({ retryDelayMs: -1 })).toThrow(/retryDelayMs/);
+    expect(bad({ backoff: { factor: 0.5 } })).toThrow(/backoff.factor/);
+    await expect(revalidate('http://x/', { retries: -1 })).rejects.toThrow(/revalidate: retries/);
   });
 
   it('etagToId keeps safe ETags and hashes the others', () => {

@@ -3,7 +3,6 @@ import { lstat, mkdtemp, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32, deflateRawSync } from 'node:zlib';
-import type { Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
 
 /** A temp directory for one test. */
 export function tempDir(prefix = 'pc-'): Promise<string> {
@@ -144,65 +143,4 @@ export function zipOf(entries: ZipEntry[]): Buffer {
   end.writeUInt32LE(cd.length, 12);
   end.writeUInt32LE(offset, 16);
   return Buffer.concat([...locals, cd, end]);
-}
-
-/** A simple in-process shared/exclusive LockProvider for single-process tests. */
-export function memoryLocks(): LockProvider {
-  const state = new Map<string, { mode: LockMode; count: number; since: number }>();
-  const waiters = new Map<string, (() => void)[]>();
-  const grant = (key: string, mode: LockMode): Lease | undefined => {
-    const s = state.get(key);
-    if (s && (mode === 'exclusive' || s.mode === 'exclusive')) return undefined;
-    if (s) s.count++;
-    else state.set(key, { mode, count: 1, since: Date.now() });
-    let released = false;
-    return {
-      key,
-      mode,
-      token: 1n,
-      lost: new AbortController().signal,
-      release: () => {
-        if (released) return Promise.resolve();
-        released = true;
-        const cur = state.get(key)!;
-        if (--cur.count === 0) state.delete(key);
-        const ws = waiters.get(key) ?? [];
-        waiters.delete(key);
-        for (const w of ws) w();
-        return Promise.resolve();
-      },
-      [Symbol.asyncDispose]() {
-        return this.release();
-      },
-    };
-  };
-  return {
-    tryAcquire: (key, o) => Promise.resolve(grant(key, o?.mode ?? 'exclusive')),
-    async acquire(key, o) {
-      for (;;) {
-        o?.signal?.throwIfAborted();
-        const lease = grant(key, o?.mode ?? 'exclusive');
-        if (lease) return lease;
-        await new Promise<void>((resolve, reject) => {
-          const list = waiters.get(key) ?? [];
-          list.push(resolve);
-          waiters.set(key, list);
-          o?.signal?.addEventListener('abort', () => reject(o.signal?.reason), { once: true });
-        });
-      }
-    },
-    holder: (key) => {
-      const s = state.get(key);
-      return Promise.resolve(
-        s
-          ? ({
-              mode: s.mode,
-              since: s.since,
-              pid: process.pid,
-              count: s.count,
-            } satisfies LockHolder)
-          : undefined,
-      );
-    },
-  };
 }
