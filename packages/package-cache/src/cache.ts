@@ -20,6 +20,9 @@ import { TwoLevelLock } from '@rigging/locks';
 import {
   RiggingError,
   TypedEmitter,
+  isProcessAlive,
+  nonNegativeOption,
+  positiveOption,
   raceAbort,
   silentLogger,
   systemClock,
@@ -32,6 +35,7 @@ import {
   type Logger,
 } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
+import { resolveLimits, type ArchiveLimits, type ResolvedLimits } from './limits.js';
 import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
 import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import {
@@ -116,6 +120,13 @@ export interface PackageCacheOptions {
    * @default 'sha512' (npm's choice)
    */
   integrityAlgorithm?: IntegrityAlgorithm | 'none';
+  /**
+   * Bounds on what a fetched package may be and expand to (archive bytes, expanded bytes,
+   * entries, compression ratio, path depth, name length); see {@link ArchiveLimits}. A package
+   * over a limit is refused while streaming and nothing of it stays on disk.
+   * @default DEFAULT_ARCHIVE_LIMITS
+   */
+  limits?: ArchiveLimits;
   /**
    * How often a downloader writes its progress file and waiters poll it (ms).
    * @default 100
@@ -316,6 +327,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   readonly #olderVersions: 'keep' | 'remove';
   readonly #durable: boolean;
   readonly #algorithm: IntegrityAlgorithm | 'none';
+  readonly #limits: ResolvedLimits;
   readonly #progressIntervalMs: number;
   readonly #waitReportMs: number;
   readonly #touchIntervalMs: number;
@@ -348,11 +360,23 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.root = resolve(options.root);
     this.#fetch = options.fetch;
-    this.#maxBytes = positive('maxBytes', options.maxBytes, Infinity);
-    this.#idleTtlMs = positive('idleTtlMs', options.idleTtlMs, Infinity);
-    this.#progressIntervalMs = positive('progressIntervalMs', options.progressIntervalMs, 100);
-    this.#waitReportMs = positive('waitReportMs', options.waitReportMs, 1000);
-    this.#touchIntervalMs = positive('touchIntervalMs', options.touchIntervalMs, 1000);
+    // 0 means something for the cap, the TTL (keep nothing unused) and the stamp gap (stamp every
+    // use); an interval of 0 would spin, so those two must be > 0.
+    this.#maxBytes = boundOption(OWNER, 'maxBytes', options.maxBytes, Infinity);
+    this.#idleTtlMs = boundOption(OWNER, 'idleTtlMs', options.idleTtlMs, Infinity);
+    this.#progressIntervalMs = positiveOption(
+      OWNER,
+      'progressIntervalMs',
+      options.progressIntervalMs,
+      100,
+    );
+    this.#waitReportMs = positiveOption(OWNER, 'waitReportMs', options.waitReportMs, 1000);
+    this.#touchIntervalMs = nonNegativeOption(
+      OWNER,
+      'touchIntervalMs',
+      options.touchIntervalMs,
+      1000,
+    );
     const ov = options.olderVersions ?? 'keep';
     if (ov !== 'keep' && ov !== 'remove') {
       throw new TypeError(
@@ -361,6 +385,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.#olderVersions = ov;
     this.#durable = options.durable ?? true;
+    this.#limits = resolveLimits('PackageCache', options.limits);
     const algorithm = options.integrityAlgorithm ?? 'sha512';
     if (algorithm !== 'none' && !isIntegrityAlgorithm(algorithm)) {
       throw new TypeError(
@@ -462,8 +487,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     let idleTtlMs: number;
     try {
       this.#checkOpen();
-      maxBytes = positive('maxBytes', options.maxBytes, this.#maxBytes);
-      idleTtlMs = positive('idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
+      maxBytes = boundOption(`${OWNER}.prune`, 'maxBytes', options.maxBytes, this.#maxBytes);
+      idleTtlMs = boundOption(`${OWNER}.prune`, 'idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -594,7 +619,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   async close(): Promise<void> {
     if (this.#closed.signal.aborted) return;
     this.#closed.abort(
-      new PackageCacheError('package_cache.closed', 'the package cache is closed'),
+      new PackageCacheError('package-cache.closed', 'the package cache is closed'),
     );
     await this.#pruning?.catch(() => {});
     // Our own provider: stop its timers and idle descriptors (held leases stay held).
@@ -607,7 +632,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
 
   #checkOpen(): void {
     if (this.#closed.signal.aborted) {
-      throw new PackageCacheError('package_cache.closed', 'the package cache is closed');
+      throw new PackageCacheError('package-cache.closed', 'the package cache is closed');
     }
   }
 
@@ -813,7 +838,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       received: 0,
       startedAt: started,
     };
-    let lastWrite = Date.now(); // the initial write below: the next one waits an interval
+    let lastWrite = started; // the initial write below: the next one waits an interval
     let writing: Promise<void> = Promise.resolve();
     const progress = (received: number, total?: number) => {
       if (received > state.received) state.received = received;
@@ -826,7 +851,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       };
       if (this.hasListeners('progress')) this.emit('progress', p);
       options.onProgress?.(p);
-      const now = Date.now();
+      const now = this.#clock.now();
       if (now - lastWrite >= this.#progressIntervalMs) {
         lastWrite = now;
         const body = JSON.stringify(state);
@@ -851,7 +876,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         if (signal.aborted) throw options.signal?.aborted ? options.signal.reason : signal.reason;
         if (RiggingError.isInstance(error)) throw error;
         throw new PackageCacheError(
-          'package_cache.fetch_failed',
+          'package-cache.fetch_failed',
           `fetching ${what} failed: ${String((error as Error)?.message ?? error)}`,
           {
             cause: error,
@@ -870,6 +895,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         algorithm: this.#algorithm,
         signal,
         what,
+        limits: this.#limits,
         onBytes: (n) => progress(n),
       });
       const size = await finalizeTree(target, { durable: this.#durable, what });
@@ -1001,7 +1027,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       if (m) pid = Number(m[1]);
       else if (name.startsWith('progress-')) pid = (await readProgress(path))?.pid ?? 0;
       else continue;
-      if (pid !== undefined && (pid === process.pid || alive(pid))) continue;
+      if (pid !== undefined && (pid === process.pid || isProcessAlive(pid))) continue;
       this.#logger.info({ path }, 'package-cache: removing leftover of a dead process');
       await rm(path, { recursive: true, force: true });
     }
@@ -1049,22 +1075,11 @@ function normalize(result: FetchResult): FetchedPackage {
   );
 }
 
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
-    throw new TypeError(`PackageCache: ${name} must be a number >= 0, got ${String(value)}`);
-  }
-  return value;
-}
+const OWNER = 'PackageCache';
 
-function alive(pid: number): boolean {
-  if (!(pid > 0)) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+/** A cap or TTL: a number >= 0 (0: keep nothing unused), or `Infinity` (no bound). */
+function boundOption(owner: string, name: string, value: unknown, fallback: number): number {
+  return value === Infinity ? value : nonNegativeOption(owner, name, value, fallback);
 }
 
 async function readProgress(path: string): Promise<ProgressFile | undefined> {

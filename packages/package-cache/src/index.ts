@@ -16,6 +16,8 @@ export type {
   PruneResult,
 } from './cache.js';
 export type { FetchedPackage } from './extract.js';
+export { DEFAULT_ARCHIVE_LIMITS } from './limits.js';
+export type { ArchiveLimits } from './limits.js';
 export { PackageCacheError } from './errors.js';
 export type { PackageCacheErrorCode } from './errors.js';
 export { validateRef, refKey, MAX_SEGMENT_LENGTH } from './ref.js';
