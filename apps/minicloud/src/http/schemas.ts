@@ -85,6 +85,18 @@ export const uploadBody = {
   },
 } as const;
 
+/** A package upload in the repository (`fqn/version/id`). */
+export const packageRefSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['fqn', 'version', 'id'],
+  properties: {
+    fqn: { type: 'string' },
+    version: { type: 'string' },
+    id: { type: 'string' },
+  },
+} as const;
+
 export const packageParams = {
   type: 'object',
   required: ['fqn', 'version'],

@@ -4,6 +4,7 @@
  * `/api/events` and its built files at `/`.
  */
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import type { Logger } from '@rigging/core';
 import { createPlacementHandler } from '@rigging/reshape/http';
 import swagger from '@fastify/swagger';
@@ -14,13 +15,13 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type { FlowState, TaskState } from '../../dashboard/src/state.js';
-import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { TokenStore } from '../auth/tokens.js';
 import { Auth, installAuth } from './auth.js';
+import { ArchiveUploads, UPLOAD_LIMITS } from './archive-upload.js';
 import { dashboardDistDir } from './dashboard-dir.js';
+import { knownKey, seedFlows, seedQueueKeys } from './seed.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DemoRunner } from './demo.js';
 import { HttpError, toApiError } from './errors.js';
@@ -34,6 +35,7 @@ import {
   opBody,
   opParams,
   packageParams,
+  packageRefSchema,
   uploadBody,
 } from './schemas.js';
 
@@ -53,6 +55,8 @@ export interface ServerOptions {
    * (`mode: 'auto'`)
    */
   auth?: Auth;
+  /** Most dashboard event streams open at once (one more gets 503). @default 100 */
+  maxEventStreams?: number;
   /** Prometheus metrics served at `/metrics`. @default createMetrics(cloud), closed with the server */
   metrics?: Metrics;
 }
@@ -79,6 +83,18 @@ const UPLOAD_BODY_LIMIT = 16 * 1024 * 1024;
 /** Largest body of every other route. */
 const BODY_LIMIT = 64 * 1024;
 
+/** Media types of `POST /api/packages/{fqn}/{version}/archive`. */
+const ARCHIVE_TYPES = [
+  'application/gzip',
+  'application/x-gzip',
+  'application/x-tar',
+  'application/zip',
+  'application/octet-stream',
+];
+
+/** Time a client has to send a whole request (headers: a third of it). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 const PUBLIC = { access: 'public' } as const;
 const READ = { access: 'read' } as const;
 const DEPLOY = { access: 'deploy' } as const;
@@ -93,6 +109,8 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     // Refuse what the schemas do not describe instead of silently dropping or coercing it.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
+    // A client must send its whole request within this time (slow uploads, stalled bodies).
+    requestTimeout: REQUEST_TIMEOUT_MS,
     // Long keys are refused by the schemas with a clear 400, not by the router.
     routerOptions: { maxParamLength: 1000 },
     // Errors the router raises before a route runs (bad URL encoding, …): same body shape.
@@ -105,8 +123,13 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   });
 
+  app.server.headersTimeout = REQUEST_TIMEOUT_MS / 3;
+
   // ------------------------------------------------------------------ dashboard hub
-  const hub = new DashboardHub({ initial: cloud.hub.state });
+  const hub = new DashboardHub({
+    initial: cloud.hub.state,
+    maxClients: options.maxEventStreams ?? 100,
+  });
   const offHub = cloud.hub.onAny((_type, event) => hub.publish(event));
   await cloud.providerTree().catch(() => []);
   cloud.publishCache();
@@ -276,6 +299,33 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       return reply.status(201).send(ref);
     },
   );
+
+  const uploads = new ArchiveUploads(join(options.config.dataDir, 'uploads'));
+  await app.register(async (scope) => {
+    scope.addContentTypeParser(
+      ARCHIVE_TYPES,
+      { parseAs: 'buffer', bodyLimit: UPLOAD_LIMITS.maxArchiveBytes },
+      (_req, body, done) => done(null, body),
+    );
+    scope.post(
+      '/api/packages/:fqn/:version/archive',
+      {
+        config: ADMIN,
+        bodyLimit: UPLOAD_LIMITS.maxArchiveBytes,
+        schema: {
+          summary: 'Upload a package as a tar, tar.gz or zip archive (bounded; see the README)',
+          params: packageParams,
+          consumes: ARCHIVE_TYPES,
+          response: { 201: packageRefSchema },
+        },
+      },
+      async (req, reply) => {
+        const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
+        const files = await uploads.unpack(fqn, version, req.body as Buffer);
+        return reply.status(201).send(await cloud.uploadPackage(fqn, version, files));
+      },
+    );
+  });
 
   app.get(
     '/api/packages/:fqn/:version',
@@ -482,6 +532,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
         const closed = app.close();
         offHub();
         if (!options.metrics) metrics.close();
+        await uploads.close();
         hub.close();
         await demo.drain(options.closeGraceMs ?? 30_000);
         const force = setTimeout(() => app.server.closeAllConnections(), 5_000);
@@ -494,65 +545,4 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       return closing;
     },
   };
-}
-
-/** A key the dashboard has seen, or a container's: idle rather than unknown. */
-async function knownKey(cloud: Cloud, hub: DashboardHub, key: string): Promise<boolean> {
-  if (hub.state.queues.some((k) => k.key === key)) return true;
-  return (await cloud.containers()).some((c) => c.name === key);
-}
-
-/** Keys that are not idle at startup (e.g. blocked before a restart), for the first snapshot. */
-async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
-  const active = await cloud.queue.activeKeys().catch(() => []);
-  for (const { key } of active) {
-    if (hub.state.queues.some((k) => k.key === key)) continue;
-    const state = await cloud.queueKey(key).catch(() => undefined);
-    if (!state) continue;
-    hub.publish({ type: 'queue:key', key: state });
-  }
-}
-
-/**
- * Recent flows from the task log that this process has not seen (e.g. before a restart), rebuilt
- * from their history for the first snapshot, so the Flows view is not empty after a restart.
- */
-async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<void> {
-  const flows = await cloud.engine.flows({ limit }).catch(() => []);
-  for (const f of flows.reverse()) {
-    if (hub.state.flows.some((x) => x.id === f.flowId)) continue;
-    const history = await cloud.engine.history(f.flowId).catch(() => []);
-    const tasks = new Map<string, TaskState>();
-    let failure: FlowState['failure'] = null;
-    for (const e of history) {
-      if (!e.task) continue;
-      const prev = tasks.get(e.task);
-      const state = TASK_STATES[e.state] ?? 'pending';
-      const ended = state !== 'running' && state !== 'reverting' && state !== 'pending';
-      tasks.set(e.task, {
-        name: e.task,
-        state,
-        startedAt: prev?.startedAt ?? (state === 'pending' ? null : e.at),
-        endedAt: ended ? e.at : null,
-        attempts: e.attempt ?? prev?.attempts ?? 1,
-        error: e.failure?.message ?? prev?.error ?? null,
-      });
-      if (e.state === 'FAILURE' && e.failure && !failure) {
-        failure = { task: e.task, message: e.failure.message };
-      }
-    }
-    const state = FLOW_STATES[f.state] ?? 'pending';
-    hub.publish({
-      type: 'flow:update',
-      flow: {
-        id: f.flowId,
-        name: f.name,
-        state,
-        startedAt: f.createdAt,
-        endedAt: ['succeeded', 'failed', 'reverted'].includes(state) ? f.updatedAt : null,
-        tasks: [...tasks.values()],
-        failure,
-      },
-    });
-  }
 }
