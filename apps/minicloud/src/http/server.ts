@@ -36,6 +36,16 @@ import {
   opParams,
   packageParams,
   packageRefSchema,
+  anyObject,
+  opAccepted,
+  streamed,
+  healthResponse,
+  environmentsResponse,
+  containersResponse,
+  queuesResponse,
+  flowsResponse,
+  providersResponse,
+  errorBody,
   uploadBody,
 } from './schemas.js';
 
@@ -66,6 +76,8 @@ export interface MinicloudServer {
   readonly app: FastifyInstance;
   /** The dashboard's event hub (fed from `cloud.hub`). */
   readonly hub: DashboardHub;
+  /** Every route as `METHOD /url` (HEAD left out), and whether the OpenAPI document hides it. */
+  readonly routes: readonly { route: string; hidden: boolean }[];
   /** Starts listening; resolves with the base URL (`http://127.0.0.1:8787`). */
   listen(options: { host: string; port: number }): Promise<string>;
   /**
@@ -147,6 +159,24 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   });
 
   // ------------------------------------------------------------------ OpenAPI
+  // Every route documents the error answers it can give (before swagger reads the routes).
+  const routes: { route: string; hidden: boolean }[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method !== 'HEAD')
+        routes.push({ route: `${method} ${route.url}`, hidden: !!route.schema?.hide });
+    }
+    if (route.schema?.hide) return;
+    const access = route.config?.access ?? 'admin';
+    const errors: Record<number, typeof errorBody> = { 400: errorBody, 404: errorBody };
+    if (access !== 'public')
+      Object.assign(errors, { 401: errorBody, 403: errorBody, 429: errorBody });
+    if (route.method !== 'GET') Object.assign(errors, { 409: errorBody, 413: errorBody });
+    route.schema = {
+      ...route.schema,
+      response: { ...errors, ...(route.schema?.response as object | undefined) },
+    };
+  });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -199,29 +229,40 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.get(
     '/api/openapi.json',
-    { config: READ, schema: { summary: 'This document (OpenAPI 3.1)' } },
+    {
+      config: READ,
+      schema: { summary: 'This document (OpenAPI 3.1)', response: { 200: anyObject } },
+    },
     async () => app.swagger(),
   );
 
   // ------------------------------------------------------------------ health
   const started = Date.now();
-  app.get('/api/health', { config: PUBLIC }, async () => ({
-    ok: true,
-    uptimeMs: Date.now() - started,
-    database: cloud.database.dialect,
-    node: cloud.node.name,
-    demoRunning: demo.running,
-    dashboardClients: hub.clients,
-  }));
+  app.get(
+    '/api/health',
+    { config: PUBLIC, schema: { response: { 200: healthResponse } } },
+    async () => ({
+      ok: true,
+      uptimeMs: Date.now() - started,
+      database: cloud.database.dialect,
+      node: cloud.node.name,
+      demoRunning: demo.running,
+      dashboardClients: hub.clients,
+    }),
+  );
 
   // ------------------------------------------------------------------ environments
-  app.get('/api/environments', { config: READ }, async () => ({
-    environments: await cloud.environments(),
-  }));
+  app.get(
+    '/api/environments',
+    { config: READ, schema: { response: { 200: environmentsResponse } } },
+    async () => ({
+      environments: await cloud.environments(),
+    }),
+  );
 
   app.get(
     '/api/environments/:name',
-    { config: READ, schema: { params: envParams } },
+    { config: READ, schema: { params: envParams, response: { 200: anyObject } } },
     async (req) => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const env = (await cloud.environments()).find((e) => e.name === name);
@@ -232,7 +273,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.post(
     '/api/environments',
-    { config: DEPLOY, schema: { body: deployBody } },
+    { config: DEPLOY, schema: { body: deployBody, response: { 200: anyObject, 201: anyObject } } },
     async (req, reply) => {
       const body = (
         req as Req<{
@@ -254,7 +295,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.delete(
     '/api/environments/:name',
-    { config: DEPLOY, schema: { params: envParams } },
+    { config: DEPLOY, schema: { params: envParams, response: { 200: anyObject } } },
     async (req) => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const report = await cloud.deleteEnvironment(name);
@@ -273,7 +314,11 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   // ------------------------------------------------------------------ packages
   app.post(
     '/api/packages',
-    { config: ADMIN, bodyLimit: UPLOAD_BODY_LIMIT, schema: { body: uploadBody } },
+    {
+      config: ADMIN,
+      bodyLimit: UPLOAD_BODY_LIMIT,
+      schema: { body: uploadBody, response: { 201: packageRefSchema } },
+    },
     async (req, reply) => {
       const body = (
         req as Req<{
@@ -329,7 +374,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.get(
     '/api/packages/:fqn/:version',
-    { config: READ, schema: { params: packageParams } },
+    { config: READ, schema: { params: packageParams, response: { 200: anyObject } } },
     async (req) => {
       const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
       const current = await cloud.repository.current(fqn, version);
@@ -345,18 +390,25 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   );
 
   // ------------------------------------------------------------------ containers and ops
-  app.get('/api/containers', { config: READ }, async () => {
-    const containers = await cloud.containers();
-    return {
-      containers: await Promise.all(
-        containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
-      ),
-    };
-  });
+  app.get(
+    '/api/containers',
+    { config: READ, schema: { response: { 200: containersResponse } } },
+    async () => {
+      const containers = await cloud.containers();
+      return {
+        containers: await Promise.all(
+          containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
+        ),
+      };
+    },
+  );
 
   app.post(
     '/api/containers/:name/ops',
-    { config: DEPLOY, schema: { params: containerParams, body: opBody } },
+    {
+      config: DEPLOY,
+      schema: { params: containerParams, body: opBody, response: { 202: opAccepted } },
+    },
     async (req, reply) => {
       const r = req as Req<{
         Params: { name: string };
@@ -367,24 +419,36 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   );
 
-  app.get('/api/ops/:id', { config: READ, schema: { params: opParams } }, async (req) => {
-    const { id } = (req as Req<{ Params: { id: string } }>).params;
-    const op = await cloud.queue.get(id);
-    if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
-    return op;
-  });
+  app.get(
+    '/api/ops/:id',
+    { config: READ, schema: { params: opParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { id } = (req as Req<{ Params: { id: string } }>).params;
+      const op = await cloud.queue.get(id);
+      if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
+      return op;
+    },
+  );
 
   // ------------------------------------------------------------------ queues
-  app.get('/api/queues', { config: READ }, async () => ({ keys: await cloud.queue.activeKeys() }));
+  app.get(
+    '/api/queues',
+    { config: READ, schema: { response: { 200: queuesResponse } } },
+    async () => ({ keys: await cloud.queue.activeKeys() }),
+  );
 
-  app.get('/api/queues/:key', { config: READ, schema: { params: keyParams } }, async (req) => {
-    const { key } = (req as Req<{ Params: { key: string } }>).params;
-    const info = await cloud.queue.inspect(key);
-    if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
-      throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
-    }
-    return info;
-  });
+  app.get(
+    '/api/queues/:key',
+    { config: READ, schema: { params: keyParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { key } = (req as Req<{ Params: { key: string } }>).params;
+      const info = await cloud.queue.inspect(key);
+      if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
+        throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+      }
+      return info;
+    },
+  );
 
   const queueAction = (action: 'resume' | 'discard') => async (req: FastifyRequest) => {
     const { key } = (req as Req<{ Params: { key: string } }>).params;
@@ -406,67 +470,102 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   };
   app.post(
     '/api/queues/:key/resume',
-    { config: DEPLOY, schema: { params: keyParams } },
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
     queueAction('resume'),
   );
   app.post(
     '/api/queues/:key/discard',
-    { config: DEPLOY, schema: { params: keyParams } },
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
     queueAction('discard'),
   );
 
   // ------------------------------------------------------------------ flows
-  app.get('/api/flows', { config: READ, schema: { querystring: flowsQuery } }, async (req) => {
-    const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
-    const flows = await cloud.engine.flows({
-      limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
-      ...(q.state ? { states: [q.state as never] } : {}),
-    });
-    return { flows };
-  });
+  app.get(
+    '/api/flows',
+    { config: READ, schema: { querystring: flowsQuery, response: { 200: flowsResponse } } },
+    async (req) => {
+      const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
+      const flows = await cloud.engine.flows({
+        limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
+        ...(q.state ? { states: [q.state as never] } : {}),
+      });
+      return { flows };
+    },
+  );
 
-  app.get('/api/flows/:id', { config: READ, schema: { params: flowParams } }, async (req) => {
-    const { id } = (req as Req<{ Params: { id: string } }>).params;
-    const history = await cloud.engine.history(id);
-    if (history.length === 0) {
-      throw new HttpError(404, 'minicloud.flow_not_found', `no flow ${id} in the task log`);
-    }
-    const summary = (await cloud.engine.flows({ limit: 1000 })).find((f) => f.flowId === id);
-    const last = history[history.length - 1]!;
-    return {
-      flowId: id,
-      name: summary?.name ?? null,
-      state: summary?.state ?? null,
-      createdAt: summary?.createdAt ?? history[0]!.at,
-      updatedAt: summary?.updatedAt ?? last.at,
-      history: history.map((e) => ({
-        seq: e.seq,
-        task: e.task,
-        state: e.state,
-        attempt: e.attempt ?? null,
-        at: e.at,
-        ...(e.failure ? { failure: e.failure } : {}),
-        ...(e.result !== undefined ? { result: e.result } : {}),
-      })),
-    };
-  });
+  app.get(
+    '/api/flows/:id',
+    { config: READ, schema: { params: flowParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { id } = (req as Req<{ Params: { id: string } }>).params;
+      const history = await cloud.engine.history(id);
+      if (history.length === 0) {
+        throw new HttpError(404, 'minicloud.flow_not_found', `no flow ${id} in the task log`);
+      }
+      const summary = (await cloud.engine.flows({ limit: 1000 })).find((f) => f.flowId === id);
+      const last = history[history.length - 1]!;
+      return {
+        flowId: id,
+        name: summary?.name ?? null,
+        state: summary?.state ?? null,
+        createdAt: summary?.createdAt ?? history[0]!.at,
+        updatedAt: summary?.updatedAt ?? last.at,
+        history: history.map((e) => ({
+          seq: e.seq,
+          task: e.task,
+          state: e.state,
+          attempt: e.attempt ?? null,
+          at: e.at,
+          ...(e.failure ? { failure: e.failure } : {}),
+          ...(e.result !== undefined ? { result: e.result } : {}),
+        })),
+      };
+    },
+  );
 
   // ------------------------------------------------------------------ providers
-  app.get('/api/providers', { config: READ }, async () => ({ nodes: await cloud.providerTree() }));
+  app.get(
+    '/api/providers',
+    { config: READ, schema: { response: { 200: providersResponse } } },
+    async () => ({ nodes: await cloud.providerTree() }),
+  );
 
   // ------------------------------------------------------------------ demo
   const demo = new DemoRunner(cloud, options.config);
-  app.post('/api/demo', { config: ADMIN }, async (req, reply) => {
-    demo.check();
-    reply.hijack();
-    await demo.run(req.raw, reply.raw);
-  });
+  app.post(
+    '/api/demo',
+    {
+      config: ADMIN,
+      schema: {
+        summary: 'Run the demo story in this server',
+        response: { 200: streamed('application/x-ndjson', 'the story, one JSON message a line') },
+      },
+    },
+    async (req, reply) => {
+      demo.check();
+      reply.hijack();
+      await demo.run(req.raw, reply.raw);
+    },
+  );
 
   // ------------------------------------------------------------------ dashboard events
-  app.get('/api/events', { config: READ }, (req, reply) => {
-    reply.hijack();
-    hub.handle(req.raw, reply.raw);
-  });
+  app.get(
+    '/api/events',
+    {
+      config: READ,
+      schema: {
+        summary: 'The dashboard event stream',
+        response: {
+          200: streamed('text/event-stream', 'a snapshot, then every change'),
+          503: errorBody,
+        },
+      },
+    },
+    (req, reply) => {
+      reply.hijack();
+      hub.handle(req.raw, reply.raw);
+    },
+  );
 
   // ------------------------------------------------------------------ Placement API
   await app.register(async (scope) => {
@@ -521,6 +620,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   return {
     app,
     hub,
+    routes,
     async listen({ host, port }) {
       await app.listen({ host, port });
       const address = app.server.address() as AddressInfo;
