@@ -99,26 +99,116 @@ export function layer(
       vx[4 * v + 1] = off[v + 1]!;
       vx[4 * v + 2] = first[2 * v]! > 0 ? -1 : DONE - 1;
     }
+    // Vertices that reach no cycle (most of a graph hanging below a few cycles) are peeled off
+    // from the sinks and layered after the components, in one forward pass: only what both is
+    // reached by a cycle and reaches one goes through Tarjan.
+    const peeled = arena.raw(n - layered);
+    const peeledCount = peelSinks(n, off, tgt, vx, peeled, arena);
+    const left = n - layered - peeledCount;
     // Members of each component, contiguous, components in completion order (sinks first).
-    const members = arena.raw(n - layered);
-    const start = arena.raw(n - layered + 1);
+    const members = arena.raw(left);
+    const start = arena.raw(left + 1);
     const count = tarjan(n, vx, tgt, members, start, arena);
     const span = arena.i32(count, 1);
     const rel = arena.i32(n);
-    for (let c = 0; c < count; c++) {
-      const s = start[c]!;
-      const e = start[c + 1]!;
-      if (e - s > 1) {
-        const group = members.subarray(s, e);
-        span[c] =
+    for (let component = 0; component < count; component++) {
+      const from = start[component]!;
+      const to = start[component + 1]!;
+      if (to - from > 1) {
+        const group = members.subarray(from, to);
+        span[component] =
           depthOf === null
             ? splitCycle(group, off, tgt, ctx, rel)
             : splitByDepth(group, depthOf, rel, arena);
       }
     }
     total = longestPath(count, start, members, vx, tgt, span, rel, first, level, total);
+    total = layerPeeled(peeled, peeledCount, vx, tgt, first, level, total);
   }
   arena.release(mark);
+  return total;
+}
+
+/**
+ * Peels, among the vertices Kahn left (record index -1), those that reach no cycle: sinks first,
+ * then every vertex whose successors are all peeled (over the reverse of that part of the
+ * relation). Writes them in peeling order into `peeled`, marks their records done (`DONE - 2`,
+ * earliest level 0); returns how many.
+ */
+function peelSinks(
+  n: number,
+  off: Int32Array,
+  tgt: Int32Array,
+  vx: Int32Array,
+  peeled: Int32Array,
+  arena: Arena,
+): number {
+  const mark = arena.mark();
+  // Every successor of a vertex Kahn left is left too: out-degrees are the full ones.
+  const reverseOffsets = arena.i32(n + 1);
+  const outLeft = arena.raw(n);
+  for (let vertex = 0; vertex < n; vertex++) {
+    if (vx[4 * vertex + 2] !== -1) continue;
+    const end = off[vertex + 1]!;
+    outLeft[vertex] = end - off[vertex]!;
+    for (let edge = off[vertex]!; edge < end; edge++) reverseOffsets[(tgt[edge]! >> 1) + 1]!++;
+  }
+  for (let vertex = 0; vertex < n; vertex++) {
+    reverseOffsets[vertex + 1]! += reverseOffsets[vertex]!;
+  }
+  const predecessors = arena.raw(reverseOffsets[n]!);
+  const fill = arena.raw(n);
+  fill.set(reverseOffsets.subarray(0, n));
+  let tail = 0;
+  for (let vertex = 0; vertex < n; vertex++) {
+    if (vx[4 * vertex + 2] !== -1) continue;
+    const end = off[vertex + 1]!;
+    if (outLeft[vertex] === 0) peeled[tail++] = vertex;
+    for (let edge = off[vertex]!; edge < end; edge++) {
+      predecessors[fill[tgt[edge]! >> 1]!++] = vertex;
+    }
+  }
+  for (let head = 0; head < tail; head++) {
+    const vertex = peeled[head]!;
+    vx[4 * vertex + 2] = DONE - 2;
+    vx[4 * vertex + 3] = 0;
+    const end = reverseOffsets[vertex + 1]!;
+    for (let at = reverseOffsets[vertex]!; at < end; at++) {
+      const predecessor = predecessors[at]!;
+      if (--outLeft[predecessor]! === 0) peeled[tail++] = predecessor;
+    }
+  }
+  arena.release(mark);
+  return tail;
+}
+
+/**
+ * Layers the peeled vertices in reverse peeling order (a topological order of them: each was
+ * peeled after all its successors), after the components: each starts at the latest of the
+ * earliest levels pushed into its record (by components and peeled predecessors) and by Kahn's
+ * vertices; returns the number of levels.
+ */
+function layerPeeled(
+  peeled: Int32Array,
+  count: number,
+  vx: Int32Array,
+  tgt: Int32Array,
+  first: Int32Array,
+  level: Int32Array,
+  total: number,
+): number {
+  for (let at = count - 1; at >= 0; at--) {
+    const vertex = peeled[at]!;
+    const start = Math.max(vx[4 * vertex + 3]!, first[2 * vertex + 1]!);
+    level[vertex] = start;
+    const next = start + 1;
+    if (next > total) total = next;
+    const end = vx[4 * vertex + 1]!;
+    for (let edge = vx[4 * vertex]!; edge < end; edge++) {
+      const record = 4 * (tgt[edge]! >> 1) + 3;
+      if (vx[record]! < next) vx[record] = next;
+    }
+  }
   return total;
 }
 
@@ -132,33 +222,33 @@ function kahn(
   n: number,
   off: Int32Array,
   tgt: Int32Array,
-  kf: Int32Array,
+  inAndEarliest: Int32Array,
   queue: Int32Array,
   level: Int32Array,
   ctx: Layering,
 ): number {
-  const m = off[n]!;
-  for (let k = 0; k < m; k++) kf[tgt[k]! & ~1]!++;
+  const edgeCount = off[n]!;
+  for (let edge = 0; edge < edgeCount; edge++) inAndEarliest[tgt[edge]! & ~1]!++;
   // The queue holds [vertex, level] pairs: a vertex's level is final when it is queued.
   let tail = 0;
-  for (let v = 0; v < n; v++) {
-    if (kf[2 * v] !== 0) continue;
-    queue[tail++] = v;
+  for (let vertex = 0; vertex < n; vertex++) {
+    if (inAndEarliest[2 * vertex] !== 0) continue;
+    queue[tail++] = vertex;
     queue[tail++] = 0;
   }
   let total = 0;
   for (let head = 0; head < tail; head += 2) {
-    const v = queue[head]!;
-    const l = queue[head + 1]!;
-    level[v] = l;
-    const next = l + 1;
+    const vertex = queue[head]!;
+    const vertexLevel = queue[head + 1]!;
+    level[vertex] = vertexLevel;
+    const next = vertexLevel + 1;
     if (next > total) total = next;
-    for (let k = off[v]!; k < off[v + 1]!; k++) {
-      const w = tgt[k]! & ~1; // 2 * target
-      if (kf[w + 1]! < next) kf[w + 1] = next;
-      if (--kf[w]! === 0) {
-        queue[tail++] = w >> 1;
-        queue[tail++] = kf[w + 1]!;
+    for (let edge = off[vertex]!; edge < off[vertex + 1]!; edge++) {
+      const twiceTarget = tgt[edge]! & ~1; // 2 * target
+      if (inAndEarliest[twiceTarget + 1]! < next) inAndEarliest[twiceTarget + 1] = next;
+      if (--inAndEarliest[twiceTarget]! === 0) {
+        queue[tail++] = twiceTarget >> 1;
+        queue[tail++] = inAndEarliest[twiceTarget + 1]!;
       }
     }
   }
@@ -184,24 +274,24 @@ function longestPath(
   level: Int32Array,
   total: number,
 ): number {
-  for (let c = count - 1; c >= 0; c--) {
-    const s = start[c]!;
-    const e = start[c + 1]!;
-    let at = 0;
-    for (let i = s; i < e; i++) {
-      const v = members[i]!;
-      const f = Math.max(vx[4 * v + 3]!, first[2 * v + 1]!);
-      if (f > at) at = f;
+  for (let component = count - 1; component >= 0; component--) {
+    const from = start[component]!;
+    const to = start[component + 1]!;
+    let begin = 0;
+    for (let at = from; at < to; at++) {
+      const vertex = members[at]!;
+      const earliest = Math.max(vx[4 * vertex + 3]!, first[2 * vertex + 1]!);
+      if (earliest > begin) begin = earliest;
     }
-    const next = at + span[c]!;
+    const next = begin + span[component]!;
     if (next > total) total = next;
-    for (let i = s; i < e; i++) {
-      const v = members[i]!;
-      level[v] = at + rel[v]!;
+    for (let at = from; at < to; at++) {
+      const vertex = members[at]!;
+      level[vertex] = begin + rel[vertex]!;
       // Edges inside the component raise records nobody reads again: no test needed.
-      for (let k = vx[4 * v]!; k < vx[4 * v + 1]!; k++) {
-        const w = 4 * (tgt[k]! >> 1) + 3;
-        if (vx[w]! < next) vx[w] = next;
+      for (let edge = vx[4 * vertex]!; edge < vx[4 * vertex + 1]!; edge++) {
+        const record = 4 * (tgt[edge]! >> 1) + 3;
+        if (vx[record]! < next) vx[record] = next;
       }
     }
   }
@@ -217,24 +307,24 @@ function splitByDepth(
 ): number {
   let min = 0x7fffffff;
   let max = -1;
-  for (let i = 0; i < members.length; i++) {
-    const d = depthOf[members[i]!]!;
-    if (d < min) min = d;
-    if (d > max) max = d;
+  for (let k = 0; k < members.length; k++) {
+    const depth = depthOf[members[k]!]!;
+    if (depth < min) min = depth;
+    if (depth > max) max = depth;
   }
   if (min === max) {
-    for (let i = 0; i < members.length; i++) rel[members[i]!] = 0;
+    for (let k = 0; k < members.length; k++) rel[members[k]!] = 0;
     return 1;
   }
   const mark = arena.mark();
   const rank = arena.i32(max - min + 1);
-  for (let i = 0; i < members.length; i++) rank[max - depthOf[members[i]!]!] = 1;
-  let r = 0;
-  for (let d = 0; d <= max - min; d++) if (rank[d] !== 0) rank[d] = ++r;
-  for (let i = 0; i < members.length; i++)
-    rel[members[i]!] = rank[max - depthOf[members[i]!]!]! - 1;
+  for (let k = 0; k < members.length; k++) rank[max - depthOf[members[k]!]!] = 1;
+  let ranks = 0;
+  for (let depth = 0; depth <= max - min; depth++) if (rank[depth] !== 0) rank[depth] = ++ranks;
+  for (let k = 0; k < members.length; k++)
+    rel[members[k]!] = rank[max - depthOf[members[k]!]!]! - 1;
   arena.release(mark);
-  return r;
+  return ranks;
 }
 
 /**
@@ -252,64 +342,64 @@ function splitCycle(
 ): number {
   const { arena, inCycle, depth } = ctx;
   const mark = arena.mark();
-  const k = members.length;
-  const subDepth = arena.raw(k);
+  const size = members.length;
+  const subDepth = arena.raw(size);
   let maxDepth = 0;
-  for (let i = 0; i < k; i++) {
-    const v = members[i]!;
-    inCycle[v] = i;
-    const d = depth[v]!;
-    subDepth[i] = d;
-    if (d > maxDepth) maxDepth = d;
+  for (let position = 0; position < size; position++) {
+    const vertex = members[position]!;
+    inCycle[vertex] = position;
+    const vertexDepth = depth[vertex]!;
+    subDepth[position] = vertexDepth;
+    if (vertexDepth > maxDepth) maxDepth = vertexDepth;
   }
   // The dependency edges inside the cycle, in one pass (room for every edge of the relation).
-  const subOff = arena.raw(k + 1);
+  const subOff = arena.raw(size + 1);
   const subTgt = arena.raw(tgt.length);
   let ownership = false;
-  let p = 0;
+  let written = 0;
   subOff[0] = 0;
-  for (let i = 0; i < k; i++) {
-    const v = members[i]!;
-    for (let e = off[v]!; e < off[v + 1]!; e++) {
-      const t = tgt[e]!;
-      const l = inCycle[t >> 1]!;
-      if (l < 0) continue;
-      if ((t & 1) === DEPENDENCY) subTgt[p++] = l << 1;
+  for (let position = 0; position < size; position++) {
+    const vertex = members[position]!;
+    for (let edge = off[vertex]!; edge < off[vertex + 1]!; edge++) {
+      const target = tgt[edge]!;
+      const local = inCycle[target >> 1]!;
+      if (local < 0) continue;
+      if ((target & 1) === DEPENDENCY) subTgt[written++] = local << 1;
       else ownership = true;
     }
-    subOff[i + 1] = p;
+    subOff[position + 1] = written;
   }
-  const subLevel = arena.i32(k);
-  const subTotal = layer(k, subOff, subTgt, ctx, subLevel, subDepth);
+  const subLevel = arena.i32(size);
+  const subTotal = layer(size, subOff, subTgt, ctx, subLevel, subDepth);
   // Relative levels: the distinct (dependency level, depth descending) pairs, in order.
-  let order = arena.raw(k);
-  for (let i = 0; i < k; i++) order[i] = i;
+  let order = arena.raw(size);
+  for (let position = 0; position < size; position++) order[position] = position;
   order = countingSort(order, subDepth, maxDepth, -1, maxDepth + 1, arena);
   order = countingSort(order, subLevel, 0, 1, subTotal, arena);
-  const subRel = arena.raw(k);
-  let r = -1;
+  const subRel = arena.raw(size);
+  let relative = -1;
   let lastLevel = -1;
   let lastDepth = -1;
-  for (let i = 0; i < k; i++) {
-    const l = order[i]!;
-    if (subLevel[l] !== lastLevel || subDepth[l] !== lastDepth) {
-      r++;
-      lastLevel = subLevel[l]!;
-      lastDepth = subDepth[l]!;
+  for (let position = 0; position < size; position++) {
+    const local = order[position]!;
+    if (subLevel[local] !== lastLevel || subDepth[local] !== lastDepth) {
+      relative++;
+      lastLevel = subLevel[local]!;
+      lastDepth = subDepth[local]!;
     }
-    subRel[l] = r;
+    subRel[local] = relative;
   }
-  const id = ctx.ownership.length;
+  const cycleId = ctx.ownership.length;
   ctx.ownership.push(ownership);
   const cycleOf = ctx.cycleOf;
-  for (let i = 0; i < k; i++) {
-    const v = members[i]!;
-    rel[v] = subRel[i]!;
-    inCycle[v] = -1;
-    cycleOf[v] = id;
+  for (let position = 0; position < size; position++) {
+    const vertex = members[position]!;
+    rel[vertex] = subRel[position]!;
+    inCycle[vertex] = -1;
+    cycleOf[vertex] = cycleId;
   }
   arena.release(mark);
-  return r + 1;
+  return relative + 1;
 }
 
 /**
@@ -329,56 +419,56 @@ function tarjan(
 ): number {
   const mark = arena.mark();
   const stack = arena.raw(n);
-  const callV = arena.raw(n);
-  const callE = arena.raw(n);
-  let sp = 0;
-  let cp = 0;
-  let counter = 0;
+  const callVertex = arena.raw(n);
+  const callEdge = arena.raw(n);
+  let stackTop = 0;
+  let callTop = 0;
+  let nextIndex = 0;
   let count = 0;
-  let np = 0;
-  for (let s = 0; s < n; s++) {
-    if (vx[4 * s + 2] !== -1) continue;
-    vx[4 * s + 2] = vx[4 * s + 3] = counter++;
-    stack[sp++] = s;
-    callV[cp] = s;
-    callE[cp++] = vx[4 * s]!;
-    while (cp > 0) {
-      const v = callV[cp - 1]!;
-      const e = callE[cp - 1]!;
-      if (e < vx[4 * v + 1]!) {
-        callE[cp - 1] = e + 1;
-        const w = tgt[e]! >> 1;
-        const iw = vx[4 * w + 2]!;
-        if (iw === -1) {
-          vx[4 * w + 2] = vx[4 * w + 3] = counter++;
-          stack[sp++] = w;
-          callV[cp] = w;
-          callE[cp++] = vx[4 * w]!;
-        } else if (iw < vx[4 * v + 3]!) {
-          vx[4 * v + 3] = iw;
+  let written = 0;
+  for (let root = 0; root < n; root++) {
+    if (vx[4 * root + 2] !== -1) continue;
+    vx[4 * root + 2] = vx[4 * root + 3] = nextIndex++;
+    stack[stackTop++] = root;
+    callVertex[callTop] = root;
+    callEdge[callTop++] = vx[4 * root]!;
+    while (callTop > 0) {
+      const vertex = callVertex[callTop - 1]!;
+      const edge = callEdge[callTop - 1]!;
+      if (edge < vx[4 * vertex + 1]!) {
+        callEdge[callTop - 1] = edge + 1;
+        const target = tgt[edge]! >> 1;
+        const targetIndex = vx[4 * target + 2]!;
+        if (targetIndex === -1) {
+          vx[4 * target + 2] = vx[4 * target + 3] = nextIndex++;
+          stack[stackTop++] = target;
+          callVertex[callTop] = target;
+          callEdge[callTop++] = vx[4 * target]!;
+        } else if (targetIndex < vx[4 * vertex + 3]!) {
+          vx[4 * vertex + 3] = targetIndex;
         }
       } else {
-        cp--;
-        const lv = vx[4 * v + 3]!;
-        if (lv === vx[4 * v + 2]) {
-          start[count] = np;
-          let w: number;
+        callTop--;
+        const low = vx[4 * vertex + 3]!;
+        if (low === vx[4 * vertex + 2]) {
+          start[count] = written;
+          let target: number;
           do {
-            w = stack[--sp]!;
-            vx[4 * w + 2] = DONE + count;
-            vx[4 * w + 3] = 0;
-            members[np++] = w;
-          } while (w !== v);
+            target = stack[--stackTop]!;
+            vx[4 * target + 2] = DONE + count;
+            vx[4 * target + 3] = 0;
+            members[written++] = target;
+          } while (target !== vertex);
           count++;
         }
-        if (cp > 0) {
-          const u = callV[cp - 1]!;
-          if (lv < vx[4 * u + 3]!) vx[4 * u + 3] = lv;
+        if (callTop > 0) {
+          const caller = callVertex[callTop - 1]!;
+          if (low < vx[4 * caller + 3]!) vx[4 * caller + 3] = low;
         }
       }
     }
   }
-  start[count] = np;
+  start[count] = written;
   arena.release(mark);
   return count;
 }
