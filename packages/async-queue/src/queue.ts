@@ -1,13 +1,11 @@
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import {
   deferred,
   explainNotJson,
   scopedSignal,
   serializeError,
-  silentLogger,
-  systemClock,
+  nonNegativeIntegerOption,
   throwIfAborted,
+  timeoutOption,
   TypedEmitter,
   type Clock,
   type Deferred,
@@ -19,6 +17,7 @@ import {
 import type { Claim, ClaimOptions, Completion, EnqueueInput, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
 import { memoryBackend, syncMethods, type SyncMethods } from './memory.js';
+import { checkRetention, resolveOptions, type NormalPolicy } from './options.js';
 import type {
   CommonQueueOptions,
   Handlers,
@@ -26,7 +25,6 @@ import type {
   KeyStatus,
   OpInfo,
   OpInput,
-  Policy,
   QueueEvents,
   ResultOf,
   RetentionOptions,
@@ -86,77 +84,6 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
    * backend. Idempotent.
    */
   close(): Promise<void>;
-}
-
-interface NormalPolicy {
-  onFailure: 'stop' | 'continue';
-  maxAttempts: number;
-  backoff: (retry: number) => number;
-}
-
-function backoffFn(
-  b: NonNullable<Exclude<Policy, string>['backoff']> | undefined,
-): (retry: number) => number {
-  if (typeof b === 'function') return b;
-  const initial = b?.initialMs ?? 100;
-  const factor = b?.factor ?? 2;
-  const max = b?.maxMs ?? 30_000;
-  const jitter = b?.jitter ?? 0;
-  for (const [name, v] of [
-    ['backoff.initialMs', initial],
-    ['backoff.factor', factor],
-    ['backoff.maxMs', max],
-    ['backoff.jitter', jitter],
-  ] as const) {
-    if (typeof v !== 'number' || !(v >= 0)) {
-      throw new TypeError(`${name} must be a number >= 0, got ${String(v)}`);
-    }
-  }
-  return (retry) => {
-    const d = Math.min(max, initial * factor ** (retry - 1));
-    return jitter > 0 ? d * (1 - jitter + Math.random() * 2 * jitter) : d;
-  };
-}
-
-function normalizePolicy(policy: Policy | undefined): NormalPolicy {
-  if (policy === undefined || policy === 'stop') {
-    return { onFailure: 'stop', maxAttempts: 1, backoff: backoffFn(undefined) };
-  }
-  if (policy === 'continue') {
-    return { onFailure: 'continue', maxAttempts: 1, backoff: backoffFn(undefined) };
-  }
-  if (policy === 'retry')
-    return { onFailure: 'stop', maxAttempts: 3, backoff: backoffFn(undefined) };
-  if (typeof policy !== 'object' || policy === null) {
-    throw new TypeError(
-      `policy must be 'stop', 'continue', 'retry' or an object, got ${String(policy)}`,
-    );
-  }
-  const onFailure = policy.onFailure ?? 'stop';
-  if (onFailure !== 'stop' && onFailure !== 'continue') {
-    throw new TypeError(`policy.onFailure must be 'stop' or 'continue', got ${String(onFailure)}`);
-  }
-  const maxAttempts = policy.maxAttempts ?? 1;
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
-    throw new TypeError(`policy.maxAttempts must be an integer >= 1, got ${String(maxAttempts)}`);
-  }
-  return { onFailure, maxAttempts, backoff: backoffFn(policy.backoff) };
-}
-
-function nonNegativeInt(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 0) {
-    throw new TypeError(`${name} must be a non-negative integer, got ${String(value)}`);
-  }
-  return value;
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) {
-    throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
-  }
-  return value;
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -229,37 +156,20 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #now: SyncMethods | undefined;
 
   constructor(options: QueueOptions<H>) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError('createQueue(options): options must be an object');
-    }
-    const { handlers } = options;
-    if (typeof handlers !== 'object' || handlers === null) {
-      throw new TypeError(`handlers must be an object of functions, got ${String(handlers)}`);
-    }
-    for (const [type, fn] of Object.entries(handlers)) {
-      if (typeof fn !== 'function') {
-        throw new TypeError(`handlers.${type} must be a function, got ${typeof fn}`);
-      }
-    }
-    this.#handlers = handlers;
-    const concurrency = nonNegativeInt('concurrency', options.concurrency, 1);
-    const mode = options.mode ?? (concurrency === 0 ? 'sync' : 'async');
-    if (mode !== 'sync' && mode !== 'async') {
-      throw new TypeError(`mode must be 'async' or 'sync', got ${String(mode)}`);
-    }
-    this.mode = mode;
-    this.#concurrency = mode === 'sync' ? 0 : concurrency;
-    this.#policy = normalizePolicy(options.policy);
-    this.#logger = options.logger ?? silentLogger;
-    this.#clock = options.clock ?? systemClock;
-    this.#leaseMs = positive('leaseMs', options.leaseMs, 30_000);
-    this.#heartbeatMs = positive('heartbeatMs', options.heartbeatMs, this.#leaseMs / 3);
-    this.#maxLeaseExpiries = nonNegativeInt('maxLeaseExpiries', options.maxLeaseExpiries, 3) || 1;
-    this.#closeGraceMs = nonNegativeInt('closeGraceMs', options.closeGraceMs, 10_000);
-    this.#retention = options.retention;
-    this.#isWorker = options.worker ?? true;
-    this.workerId =
-      options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    const resolved = resolveOptions(options);
+    this.#handlers = resolved.handlers;
+    this.mode = resolved.mode;
+    this.#concurrency = resolved.concurrency;
+    this.#policy = resolved.policy;
+    this.#logger = resolved.logger;
+    this.#clock = resolved.clock;
+    this.#leaseMs = resolved.leaseMs;
+    this.#heartbeatMs = resolved.heartbeatMs;
+    this.#maxLeaseExpiries = resolved.maxLeaseExpiries;
+    this.#closeGraceMs = resolved.closeGraceMs;
+    this.#retention = resolved.retention;
+    this.#isWorker = resolved.isWorker;
+    this.workerId = resolved.workerId;
     this.backend = options.backend ?? memoryBackend();
     this.#now = syncMethods(this.backend);
     this.#attached = this.backend.attach({
@@ -316,6 +226,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     op: OpInput<H, T>,
     options: WaitOptions = {},
   ): Promise<ResultOf<H, T>> {
+    timeoutOption('queue.call', options.timeoutMs);
     throwIfAborted(options.signal);
     const info = await this.#enqueue(key, op, true);
     const outcome = this.wait(info.id, options);
@@ -328,6 +239,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async wait(id: string, options: WaitOptions = {}): Promise<unknown> {
+    timeoutOption('queue.wait', options.timeoutMs);
     throwIfAborted(options.signal);
     if (this.#closed) throw this.#closedError();
     const d = deferred<unknown>();
@@ -378,7 +290,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   async activeKeys(
     options: { limit?: number } = {},
   ): Promise<{ key: string; status: KeyStatus }[]> {
-    const limit = nonNegativeInt('limit', options.limit, 1000);
+    const limit = nonNegativeIntegerOption('queue.activeKeys', 'limit', options.limit, 1000);
     await this.#attached;
     return this.backend.activeKeys(limit);
   }
@@ -414,17 +326,19 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async deadLetters(options: { limit?: number } = {}): Promise<OpInfo[]> {
-    const limit = nonNegativeInt('limit', options.limit, 100);
+    const limit = nonNegativeIntegerOption('queue.deadLetters', 'limit', options.limit, 100);
     await this.#attached;
     return this.backend.deadLetters(limit);
   }
 
   async prune(retention: RetentionOptions | undefined = this.#retention): Promise<number> {
+    if (retention !== undefined) checkRetention('queue.prune', retention);
     await this.#attached;
     return this.backend.prune(retention ?? {});
   }
 
   async onIdle(options: WaitOptions = {}): Promise<void> {
+    timeoutOption('queue.onIdle', options.timeoutMs);
     throwIfAborted(options.signal);
     if (this.#isIdle()) return;
     const d = deferred<void>();
@@ -1019,7 +933,14 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async #raceWait<T>(promise: Promise<T>, options: WaitOptions): Promise<T> {
-    using scope = scopedSignal(options);
+    using scope = scopedSignal({
+      ...options,
+      onTimeout: () =>
+        new QueueError(
+          'async-queue.timeout',
+          `the queue did not become idle within ${options.timeoutMs} ms`,
+        ),
+    });
     return await new Promise<T>((resolve, reject) => {
       const onAbort = () => reject(scope.signal.reason);
       if (scope.signal.aborted) return onAbort();

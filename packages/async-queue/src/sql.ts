@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { sleep, type Clock, type Logger, type SerializedError } from '@rigging/core';
+import {
+  positiveOption,
+  sleep,
+  systemClock,
+  type Clock,
+  type Logger,
+  type SerializedError,
+} from '@rigging/core';
 import {
   isUniqueViolation,
   sql,
@@ -510,13 +517,17 @@ function localListeners(database: Database, name: string): Set<LocalListener> {
 export function sqlBackend(database: Database, options: SqlBackendOptions = {}): QueueBackend {
   const name = options.name ?? 'default';
   if (typeof name !== 'string' || !/^[\w.:-]{1,64}$/.test(name)) {
-    throw new TypeError(`name must be 1-64 word characters, got ${JSON.stringify(name)}`);
+    throw new TypeError(
+      `sqlBackend: name must be 1-64 word characters, got ${JSON.stringify(name)}`,
+    );
   }
   const dialect = database.dialect;
-  const pollMs = options.pollMs ?? (dialect === 'postgres' ? 2000 : 250);
-  if (typeof pollMs !== 'number' || !(pollMs > 0)) {
-    throw new TypeError(`pollMs must be a positive number, got ${String(pollMs)}`);
-  }
+  const pollMs = positiveOption(
+    'sqlBackend',
+    'pollMs',
+    options.pollMs,
+    dialect === 'postgres' ? 2000 : 250,
+  );
   const notify = dialect === 'postgres' && (options.notify ?? true);
   const locking = dialect !== 'sqlite';
   /** UPDATE … RETURNING and INSERT … ON CONFLICT … RETURNING (PostgreSQL, SQLite ≥ 3.35). */
@@ -530,7 +541,7 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   let listenLoop: Promise<void> | undefined;
   const stop = new AbortController();
   let lastExpiredCheck = 0;
-  const now = () => (clock ? clock.now() : Date.now());
+  const now = () => (clock ?? systemClock).now();
   const neighbours = localListeners(database, name);
   let me: LocalListener | undefined;
   const wakeLocal = () => {
