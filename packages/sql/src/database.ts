@@ -56,6 +56,7 @@ export interface TransactionOptions {
 
 /** A database opened by URL: a Kysely instance plus migrations, retrying transactions and sessions. */
 export interface Database<DB = any> extends AsyncDisposable {
+  /** Which engine the URL named. */
   readonly dialect: Dialect;
   /** The Kysely instance over the connection pool. */
   readonly db: Kysely<DB>;
