@@ -1,5 +1,6 @@
 // Checks what every published package.json must carry (run by `pnpm lint`): the root LICENSE
-// copied verbatim into the package, the metadata npm shows, and the files its tarball ships.
+// copied verbatim into the package, the metadata npm shows, the files its tarball ships, and
+// exports conditions in the order that serves ESM and CommonJS (require(esm)) consumers alike.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -29,6 +30,17 @@ for (const name of readdirSync(join(root, 'packages'))) {
   }
   for (const file of ['dist', 'LICENSE', 'README.md', 'CHANGELOG.md']) {
     if (!pkg.files?.includes(file)) fail(`files must include ${file}`);
+  }
+  for (const [entry, target] of Object.entries(pkg.exports ?? {})) {
+    if (typeof target === 'string') continue;
+    const conditions = Object.keys(target);
+    if (
+      conditions[0] !== 'types' ||
+      !conditions.includes('import') ||
+      conditions.at(-1) !== 'default'
+    ) {
+      fail(`exports["${entry}"] must list types first, then import, and default last`);
+    }
   }
 }
 
