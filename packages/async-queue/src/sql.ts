@@ -1,16 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock, Logger, SerializedError } from '@rigging/core';
-import {
-  isUniqueViolation,
-  sql,
-  type Database,
-  type Expression,
-  type ExpressionBuilder,
-  type Kysely,
-  type SqlBool,
-  type Migration,
-  type Session,
+import type {
+  Database,
+  Expression,
+  ExpressionBuilder,
+  Kysely,
+  SqlBool,
+  Migration,
+  Session,
 } from '@rigging/sql';
+import { isUniqueViolation, sql } from './sql-peer.js';
 import type {
   BackendContext,
   Claim,
