@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Database, Kysely, Migration } from '@rigging/sql';
-import { CompiledQuery, isUniqueViolation } from '@rigging/sql';
+import { CompiledQuery, isUniqueViolation } from './sql-peer.js';
 import { ReshapeError } from './errors.js';
 import {
   plan,
