@@ -9,6 +9,7 @@ import { runLoad, type Workload } from './load.js';
 import { Network } from './netns.js';
 import { startProcess, stopProcess, type HostProcess, type ProcessOptions } from './processes.js';
 import { ClusterState } from './state.js';
+import { sample, usageBetween, type Usage } from './usage.js';
 import { verdict, type Verdict } from './verdict.js';
 
 /** One cluster run: its shape, its workload and its faults. */
@@ -33,6 +34,8 @@ export interface RunOptions {
 export interface RunResult {
   verdict: Verdict;
   faults: FaultRecord[];
+  /** CPU and commits during the load. */
+  usage: Usage;
   hosts: { label: string; address: string; role: string; pids: number[] }[];
   durationMs: number;
 }
@@ -76,7 +79,10 @@ export async function runCluster(options: RunOptions): Promise<RunResult> {
     options.say(`${signal}: tearing the cluster down`);
     for (const p of processes) p.child.kill('SIGKILL');
     await network?.teardown();
-    await sql.raw(`drop database if exists ${dbName} with (force)`).execute(admin.db).catch(() => {});
+    await sql
+      .raw(`drop database if exists ${dbName} with (force)`)
+      .execute(admin.db)
+      .catch(() => {});
     await rm(dataDir, { recursive: true, force: true });
     process.exit(130);
   };
@@ -119,9 +125,13 @@ export async function runCluster(options: RunOptions): Promise<RunResult> {
       token,
     );
     const run = randomBytes(3).toString('hex');
-    const loading = runLoad(api, options.workload, `r${run}`);
-    const faults = options.faults.length
-      ? await injectFaults({
+    const before = await sample(state, processes);
+    let injecting = options.faults.length > 0;
+    const loading = runLoad(api, options.workload, `r${run}`, () => injecting);
+    let faults: FaultRecord[] = [];
+    try {
+      if (injecting) {
+        faults = await injectFaults({
           kinds: options.faults,
           workers,
           network,
@@ -129,11 +139,15 @@ export async function runCluster(options: RunOptions): Promise<RunResult> {
           processOptions,
           leaseMs: options.leaseMs,
           say: options.say,
-        })
-      : [];
-    // Replaced workers (after a kill) are stopped with the rest.
-    for (const w of workers) if (!processes.includes(w)) processes.push(w);
+        });
+      }
+    } finally {
+      injecting = false;
+      // Replaced workers (after a kill) are stopped with the rest.
+      for (const w of workers) if (!processes.includes(w)) processes.push(w);
+    }
     const load = await loading;
+    const usage = usageBetween(before, await sample(state, processes), processes);
     options.say(
       `load done: ${load.ops.length} container ops, ${load.placement.writes} Placement writes, ${load.deploys.ok + load.deploys.reverted} deploys, ${load.reshapes.ok} reshapes`,
     );
@@ -141,6 +155,7 @@ export async function runCluster(options: RunOptions): Promise<RunResult> {
     return {
       verdict: result,
       faults,
+      usage,
       hosts: network.hosts.map((h) => ({
         label: h.label,
         address: h.address,

@@ -27,7 +27,8 @@ export interface FaultRecord {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Log lines that show a write refused because its lease was lost or its token was stale. */
-const STALE = /tasks\.fenced|tasks\.ownership_lost|async-queue\.lease_lost|"lost":true|lease lost/;
+const STALE =
+  /tasks\.fenced|tasks\.ownership_lost|async-queue\.lease_lost|claim is stale|fencing token/;
 
 /**
  * Injects the faults one after the other on the worker processes, each when its victim has
@@ -114,7 +115,12 @@ async function takeovers(
   const deadline = Date.now() + waitMs;
   while (pending.size > 0 && Date.now() < deadline) {
     for (const row of await state.journal()) {
-      if (row.kind === 'op-start' && row.pid !== victim && row.at >= since && pending.has(row.ref)) {
+      if (
+        row.kind === 'op-start' &&
+        row.pid !== victim &&
+        row.at >= since &&
+        pending.has(row.ref)
+      ) {
         pending.delete(row.ref);
         ms.push(row.at - since);
       }

@@ -91,14 +91,19 @@ async function containerOps(
   run: string,
   report: LoadReport,
   deadline: number,
+  busy: () => boolean,
 ) {
   const keys = Array.from({ length: w.keys }, (_, i) => `${run}-c${i + 1}`);
-  const perKey = Math.max(2, w.opsPerKey);
+  const atLeast = Math.max(2, w.opsPerKey);
   await pool(keys, w.keys, async (key) => {
     const failing = keys.indexOf(key) < w.failingKeys;
     const unfinished: string[] = [];
-    for (let index = 0; index < perKey && Date.now() < deadline; index++) {
-      const last = index === perKey - 1;
+    for (let index = 0, last = false; !last; index++) {
+      // Keep the key busy while `busy()` says so (faults are being injected), then delete it.
+      last =
+        index >= 1 &&
+        index % 2 === 1 &&
+        (Date.now() >= deadline || (index >= atLeast - 1 && !busy()));
       const type = index === 0 ? 'create' : last ? 'delete' : OPS[(index - 1) % 2]!;
       const byDesign = failing && last;
       const payload = {
@@ -250,8 +255,16 @@ async function deploys(api: Api, w: Workload, run: string, report: LoadReport) {
   });
 }
 
-/** Drives the public API with the whole workload; resolves once every request was answered. */
-export async function runLoad(api: Api, w: Workload, run: string): Promise<LoadReport> {
+/**
+ * Drives the public API with the whole workload; resolves once every request was answered.
+ * Container keys keep getting start/stop ops while `busy()` is true (and the time allows).
+ */
+export async function runLoad(
+  api: Api,
+  w: Workload,
+  run: string,
+  busy: () => boolean = () => false,
+): Promise<LoadReport> {
   const deadline = Date.now() + w.maxMs;
   const report: LoadReport = {
     ops: [],
@@ -262,7 +275,7 @@ export async function runLoad(api: Api, w: Workload, run: string): Promise<LoadR
     uploads: 0,
   };
   await Promise.all([
-    containerOps(api, w, run, report, deadline),
+    containerOps(api, w, run, report, deadline, busy),
     allocations(api, w, report),
     reshapes(api, w, run, report),
     deploys(api, w, run, report),

@@ -85,6 +85,13 @@ export function formatVerdict(v: Verdict, result: RunResult): string[] {
     `  stale writes refused ${v.staleWritesRefused}; ops re-reported after a takeover ${v.rerunAfterTakeover}`,
     `  throughput     ${v.opsPerSecond.toFixed(1)} container ops/s; op latency p50 ${v.opLatencyMs.p50} ms, p99 ${v.opLatencyMs.p99} ms`,
     `  Placement      write latency p50 ${v.placementLatencyMs.p50.toFixed(1)} ms, p99 ${v.placementLatencyMs.p99.toFixed(1)} ms`,
+    `  machine        ${(result.usage.machineBusy * 100).toFixed(0)}% of ${result.usage.cores} cores busy; CPU (cores) ${Object.entries(
+      result.usage.cpuByRole,
+    )
+      .map(([role, cores]) => `${role} ${cores.toFixed(2)}`)
+      .join(
+        ', ',
+      )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s`,
     ...v.problems.slice(0, 20).map((p) => `  problem: ${p}`),
     `${verdictHolds(v) ? 'VERDICT HOLDS' : 'VERDICT FAILS'} (${(result.durationMs / 1000).toFixed(0)} s)`,
   ];
@@ -163,12 +170,14 @@ async function main(argv: string[]): Promise<number> {
     results.push({ api, workers, result });
   }
   if (scaling) {
-    console.log('\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms |');
+    console.log(
+      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms |',
+    );
     console.log('| --: | --: | --: | --: | --: | --: | --: |');
     for (const { api, workers, result } of results) {
       const v = result.verdict;
       console.log(
-        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} |`,
+        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} | ${(result.usage.machineBusy * 100).toFixed(0)}% | ${result.usage.postgresCpu.toFixed(2)} | ${result.usage.commitsPerSecond.toFixed(0)} |`,
       );
     }
   }

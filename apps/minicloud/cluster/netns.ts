@@ -32,7 +32,8 @@ async function nft(...args: string[]): Promise<void> {
  * `undefined` when they can. Makes and removes one namespace to find out.
  */
 export async function namespacesUnavailable(): Promise<string | undefined> {
-  if (process.platform !== 'linux') return `network namespaces need Linux (this is ${process.platform})`;
+  if (process.platform !== 'linux')
+    return `network namespaces need Linux (this is ${process.platform})`;
   if (process.getuid?.() !== 0) return 'network namespaces need root';
   const probe = `rgprobe${randomBytes(3).toString('hex')}`;
   try {
@@ -77,12 +78,7 @@ export class Network {
       net.#octet = await freeOctet();
       await nft('add', 'table', 'ip', net.#table);
       net.#tableMade = true;
-      await nft(
-        'add chain ip',
-        net.#table,
-        'pre',
-        '{ type nat hook prerouting priority -100; }',
-      );
+      await nft('add chain ip', net.#table, 'pre', '{ type nat hook prerouting priority -100; }');
       await nft('add chain ip', net.#table, 'in', '{ type nat hook input priority 100; }');
       net.#pgPort = options.pgPort;
     } catch (error) {

@@ -60,7 +60,8 @@ export async function startProcess(
     options.dataDir,
   ];
   if (role === 'serve') args.push('--host', host.address, '--port', String(options.port));
-  else args.push('--lease-ms', String(options.leaseMs), '--concurrency', String(options.concurrency));
+  else
+    args.push('--lease-ms', String(options.leaseMs), '--concurrency', String(options.concurrency));
   const child = spawn('ip', args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {

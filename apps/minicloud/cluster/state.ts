@@ -17,6 +17,8 @@ export interface OpRow {
   createdAt: number;
   startedAt: number | undefined;
   finishedAt: number | undefined;
+  /** The last failure's message and code (failed ops). */
+  error: string | undefined;
 }
 
 /**
@@ -53,7 +55,7 @@ export class ClusterState {
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500);
       const { rows } = await sql<Record<string, unknown>>`
-        select id, op_key, status, attempts, created_at, started_at, finished_at
+        select id, op_key, status, attempts, created_at, started_at, finished_at, error
         from rigging_queue_ops where id in (${sql.join(chunk)})
       `.execute(this.database.db);
       for (const r of rows) {
@@ -66,6 +68,7 @@ export class ClusterState {
           createdAt: Number(r.created_at),
           startedAt: n(r.started_at),
           finishedAt: n(r.finished_at),
+          error: r.error == null ? undefined : describeError(String(r.error)),
         });
       }
     }
@@ -92,5 +95,15 @@ export class ClusterState {
 
   close(): Promise<void> {
     return this.database.close();
+  }
+}
+
+/** `message [code]` of a stored serialized error. */
+function describeError(text: string): string {
+  try {
+    const e = JSON.parse(text) as { message?: string; code?: string };
+    return `${e.message ?? text}${e.code ? ` [${e.code}]` : ''}`;
+  } catch {
+    return text;
   }
 }

@@ -66,7 +66,10 @@ async function overCapacity(api: Api, problems: string[]): Promise<number> {
   let over = 0;
   for (const rp of (list.body?.resource_providers ?? []) as { uuid: string; name: string }[]) {
     const inv = (await api.placement('GET', `/resource_providers/${rp.uuid}/inventories`)).body
-      ?.inventories as Record<string, { total: number; reserved: number; allocation_ratio: number }>;
+      ?.inventories as Record<
+      string,
+      { total: number; reserved: number; allocation_ratio: number }
+    >;
     const usages = (await api.placement('GET', `/resource_providers/${rp.uuid}/usages`)).body
       ?.usages as Record<string, number>;
     for (const [rc, used] of Object.entries(usages ?? {})) {
@@ -103,7 +106,9 @@ function orderViolations(
       const start = firstStart.get(ops[i]!.id);
       if (previous !== undefined && start !== undefined && start < previous) {
         violations++;
-        problems.push(`${key}: op ${ops[i]!.index} began before op ${ops[i - 1]!.index} was applied`);
+        problems.push(
+          `${key}: op ${ops[i]!.index} began before op ${ops[i - 1]!.index} was applied`,
+        );
       }
     }
   }
@@ -130,12 +135,15 @@ export async function verdict(options: {
   let failedUnexpectedly = 0;
   let lost = 0;
   for (const op of load.ops) {
-    const status = ops.get(op.id)?.status ?? 'missing';
+    const row = ops.get(op.id);
+    const status = row?.status ?? 'missing';
     if (status === 'succeeded' && !op.byDesign) succeeded++;
     else if (status === 'failed' && op.byDesign) failedByDesign++;
     else if (FINAL.has(status)) {
       failedUnexpectedly++;
-      problems.push(`op ${op.id} (${op.key} #${op.index} ${op.type}): ${status}`);
+      problems.push(
+        `op ${op.id} (${op.key} #${op.index} ${op.type}): ${status}${row?.error ? `: ${row.error}` : ''}`,
+      );
     } else {
       lost++;
       problems.push(`op ${op.id} (${op.key} #${op.index} ${op.type}): never finished (${status})`);
@@ -147,7 +155,8 @@ export async function verdict(options: {
     if (row.kind === 'op') applied.set(row.ref, (applied.get(row.ref) ?? 0) + 1);
   }
   const twice = await state.tasksRunTwice();
-  for (const t of twice) problems.push(`flow ${t.flowId}: task ${t.task} succeeded ${t.times} times`);
+  for (const t of twice)
+    problems.push(`flow ${t.flowId}: task ${t.task} succeeded ${t.times} times`);
   const states = await state.flowStates();
   const halfDone = [...states].filter(([s]) => !ENDED.has(s)).reduce((n, [, c]) => n + c, 0);
   if (halfDone) problems.push(`flows not ended: ${JSON.stringify(Object.fromEntries(states))}`);
@@ -158,7 +167,11 @@ export async function verdict(options: {
   const rows = [...ops.values()].filter((o) => o.finishedAt !== undefined);
   const first = Math.min(...rows.map((o) => o.createdAt));
   const last = Math.max(...rows.map((o) => o.finishedAt!));
-  for (const failure of [...load.placement.failed, ...load.deploys.failed, ...load.reshapes.failed]) {
+  for (const failure of [
+    ...load.placement.failed,
+    ...load.deploys.failed,
+    ...load.reshapes.failed,
+  ]) {
     problems.push(failure);
   }
   return {
