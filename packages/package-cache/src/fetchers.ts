@@ -8,7 +8,7 @@ import {
   throwIfAborted,
   type Backoff,
 } from '@rigging/core';
-import type { FetchContext, PackageFetcher } from './cache.js';
+import type { FetchContext, PackageFetcher } from './types.js';
 import { PackageCacheError } from './errors.js';
 import type { FetchedPackage } from './extract.js';
 import { isSegment, type PackageRef } from './ref.js';

@@ -14,7 +14,7 @@ export type {
   PackageProgress,
   PruneOptions,
   PruneResult,
-} from './cache.js';
+} from './types.js';
 export type { FetchedPackage } from './extract.js';
 export { DEFAULT_ARCHIVE_LIMITS } from './limits.js';
 export type { ArchiveLimits } from './limits.js';
