@@ -7,7 +7,6 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from '@rigging/core';
 import { createPlacementHandler } from '@rigging/reshape/http';
-import swagger from '@fastify/swagger';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -15,14 +14,16 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
+import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { TokenStore } from '../auth/tokens.js';
 import { Auth, installAuth } from './auth.js';
-import { ArchiveUploads, UPLOAD_LIMITS } from './archive-upload.js';
+import { ArchiveUploads } from './archive-upload.js';
 import { dashboardDistDir } from './dashboard-dir.js';
 import { knownKey, seedFlows, seedQueueKeys } from './seed.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { installOpenApi, type RouteInfo } from './openapi.js';
+import { registerPackageRoutes } from './routes-packages.js';
 import { DemoRunner } from './demo.js';
 import { HttpError, toApiError } from './errors.js';
 import {
@@ -34,8 +35,6 @@ import {
   keyParams,
   opBody,
   opParams,
-  packageParams,
-  packageRefSchema,
   anyObject,
   opAccepted,
   streamed,
@@ -46,7 +45,6 @@ import {
   flowsResponse,
   providersResponse,
   errorBody,
-  uploadBody,
 } from './schemas.js';
 
 /** Options of {@link createServer}. */
@@ -77,7 +75,7 @@ export interface MinicloudServer {
   /** The dashboard's event hub (fed from `cloud.hub`). */
   readonly hub: DashboardHub;
   /** Every route as `METHOD /url` (HEAD left out), and whether the OpenAPI document hides it. */
-  readonly routes: readonly { route: string; hidden: boolean }[];
+  readonly routes: readonly RouteInfo[];
   /** Starts listening; resolves with the base URL (`http://127.0.0.1:8787`). */
   listen(options: { host: string; port: number }): Promise<string>;
   /**
@@ -90,19 +88,8 @@ export interface MinicloudServer {
 type Req<T extends { Params?: unknown; Body?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
 
 const DEFAULT_LIST_LIMIT = 100;
-/** Largest package upload body (JSON with base64 file contents). */
-const UPLOAD_BODY_LIMIT = 16 * 1024 * 1024;
 /** Largest body of every other route. */
 const BODY_LIMIT = 64 * 1024;
-
-/** Media types of `POST /api/packages/{fqn}/{version}/archive`. */
-const ARCHIVE_TYPES = [
-  'application/gzip',
-  'application/x-gzip',
-  'application/x-tar',
-  'application/zip',
-  'application/octet-stream',
-];
 
 /** Time a client has to send a whole request (headers: a third of it). */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -159,44 +146,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   });
 
   // ------------------------------------------------------------------ OpenAPI
-  // Every route documents the error answers it can give (before swagger reads the routes).
-  const routes: { route: string; hidden: boolean }[] = [];
-  app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) {
-      if (method !== 'HEAD')
-        routes.push({ route: `${method} ${route.url}`, hidden: !!route.schema?.hide });
-    }
-    if (route.schema?.hide) return;
-    const access = route.config?.access ?? 'admin';
-    const errors: Record<number, typeof errorBody> = { 400: errorBody, 404: errorBody };
-    if (access !== 'public')
-      Object.assign(errors, { 401: errorBody, 403: errorBody, 429: errorBody });
-    if (route.method !== 'GET') Object.assign(errors, { 409: errorBody, 413: errorBody });
-    route.schema = {
-      ...route.schema,
-      response: { ...errors, ...(route.schema?.response as object | undefined) },
-    };
-  });
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'minicloud API',
-        version: '0.1.0',
-        description:
-          'The JSON API of `minicloud serve`. Errors answer `{ error: { code, message } }`.',
-      },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer' },
-          cookie: { type: 'apiKey', in: 'cookie', name: 'minicloud_token' },
-        },
-      },
-      security: [{ bearer: [] }, { cookie: [] }],
-    },
-    // Only the JSON API: the dashboard's files and the Placement API are described elsewhere.
-    hiddenTag: 'hidden',
-  });
+  const routes = await installOpenApi(app);
 
   // ------------------------------------------------------------------ authentication
   const auth = options.auth ?? new Auth({ tokens: new TokenStore(cloud.database), mode: 'auto' });
@@ -226,15 +176,6 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       },
     });
   });
-
-  app.get(
-    '/api/openapi.json',
-    {
-      config: READ,
-      schema: { summary: 'This document (OpenAPI 3.1)', response: { 200: anyObject } },
-    },
-    async () => app.swagger(),
-  );
 
   // ------------------------------------------------------------------ health
   const started = Date.now();
@@ -312,82 +253,8 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   );
 
   // ------------------------------------------------------------------ packages
-  app.post(
-    '/api/packages',
-    {
-      config: ADMIN,
-      bodyLimit: UPLOAD_BODY_LIMIT,
-      schema: { body: uploadBody, response: { 201: packageRefSchema } },
-    },
-    async (req, reply) => {
-      const body = (
-        req as Req<{
-          Body: {
-            fqn: string;
-            version: string;
-            files: { path: string; content?: string; base64?: string }[];
-          };
-        }>
-      ).body;
-      const seen = new Set<string>();
-      const files: PackageFile[] = body.files.map((f) => {
-        if (seen.has(f.path)) {
-          throw new HttpError(400, 'minicloud.invalid_input', `duplicate file path ${f.path}`);
-        }
-        seen.add(f.path);
-        return {
-          path: f.path,
-          content: f.base64 !== undefined ? Buffer.from(f.base64, 'base64') : f.content!,
-        };
-      });
-      const ref = await cloud.uploadPackage(body.fqn, body.version, files);
-      return reply.status(201).send(ref);
-    },
-  );
-
   const uploads = new ArchiveUploads(join(options.config.dataDir, 'uploads'));
-  await app.register(async (scope) => {
-    scope.addContentTypeParser(
-      ARCHIVE_TYPES,
-      { parseAs: 'buffer', bodyLimit: UPLOAD_LIMITS.maxArchiveBytes },
-      (_req, body, done) => done(null, body),
-    );
-    scope.post(
-      '/api/packages/:fqn/:version/archive',
-      {
-        config: ADMIN,
-        bodyLimit: UPLOAD_LIMITS.maxArchiveBytes,
-        schema: {
-          summary: 'Upload a package as a tar, tar.gz or zip archive (bounded; see the README)',
-          params: packageParams,
-          consumes: ARCHIVE_TYPES,
-          response: { 201: packageRefSchema },
-        },
-      },
-      async (req, reply) => {
-        const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
-        const files = await uploads.unpack(fqn, version, req.body as Buffer);
-        return reply.status(201).send(await cloud.uploadPackage(fqn, version, files));
-      },
-    );
-  });
-
-  app.get(
-    '/api/packages/:fqn/:version',
-    { config: READ, schema: { params: packageParams, response: { 200: anyObject } } },
-    async (req) => {
-      const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
-      const current = await cloud.repository.current(fqn, version);
-      if (!current) {
-        throw new HttpError(
-          404,
-          'minicloud.package_not_found',
-          `package ${fqn} ${version} is not in the repository`,
-        );
-      }
-      return current;
-    },
-  );
+  await registerPackageRoutes(app, cloud, uploads);
 
   // ------------------------------------------------------------------ containers and ops
   app.get(
