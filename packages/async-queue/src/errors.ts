@@ -21,6 +21,10 @@ export type QueueErrorCode =
   /** A wait (`call`, `wait`, `onIdle`) timed out. */
   | 'async-queue.timeout';
 
+/**
+ * The error `@rigging/async-queue` throws, rejects with and records; `code` says which (see
+ * {@link QueueErrorCode}). Check with `RiggingError.hasCode(error, 'async-queue.op_failed')`.
+ */
 export class QueueError extends RiggingError<QueueErrorCode> {
   override readonly name = 'QueueError';
   constructor(code: QueueErrorCode, message: string, options?: RiggingErrorOptions) {
