@@ -1,5 +1,6 @@
 import { systemClock, type Clock, type Logger, type SerializedError } from '@rigging/core';
-import { isUniqueViolation, sql, type Database } from '@rigging/sql';
+import type { Database } from '@rigging/sql';
+import { isUniqueViolation, sql } from '../sql-peer.js';
 import type {
   BackendContext,
   Claim,

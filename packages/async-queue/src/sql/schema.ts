@@ -1,7 +1,8 @@
 // The schema of the SQL backend: its two tables, their rows, and the migrations that build them
 // on every dialect.
 import type { SerializedError } from '@rigging/core';
-import { sql, type Kysely, type Migration } from '@rigging/sql';
+import type { Kysely, Migration } from '@rigging/sql';
+import { sql } from '../sql-peer.js';
 import type { EnqueueInput } from '../backend.js';
 import type { OpInfo, OpStatus } from '../types.js';
 import {

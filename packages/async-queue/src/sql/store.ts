@@ -2,13 +2,8 @@
 // off its single-statement hot paths). Each change to a key's ops happens under its key row lock.
 import { randomUUID } from 'node:crypto';
 import type { SerializedError } from '@rigging/core';
-import {
-  sql,
-  type Database,
-  type Expression,
-  type ExpressionBuilder,
-  type SqlBool,
-} from '@rigging/sql';
+import type { Database, Expression, ExpressionBuilder, SqlBool } from '@rigging/sql';
+import { sql } from '../sql-peer.js';
 import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../backend.js';
 import type { KeyStatus, OpInfo } from '../types.js';
 import type {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sleep } from '@rigging/core';
-import { sql, type Session } from '@rigging/sql';
+import type { Session } from '@rigging/sql';
+import { sql } from '../../sql-peer.js';
 import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
 import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
 import { newOpRow, toInfo, type Db, type KeyRow, type OpRow } from '../schema.js';
