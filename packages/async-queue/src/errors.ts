@@ -19,7 +19,12 @@ export type QueueErrorCode =
   /** The op's lease expired too many times (its worker keeps dying): failed as poison. */
   | 'async-queue.poison'
   /** A wait (`call`, `wait`, `onIdle`) timed out. */
-  | 'async-queue.timeout';
+  | 'async-queue.timeout'
+  /**
+   * Importing `@rigging/async-queue/sql` without its optional peer `@rigging/sql` installed
+   * (thrown as a `RiggingError` by core's peer loader, before any `QueueError` can exist).
+   */
+  | 'async-queue.peer_missing';
 
 /**
  * The error `@rigging/async-queue` throws, rejects with and records; `code` says which (see
