@@ -30,6 +30,32 @@ export class ContainerError extends RiggingError<`minicloud.container_${string}`
 
 type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<ContainerOpResult>;
 
+/**
+ * Runs an op's flow, or resumes it when a worker that claimed the op before left it in the log:
+ * completed steps do not run again. While the flow's lock is held by its previous owner (a
+ * worker that died and whose lock has not expired yet, or one paused past its queue lease that
+ * still holds its database session), waits for it instead of failing the op; `signal` (the
+ * claim) ends the wait.
+ */
+async function runOrResume(
+  engine: Engine,
+  flowId: string,
+  flow: Flow<any, any>,
+  inputs: OpInputs,
+  signal: AbortSignal,
+): Promise<void> {
+  for (;;) {
+    try {
+      if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
+      else await engine.run(flow, { flowId, inputs });
+      return;
+    } catch (error) {
+      if (!RiggingError.hasCode(error, 'tasks.flow_busy') || signal.aborted) throw error;
+      await sleep(250, { signal });
+    }
+  }
+}
+
 /** What every container-op flow gets. */
 interface OpInputs {
   container: string;
@@ -183,13 +209,13 @@ export function containerHandlers(
         flow.children.map((c) => c.name),
       );
       try {
-        // A re-claimed op (its worker died) resumes the flow: completed steps do not run again.
-        if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
-        else
-          await engine.run(flow, {
-            flowId,
-            inputs: { container: ctx.key, op, payload: payload ?? {} },
-          });
+        await runOrResume(
+          engine,
+          flowId,
+          flow,
+          { container: ctx.key, op, payload: payload ?? {} },
+          ctx.signal,
+        );
       } catch (error) {
         if (error instanceof FlowFailed) {
           const cause = error.failures[0];
