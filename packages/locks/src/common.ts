@@ -1,5 +1,5 @@
-import { RiggingError, TypedEmitter, timeoutOption } from '@rigging/core';
-import type { Lease, LockHolder, LockMode } from '@rigging/core';
+import { RiggingError, TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
+import type { Clock, Lease, LockHolder, LockMode } from '@rigging/core';
 
 /** Error codes thrown by @rigging/locks. */
 export type LocksErrorCode = 'locks.timeout' | 'locks.aborted' | 'locks.lost' | 'locks.stale';
@@ -143,6 +143,26 @@ export function describeHolder(holder: LockHolder): string {
 export interface ProviderBaseOptions {
   /** Emitter to publish `lock:*` events on (share one across providers for a single log). */
   events?: LockEmitter;
+  /**
+   * Where time comes from: lease ages, TTLs, timeouts, retry delays, fencing-token floors,
+   * `holder().since`. Tests pass core's `manualClock()`. @default systemClock
+   */
+  clock?: Clock;
+}
+
+/** The `clock` option: core's `Clock` (`now` and `sleep`), `systemClock` when omitted. */
+export function validateClock(owner: string, clock: unknown): Clock {
+  if (clock === undefined) return systemClock;
+  const c = clock as Partial<Clock> | null;
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    typeof c.now !== 'function' ||
+    typeof c.sleep !== 'function'
+  ) {
+    throw new TypeError(`${owner}: clock must be a Clock ({ now, sleep }), got ${describe(clock)}`);
+  }
+  return clock as Clock;
 }
 
 const RESOLVED = Promise.resolve();
@@ -159,6 +179,7 @@ export class LeaseImpl implements Lease {
   #onRelease: (lease: LeaseImpl) => void | Promise<void>;
   #provider: string;
   #events: LockEmitter;
+  #clock: Clock;
   #lossWatchers: Set<() => void> | undefined;
 
   constructor(init: {
@@ -167,13 +188,15 @@ export class LeaseImpl implements Lease {
     token: bigint;
     provider: string;
     events: LockEmitter;
+    clock: Clock;
     onRelease: (lease: LeaseImpl) => void | Promise<void>;
     acquiredAt?: number;
   }) {
     this.key = init.key;
     this.mode = init.mode;
     this.token = init.token;
-    this.acquiredAt = init.acquiredAt ?? Date.now();
+    this.#clock = init.clock;
+    this.acquiredAt = init.acquiredAt ?? init.clock.now();
     this.#provider = init.provider;
     this.#events = init.events;
     this.#onRelease = init.onRelease;
@@ -225,7 +248,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         reason,
       });
     }
@@ -265,7 +288,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         afterLoss,
       });
     }

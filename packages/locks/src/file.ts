@@ -13,19 +13,28 @@ import {
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
   describe,
   emitAcquired,
   newEmitter,
+  validateClock,
   validateKey,
   validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
 import { WaitQueue } from './queue.js';
+import { after, every, pause, type Cancel } from './timers.js';
 import { waitInQueue, type Grant } from './wait.js';
 
 interface FsNative {
@@ -181,7 +190,7 @@ function pidAlive(pid: number): boolean {
  * Each lock file holds the fencing counter and who holds the lock (pid, host, since), written by
  * the holder; files are never deleted. Tokens: every grant (shared or exclusive) advances the
  * counter kept in the file (under the exclusive lock, or under a brief metadata lock among shared
- * holders), and never goes below `Date.now() * 1000`, so tokens keep increasing even if a lock
+ * holders), and never goes below the clock in microseconds, so tokens keep increasing even if a lock
  * file is deleted by hand.
  */
 export class FileLock implements LockProvider {
@@ -195,8 +204,9 @@ export class FileLock implements LockProvider {
   #states = new Map<string, KeyState>();
   #idle = new Set<KeyState>();
   #dirReady = false;
-  #checker: ReturnType<typeof setInterval> | undefined;
-  #sinceTimer: ReturnType<typeof setTimeout> | undefined;
+  #checker: Cancel | undefined;
+  #sinceTimer: Cancel | undefined;
+  readonly #clock: Clock;
   #heldCount = 0;
   #onRelease = (lease: LeaseImpl) => this.#release(lease as FileLease);
 
@@ -212,6 +222,7 @@ export class FileLock implements LockProvider {
     this.#pollMax = Math.max(this.#pollMin, positive('pollMaxMs', opts.pollMaxMs, 16));
     this.#checkInterval = nonNegative('checkIntervalMs', opts.checkIntervalMs, 1000);
     this.#maxIdleFds = nonNegative('maxIdleFds', opts.maxIdleFds, 64);
+    this.#clock = validateClock('FileLock', opts.clock);
   }
 
   /** The lock file of `key`. */
@@ -225,7 +236,7 @@ export class FileLock implements LockProvider {
       const { mode, timeoutMs } = validateRequest('FileLock', key, options);
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       state = this.#state(key);
-      const started = Date.now();
+      const started = this.#clock.now();
       if (state.queue.size === 0) {
         // the uncontended path: synchronous, no promise chain
         const held = this.#tryOnce(state, mode);
@@ -261,6 +272,7 @@ export class FileLock implements LockProvider {
           timeoutMs: options.timeoutMs,
           signal: options.signal,
           holder: () => this.#readHolder(path),
+          clock: this.#clock,
         },
         (g) => {
           const node = state.queue.push({ mode, g });
@@ -297,7 +309,7 @@ export class FileLock implements LockProvider {
       this.#maybeForget(state);
       return Promise.resolve(undefined);
     }
-    return Promise.resolve(this.#lease(state, mode, held, Date.now()));
+    return Promise.resolve(this.#lease(state, mode, held, this.#clock.now()));
   }
 
   /** Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked). */
@@ -349,9 +361,9 @@ export class FileLock implements LockProvider {
   /** Closes cached descriptors and stops the lost-lease checker (held leases stay held). */
   close(): void {
     for (const state of [...this.#idle]) this.#closeIdle(state);
-    if (this.#checker) clearInterval(this.#checker);
+    this.#checker?.();
     this.#checker = undefined;
-    if (this.#sinceTimer) clearTimeout(this.#sinceTimer);
+    this.#sinceTimer?.();
     this.#sinceTimer = undefined;
   }
 
@@ -471,10 +483,10 @@ export class FileLock implements LockProvider {
           if (c !== undefined && c.next <= c.hi && unchangedSince(c, st)) {
             // nobody wrote the file since our last write: the counter there is still our `hi`
             token = BigInt(c.next++);
-          } else token = reserveExclusive(state, fd, st.size);
+          } else token = reserveExclusive(state, fd, st.size, this.#clock.now());
         } else {
           state.cache = undefined;
-          token = grantShared(fd);
+          token = grantShared(fd, this.#clock.now());
         }
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
@@ -503,7 +515,7 @@ export class FileLock implements LockProvider {
       let since = first.since;
       for (const h of record.holders) since = Math.min(since, h.since);
       // an exclusive lease younger than RECORD_SINCE_AFTER_MS has not written it yet
-      if (!(since > 0)) since = Date.now();
+      if (!(since > 0)) since = this.#clock.now();
       return {
         mode: record.mode,
         since,
@@ -537,15 +549,10 @@ export class FileLock implements LockProvider {
           delay = this.#pollMin;
           continue;
         }
-        await new Promise<void>((resolveSleep) => {
-          const timer = setTimeout(done, delay * (0.75 + Math.random() * 0.5));
-          function done() {
-            clearTimeout(timer);
-            state.wake = undefined;
-            resolveSleep();
-          }
-          state.wake = done;
-        });
+        const sleep = pause(this.#clock, delay * (0.75 + Math.random() * 0.5));
+        state.wake = sleep.wake;
+        await sleep.done;
+        state.wake = undefined;
         delay = Math.min(delay * 2, this.#pollMax);
       }
     } finally {
@@ -561,6 +568,7 @@ export class FileLock implements LockProvider {
       token: held.token,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: this.#onRelease,
     });
     lease.held = held;
@@ -573,23 +581,21 @@ export class FileLock implements LockProvider {
       this.#armSince(RECORD_SINCE_AFTER_MS);
     }
     if (this.#checkInterval > 0 && !this.#checker) {
-      this.#checker = setInterval(() => this.#checkAll(), this.#checkInterval);
-      this.#checker.unref();
+      this.#checker = every(this.#clock, this.#checkInterval, () => this.#checkAll(), true);
     }
     emitAcquired(this.events, this.name, lease, started);
     return lease;
   }
 
   #armSince(ms: number): void {
-    this.#sinceTimer = setTimeout(() => this.#recordSince(), ms);
-    this.#sinceTimer.unref();
+    this.#sinceTimer = after(this.#clock, ms, () => this.#recordSince(), true);
   }
 
   /** Writes `since` of exclusive leases held RECORD_SINCE_AFTER_MS or longer (for holder()). */
   #recordSince(): void {
     this.#sinceTimer = undefined;
     if (this.#heldCount === 0) return;
-    const now = Date.now();
+    const now = this.#clock.now();
     let next = Infinity;
     for (const state of this.#states.values()) {
       for (const lease of state.leases) {
@@ -612,7 +618,7 @@ export class FileLock implements LockProvider {
 
   #checkAll(): void {
     if (this.#heldCount === 0) {
-      if (this.#checker) clearInterval(this.#checker);
+      this.#checker?.();
       this.#checker = undefined;
       return;
     }
@@ -651,7 +657,7 @@ export class FileLock implements LockProvider {
     return (async () => {
       try {
         for (let i = 0; i < 200; i++) {
-          await new Promise((r) => setTimeout(r, 1));
+          await pause(this.#clock, 1).done;
           if (unrecordShared(held.fd, held.token)) return;
         }
       } finally {
@@ -690,8 +696,9 @@ function nonNegative(name: string, value: unknown, fallback: number): number {
   return value;
 }
 
-function nextToken(previous: bigint): bigint {
-  const floor = BigInt(Date.now()) * 1000n;
+/** The token after `previous`, never below the clock in microseconds (`now` in ms). */
+function nextToken(previous: bigint, now: number): bigint {
+  const floor = BigInt(Math.floor(now)) * 1000n;
   return previous >= floor ? previous + 1n : floor;
 }
 
@@ -770,13 +777,12 @@ const sinceBuf = Buffer.alloc(13);
  * our holder record, moves the size one step and remembers the file's state after the write, so
  * the next grants of this key can take the reserved tokens without reading or writing.
  */
-function reserveExclusive(state: KeyState, fd: number, sizeBefore: number): bigint {
+function reserveExclusive(state: KeyState, fd: number, sizeBefore: number, now: number): bigint {
   state.cache = undefined;
-  const now = Date.now();
   const previous = readCounter(fd);
   // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
   if (typeof previous === 'number' && now < 1e13) {
-    const floor = now * 1000;
+    const floor = Math.floor(now) * 1000;
     const first = previous >= floor ? previous + 1 : floor;
     const hi = first + RESERVE - 1;
     if (Number.isSafeInteger(hi)) {
@@ -797,7 +803,7 @@ function reserveExclusive(state: KeyState, fd: number, sizeBefore: number): bigi
       return BigInt(first);
     }
   }
-  const next = nextToken(BigInt(previous));
+  const next = nextToken(BigInt(previous), now);
   const t = next.toString();
   writeText(
     fd,
@@ -827,18 +833,18 @@ function writeExclusiveSince(state: KeyState, fd: number, since: number): void {
 }
 
 /** Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
-function grantShared(fd: number): bigint | undefined {
+function grantShared(fd: number, now: number): bigint | undefined {
   if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
   try {
     // other shared holders write under the metadata lock too: the size is read under it
     const sizeBefore = fstatSync(fd).size;
     const { token, record } = readRecord(fd);
-    const next = nextToken(token);
+    const next = nextToken(token, now);
     const holders =
       record?.mode === 'shared'
         ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
         : [];
-    holders.push({ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() });
+    holders.push({ pid: process.pid, host: HOST, since: now, token: next.toString() });
     writeRecord(fd, next, { v: 1, mode: 'shared', holders });
     bumpSize(fd, sizeBefore);
     return next;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { LockHolder, LockMode } from '@rigging/core';
+import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import {
   isConnectionError,
   isRetryableError,
@@ -8,7 +8,8 @@ import {
   type Migration,
   type Session,
 } from '@rigging/sql';
-import { describe, type ProviderBaseOptions } from './common.js';
+import { describe, validateClock, type ProviderBaseOptions } from './common.js';
+import { after, type Cancel } from './timers.js';
 import {
   Heartbeat,
   HOST,
@@ -108,14 +109,17 @@ export const lockMigrations: readonly Migration[] = [
 
 abstract class SessionBackend implements Backend {
   protected database: Database;
+  protected readonly clock: Clock;
   #session: Promise<{ session: Session; lost: AbortController }> | undefined;
   readonly #heartbeat: Heartbeat;
   #grants = 0;
   #closed = false;
 
-  constructor(database: Database, heartbeatMs: number) {
+  constructor(database: Database, heartbeatMs: number, clock: Clock) {
     this.database = database;
+    this.clock = clock;
     this.#heartbeat = new Heartbeat(
+      clock,
       heartbeatMs,
       () => this.#grants > 0,
       () => this.#beat(),
@@ -185,16 +189,15 @@ abstract class SessionBackend implements Backend {
     } catch {
       return;
     }
-    const timer = setTimeout(
-      () => s.lost.abort(new Error('session heartbeat timed out')),
-      this.#heartbeat.ms * 2,
+    const cancel = after(this.clock, this.#heartbeat.ms * 2, () =>
+      s.lost.abort(new Error('session heartbeat timed out')),
     );
     try {
       await s.session.query('select 1');
     } catch (error) {
       s.lost.abort(error);
     } finally {
-      clearTimeout(timer);
+      cancel();
     }
   }
 
@@ -248,17 +251,16 @@ class PostgresBackend extends SessionBackend {
   #wakers = new Map<string, Set<() => void>>();
   /** Grants younger than PG_RECORD_AFTER_MS, checked by one timer (no timer per grant). */
   #young = new Set<PgGrant>();
-  #recordTimer: ReturnType<typeof setTimeout> | undefined;
+  #recordTimer: Cancel | undefined;
 
   #armRecord(ms: number): void {
-    this.#recordTimer = setTimeout(() => this.#recordOld(), ms);
-    this.#recordTimer.unref();
+    this.#recordTimer = after(this.clock, ms, () => this.#recordOld(), true);
   }
 
   /** Leases held PG_RECORD_AFTER_MS record their `since` for holder(); brief ones never write. */
   #recordOld(): void {
     this.#recordTimer = undefined;
-    const now = Date.now();
+    const now = this.clock.now();
     let next = Infinity;
     for (const g of this.#young) {
       const age = now - g.since;
@@ -299,7 +301,7 @@ class PostgresBackend extends SessionBackend {
       `insert into rigging_locks_pg_sessions as s (backend, holder, opened)
        values (pg_backend_pid(), $1, $2)
        on conflict (backend) do update set holder = excluded.holder, opened = excluded.opened`,
-      [holderJson(), Date.now()],
+      [holderJson(), this.clock.now()],
     );
     // the grant and the release, prepared once per session: each call is then an `execute` on the
     // simple protocol (one round trip, nothing to parse or plan)
@@ -407,7 +409,7 @@ class PostgresBackend extends SessionBackend {
     );
     const token = r.rows[0]?.token;
     if (token === null || token === undefined) return undefined;
-    const since = Date.now();
+    const since = this.clock.now();
     this.held(1);
     const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     const releaseStatement = `execute rigging_locks_release_${shared ? 's' : 'x'}(${big}, ${hi | 0}, ${lo | 0})`;
@@ -467,7 +469,7 @@ class PostgresBackend extends SessionBackend {
     }
     return {
       mode: first.mode === 'ShareLock' ? 'shared' : 'exclusive',
-      since: first.since !== null ? Number(first.since) : Date.now(),
+      since: first.since !== null ? Number(first.since) : this.clock.now(),
       ...parseHolder(first.holder),
       owner: `backend ${first.pid}`,
       count: rows.length,
@@ -609,7 +611,7 @@ class MysqlBackend extends SessionBackend {
     await session.query(
       `insert into rigging_locks_tokens (lock_id, lock_key, token, holder, since) values (?, ?, 1, ?, ?)
        on duplicate key update token = token + 1, holder = values(holder), since = values(since)`,
-      [id, key, holderJson(), Date.now()],
+      [id, key, holderJson(), this.clock.now()],
     );
     const t = await session.query<{ token: string | number }>(
       'select token from rigging_locks_tokens where lock_id = ?',
@@ -665,13 +667,16 @@ class MysqlBackend extends SessionBackend {
 class LeaseTableBackend implements Backend {
   #database: Database;
   #ttl: number;
+  readonly #clock: Clock;
   #leases = new Map<string, { id: string; leaseId: string; lost: AbortController }>();
   readonly #heartbeat: Heartbeat;
 
-  constructor(database: Database, ttlMs: number, heartbeatMs: number) {
+  constructor(database: Database, ttlMs: number, heartbeatMs: number, clock: Clock) {
     this.#database = database;
     this.#ttl = ttlMs;
+    this.#clock = clock;
     this.#heartbeat = new Heartbeat(
+      clock,
       heartbeatMs,
       () => this.#leases.size > 0,
       () => this.#renew(),
@@ -685,7 +690,7 @@ class LeaseTableBackend implements Backend {
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
     const leaseId = randomUUID();
     const token = await this.#database.transaction(async (trx) => {
-      const now = Date.now();
+      const now = this.#clock.now();
       await sql`delete from rigging_locks_leases where lock_id = ${id} and expires_at < ${now}`.execute(
         trx,
       );
@@ -734,7 +739,7 @@ class LeaseTableBackend implements Backend {
     for (const lease of [...this.#leases.values()]) {
       if (lease.lost.signal.aborted) continue;
       try {
-        const now = Date.now();
+        const now = this.#clock.now();
         const r = await sql`update rigging_locks_leases set expires_at = ${now + this.#ttl}
           where lock_id = ${lease.id} and lease_id = ${lease.leaseId} and expires_at >= ${now}`.execute(
           this.#database.db,
@@ -757,7 +762,7 @@ class LeaseTableBackend implements Backend {
         lease_id: string;
       }>`
         select mode, pid, host, since, lease_id from rigging_locks_leases
-        where lock_id = ${id} and expires_at >= ${Date.now()} order by since`.execute(
+        where lock_id = ${id} and expires_at >= ${this.#clock.now()} order by since`.execute(
         this.#database.db,
       )
     ).rows;
@@ -813,15 +818,17 @@ export class SqlLockProvider extends RemoteLockProvider {
       Math.max(1, Math.floor(ttl / 3)),
       1,
     );
+    const clock = validateClock(OWNER, options.clock);
     super(
       OWNER,
       database.dialect === 'postgres'
-        ? new PostgresBackend(database, heartbeat)
+        ? new PostgresBackend(database, heartbeat, clock)
         : database.dialect === 'mysql'
-          ? new MysqlBackend(database, heartbeat)
-          : new LeaseTableBackend(database, ttl, heartbeat),
+          ? new MysqlBackend(database, heartbeat, clock)
+          : new LeaseTableBackend(database, ttl, heartbeat, clock),
       options,
       `sql:${database.dialect}`,
+      clock,
     );
     this.#database = database;
     this.dialect = database.dialect;
