@@ -1,4 +1,3 @@
-import { RiggingError } from '@rigging/core';
 import type { AcquireOptions, Clock, Lease, LockMode, LockProvider } from '@rigging/core';
 import {
   abortedError,
@@ -7,6 +6,7 @@ import {
   validateMode,
   validateTimeout,
 } from './common.js';
+import { LocksError } from './errors.js';
 
 /** A key for {@link acquireAll}: a string (exclusive) or a key with its mode. */
 export type KeySpec = string | { key: string; mode?: LockMode };
@@ -99,8 +99,8 @@ async function releaseAll(leases: readonly Lease[]): Promise<void> {
 export function assertHeld(lease: Lease): void {
   if (lease.lost.aborted) {
     const reason: unknown = lease.lost.reason;
-    if (RiggingError.hasCode(reason, 'locks.lost')) throw reason;
-    throw new RiggingError('locks.lost', `lock ${JSON.stringify(lease.key)} was lost`, {
+    if (LocksError.hasCode(reason, 'locks.lost')) throw reason;
+    throw new LocksError('locks.lost', `lock ${JSON.stringify(lease.key)} was lost`, {
       cause: reason,
       details: { key: lease.key, token: lease.token.toString() },
     });
@@ -119,7 +119,7 @@ export class FencingGuard {
   check(resource: string, token: bigint): void {
     const seen = this.#highest.get(resource);
     if (seen !== undefined && token < seen) {
-      throw new RiggingError(
+      throw new LocksError(
         'locks.stale',
         `stale fencing token ${token} for ${JSON.stringify(resource)}: ${seen} was already used`,
         { details: { resource, token: token.toString(), highest: seen.toString() } },

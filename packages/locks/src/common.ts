@@ -1,8 +1,7 @@
-import { RiggingError, TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
+import { TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
 import type { Clock, Lease, LockHolder, LockMode } from '@rigging/core';
 
-/** Error codes thrown by @rigging/locks. */
-export type LocksErrorCode = 'locks.timeout' | 'locks.aborted' | 'locks.lost' | 'locks.stale';
+import { LocksError } from './errors.js';
 
 /** Events every provider of this package emits (one payload object each). */
 export interface LockEvents {
@@ -104,12 +103,8 @@ export function describe(value: unknown): string {
   }
 }
 
-export function timeoutError(
-  key: string,
-  timeoutMs: number,
-  holder?: LockHolder,
-): RiggingError<'locks.timeout'> {
-  return new RiggingError(
+export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder): LocksError {
+  return new LocksError(
     'locks.timeout',
     `timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}${holder ? ` (${describeHolder(holder)})` : ''}`,
     {
@@ -118,11 +113,16 @@ export function timeoutError(
   );
 }
 
-export function abortedError(key: string, reason: unknown): RiggingError<'locks.aborted'> {
-  return new RiggingError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
+export function abortedError(key: string, reason: unknown): LocksError {
+  return new LocksError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
     cause: reason,
     details: { key },
   });
+}
+
+/** `locks.closed`: the provider was shut down by `close()`. */
+export function closedError(owner: string): LocksError {
+  return new LocksError('locks.closed', `${owner}: the provider was shut down by close()`);
 }
 
 /** "held exclusive by pid 4123 on host since 12:01:07". */
@@ -236,7 +236,7 @@ export class LeaseImpl implements Lease {
     if (this.#released || this.isLost) return;
     this.#controller ??= new AbortController();
     this.#controller.abort(
-      new RiggingError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
+      new LocksError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
         cause,
         details: { key: this.key, token: this.token.toString(), reason },
       }),

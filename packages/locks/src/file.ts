@@ -33,6 +33,7 @@ import {
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
+import { LocksError } from './errors.js';
 import { WaitQueue } from './queue.js';
 import { after, every, pause, type Cancel } from './timers.js';
 import { waitInQueue, type Grant } from './wait.js';
@@ -502,7 +503,11 @@ export class FileLock implements LockProvider {
         throw error;
       }
     }
-    throw new Error(`lock file ${state.path} keeps being replaced; giving up`);
+    throw new LocksError(
+      'locks.file_replaced',
+      `lock file ${state.path} keeps being removed or replaced; giving up`,
+      { details: { key: state.key, path: state.path } },
+    );
   }
 
   #readHolder(path: string, fdIn?: number): LockHolder | undefined {

@@ -28,8 +28,6 @@ export interface WaitOptions {
   signal?: AbortSignal | undefined;
 }
 
-const NOOP: Releaser = () => {};
-
 // ---------------------------------------------------------------------------------------------
 // Semaphore
 
@@ -552,5 +550,3 @@ export class KeyedLock {
     };
   }
 }
-
-export { NOOP as noopReleaser };

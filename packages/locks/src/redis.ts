@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Clock, LockHolder, LockMode } from '@rigging/core';
-import { describe, validateClock } from './common.js';
+import { closedError, describe, validateClock } from './common.js';
+import { LocksError } from './errors.js';
 import {
   Heartbeat,
   HOST,
@@ -11,8 +12,6 @@ import {
   type Granted,
   type RemoteLockOptions,
 } from './remote.js';
-
-export type { LockEvents, LockEmitter } from './common.js';
 
 /**
  * The client the provider talks through: ioredis's `evalsha`/`eval` (an ioredis `Redis` or
@@ -142,14 +141,6 @@ interface Held {
 const TRANSIENT =
   /connection|ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|EHOSTUNREACH|closed|MaxRetriesPerRequest|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN/i;
 
-/** `acquire` after `close()`: never retried. */
-class ClosedError extends Error {
-  constructor() {
-    super('redisLockProvider: the provider was shut down by close()');
-    this.name = 'ClosedError';
-  }
-}
-
 class RedisBackend implements Backend {
   #client: RedisScriptClient;
   #prefix: string;
@@ -199,7 +190,8 @@ class RedisBackend implements Backend {
   }
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    if (this.#closed) throw new ClosedError();
+    // never retried: see isTransient
+    if (this.#closed) throw closedError(OWNER);
     const keys = this.#keys(id);
     const leaseId = randomUUID();
     const started = this.#clock.now();
@@ -343,7 +335,7 @@ export class RedisLockProvider extends RemoteLockProvider {
   }
 
   protected isTransient(error: unknown): boolean {
-    if (error instanceof ClosedError) return false;
+    if (LocksError.isInstance(error)) return false;
     return TRANSIENT.test(String((error as Error | undefined)?.message ?? error));
   }
 }

@@ -8,7 +8,8 @@ import {
   type Migration,
   type Session,
 } from '@rigging/sql';
-import { describe, validateClock, type ProviderBaseOptions } from './common.js';
+import { closedError, describe, validateClock, type ProviderBaseOptions } from './common.js';
+import { LocksError } from './errors.js';
 import { after, type Cancel } from './timers.js';
 import {
   Heartbeat,
@@ -20,8 +21,6 @@ import {
   type Backend,
   type Granted,
 } from './remote.js';
-
-export type { LockEvents, LockEmitter } from './common.js';
 
 /** Options of {@link sqlLockProvider}. */
 export interface SqlLockOptions extends ProviderBaseOptions {
@@ -143,7 +142,7 @@ abstract class SessionBackend implements Backend {
   protected current: { session: Session; lost: AbortController } | undefined;
 
   protected session(): Promise<{ session: Session; lost: AbortController }> {
-    if (this.#closed) return Promise.reject(new Error('lock provider is closed'));
+    if (this.#closed) return Promise.reject(closedError(OWNER));
     this.#session ??= (async () => {
       const session = await this.database.session();
       const lost = new AbortController();
@@ -668,6 +667,7 @@ class LeaseTableBackend implements Backend {
   #database: Database;
   #ttl: number;
   readonly #clock: Clock;
+  #closed = false;
   #leases = new Map<string, { id: string; leaseId: string; lost: AbortController }>();
   readonly #heartbeat: Heartbeat;
 
@@ -688,6 +688,7 @@ class LeaseTableBackend implements Backend {
   }
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
+    if (this.#closed) throw closedError(OWNER);
     const leaseId = randomUUID();
     const token = await this.#database.transaction(async (trx) => {
       const now = this.#clock.now();
@@ -779,6 +780,7 @@ class LeaseTableBackend implements Backend {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     this.#heartbeat.stop();
     // leases stop being renewed: free their rows now rather than at expiry, and say so
     const leases = [...this.#leases.values()];
@@ -850,6 +852,7 @@ export class SqlLockProvider extends RemoteLockProvider {
   }
 
   protected isTransient(error: unknown): boolean {
+    if (LocksError.isInstance(error)) return false; // closed
     return isConnectionError(error) || isRetryableError(error, this.dialect);
   }
 }

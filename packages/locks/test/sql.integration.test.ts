@@ -6,6 +6,7 @@ import { RiggingError, manualClock } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
 import { spawnNode, sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocksError } from '../src/index.js';
 import { sqlLockProvider } from '../src/sql.js';
 import { conformance } from './conformance.js';
 
@@ -83,6 +84,9 @@ for (const backend of backends) {
       await next.release();
       await lease.release(); // no-op
       await b.close();
+      // acquiring after close() fails at once instead of retrying
+      const closed = await a.acquire('closing').catch((e: unknown) => e);
+      expect(LocksError.hasCode(closed, 'locks.closed')).toBe(true);
     });
 
     it('never lets shared and exclusive holders of two sessions overlap', async () => {
