@@ -13,7 +13,9 @@ export type LocksErrorCode =
   /** The provider was closed with `close()`: no new grants. */
   | 'locks.closed'
   /** A lock file kept being removed or replaced while being locked. */
-  | 'locks.file_replaced';
+  | 'locks.file_replaced'
+  /** `@rigging/locks/sql` was imported without its optional peer `@rigging/sql` installed. */
+  | 'locks.peer_missing';
 
 const BRAND = Symbol.for('rigging.locks.error');
 

@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock, LockHolder, LockMode } from '@rigging/core';
-import {
-  isConnectionError,
-  isRetryableError,
-  sql,
-  type Database,
-  type Migration,
-  type Session,
-} from '@rigging/sql';
+import type { Database, Migration, Session } from '@rigging/sql';
+import { isConnectionError, isRetryableError, sql } from './sql-peer.js';
 import { closedError, describe, validateClock, type ProviderBaseOptions } from './common.js';
 import { LocksError } from './errors.js';
 import { after, type Cancel } from './timers.js';
