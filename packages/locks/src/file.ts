@@ -13,6 +13,13 @@ import {
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
+import {
+  backoffDelay,
+  isProcessAlive,
+  nonNegativeIntegerOption,
+  nonNegativeOption,
+  positiveOption,
+} from '@rigging/core';
 import type {
   AcquireOptions,
   Clock,
@@ -43,6 +50,7 @@ interface FsNative {
   unlock(fd: number, offset?: number, length?: number): void;
 }
 
+const OWNER = 'FileLock';
 const require = createRequire(import.meta.url);
 const fsx = require('fs-native-extensions') as FsNative;
 
@@ -173,15 +181,6 @@ function isErrno(error: unknown, code: string): boolean {
   return (error as { code?: unknown } | null)?.code === code;
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return !isErrno(error, 'ESRCH');
-  }
-}
-
 /**
  * Cross-process shared/exclusive locks, one file per key in a directory, through Linux
  * open-file-description locks (fs-native-extensions). The kernel releases a lock when its holder
@@ -198,8 +197,7 @@ export class FileLock implements LockProvider {
   readonly dir: string;
   readonly events: LockEmitter;
   readonly name: string;
-  #pollMin: number;
-  #pollMax: number;
+  readonly #pollDelay: (retry: number) => number;
   #checkInterval: number;
   #maxIdleFds: number;
   #states = new Map<string, KeyState>();
@@ -219,10 +217,12 @@ export class FileLock implements LockProvider {
     this.dir = resolve(opts.dir);
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'file';
-    this.#pollMin = positive('pollMinMs', opts.pollMinMs, 1);
-    this.#pollMax = Math.max(this.#pollMin, positive('pollMaxMs', opts.pollMaxMs, 16));
-    this.#checkInterval = nonNegative('checkIntervalMs', opts.checkIntervalMs, 1000);
-    this.#maxIdleFds = nonNegative('maxIdleFds', opts.maxIdleFds, 64);
+    const pollMin = positiveOption(OWNER, 'pollMinMs', opts.pollMinMs, 1);
+    const pollMax = Math.max(pollMin, positiveOption(OWNER, 'pollMaxMs', opts.pollMaxMs, 16));
+    // doubling from pollMinMs up to pollMaxMs, ±25% so that waiting processes spread out
+    this.#pollDelay = backoffDelay(OWNER, { initialMs: pollMin, maxMs: pollMax, jitter: 0.25 });
+    this.#checkInterval = nonNegativeOption(OWNER, 'checkIntervalMs', opts.checkIntervalMs, 1000);
+    this.#maxIdleFds = nonNegativeIntegerOption(OWNER, 'maxIdleFds', opts.maxIdleFds, 64);
     this.#clock = validateClock('FileLock', opts.clock);
   }
 
@@ -537,7 +537,7 @@ export class FileLock implements LockProvider {
 
   async #poll(state: KeyState): Promise<void> {
     state.polling = true;
-    let delay = this.#pollMin;
+    let retry = 0;
     try {
       for (let node = state.queue.head; node; node = state.queue.head) {
         let held: Held | undefined;
@@ -551,14 +551,13 @@ export class FileLock implements LockProvider {
         if (held) {
           state.queue.remove(node);
           node.value.g.grant(held);
-          delay = this.#pollMin;
+          retry = 0;
           continue;
         }
-        const sleep = pause(this.#clock, delay * (0.75 + Math.random() * 0.5));
+        const sleep = pause(this.#clock, this.#pollDelay(++retry));
         state.wake = sleep.wake;
         await sleep.done;
         state.wake = undefined;
-        delay = Math.min(delay * 2, this.#pollMax);
       }
     } finally {
       state.polling = false;
@@ -683,22 +682,6 @@ export class FileLock implements LockProvider {
       this.#maybeForget(state);
     }
   }
-}
-
-function positive(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) {
-    throw new TypeError(`FileLock: ${name} must be a number > 0, got ${describe(value)}`);
-  }
-  return value;
-}
-
-function nonNegative(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value >= 0) || !Number.isFinite(value)) {
-    throw new TypeError(`FileLock: ${name} must be a number >= 0, got ${describe(value)}`);
-  }
-  return value;
 }
 
 /** The token after `previous`, never below the clock in microseconds (`now` in ms). */
@@ -847,7 +830,7 @@ function grantShared(fd: number, now: number): bigint | undefined {
     const next = nextToken(token, now);
     const holders =
       record?.mode === 'shared'
-        ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
+        ? record.holders.filter((h) => h.host !== HOST || isProcessAlive(h.pid))
         : [];
     holders.push({ pid: process.pid, host: HOST, since: now, token: next.toString() });
     writeRecord(fd, next, { v: 1, mode: 'shared', holders });

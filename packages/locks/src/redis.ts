@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { positiveIntegerOption, positiveOption } from '@rigging/core';
 import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import { closedError, describe, validateClock } from './common.js';
 import { LocksError } from './errors.js';
@@ -6,7 +7,6 @@ import {
   Heartbeat,
   HOST,
   RemoteLockProvider,
-  num,
   parseHolder,
   type Backend,
   type Granted,
@@ -313,13 +313,12 @@ export class RedisLockProvider extends RemoteLockProvider {
         `redisLockProvider needs a Redis client with evalsha/eval (ioredis), got ${describe(client)}`,
       );
     }
-    const ttl = num(OWNER, 'ttlMs', options.ttlMs, 10_000, 1);
-    const heartbeat = num(
+    const ttl = positiveIntegerOption(OWNER, 'ttlMs', options.ttlMs, 10_000);
+    const heartbeat = positiveOption(
       OWNER,
       'heartbeatMs',
       options.heartbeatMs,
       Math.max(1, Math.floor(ttl / 3)),
-      1,
     );
     const prefix = options.prefix ?? 'rigging:locks:';
     if (typeof prefix !== 'string') {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
+import { backoffDelay, positiveOption } from '@rigging/core';
 import type {
   AcquireOptions,
   Clock,
@@ -11,7 +12,6 @@ import type {
 import {
   LeaseImpl,
   abortedError,
-  describe,
   emitAcquired,
   newEmitter,
   timeoutError,
@@ -150,21 +150,6 @@ function watch(signal: AbortSignal, fn: () => void): () => void {
   return () => s.delete(fn);
 }
 
-/** A numeric option, with a `TypeError` naming the value. */
-export function num(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new TypeError(`${owner}: ${name} must be a number >= ${min}, got ${describe(value)}`);
-  }
-  return value;
-}
-
 /**
  * The part every remote provider shares: waiters of one process queue in memory per key (FIFO)
  * and only the front one talks to the backend — polling with bounded backoff, or woken by the
@@ -177,8 +162,7 @@ export abstract class RemoteLockProvider implements LockProvider {
   readonly #clock: Clock;
   #backend: Backend;
   #locks = new Map<string, RwCore>();
-  #pollMin: number;
-  #pollMax: number;
+  readonly #pollDelay: (retry: number) => number;
   #fallbackPoll: number;
   /** Set once `ready()` resolved (it stays resolved): later grants skip awaiting it. */
   #isReady = false;
@@ -190,9 +174,11 @@ export abstract class RemoteLockProvider implements LockProvider {
     defaultName: string,
     clock: Clock,
   ) {
-    this.#pollMin = num(owner, 'pollMinMs', options.pollMinMs, 2, 1);
-    this.#pollMax = Math.max(this.#pollMin, num(owner, 'pollMaxMs', options.pollMaxMs, 50, 1));
-    this.#fallbackPoll = num(owner, 'fallbackPollMs', options.fallbackPollMs, 250, 1);
+    const pollMin = positiveOption(owner, 'pollMinMs', options.pollMinMs, 2);
+    const pollMax = Math.max(pollMin, positiveOption(owner, 'pollMaxMs', options.pollMaxMs, 50));
+    // doubling from pollMinMs up to pollMaxMs, ±25% so that waiting processes spread out
+    this.#pollDelay = backoffDelay(owner, { initialMs: pollMin, maxMs: pollMax, jitter: 0.25 });
+    this.#fallbackPoll = positiveOption(owner, 'fallbackPollMs', options.fallbackPollMs, 250);
     this.events = options.events ?? newEmitter();
     this.name = options.name ?? defaultName;
     this.#backend = backend;
@@ -237,7 +223,7 @@ export abstract class RemoteLockProvider implements LockProvider {
         await this.ready();
         this.#isReady = true;
       }
-      let delay = this.#pollMin;
+      let retry = 0;
       let endWait: (() => Promise<void>) | undefined;
       try {
         for (;;) {
@@ -285,7 +271,7 @@ export abstract class RemoteLockProvider implements LockProvider {
             }
             const pause = Math.min(
               left,
-              unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
+              unsubscribe ? this.#fallbackPoll : this.#pollDelay(++retry),
             );
             await new Promise<void>((resolve, reject) => {
               const done = () => {
@@ -307,7 +293,6 @@ export abstract class RemoteLockProvider implements LockProvider {
               };
               signal?.addEventListener('abort', onAbort, { once: true });
             });
-            delay = Math.min(delay * 2, this.#pollMax);
           } finally {
             unsubscribe?.();
           }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { positiveOption } from '@rigging/core';
 import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import type { Database, Migration, Session } from '@rigging/sql';
 import { isConnectionError, isRetryableError, sql } from './sql-peer.js';
@@ -10,7 +11,6 @@ import {
   HOST,
   RemoteLockProvider,
   holderJson,
-  num,
   parseHolder,
   type Backend,
   type Granted,
@@ -806,13 +806,12 @@ export class SqlLockProvider extends RemoteLockProvider {
         `sqlLockProvider needs a Database from @rigging/sql, got ${describe(database)}`,
       );
     }
-    const ttl = num(OWNER, 'ttlMs', options.ttlMs, 10_000, 1);
-    const heartbeat = num(
+    const ttl = positiveOption(OWNER, 'ttlMs', options.ttlMs, 10_000);
+    const heartbeat = positiveOption(
       OWNER,
       'heartbeatMs',
       options.heartbeatMs,
       Math.max(1, Math.floor(ttl / 3)),
-      1,
     );
     const clock = validateClock(OWNER, options.clock);
     super(

@@ -80,6 +80,15 @@ describe('FileLock', () => {
     locks.close();
   });
 
+  it('rejects bad options with a TypeError naming the option and the value', () => {
+    const dir = freshDir();
+    expect(() => new FileLock({ dir, pollMinMs: 0 })).toThrow(/FileLock: pollMinMs .* got 0/);
+    expect(() => new FileLock({ dir, pollMaxMs: Infinity })).toThrow(/pollMaxMs.*Infinity/);
+    expect(() => new FileLock({ dir, checkIntervalMs: -1 })).toThrow(/checkIntervalMs.*-1/);
+    expect(() => new FileLock({ dir, maxIdleFds: 1.5 })).toThrow(/maxIdleFds must be an integer/);
+    expect(() => new TwoLevelLock({ dir, preference: 'lifo' as never })).toThrow(/"lifo"/);
+  });
+
   it('fires lease.lost when the lock file is replaced, and never reuses a replaced file', async () => {
     const dir = freshDir();
     const locks = new FileLock({ dir, checkIntervalMs: 10 });
