@@ -51,8 +51,20 @@ interface FsNative {
 }
 
 const OWNER = 'FileLock';
-const require = createRequire(import.meta.url);
-const fsx = require('fs-native-extensions') as FsNative;
+
+/**
+ * The native addon, loaded by the first `FileLock` (importing the package loads nothing native:
+ * `Mutex` users never pay for it). Every use below runs on behalf of a constructed `FileLock`.
+ */
+let fsx!: FsNative;
+let nativeLoaded = false;
+
+function loadNative(): void {
+  if (nativeLoaded) return;
+  // a CommonJS addon: a synchronous require, so `new FileLock()` stays synchronous
+  fsx = createRequire(import.meta.url)('fs-native-extensions') as FsNative;
+  nativeLoaded = true;
+}
 
 const HOST = hostname();
 const HOST_JSON = JSON.stringify(HOST);
@@ -215,6 +227,7 @@ export class FileLock implements LockProvider {
       throw new TypeError(`FileLock: dir must be a non-empty string, got ${describe(opts?.dir)}`);
     }
     this.dir = resolve(opts.dir);
+    loadNative();
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'file';
     const pollMin = positiveOption(OWNER, 'pollMinMs', opts.pollMinMs, 1);
