@@ -1,6 +1,7 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
-import { isUniqueViolation, sql, type Database, type Migration } from '@rigging/sql';
+import type { Database, Migration } from '@rigging/sql';
+import { isUniqueViolation, sql } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
   fenced,
