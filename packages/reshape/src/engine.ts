@@ -70,8 +70,26 @@ function add(map: Map<string, Map<string, number>>, rp: string, rc: string, n: n
   inner.set(rc, (inner.get(rc) ?? 0) + n);
 }
 
-/** Checks `req` against `snap`. With `collect`, gathers every problem; otherwise throws the first. */
-export function plan(snap: Snapshot, req: NormalizedRequest, collect = false): Plan {
+/** How {@link plan} checks a write. */
+export interface PlanOptions {
+  /** Gather every problem instead of throwing the first. */
+  collect?: boolean;
+  /**
+   * Let the inventories the request sets end below their usage (Placement's
+   * `PUT /resource_providers/{uuid}/inventories` only warns then). Allocations the request writes
+   * are checked against capacity either way; a reshape leaves this off.
+   */
+  allowOvercommittedInventories?: boolean;
+}
+
+/**
+ * Checks `req` against `snap`. Capacity: after the write, usage ≤ (total − reserved) ×
+ * allocation_ratio holds for every (provider, class) the request writes an allocation to, whether
+ * or not its amount changed, and for every inventory the request sets (unless
+ * {@link PlanOptions.allowOvercommittedInventories}).
+ */
+export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOptions = {}): Plan {
+  const collect = options.collect ?? false;
   const problems: Problem[] = [];
   const report = (p: Problem): void => {
     if (!collect) throw problemError(p);
@@ -160,6 +178,8 @@ export function plan(snap: Snapshot, req: NormalizedRequest, collect = false): P
   const delta = new Map<string, Map<string, number>>();
   const consumers = new Map<string, ConsumerWrite>();
   const touched = new Set<string>(req.inventories.keys());
+  /** Per provider, the classes the request writes an allocation to. */
+  const written = new Map<string, Set<string>>();
   for (const [consumer, input] of req.allocations) {
     const existing = snap.consumers.get(consumer);
     for (const row of snap.oldAllocations.get(consumer) ?? []) {
@@ -171,6 +191,9 @@ export function plan(snap: Snapshot, req: NormalizedRequest, collect = false): P
       touched.add(rp);
       for (const [rc, used] of resources) {
         add(delta, rp, rc, used);
+        let classes = written.get(rp);
+        if (!classes) written.set(rp, (classes = new Set()));
+        classes.add(rc);
         rows.push({ consumer, rp, rc, used });
         const inv = inventoryOf(rp)?.[rc];
         if (!snap.providers.has(rp) || !snap.resourceClassExists(rc)) continue;
@@ -236,7 +259,11 @@ export function plan(snap: Snapshot, req: NormalizedRequest, collect = false): P
         continue; // allocations without inventory were reported above
       }
       const capacity = capacityOf(inv);
-      if (change > 0 && after > capacity) {
+      const checked =
+        written.get(rp)?.has(rc) === true ||
+        (!options.allowOvercommittedInventories &&
+          req.inventories.get(rp)?.inventories[rc] !== undefined);
+      if (checked && after > capacity) {
         report({
           code: 'reshape.capacity_exceeded',
           message: `${rc} on resource provider ${rp} would be over capacity: ${after} used of ${capacity}`,

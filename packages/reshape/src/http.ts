@@ -6,13 +6,20 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { RiggingError } from '@rigging/core';
-import type { ReshapeErrorCode } from './errors.js';
+import { fromStoreError, HttpError, TITLES } from './http/errors.js';
 import {
-  CONSUMER_TYPE_NAME,
+  atLeast,
+  compare,
+  fmt,
+  MAX_MICROVERSION,
+  parseVersion,
+  type Version,
+} from './http/microversion.js';
+import { validators } from './http/schemas.js';
+import {
   TRAIT_NAME,
   isStandardResourceClass,
   CUSTOM_NAME,
-  MAX_INT,
   isUuid,
   normalizeUuid,
   type AllocationMap,
@@ -24,12 +31,8 @@ import {
 import type { ReshapeStore } from './store.js';
 import { allocationCandidates } from './candidates.js';
 
-/** The highest microversion served. */
-export const MAX_MICROVERSION = '1.39';
-const MAX: Version = [1, 39];
+export { MAX_MICROVERSION } from './http/microversion.js';
 const ERROR_CODE_VERSION: Version = [1, 23];
-
-type Version = readonly [number, number];
 
 /** Who a request is from, as decided by {@link PlacementHandlerOptions.auth}. */
 export interface AuthResult {
@@ -64,230 +67,56 @@ export interface PlacementHandlerOptions {
   maxBodyBytes?: number;
 }
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly detail: string,
-    readonly code = 'placement.undefined_code',
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(detail);
-  }
-}
-
-const TITLES: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  405: 'Method Not Allowed',
-  406: 'Not Acceptable',
-  409: 'Conflict',
-  413: 'Request Entity Too Large',
-  415: 'Unsupported Media Type',
-  500: 'Internal Server Error',
-};
-
-const CODE_MAP: Partial<Record<ReshapeErrorCode, [number, string]>> = {
-  'reshape.invalid_input': [400, 'placement.undefined_code'],
-  'reshape.concurrent_update': [409, 'placement.concurrent_update'],
-  'reshape.capacity_exceeded': [409, 'placement.undefined_code'],
-  'reshape.invalid_allocation': [409, 'placement.undefined_code'],
-  'reshape.inventory_in_use': [409, 'placement.inventory.inuse'],
-  'reshape.provider_not_found': [404, 'placement.undefined_code'],
-  'reshape.resource_class_not_found': [400, 'placement.undefined_code'],
-  'reshape.resource_class_in_use': [409, 'placement.undefined_code'],
-  'reshape.trait_not_found': [400, 'placement.undefined_code'],
-  'reshape.consumer_not_found': [404, 'placement.undefined_code'],
-  'reshape.provider_in_use': [409, 'placement.resource_provider.inuse'],
-  'reshape.provider_has_children': [409, 'placement.resource_provider.cannot_delete_parent'],
-  'reshape.duplicate': [409, 'placement.duplicate_name'],
-};
-
-/** Maps a store error to an HTTP error; `bodyRefs`: unknown providers named in a body are 400. */
-function fromStoreError(error: unknown, bodyRefs = false): HttpError {
-  if (!RiggingError.isInstance(error)) throw error;
-  const mapped = CODE_MAP[error.code as ReshapeErrorCode];
-  if (!mapped) throw error;
-  const [status, code] = mapped;
-  const body = bodyRefs && error.code === 'reshape.provider_not_found';
-  return new HttpError(body ? 400 : status, error.message, code);
-}
-
 // ---------------------------------------------------------------------------------------------
-// Body validation (JSON-schema-like, Placement's 400 "JSON does not validate").
+// Validated bodies to store inputs (see ./http/schemas.ts for what each body may hold).
 
-function bad(detail: string): never {
-  throw new HttpError(400, `JSON does not validate: ${detail}`);
-}
 type Obj = Record<string, unknown>;
-function obj(
-  v: unknown,
-  at: string,
-  allowed?: readonly string[],
-  required: readonly string[] = [],
-): Obj {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) bad(`${at} is not of type 'object'`);
-  const o = v as Obj;
-  if (allowed)
-    for (const k of Object.keys(o))
-      if (!allowed.includes(k))
-        bad(`Additional properties are not allowed ('${k}' was unexpected) in ${at}`);
-  for (const k of required) if (!(k in o)) bad(`'${k}' is a required property in ${at}`);
-  return o;
-}
-function integer(v: unknown, at: string, min: number, max = MAX_INT): number {
-  if (typeof v !== 'number' || !Number.isInteger(v))
-    bad(`${JSON.stringify(v) ?? 'undefined'} is not of type 'integer' at ${at}`);
-  if (v < min) bad(`${v} is less than the minimum of ${min} at ${at}`);
-  if (v > max) bad(`${v} is greater than the maximum of ${max} at ${at}`);
-  return v;
-}
-function string(v: unknown, at: string, min = 1, max = 255): string {
-  if (typeof v !== 'string')
-    bad(`${JSON.stringify(v) ?? 'undefined'} is not of type 'string' at ${at}`);
-  if (v.length < min || v.length > max) bad(`'${v}' has a bad length at ${at}`);
-  return v;
-}
-function uuid(v: unknown, at: string): string {
-  if (!isUuid(v)) bad(`${JSON.stringify(v) ?? 'undefined'} is not a 'uuid' at ${at}`);
-  return normalizeUuid(v);
-}
-const RC = /^([A-Z0-9_]+|CUSTOM_[A-Z0-9_]+)$/;
-function rcName(v: string, at: string): string {
-  if (!RC.test(v) || v.length > 255) bad(`'${v}' does not match any of the regexes at ${at}`);
-  return v;
-}
-const INVENTORY_FIELDS = [
-  'total',
-  'reserved',
-  'min_unit',
-  'max_unit',
-  'step_size',
-  'allocation_ratio',
-] as const;
-function inventory(v: unknown, at: string, extra: string[] = []): InventoryInput {
-  const o = obj(v, at, [...INVENTORY_FIELDS, ...extra], ['total']);
-  const out: InventoryInput = { total: integer(o.total, `${at}.total`, 1) };
-  if (o.reserved !== undefined) out.reserved = integer(o.reserved, `${at}.reserved`, 0);
-  if (o.min_unit !== undefined) out.minUnit = integer(o.min_unit, `${at}.min_unit`, 1);
-  if (o.max_unit !== undefined) out.maxUnit = integer(o.max_unit, `${at}.max_unit`, 1);
-  if (o.step_size !== undefined) out.stepSize = integer(o.step_size, `${at}.step_size`, 1);
-  if (o.allocation_ratio !== undefined) {
-    const r = o.allocation_ratio;
-    if (typeof r !== 'number' || !Number.isFinite(r))
-      bad(`${JSON.stringify(r)} is not of type 'number' at ${at}.allocation_ratio`);
-    if (r <= 0 || r > 3.40282e38) bad(`allocation_ratio ${r} is out of range at ${at}`);
-    out.allocationRatio = r;
-  }
+
+function toInventory(o: Obj): InventoryInput {
+  const out: InventoryInput = { total: o.total as number };
+  if (o.reserved !== undefined) out.reserved = o.reserved as number;
+  if (o.min_unit !== undefined) out.minUnit = o.min_unit as number;
+  if (o.max_unit !== undefined) out.maxUnit = o.max_unit as number;
+  if (o.step_size !== undefined) out.stepSize = o.step_size as number;
+  if (o.allocation_ratio !== undefined) out.allocationRatio = o.allocation_ratio as number;
   return out;
 }
-function inventoryDict(v: unknown, at: string): Record<string, InventoryInput> {
-  const o = obj(v, at);
-  const out: Record<string, InventoryInput> = {};
-  for (const [rc, inv] of Object.entries(o)) out[rcName(rc, at)] = inventory(inv, `${at}.${rc}`);
-  return out;
+function toInventories(o: Obj): Record<string, InventoryInput> {
+  return Object.fromEntries(Object.entries(o).map(([rc, inv]) => [rc, toInventory(inv as Obj)]));
 }
-function resources(v: unknown, at: string): Record<string, number> {
-  const o = obj(v, at);
-  if (Object.keys(o).length === 0) bad(`${at} does not have enough properties`);
-  const out: Record<string, number> = {};
-  for (const [rc, n] of Object.entries(o)) out[rcName(rc, at)] = integer(n, `${at}.${rc}`, 1);
-  return out;
-}
-function allocationDict(v: unknown, at: string, minOne: boolean): AllocationMap {
-  const o = obj(v, at);
-  if (minOne && Object.keys(o).length === 0) bad(`${at} does not have enough properties`);
-  const out: AllocationMap = {};
-  for (const [rp, a] of Object.entries(o)) {
-    const key = uuid(rp, `${at} key`);
-    const entry = obj(a, `${at}.${rp}`, ['resources', 'generation'], ['resources']);
-    out[key] = resources(entry.resources, `${at}.${rp}.resources`);
-  }
-  return out;
-}
-function consumerGeneration(o: Obj, at: string, v: Version): number | null | undefined {
-  if (!atLeast(v, [1, 28])) return undefined;
-  if (!('consumer_generation' in o)) bad(`'consumer_generation' is a required property in ${at}`);
-  const g = o.consumer_generation;
-  if (g === null) return null;
-  return integer(g, `${at}.consumer_generation`, 0);
-}
-function consumerBody(o: Obj, at: string, v: Version, minOne: boolean): AllocationsInput {
-  const fields = ['allocations', 'project_id', 'user_id'];
-  if (atLeast(v, [1, 28])) fields.push('consumer_generation');
-  if (atLeast(v, [1, 34])) fields.push('mappings');
-  if (atLeast(v, [1, 38])) fields.push('consumer_type');
-  obj(o, at, fields, [
-    'allocations',
-    'project_id',
-    'user_id',
-    ...(atLeast(v, [1, 38]) ? ['consumer_type'] : []),
-  ]);
-  let consumerType: string | undefined;
-  if (o.consumer_type !== undefined) {
-    consumerType = string(o.consumer_type, `${at}.consumer_type`);
-    if (!CONSUMER_TYPE_NAME.test(consumerType))
-      bad(`'${consumerType}' does not match '^[A-Z0-9_]+$' at ${at}.consumer_type`);
-  }
-  if (o.mappings !== undefined) obj(o.mappings, `${at}.mappings`);
-  const gen = consumerGeneration(o, at, v);
+/** A consumer body in the 1.12+ form. */
+function toConsumer(o: Obj, v: Version): AllocationsInput {
+  const allocations: AllocationMap = {};
+  for (const [rp, entry] of Object.entries(o.allocations as Record<string, Obj>))
+    allocations[normalizeUuid(rp)] = { ...(entry.resources as Record<string, number>) };
   return {
-    projectId: string(o.project_id, `${at}.project_id`),
-    userId: string(o.user_id, `${at}.user_id`),
-    ...(gen === undefined ? {} : { consumerGeneration: gen }),
-    ...(consumerType === undefined ? {} : { consumerType }),
-    allocations: allocationDict(o.allocations, `${at}.allocations`, minOne),
+    projectId: o.project_id as string,
+    userId: o.user_id as string,
+    ...(atLeast(v, [1, 28]) ? { consumerGeneration: o.consumer_generation as number | null } : {}),
+    ...(o.consumer_type === undefined ? {} : { consumerType: o.consumer_type as string }),
+    allocations,
   };
 }
-
+/** A consumer body in the list form of microversions before 1.12. */
+function toListConsumer(o: Obj): AllocationsInput {
+  const allocations: AllocationMap = {};
+  for (const item of o.allocations as { resource_provider: { uuid: string }; resources: Obj }[])
+    allocations[normalizeUuid(item.resource_provider.uuid)] = {
+      ...(item.resources as Record<string, number>),
+    };
+  return {
+    projectId: (o.project_id as string | undefined) ?? MISSING_CONSUMER_ID,
+    userId: (o.user_id as string | undefined) ?? MISSING_CONSUMER_ID,
+    allocations,
+  };
+}
 /** `{ consumer uuid: consumer body }`, as `POST /allocations` and `POST /reshaper` take it. */
-function consumersBody(o: Obj, prefix: string, v: Version): Record<string, AllocationsInput> {
+function toConsumers(o: Obj, v: Version): Record<string, AllocationsInput> {
   const out: Record<string, AllocationsInput> = {};
   for (const [consumer, entry] of Object.entries(o))
-    out[uuid(consumer, 'consumer uuid')] = consumerBody(
-      obj(entry, `${prefix}${consumer}`),
-      `${prefix}${consumer}`,
-      v,
-      false,
-    );
+    out[normalizeUuid(consumer)] = toConsumer(entry as Obj, v);
   return out;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Microversions.
-
-function parseVersion(req: IncomingMessage): Version {
-  const raw = req.headers['openstack-api-version'];
-  const header = Array.isArray(raw) ? raw.join(',') : raw;
-  let value: string | undefined;
-  if (header) {
-    for (const part of header.split(',')) {
-      const [service, ver] = part.trim().split(/\s+/, 2);
-      if (service?.toLowerCase() === 'placement') value = ver ?? '';
-    }
-  }
-  if (value === undefined) {
-    const legacy = req.headers['x-openstack-placement-api-version'];
-    if (typeof legacy === 'string') value = legacy.trim();
-  }
-  if (value === undefined) return [1, 0];
-  if (value === 'latest') return MAX;
-  const m = /^([1-9]\d*|0)\.([1-9]\d*|0)$/.exec(value);
-  if (!m) throw new HttpError(400, `invalid version string: ${value}`);
-  const v: Version = [Number(m[1]), Number(m[2])];
-  if (compare(v, [1, 0]) < 0 || compare(v, MAX) > 0) {
-    throw new HttpError(406, `Unacceptable version header: ${value}`, 'placement.undefined_code');
-  }
-  return v;
-}
-function compare(a: Version, b: Version): number {
-  return a[0] - b[0] || a[1] - b[1];
-}
-function atLeast(v: Version, min: Version): boolean {
-  return compare(v, min) >= 0;
-}
-const fmt = (v: Version): string => `${v[0]}.${v[1]}`;
 
 // ---------------------------------------------------------------------------------------------
 // Routing.
@@ -568,17 +397,6 @@ function versionDocument(base: string): unknown {
   };
 }
 
-function aggregateList(v: unknown, at: string): string[] {
-  if (!Array.isArray(v)) bad(`${JSON.stringify(v) ?? 'undefined'} is not of type 'array' at ${at}`);
-  const seen = new Set<string>();
-  for (const [i, a] of v.entries()) {
-    const id = uuid(a, `${at}[${i}]`);
-    if (seen.has(id)) bad(`${JSON.stringify(v)} has non-unique elements at ${at}`);
-    seen.add(id);
-  }
-  return [...seen];
-}
-
 function aggregatesBody(r: { generation: number; aggregates: string[] }, v: Version): Obj {
   return atLeast(v, [1, 19])
     ? { aggregates: r.aggregates, resource_provider_generation: r.generation }
@@ -644,6 +462,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
     links: [{ rel: 'self', href: `${base}/resource_classes/${name}` }],
   });
   const V = (a: number, b: number): Version => [a, b];
+  const check = validators();
 
   return [
     {
@@ -651,32 +470,21 @@ function buildRoutes(store: ReshapeStore): Route[] {
       methods: {
         GET: {
           handler: async ({ query, version, base }) => {
-            const allowedKeys = ['name', 'uuid', 'member_of', 'resources', 'required', 'in_tree'];
-            for (const k of new Set(query.keys())) {
-              if (!allowedKeys.includes(k) || (k === 'in_tree' && !atLeast(version, [1, 14])))
-                throw new HttpError(400, `Invalid query string parameters: '${k}' was unexpected`);
-            }
+            const q = check.query('listProviders', version, query) as {
+              name?: string;
+              uuid?: string;
+              in_tree?: string;
+            };
             if (query.has('resources') || query.has('member_of') || query.has('required'))
               throw new HttpError(
                 400,
                 'resources, member_of and required filters are not supported by this server',
               );
             const filter: { name?: string; uuid?: string; inTree?: string } = {};
-            const name = query.get('name');
-            if (name !== null) filter.name = name;
-            const u = query.get('uuid');
-            if (u !== null) {
-              if (!isUuid(u))
-                throw new HttpError(400, `Invalid query string parameters: '${u}' is not a 'uuid'`);
-              filter.uuid = u;
-            }
-            const inTree = query.get('in_tree');
-            if (inTree !== null) {
-              if (!isUuid(inTree))
-                throw new HttpError(
-                  400,
-                  `Invalid query string parameters: '${inTree}' is not a 'uuid'`,
-                );
+            if (q.name !== undefined) filter.name = q.name;
+            if (q.uuid !== undefined) filter.uuid = q.uuid;
+            const inTree = q.in_tree;
+            if (inTree !== undefined) {
               if (!(await store.getProvider(inTree)))
                 return { status: 200, body: { resource_providers: [] } };
               filter.inTree = inTree;
@@ -691,14 +499,13 @@ function buildRoutes(store: ReshapeStore): Route[] {
         POST: {
           body: true,
           handler: async ({ body, version, base }) => {
-            const fields = ['name', 'uuid'];
-            if (atLeast(version, [1, 14])) fields.push('parent_provider_uuid');
-            const o = obj(body, 'body', fields, ['name']);
-            const name = string(o.name, 'name', 1, 200);
-            const id = o.uuid === undefined ? undefined : uuid(o.uuid, 'uuid');
+            check.body('createProvider', version, body);
+            const o = body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
+            const name = o.name;
+            const id = o.uuid === undefined ? undefined : normalizeUuid(o.uuid);
             let parent: string | null = null;
             if (o.parent_provider_uuid !== undefined && o.parent_provider_uuid !== null) {
-              parent = uuid(o.parent_provider_uuid, 'parent_provider_uuid');
+              parent = normalizeUuid(o.parent_provider_uuid);
               if (!(await store.getProvider(parent)))
                 throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
             }
@@ -730,16 +537,13 @@ function buildRoutes(store: ReshapeStore): Route[] {
           body: true,
           handler: async ({ params, body, version, base }) => {
             const p = await provider(params[0]!);
-            const fields = ['name'];
-            if (atLeast(version, [1, 14])) fields.push('parent_provider_uuid');
-            const o = obj(body, 'body', fields, ['name']);
-            const name = string(o.name, 'name', 1, 200);
+            check.body('updateProvider', version, body);
+            const o = body as { name: string; parent_provider_uuid?: string | null };
+            const name = o.name;
             let parent: string | null | undefined;
-            if ('parent_provider_uuid' in o) {
+            if (o.parent_provider_uuid !== undefined) {
               parent =
-                o.parent_provider_uuid === null
-                  ? null
-                  : uuid(o.parent_provider_uuid, 'parent_provider_uuid');
+                o.parent_provider_uuid === null ? null : normalizeUuid(o.parent_provider_uuid);
               if (parent !== p.parentProviderUuid) {
                 if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
                   throw new HttpError(
@@ -784,42 +588,25 @@ function buildRoutes(store: ReshapeStore): Route[] {
         },
         PUT: {
           body: true,
-          handler: async ({ params, body }) => {
+          handler: async ({ params, body, version }) => {
             const p = await provider(params[0]!);
-            const o = obj(
-              body,
-              'body',
-              ['inventories', 'resource_provider_generation'],
-              ['inventories', 'resource_provider_generation'],
-            );
-            const generation = integer(
-              o.resource_provider_generation,
-              'resource_provider_generation',
-              0,
-            );
-            const inventories = inventoryDict(o.inventories, 'inventories');
+            check.body('setInventories', version, body);
+            const o = body as { inventories: Obj; resource_provider_generation: number };
+            const generation = o.resource_provider_generation;
+            const inventories = toInventories(o.inventories);
             const r = await call(() => store.setInventories(p.uuid, { generation, inventories }));
             return inventoriesReply(r.generation, r.inventories);
           },
         },
         POST: {
           body: true,
-          handler: async ({ params, body, base }) => {
+          handler: async ({ params, body, base, version }) => {
             const p = await provider(params[0]!);
-            const o = obj(
-              body,
-              'body',
-              [...INVENTORY_FIELDS, 'resource_class', 'resource_provider_generation'],
-              ['resource_class', 'resource_provider_generation', 'total'],
-            );
-            const rc = rcName(string(o.resource_class, 'resource_class'), 'resource_class');
-            const generation = integer(
-              o.resource_provider_generation,
-              'resource_provider_generation',
-              0,
-            );
-            const { resource_class: _rc, resource_provider_generation: _g, ...fields } = o;
-            const inv = inventory(fields, 'body');
+            check.body('createInventory', version, body);
+            const o = body as Obj;
+            const rc = o.resource_class as string;
+            const generation = o.resource_provider_generation as number;
+            const inv = toInventory(o);
             const current = await call(() => store.getInventories(p.uuid));
             if (current.inventories[rc])
               throw new HttpError(
@@ -872,23 +659,14 @@ function buildRoutes(store: ReshapeStore): Route[] {
         },
         PUT: {
           body: true,
-          handler: async ({ params, body }) => {
+          handler: async ({ params, body, version }) => {
             const p = await provider(params[0]!);
             const rc = params[1]!;
-            const o = obj(
-              body,
-              'body',
-              [...INVENTORY_FIELDS, 'resource_provider_generation'],
-              ['resource_provider_generation', 'total'],
-            );
-            const generation = integer(
-              o.resource_provider_generation,
-              'resource_provider_generation',
-              0,
-            );
-            const { resource_provider_generation: _g, ...fields } = o;
-            const inv = inventory(fields, 'body');
-            if (!RC.test(rc))
+            check.body('updateInventory', version, body);
+            const o = body as Obj;
+            const generation = o.resource_provider_generation as number;
+            const inv = toInventory(o);
+            if (!/^[A-Z0-9_]+$/.test(rc) || rc.length > 255)
               throw new HttpError(
                 400,
                 `Unknown resource class in inventory for resource provider ${p.uuid}: ${rc}`,
@@ -956,26 +734,15 @@ function buildRoutes(store: ReshapeStore): Route[] {
           body: true,
           handler: async ({ params, body, version }) => {
             const p = await provider(params[0]!);
-            let list: unknown;
+            check.body('setAggregates', version, body);
+            let list: string[];
             let generation: number | undefined;
             if (atLeast(version, [1, 19])) {
-              const o = obj(
-                body,
-                'body',
-                ['aggregates', 'resource_provider_generation'],
-                ['aggregates', 'resource_provider_generation'],
-              );
-              generation = integer(
-                o.resource_provider_generation,
-                'resource_provider_generation',
-                -MAX_INT,
-              );
+              const o = body as { aggregates: string[]; resource_provider_generation: number };
+              generation = o.resource_provider_generation;
               list = o.aggregates;
-            } else list = body;
-            const aggregates = aggregateList(
-              list,
-              atLeast(version, [1, 19]) ? 'aggregates' : 'body',
-            );
+            } else list = body as string[];
+            const aggregates = [...new Set(list.map((a) => normalizeUuid(a)))];
             const r = await call(() =>
               store.setAggregates(p.uuid, {
                 aggregates,
@@ -994,20 +761,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
           min: V(1, 10),
           handler: async ({ query, version }) => {
             const at = (v: Version) => atLeast(version, v);
-            const invalid = (detail: string): never => {
-              throw new HttpError(400, `Invalid query string parameters: ${detail}`);
-            };
-            const allowedKeys = [
-              'resources',
-              ...(at([1, 16]) ? ['limit'] : []),
-              ...(at([1, 17]) ? ['required'] : []),
-              ...(at([1, 21]) ? ['member_of'] : []),
-              ...(at([1, 25]) ? ['group_policy'] : []),
-              ...(at([1, 31]) ? ['in_tree'] : []),
-              ...(at([1, 35]) ? ['root_required'] : []),
-              ...(at([1, 36]) ? ['same_subtree'] : []),
-            ];
-            for (const k of new Set(query.keys())) {
+            for (const k of new Set(query.keys()))
               if (
                 at([1, 25]) &&
                 /^(resources|required|member_of|in_tree)[A-Za-z0-9_-]{1,64}$/.test(k)
@@ -1016,27 +770,24 @@ function buildRoutes(store: ReshapeStore): Route[] {
                   400,
                   `numbered or suffixed request groups ('${k}') are not supported by this server`,
                 );
-              if (!allowedKeys.includes(k))
-                invalid(`Additional properties are not allowed ('${k}' was unexpected)`);
-            }
+            const q = check.query('allocationCandidates', version, query) as {
+              resources?: string;
+              required?: string[];
+              limit?: string;
+              in_tree?: string;
+            };
             for (const k of ['member_of', 'root_required', 'same_subtree'])
               if (query.has(k))
                 throw new HttpError(400, `the ${k} filter is not supported by this server`);
-            const raw = query.get('resources');
-            if (raw === null) {
-              if (at([1, 25]))
-                throw new HttpError(
-                  400,
-                  'At least one request group (`resources` or `resources{$S}`) is required.',
-                );
-              invalid("'resources' is a required property");
-            }
-            const group = query.get('group_policy');
-            if (group !== null && group !== 'none' && group !== 'isolate')
-              invalid(`'${group}' is not one of ['none', 'isolate']`);
+            const raw = q.resources;
+            if (raw === undefined)
+              throw new HttpError(
+                400,
+                'At least one request group (`resources` or `resources{$S}`) is required.',
+              );
             const resources: Record<string, number> = {};
             const badly = `Badly formed resources parameter. Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: ${raw}.`;
-            for (const part of raw!.split(',')) {
+            for (const part of raw.split(',')) {
               const m = /^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$/.exec(part);
               if (!m) throw new HttpError(400, badly);
               const amount = Number(m[2]);
@@ -1064,7 +815,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
                 throw new HttpError(400, `No such trait(s): ${t}.`);
               return t;
             };
-            for (const value of query.getAll('required')) {
+            for (const value of q.required ?? []) {
               if (at([1, 39]) && value.startsWith('in:')) {
                 required.push(value.slice(3).split(',').map(checkTrait));
                 continue;
@@ -1074,15 +825,9 @@ function buildRoutes(store: ReshapeStore): Route[] {
                 else required.push([checkTrait(t)]);
               }
             }
-            let limit: number | undefined;
-            const l = query.get('limit');
-            if (l !== null) {
-              if (!/^[1-9][0-9]*$/.test(l)) invalid(`'${l}' does not match '^[1-9][0-9]*$'`);
-              limit = Number(l);
-            }
-            const inTree = query.get('in_tree');
-            if (inTree !== null) {
-              if (!isUuid(inTree)) invalid(`'${inTree}' is not a 'uuid'`);
+            const limit = q.limit === undefined ? undefined : Number(q.limit);
+            const inTree = q.in_tree;
+            if (inTree !== undefined) {
               if (!(await store.getProvider(inTree)))
                 return {
                   status: 200,
@@ -1096,7 +841,7 @@ function buildRoutes(store: ReshapeStore): Route[] {
                 forbidden,
                 nested: at([1, 29]),
                 ...(limit === undefined ? {} : { limit }),
-                ...(inTree === null ? {} : { inTree: normalizeUuid(inTree) }),
+                ...(inTree === undefined ? {} : { inTree: normalizeUuid(inTree) }),
               }),
             );
             const allocation_requests = c.allocationRequests.map((r) => {
@@ -1140,41 +885,12 @@ function buildRoutes(store: ReshapeStore): Route[] {
           min: V(1, 9),
           handler: async ({ query, version }) => {
             const byType = atLeast(version, [1, 38]);
-            const allowedKeys = ['project_id', 'user_id', ...(byType ? ['consumer_type'] : [])];
-            for (const k of new Set(query.keys()))
-              if (!allowedKeys.includes(k))
-                throw new HttpError(
-                  400,
-                  `Invalid query string parameters: Additional properties are not allowed ('${k}' was unexpected)`,
-                );
-            const param = (k: string): string | undefined => {
-              const v = query.get(k);
-              if (v === null) return undefined;
-              if (v.length < 1 || v.length > 255)
-                throw new HttpError(
-                  400,
-                  `Invalid query string parameters: '${k}' has a bad length`,
-                );
-              return v;
+            const q = check.query('usages', version, query) as {
+              project_id: string;
+              user_id?: string;
+              consumer_type?: string;
             };
-            const projectId = param('project_id');
-            if (projectId === undefined)
-              throw new HttpError(
-                400,
-                "Invalid query string parameters: 'project_id' is a required property",
-              );
-            const userId = param('user_id');
-            const consumerType = param('consumer_type');
-            if (
-              consumerType !== undefined &&
-              consumerType !== 'all' &&
-              consumerType !== 'unknown' &&
-              !CONSUMER_TYPE_NAME.test(consumerType)
-            )
-              throw new HttpError(
-                400,
-                `Invalid query string parameters: '${consumerType}' does not match the consumer type pattern`,
-              );
+            const { project_id: projectId, user_id: userId, consumer_type: consumerType } = q;
             const t = await call(() =>
               store.getTotalUsages({ projectId, ...(userId === undefined ? {} : { userId }) }),
             );
@@ -1232,21 +948,13 @@ function buildRoutes(store: ReshapeStore): Route[] {
         PUT: {
           min: V(1, 6),
           body: true,
-          handler: async ({ params, body }) => {
+          handler: async ({ params, body, version }) => {
             const p = await provider(params[0]!);
-            const o = obj(
-              body,
-              'body',
-              ['traits', 'resource_provider_generation'],
-              ['traits', 'resource_provider_generation'],
-            );
-            if (!Array.isArray(o.traits)) bad(`traits is not of type 'array'`);
-            const traits = (o.traits as unknown[]).map((t, i) => string(t, `traits[${i}]`));
-            const generation = integer(
-              o.resource_provider_generation,
-              'resource_provider_generation',
-              0,
-            );
+            check.body('setTraits', version, body);
+            const { traits, resource_provider_generation: generation } = body as {
+              traits: string[];
+              resource_provider_generation: number;
+            };
             const r = await call(() => store.setTraits(p.uuid, { generation, traits }));
             return {
               status: 200,
@@ -1270,9 +978,9 @@ function buildRoutes(store: ReshapeStore): Route[] {
       methods: {
         GET: {
           min: V(1, 6),
-          handler: async ({ query }) => {
+          handler: async ({ query, version }) => {
+            const { name } = check.query('listTraits', version, query) as { name?: string };
             let traits = await call(() => store.listTraits());
-            const name = query.get('name');
             if (name?.startsWith('startswith:'))
               traits = traits.filter((t) => t.startsWith(name.slice(11)));
             else if (name?.startsWith('in:')) {
@@ -1328,10 +1036,9 @@ function buildRoutes(store: ReshapeStore): Route[] {
         POST: {
           min: V(1, 2),
           body: true,
-          handler: async ({ body, base }) => {
-            const o = obj(body, 'body', ['name'], ['name']);
-            const name = string(o.name, 'name');
-            if (!CUSTOM_NAME.test(name)) bad(`'${name}' does not match '^CUSTOM_[A-Z0-9_]+$'`);
+          handler: async ({ body, base, version }) => {
+            check.body('createResourceClass', version, body);
+            const { name } = body as { name: string };
             const created = await call(() => store.createResourceClass(name));
             if (!created)
               throw new HttpError(
@@ -1358,9 +1065,9 @@ function buildRoutes(store: ReshapeStore): Route[] {
         },
         PUT: {
           min: V(1, 7),
-          handler: async ({ params, base }) => {
+          handler: async ({ params, base, version }) => {
             const name = params[0]!;
-            if (!CUSTOM_NAME.test(name)) bad(`'${name}' does not match '^CUSTOM_[A-Z0-9_]+$'`);
+            check.body('resourceClassName', version, name);
             const created = await call(() => store.createResourceClass(name));
             return {
               status: created ? 201 : 204,
@@ -1414,48 +1121,10 @@ function buildRoutes(store: ReshapeStore): Route[] {
           handler: async ({ params, body, version }) => {
             const consumer = params[0]!;
             if (!isUuid(consumer)) throw new HttpError(400, `Malformed consumer_uuid: ${consumer}`);
-            let input: AllocationsInput;
-            if (atLeast(version, [1, 12])) {
-              const o = obj(body, 'body');
-              input = consumerBody(o, 'body', version, !atLeast(version, [1, 28]));
-            } else {
-              const o = obj(
-                body,
-                'body',
-                ['allocations', 'project_id', 'user_id'],
-                ['allocations', ...(atLeast(version, [1, 8]) ? ['project_id', 'user_id'] : [])],
-              );
-              if (!Array.isArray(o.allocations) || o.allocations.length === 0)
-                bad(`allocations is not a non-empty 'array'`);
-              const allocations: AllocationMap = {};
-              for (const [i, item] of (o.allocations as unknown[]).entries()) {
-                const it = obj(
-                  item,
-                  `allocations[${i}]`,
-                  ['resource_provider', 'resources'],
-                  ['resource_provider', 'resources'],
-                );
-                const rp = obj(
-                  it.resource_provider,
-                  `allocations[${i}].resource_provider`,
-                  ['uuid'],
-                  ['uuid'],
-                );
-                allocations[uuid(rp.uuid, `allocations[${i}].resource_provider.uuid`)] = resources(
-                  it.resources,
-                  `allocations[${i}].resources`,
-                );
-              }
-              input = {
-                projectId:
-                  o.project_id === undefined
-                    ? MISSING_CONSUMER_ID
-                    : string(o.project_id, 'project_id'),
-                userId:
-                  o.user_id === undefined ? MISSING_CONSUMER_ID : string(o.user_id, 'user_id'),
-                allocations,
-              };
-            }
+            check.body('setAllocations', version, body);
+            const input = atLeast(version, [1, 12])
+              ? toConsumer(body as Obj, version)
+              : toListConsumer(body as Obj);
             await call(() => store.setAllocations(consumer, input), true);
             return { status: 204 };
           },
@@ -1484,9 +1153,8 @@ function buildRoutes(store: ReshapeStore): Route[] {
           min: V(1, 13),
           body: true,
           handler: async ({ body, version }) => {
-            const o = obj(body, 'body');
-            if (Object.keys(o).length === 0) bad('body does not have enough properties');
-            const allocations = consumersBody(o, '', version);
+            check.body('postAllocations', version, body);
+            const allocations = toConsumers(body as Obj, version);
             await call(() => store.reshape({ allocations }), true);
             return { status: 204 };
           },
@@ -1500,39 +1168,24 @@ function buildRoutes(store: ReshapeStore): Route[] {
           min: V(1, 30),
           body: true,
           handler: async ({ body, version }) => {
-            const o = obj(
-              body,
-              'body',
-              ['inventories', 'allocations'],
-              ['inventories', 'allocations'],
-            );
+            check.body('reshape', version, body);
+            const o = body as {
+              inventories: Record<
+                string,
+                { inventories: Obj; resource_provider_generation: number }
+              >;
+              allocations: Obj;
+            };
             const inventories: Record<
               string,
               { generation: number; inventories: Record<string, InventoryInput> }
             > = {};
-            const invs = obj(o.inventories, 'inventories');
-            if (Object.keys(invs).length === 0) bad(`inventories does not have enough properties`);
-            for (const [rp, entry] of Object.entries(invs)) {
-              const e = obj(
-                entry,
-                `inventories.${rp}`,
-                ['inventories', 'resource_provider_generation'],
-                ['inventories', 'resource_provider_generation'],
-              );
-              inventories[uuid(rp, 'inventories key')] = {
-                generation: integer(
-                  e.resource_provider_generation,
-                  `inventories.${rp}.resource_provider_generation`,
-                  0,
-                ),
-                inventories: inventoryDict(e.inventories, `inventories.${rp}.inventories`),
+            for (const [rp, entry] of Object.entries(o.inventories))
+              inventories[normalizeUuid(rp)] = {
+                generation: entry.resource_provider_generation,
+                inventories: toInventories(entry.inventories),
               };
-            }
-            const allocations = consumersBody(
-              obj(o.allocations, 'allocations'),
-              'allocations.',
-              version,
-            );
+            const allocations = toConsumers(o.allocations, version);
             await call(async () => {
               for (const rp of Object.keys(inventories)) {
                 if (!(await store.getProvider(rp)))

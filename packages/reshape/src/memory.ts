@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ReshapeError } from './errors.js';
-import { plan, prepare, type AllocationRow, type ConsumerRow, type Snapshot } from './engine.js';
+import {
+  plan,
+  prepare,
+  type PlanOptions,
+  type AllocationRow,
+  type ConsumerRow,
+  type Snapshot,
+} from './engine.js';
 import {
   checkName,
   checkResourceClassName,
@@ -87,11 +94,11 @@ export function memoryStore(): ReshapeStore {
     };
   }
 
-  function write(request: ReshapeRequest): ReshapeResult {
+  function write(request: ReshapeRequest, planOptions: PlanOptions = {}): ReshapeResult {
     open();
     const prepared = prepare(request);
     const snap = snapshot(prepared);
-    const p = plan(snap, prepared.req);
+    const p = plan(snap, prepared.req, planOptions);
     // Apply: nothing below can fail.
     for (const [rp, inv] of p.inventories) inventories.set(rp, inv);
     for (const [rp, generation] of p.providerGenerations) {
@@ -266,7 +273,10 @@ export function memoryStore(): ReshapeStore {
     },
     async setInventories(uuid, input) {
       const rp = provider(uuid);
-      const result = write({ inventories: { [rp.uuid]: input } });
+      const result = write(
+        { inventories: { [rp.uuid]: input } },
+        { allowOvercommittedInventories: true },
+      );
       return {
         generation: result.providerGenerations[rp.uuid]!,
         inventories: { ...(inventories.get(rp.uuid) ?? {}) },
@@ -435,7 +445,7 @@ export function memoryStore(): ReshapeStore {
       open();
       const prepared = prepare(req);
       const snap = snapshot(prepared);
-      return buildReport(snap, prepared.req, plan(snap, prepared.req, true));
+      return buildReport(snap, prepared.req, plan(snap, prepared.req, { collect: true }));
     },
     async close() {
       closed = true;

@@ -7,12 +7,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Database, Kysely, Migration } from '@rigging/sql';
-import { CompiledQuery, isUniqueViolation } from '@rigging/sql';
+import { CompiledQuery, isUniqueViolation } from './sql-peer.js';
 import { ReshapeError } from './errors.js';
 import {
   plan,
   prepare,
   type AllocationRow,
+  type PlanOptions,
   type ConsumerRow,
   type ConsumerWrite,
   type Snapshot,
@@ -340,12 +341,15 @@ export async function sqlStore(
     return out;
   }
 
-  async function write(request: ReshapeRequest): Promise<ReshapeResult> {
+  async function write(
+    request: ReshapeRequest,
+    planOptions: PlanOptions = {},
+  ): Promise<ReshapeResult> {
     const prepared = prepare(request);
     try {
       return await tx(async (trx) => {
         const snap = await snapshot(trx, prepared);
-        const p = plan(snap, prepared.req);
+        const p = plan(snap, prepared.req, planOptions);
         for (const [rp, inv] of p.inventories) {
           await run(trx, `delete from ${T.inventories} where provider_uuid = ?`, [rp]);
           const entries = Object.entries(inv);
@@ -690,7 +694,10 @@ export async function sqlStore(
     },
     async setInventories(uuid, input) {
       const id = normalizeUuid(uuid, 'provider uuid');
-      const r = await write({ inventories: { [id]: input } });
+      const r = await write(
+        { inventories: { [id]: input } },
+        { allowOvercommittedInventories: true },
+      );
       const inv = await store.getInventories(id);
       return { generation: r.providerGenerations[id]!, inventories: inv.inventories };
     },
@@ -948,7 +955,7 @@ export async function sqlStore(
       // Run the checks with the rows locked, then roll back.
       await tx(async (trx) => {
         const snap = await snapshot(trx, prepared);
-        report = buildReport(snap, prepared.req, plan(snap, prepared.req, true));
+        report = buildReport(snap, prepared.req, plan(snap, prepared.req, { collect: true }));
         throw marker;
       }).catch((e: unknown) => {
         if (e !== marker) throw e;

@@ -265,6 +265,68 @@ export function conformance(
       });
     });
 
+    it('checks capacity on every write as Placement does', async () => {
+      const rp = await store.createProvider({ name: `over-${randomUUID()}` });
+      await store.setInventories(rp.uuid, {
+        generation: 0,
+        inventories: { VCPU: { total: 64 }, MEMORY_MB: { total: 4096 } },
+      });
+      const [a, b] = [randomUUID(), randomUUID()];
+      const alloc = (resources: Record<string, number>, consumerGeneration: number | null) => ({
+        projectId: P,
+        userId: U,
+        consumerGeneration,
+        allocations: { [rp.uuid]: resources },
+      });
+      await store.setAllocations(a, alloc({ VCPU: 8, MEMORY_MB: 1024 }, null));
+      await store.setAllocations(b, alloc({ VCPU: 8 }, null));
+      let generation = (await store.getProvider(rp.uuid))!.generation;
+      const before = await dump(store, [a, b], rp.uuid);
+      // A reshape that lowers an inventory below the allocations it keeps: refused.
+      const reshape = (vcpus: number, resources: Record<string, number>) =>
+        store.reshape({
+          inventories: {
+            [rp.uuid]: {
+              generation,
+              inventories: { VCPU: { total: vcpus }, MEMORY_MB: { total: 4096 } },
+            },
+          },
+          allocations: { [a]: alloc(resources, 1) },
+        });
+      await expectCode(reshape(1, { VCPU: 8, MEMORY_MB: 1024 }), 'reshape.capacity_exceeded');
+      // Shrinking the written allocation does not help while another consumer keeps 8.
+      await expectCode(reshape(1, { VCPU: 1, MEMORY_MB: 1024 }), 'reshape.capacity_exceeded');
+      // Nor does dropping it: every inventory a reshape sets must hold its usage.
+      await expectCode(reshape(4, { MEMORY_MB: 1024 }), 'reshape.capacity_exceeded');
+      expect(await dump(store, [a, b], rp.uuid)).toEqual(before);
+
+      // An inventory update may go below usage (Placement only warns).
+      generation = (
+        await store.setInventories(rp.uuid, {
+          generation,
+          inventories: { VCPU: { total: 4 }, MEMORY_MB: { total: 4096 } },
+        })
+      ).generation;
+      expect((await store.getUsages(rp.uuid)).usages).toEqual({ VCPU: 16, MEMORY_MB: 1024 });
+      // Writing an allocation against the over-committed inventory fails, changed or not.
+      const overCommitted = await dump(store, [a, b], rp.uuid);
+      for (const resources of [
+        { VCPU: 8, MEMORY_MB: 1024 },
+        { VCPU: 2, MEMORY_MB: 1024 },
+        { VCPU: 8, MEMORY_MB: 2048 },
+      ]) {
+        const e = await expectCode(
+          store.setAllocations(a, alloc(resources, 1)),
+          'reshape.capacity_exceeded',
+        );
+        expect(e.details).toMatchObject({ uuid: rp.uuid, resourceClass: 'VCPU', capacity: 4 });
+      }
+      expect(await dump(store, [a, b], rp.uuid)).toEqual(overCommitted);
+      // Leaving the over-committed class alone is allowed.
+      await store.setAllocations(a, alloc({ MEMORY_MB: 1024 }, 1));
+      expect((await store.getUsages(rp.uuid)).usages).toEqual({ VCPU: 8, MEMORY_MB: 1024 });
+    });
+
     it('enforces min_unit, max_unit and step_size', async () => {
       const rp = await store.createProvider({ name: `units-${randomUUID()}` });
       await store.setInventories(rp.uuid, {

@@ -243,6 +243,55 @@ describe('Placement HTTP API', () => {
     expect(r.body).toEqual({ traits: ['CUSTOM_GOLD'], resource_provider_generation: 3 });
   });
 
+  it("validates bodies and query strings per microversion, with Placement's 400 texts", async () => {
+    const rp = randomUUID();
+    expect((await api('POST', '/resource_providers', { name: `v-${rp}`, uuid: rp })).status).toBe(
+      200,
+    );
+    const detail = (r: { body: { errors: { detail: string }[] } }) => r.body.errors[0]!.detail;
+    let r = await api('PUT', `/resource_providers/${rp}/inventories`, { inventories: {} });
+    expect(r.status).toBe(400);
+    expect(detail(r)).toBe(
+      "JSON does not validate: 'resource_provider_generation' is a required property",
+    );
+    r = await api('PUT', `/resource_providers/${rp}/inventories`, {
+      resource_provider_generation: 0,
+      inventories: { VCPU: { total: 0 } },
+    });
+    expect(detail(r)).toBe(
+      'JSON does not validate: 0 is less than the minimum of 1 at /inventories/VCPU/total',
+    );
+    r = await api('POST', '/resource_providers', { name: 'x', uuid: 'nope' });
+    expect(detail(r)).toBe("JSON does not validate: 'nope' is not a 'uuid' at /uuid");
+    // parent_provider_uuid exists from 1.14 on.
+    r = await api('POST', '/resource_providers', { name: 'x', parent_provider_uuid: rp }, '1.13');
+    expect(detail(r)).toBe(
+      "JSON does not validate: Additional properties are not allowed ('parent_provider_uuid' was unexpected)",
+    );
+    // consumer_generation is required from 1.28, consumer_type from 1.38.
+    const alloc = { allocations: {}, project_id: 'p', user_id: 'u' };
+    r = await api('PUT', `/allocations/${randomUUID()}`, alloc, '1.28');
+    expect(detail(r)).toBe("JSON does not validate: 'consumer_generation' is a required property");
+    r = await api(
+      'PUT',
+      `/allocations/${randomUUID()}`,
+      { ...alloc, consumer_generation: null },
+      '1.38',
+    );
+    expect(detail(r)).toBe("JSON does not validate: 'consumer_type' is a required property");
+    r = await api('GET', '/usages?project_id=p&consumer_type=x', undefined, '1.38');
+    expect(r.status).toBe(400);
+    expect(detail(r)).toMatch(/^Invalid query string parameters: 'x' does not match/);
+    r = await api('GET', '/usages?project_id=p&consumer_type=all', undefined, '1.37');
+    expect(detail(r)).toBe(
+      "Invalid query string parameters: Additional properties are not allowed ('consumer_type' was unexpected)",
+    );
+    r = await api('GET', '/allocation_candidates?resources=VCPU:1&limit=0', undefined, '1.16');
+    expect(detail(r)).toBe(
+      "Invalid query string parameters: '0' does not match '^[1-9][0-9]*$' at /limit",
+    );
+  });
+
   it('answers 404, 405, 406 and 415 like Placement', async () => {
     expect((await api('GET', '/nope')).status).toBe(404);
     const r = await api('PATCH', '/resource_providers');

@@ -13,7 +13,7 @@ export interface CaseResult {
   same?: unknown;
 }
 
-interface Ids {
+export interface Ids {
   root: string;
   child: string;
   /** A provider of its own for aggregates (its generation is not used elsewhere). */
@@ -25,7 +25,7 @@ interface Ids {
   agg2: string;
 }
 
-type Step = [
+export type Step = [
   name: string,
   method: string,
   path: (i: Ids) => string,
@@ -824,7 +824,11 @@ function anonymize(value: unknown, ids: Ids): unknown {
 }
 
 /** Runs every step against `base` with fresh uuids; returns one result per step. */
-export async function runSession(base: string, token = 'admin'): Promise<CaseResult[]> {
+export async function runSession(
+  base: string,
+  token = 'admin',
+  steps: readonly Step[] = STEPS,
+): Promise<CaseResult[]> {
   const ids: Ids = {
     root: randomUUID(),
     child: randomUUID(),
@@ -836,7 +840,7 @@ export async function runSession(base: string, token = 'admin'): Promise<CaseRes
     agg2: randomUUID(),
   };
   const out: CaseResult[] = [];
-  for (const [name, method, path, body, version, same] of STEPS) {
+  for (const [name, method, path, body, version, same] of steps) {
     const b = body?.(ids);
     const res = await fetch(base + path(ids), {
       method,
