@@ -8,27 +8,11 @@ import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { IntegrityHasher, verifyBuffer, type IntegrityAlgorithm } from './integrity.js';
 import { ArchiveBudget, type ResolvedLimits } from './limits.js';
+import type { FetchedPackage } from './types.js';
 import { untar } from './tar-stream.js';
 import { isGzip, untarBuffer } from './tar-fast.js';
 import { copyTree } from './tree.js';
 import { extractZip, zipOptions, type ZipOpen } from './zip.js';
-
-/** What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory). */
-export type FetchedPackage =
-  | {
-      /** The archive bytes (tar, tar.gz or zip). */
-      stream: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
-      /** SRI (`sha256-…`, `sha512-…`) the bytes must match. */
-      integrity?: string | undefined;
-      /** Expected size in bytes, for progress reports. */
-      size?: number | undefined;
-    }
-  | { buffer: Uint8Array; integrity?: string | undefined }
-  | {
-      /** An archive file, or a directory copied as is (integrity cannot apply to a directory). */
-      path: string;
-      integrity?: string | undefined;
-    };
 
 export interface MaterializeOptions {
   /** Directory to extract into (must not exist yet). */
