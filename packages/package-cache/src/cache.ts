@@ -20,7 +20,7 @@ import {
 import { TMP, dirNames, progressFilePath, readEntry, sweepLeftovers, unlinkIfAny } from './disk.js';
 import { PackageCacheError } from './errors.js';
 import { installPackage } from './install.js';
-import { lockExplained } from './lock-wait.js';
+import { waitExplained } from './lock-wait.js';
 import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import { resolveLimits, type ResolvedLimits } from './limits.js';
 import { PackageIndex } from './lru-index.js';
@@ -341,14 +341,16 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   }
 
   /** Takes a lock, fast path first; when it has to wait, explains the wait (and polls progress). */
-  #lock(
+  async #lock(
     key: string,
     mode: LockMode,
     ref: PackageRef,
     lock: PackageLockKind,
     options: AcquireOptions,
   ): Promise<Lease> {
-    return lockExplained(
+    const quick = await this.#locks.tryAcquire(key, { mode });
+    if (quick) return quick;
+    return waitExplained(
       {
         locks: this.#locks,
         clock: this.#clock,

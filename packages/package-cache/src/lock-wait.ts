@@ -32,20 +32,17 @@ export interface WaitContext {
 }
 
 /**
- * Takes a lock, without waiting when it is free. When it has to wait, the wait is explained: a
- * `wait` report at the start, every `waitReportMs` and at the end (with the holder when the
- * provider tells), and, for a download lock, the other downloader's progress polled from its
- * progress file. @internal
+ * Waits for a lock that was not free, explaining the wait: a `wait` report at the start, every
+ * `waitReportMs` and at the end (with the holder when the provider tells), and, for a download
+ * lock, the other downloader's progress polled from its progress file. @internal
  */
-export async function lockExplained(
+export async function waitExplained(
   ctx: WaitContext,
   target: { key: string; mode: LockMode; ref: PackageRef; lock: PackageLockKind },
   options: AcquireOptions,
 ): Promise<Lease> {
   const { locks, progressFile } = ctx;
   const { key, mode, ref, lock } = target;
-  const quick = await locks.tryAcquire(key, { mode });
-  if (quick) return quick;
   const started = ctx.clock.now();
   let lastProgress = -1;
   let progressPid: number | undefined;

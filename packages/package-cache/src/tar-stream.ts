@@ -1,8 +1,7 @@
-import { createGunzip } from 'node:zlib';
 import { once } from 'node:events';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Gunzip } from 'minizlib';
 import { Unpack } from 'tar';
+import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { ArchiveBudget } from './limits.js';
 import { linkProblem, relativePathProblem, unsafe } from './entry-checks.js';
@@ -64,9 +63,10 @@ export async function untar(
     unpack.on('error', (e: unknown) => reject(e));
   });
   done.catch(() => {});
-  // Writes the (inflated) tar into node-tar, stopping at the first refused entry.
-  const sink = async (tar: AsyncIterable<Uint8Array>): Promise<void> => {
-    for await (const chunk of tar) {
+  try {
+    // A gzipped tar is inflated here rather than in node-tar, to account for every inflated byte.
+    for await (const chunk of gzipped ? inflate(chunks, budget) : chunks) {
+      throwIfAborted(signal);
       if (refused) break;
       if (!unpack.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
         await Promise.race([once(unpack, 'drain'), done]);
@@ -75,31 +75,6 @@ export async function untar(
     if (refused) throw refused;
     unpack.end();
     await done;
-  };
-  try {
-    if (gzipped) {
-      // Inflate here rather than in node-tar, to account for every inflated byte as it comes.
-      await pipeline(
-        Readable.from(chunks),
-        async function* (compressed: AsyncIterable<Buffer>) {
-          for await (const chunk of compressed) {
-            budget.compressed(chunk.byteLength);
-            yield chunk;
-          }
-        },
-        createGunzip(),
-        async function* (inflated: AsyncIterable<Buffer>) {
-          for await (const chunk of inflated) {
-            budget.inflated(chunk.byteLength);
-            yield chunk;
-          }
-        },
-        sink,
-        ...(signal ? [{ signal }] : []),
-      );
-    } else {
-      await pipeline(Readable.from(chunks), sink, ...(signal ? [{ signal }] : []));
-    }
   } catch (error) {
     if (refused) throw refused;
     if (PackageCacheError.isInstance(error)) throw error;
@@ -115,4 +90,42 @@ export async function untar(
     );
   }
   if (refused) throw refused;
+}
+
+/** Largest slice of compressed bytes inflated at once (deflate expands at most ~1032×). */
+const INFLATE_SLICE = 16 * 1024;
+
+/**
+ * Inflates gzip chunks, accounting for every compressed and inflated byte in `budget`, which
+ * throws as soon as the ratio is exceeded: the input is fed in small slices, so a bomb never
+ * inflates more than ~16 MiB past that point. minizlib inflates on this thread, as node-tar does
+ * (a thread-pool trip per chunk, as with Node's streaming zlib, costs more than the inflation).
+ */
+async function* inflate(
+  chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  budget: ArchiveBudget,
+): AsyncGenerator<Buffer> {
+  const out: Buffer[] = [];
+  let failed: unknown;
+  const gunzip = new Gunzip({});
+  gunzip.on('data', (chunk: Buffer) => out.push(chunk));
+  gunzip.on('error', (error: unknown) => (failed ??= error));
+  const drain = function* (): Generator<Buffer> {
+    if (failed !== undefined) throw failed;
+    for (let chunk = out.shift(); chunk; chunk = out.shift()) {
+      budget.inflated(chunk.byteLength);
+      yield chunk;
+    }
+  };
+  for await (const chunk of chunks) {
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    for (let at = 0; at < bytes.length; at += INFLATE_SLICE) {
+      const slice = bytes.subarray(at, at + INFLATE_SLICE);
+      budget.compressed(slice.byteLength);
+      gunzip.write(slice);
+      yield* drain();
+    }
+  }
+  gunzip.end();
+  yield* drain();
 }
