@@ -2,7 +2,7 @@
 // bench/index.ts. Usage: serve.ts <sqlite path | memory>; prints "listening <port>".
 import { openDatabase } from '@rigging/sql';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
+import { createPlacementServer } from '../src/http/index.js';
 import { sqlStore } from '../src/sql.js';
 
 const memory = process.argv[2] === 'memory';
