@@ -3,7 +3,7 @@
 import { openDatabase } from '@rigging/sql';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
-import { sqlStore } from '../src/sql.js';
+import { sqlStore } from '../src/sql/index.js';
 
 const memory = process.argv[2] === 'memory';
 const database = memory ? undefined : await openDatabase(`sqlite:${process.argv[2]!}`);

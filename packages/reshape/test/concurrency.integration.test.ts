@@ -5,7 +5,7 @@ import { openDatabase } from '@rigging/sql';
 import { sqlBackends, spawnNode } from '@rigging/testkit';
 import { describe, expect, it } from 'vitest';
 import { updateProviderTree, ReshapeFailed } from '../src/index.js';
-import { sqlStore } from '../src/sql.js';
+import { sqlStore } from '../src/sql/index.js';
 import { vgpuDriver } from './conformance.js';
 
 const fixture = fileURLToPath(new URL('./fixtures/allocator.ts', import.meta.url));
