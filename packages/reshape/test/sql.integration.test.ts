@@ -2,7 +2,7 @@ import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { describe } from 'vitest';
 import { sqlStore } from '../src/sql/index.js';
-import { conformance } from './conformance.js';
+import { conformance } from './conformance/index.js';
 
 const backends = await sqlBackends('reshape');
 
