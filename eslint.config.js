@@ -10,6 +10,7 @@ export default tseslint.config(
       '**/.minicloud/**',
       '**/coverage/**',
       '**/test-artifacts/**',
+      'docs/api/**',
       '**/*.config.*',
       'eslint.config.js',
     ],

@@ -59,7 +59,7 @@ export async function main(
       parsed = parseArgs({
         args: rest,
         options: { ...globalOptions, ...command.options },
-        allowPositionals: false,
+        allowPositionals: command.positionals ?? false,
         strict: true,
       });
     } catch (error) {

@@ -67,6 +67,16 @@ export interface MinicloudTables {
     pid: number;
     at: Millis;
   };
+  /** API tokens (`minicloud token create`): only the SHA-256 of each secret is kept. */
+  minicloud_tokens: {
+    id: string;
+    name: string | null;
+    /** `admin` | `member` | `reader` */
+    role: string;
+    /** Hex SHA-256 of the token. */
+    hash: string;
+    created_at: Millis;
+  };
 }
 
 export const NAMESPACE = 'minicloud';
@@ -149,6 +159,19 @@ export const migrations: Migration[] = [
         .createIndex('minicloud_journal_ref')
         .on('minicloud_journal')
         .columns(['kind', 'ref'])
+        .execute();
+    },
+  },
+  {
+    name: 'create minicloud_tokens',
+    up: async (db) => {
+      await db.schema
+        .createTable('minicloud_tokens')
+        .addColumn('id', 'varchar(32)', (c) => c.primaryKey())
+        .addColumn('name', 'varchar(128)')
+        .addColumn('role', 'varchar(16)', (c) => c.notNull())
+        .addColumn('hash', 'char(64)', (c) => c.notNull().unique())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
         .execute();
     },
   },

@@ -13,7 +13,14 @@ export function killServes(): void {
 
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ['INIT_CWD', 'MINICLOUD_DATABASE_URL', 'MINICLOUD_PORT', 'MINICLOUD_HOST'])
+  for (const k of [
+    'INIT_CWD',
+    'MINICLOUD_DATABASE_URL',
+    'MINICLOUD_PORT',
+    'MINICLOUD_HOST',
+    'MINICLOUD_ADMIN_TOKEN',
+    'MINICLOUD_TOKEN',
+  ])
     delete env[k];
   return env;
 }
@@ -27,11 +34,16 @@ export interface Served {
 }
 
 /** Starts `minicloud serve --port 0` and resolves once it printed its listening line. */
-export async function startServe(dir: string, cwd: string, extra: string[] = []): Promise<Served> {
+export async function startServe(
+  dir: string,
+  cwd: string,
+  extra: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<Served> {
   const child = spawn(
     process.execPath,
     [cli, 'serve', '--port', '0', '--database', `sqlite:${join(dir, 'mc.db')}`, ...extra],
-    { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+    { cwd, env: { ...cleanEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   children.add(child);
   let out = '';
@@ -48,7 +60,7 @@ export async function startServe(dir: string, cwd: string, extra: string[] = [])
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${err}`)), 60_000);
     const check = () => {
       const m =
-        /^minicloud serve listening on (http:\/\/127\.0\.0\.1:\d+) \(dashboard \/, API \/api, Placement \/placement\)$/m.exec(
+        /^minicloud serve listening on (http:\/\/[^ ]+:\d+) \(dashboard \/, API \/api, Placement \/placement\)$/m.exec(
           out,
         );
       if (m) {

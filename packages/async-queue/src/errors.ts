@@ -18,7 +18,7 @@ export type QueueErrorCode =
   | 'async-queue.lease_lost'
   /** The op's lease expired too many times (its worker keeps dying): failed as poison. */
   | 'async-queue.poison'
-  /** A wait (`call`, `close`) timed out. */
+  /** A wait (`call`, `wait`, `onIdle`) timed out. */
   | 'async-queue.timeout';
 
 export class QueueError extends RiggingError<QueueErrorCode> {

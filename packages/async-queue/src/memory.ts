@@ -1,4 +1,4 @@
-import type { SerializedError } from '@rigging/core';
+import { nonNegativeIntegerOption, systemClock, type SerializedError } from '@rigging/core';
 import type {
   BackendContext,
   Claim,
@@ -73,12 +73,14 @@ function snapshot(op: OpRec, held = false): OpInfo {
  * it. Per-key order, fairness and policies are the same as on the durable backends.
  */
 export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend {
-  const maxFinished = options.maxFinished ?? 10_000;
-  if (!Number.isInteger(maxFinished) || maxFinished < 0) {
-    throw new TypeError(`maxFinished must be a non-negative integer, got ${String(maxFinished)}`);
-  }
+  const maxFinished = nonNegativeIntegerOption(
+    'memoryBackend',
+    'maxFinished',
+    options.maxFinished,
+    10_000,
+  );
   let ctx: BackendContext | undefined;
-  const now = () => (ctx ? ctx.clock.now() : Date.now());
+  const now = () => (ctx ?? { clock: systemClock }).clock.now();
   const ops = new Map<string, OpRec>();
   const keys = new Map<string, KeyRec>();
   const idempotency = new Map<string, string>();

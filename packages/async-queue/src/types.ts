@@ -1,4 +1,4 @@
-import type { Clock, Json, Logger, SerializedError } from '@rigging/core';
+import type { Backoff, BackoffSettings, Clock, Json, Logger, SerializedError } from '@rigging/core';
 
 /** Status of one op. */
 export type OpStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -92,17 +92,12 @@ export interface KeyInfo {
   held?: number | undefined;
 }
 
-/** Backoff between retries. */
-export interface BackoffOptions {
-  /** @default 100 */
-  initialMs?: number;
-  /** @default 2 */
-  factor?: number;
-  /** @default 30000 */
-  maxMs?: number;
-  /** Random spread as a fraction of the delay (0 disables). @default 0 */
-  jitter?: number;
-}
+/**
+ * Exponential backoff between retries: `{ initialMs, factor, maxMs, jitter }`.
+ * @deprecated Use `BackoffSettings` (or the wider `Backoff`) from `@rigging/core`; this alias
+ * is kept so that code written against 0.x keeps compiling.
+ */
+export type BackoffOptions = BackoffSettings;
 
 /** Failure policy of a queue. */
 export interface PolicyOptions {
@@ -114,8 +109,11 @@ export interface PolicyOptions {
   onFailure?: 'stop' | 'continue';
   /** Attempts per op (1 = no retry). @default 1 */
   maxAttempts?: number;
-  /** Delay before retry n (1-based) as options or a function. */
-  backoff?: BackoffOptions | ((retry: number) => number);
+  /**
+   * Delay before retry n (1-based): fixed ms, a function of n, or exponential settings
+   * (`@rigging/core`'s `Backoff`). @default { initialMs: 100, factor: 2, maxMs: 30000 }
+   */
+  backoff?: Backoff | undefined;
 }
 
 /** `'stop'`, `'continue'`, `'retry'` (= stop after 3 attempts with backoff) or options. */

@@ -36,9 +36,11 @@ export function sleep(
 
 /** A signal combining a caller's signal with a timeout; dispose it to remove every listener. */
 export interface ScopedSignal extends Disposable {
+  /** Aborts when the caller's signal aborts or the timeout elapses, whichever comes first. */
   readonly signal: AbortSignal;
   /** True when the scope aborted because of its timeout (not the caller's signal). */
   readonly timedOut: boolean;
+  /** Clears the timer and the listener on the caller's signal. Idempotent. */
   dispose(): void;
 }
 
@@ -110,11 +112,15 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
 
 /** `Promise.withResolvers` for Node 20. */
 export interface Deferred<T> {
+  /** Settles when {@link Deferred.resolve} or {@link Deferred.reject} is called. */
   promise: Promise<T>;
+  /** Resolves {@link Deferred.promise}. */
   resolve: (value: T | PromiseLike<T>) => void;
+  /** Rejects {@link Deferred.promise}. */
   reject: (reason?: unknown) => void;
 }
 
+/** A promise with its `resolve` and `reject` functions (`Promise.withResolvers`). */
 export function deferred<T>(): Deferred<T> {
   let resolve!: Deferred<T>['resolve'];
   let reject!: Deferred<T>['reject'];

@@ -18,10 +18,18 @@ export interface RiggingErrorOptions {
  * than `instanceof` across package boundaries.
  */
 export class RiggingError<C extends string = string> extends Error {
+  /** The class name (`'RiggingError'`, or the subclass's: `'LocksError'`, `'SqlError'`, …). */
   override readonly name: string = 'RiggingError';
+  /** Stable machine-readable code, prefixed by the package that throws it (`locks.timeout`). */
   readonly code: C;
+  /** Machine-readable context given at construction, if any. */
   readonly details: Json | undefined;
 
+  /**
+   * @param code - the stable code (`<package>.<reason>`)
+   * @param message - a sentence for people
+   * @param options - `cause` (kept as `error.cause`) and JSON `details`
+   */
   constructor(code: C, message: string, options: RiggingErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     Object.defineProperty(this, BRAND, { value: true, enumerable: false });
@@ -43,7 +51,20 @@ export class RiggingError<C extends string = string> extends Error {
     return RiggingError.isInstance(error) && error.code === code;
   }
 
-  toJSON(): { name: string; code: C; message: string; details?: Json } {
+  /**
+   * The error as JSON (name, code, message, details), so `JSON.stringify(error)` keeps what a
+   * caller branches on. The cause chain is not included; see {@link serializeError}.
+   */
+  toJSON(): {
+    /** The error's `name`. */
+    name: string;
+    /** The error's stable `code`. */
+    code: C;
+    /** `error.message`. */
+    message: string;
+    /** The error's `details`, when present. */
+    details?: Json;
+  } {
     return {
       name: this.name,
       code: this.code,
@@ -69,11 +90,17 @@ function safeString(value: unknown): string {
 
 /** A JSON description of an error, for logs and durable records (name, message, code, cause chain). */
 export interface SerializedError {
+  /** `error.name`. */
   name: string;
+  /** `error.message`. */
   message: string;
+  /** `error.code` when it is a string (every {@link RiggingError}, Node system errors). */
   code?: string;
+  /** {@link RiggingError.details}, when present. */
   details?: Json;
+  /** `error.stack`, when present. */
   stack?: string;
+  /** The serialized `error.cause`, down to the depth limit. */
   cause?: SerializedError;
 }
 

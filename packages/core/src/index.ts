@@ -21,3 +21,5 @@ export {
 export { isProcessAlive } from './process.js';
 export { backoffDelay } from './backoff.js';
 export type { Backoff, BackoffSettings } from './backoff.js';
+export { requireOptionalPeer } from './peer.js';
+export type { OptionalPeerOptions } from './peer.js';

@@ -9,12 +9,19 @@ export interface LogFn {
  * pino-compatible one) can be passed as is. Libraries never log with `console`.
  */
 export interface Logger {
+  /** Logs at level `trace` (10 in pino). */
   trace: LogFn;
+  /** Logs at level `debug` (20). */
   debug: LogFn;
+  /** Logs at level `info` (30). */
   info: LogFn;
+  /** Logs at level `warn` (40). */
   warn: LogFn;
+  /** Logs at level `error` (50). */
   error: LogFn;
+  /** Logs at level `fatal` (60). */
   fatal: LogFn;
+  /** A logger that adds `bindings` to every record it writes. */
   child(bindings: Record<string, unknown>): Logger;
 }
 

@@ -3,11 +3,11 @@ import type { RiggingErrorOptions } from '@rigging/core';
 
 /** Stable codes of {@link DestroyGraphError}. */
 export type DestroyGraphErrorCode =
-  | 'destroy.destroyed_object'
-  | 'destroy.unknown_object'
-  | 'destroy.timeout'
-  | 'destroy.busy'
-  | 'destroy.invalid_snapshot';
+  | 'destroy-graph.destroyed_object'
+  | 'destroy-graph.unknown_object'
+  | 'destroy-graph.timeout'
+  | 'destroy-graph.busy'
+  | 'destroy-graph.invalid_snapshot';
 
 /** Every error this package throws on purpose. */
 export class DestroyGraphError extends RiggingError<DestroyGraphErrorCode> {

@@ -1,4 +1,4 @@
-import type { Explanation } from './graph.js';
+import type { Explanation } from './types.js';
 import type { DestructionHandler, GraphObject } from './node.js';
 
 /**

@@ -1,4 +1,5 @@
-export { ObjectGraph, diff } from './graph.js';
+export { ObjectGraph } from './graph.js';
+export { diff } from './snapshot.js';
 export type {
   AddOptions,
   CollectOptions,
@@ -10,7 +11,7 @@ export type {
   Pin,
   RunFailure,
   TypeDefinition,
-} from './graph.js';
+} from './types.js';
 export { DestructionPlan } from './plan.js';
 export type { EdgeReason, PlanCycle, PlanEdge, PlanJSON } from './plan.js';
 export type {

@@ -1,4 +1,5 @@
 import type { ObjectGraph } from './graph.js';
+import type { Store } from './store.js';
 
 /** How a reference keeps its target alive: `persistent` (In/Out/InOut) or `runtime` (Runtime, undeclared). */
 export type ReferenceKind = 'persistent' | 'runtime';
@@ -46,46 +47,46 @@ export interface GraphObject<V = unknown> {
   readonly graph: ObjectGraph;
 }
 
-/** @internal reads the owner of a handle from its graph's arrays (set by graph.ts). */
-export const ownerAccess: { get: (node: Node) => Node | null } = { get: () => null };
-
 /**
  * @internal the implementation of {@link GraphObject}: a small handle. Everything else about the
- * object (owner, flags, counters, properties, dependencies) lives in its graph's arrays at index
- * `i` (-1 once the object left the graph).
+ * object (owner, flags, counters, properties, dependencies) lives in its graph's {@link Store} at
+ * `index` (-1 once the object left the graph).
  */
 export class Node<V = unknown> implements GraphObject<V> {
   readonly id: string;
   readonly type: string;
   value: V;
   readonly graph: ObjectGraph;
+  readonly #store: Store;
   /** Index in the graph's store; -1 once removed. */
-  i: number;
+  index = -1;
   destroyFn: DestroyFn<V> | undefined;
 
   constructor(
     graph: ObjectGraph,
+    store: Store,
     id: string,
     type: string,
     value: V,
-    i: number,
     destroyFn: DestroyFn<V> | undefined,
   ) {
     this.graph = graph;
+    this.#store = store;
     this.id = id;
     this.type = type;
     this.value = value;
-    this.i = i;
     this.destroyFn = destroyFn;
   }
 
   /** Direct owner, or `null` (also once the owner left the graph). */
   get owner(): Node | null {
-    return ownerAccess.get(this as Node);
+    if (this.index < 0) return null;
+    const owner = this.#store.ownerOf(this.index);
+    return owner >= 0 ? this.#store.nodes[owner]! : null;
   }
 
   get removed(): boolean {
-    return this.i < 0;
+    return this.index < 0;
   }
 
   toJSON(): { id: string; type: string } {

@@ -1,7 +1,7 @@
 import type { DestructionHandler, Node } from './node.js';
 
-/**
- * @internal The graph's data, struct-of-arrays: every object is a dense integer index (given at
+/*
+ * The graph's data, struct-of-arrays: every object is a dense integer index (given at
  * `add`, in insertion order, renumbered only by {@link Store.compact}), and ownership, flags,
  * counters, properties and destruction dependencies live in typed arrays. Collection and
  * planning walk these arrays, never the handles, so their working set is a few bytes per object
@@ -19,37 +19,48 @@ export const LIST = 2;
 
 // Property slot records (stride 5): name id, meta, next slot of the object, start and length of
 // its targets in `targets`.
-const SS = 5;
-const S_NAME = 0;
-const S_META = 1;
-const S_NEXT = 2;
-const S_START = 3;
-const S_LEN = 4;
+const SLOT_STRIDE = 5;
+const SLOT_NAME = 0;
+const SLOT_META = 1;
+const SLOT_NEXT = 2;
+const SLOT_START = 3;
+const SLOT_LENGTH = 4;
 
 // Dependency records (stride 8): publisher, subscriber, count, next/previous in the publisher's
 // chain (its subscribers, in subscription order), next/previous in the subscriber's chain.
-export const DS = 8;
-export const D_PUB = 0;
-export const D_SUB = 1;
-export const D_COUNT = 2;
-export const D_NOUT = 3;
-const D_POUT = 4;
-const D_NIN = 5;
-const D_PIN = 6;
+export const DEP_STRIDE = 8;
+export const DEP_PUBLISHER = 0;
+export const DEP_SUBSCRIBER = 1;
+const DEP_COUNT = 2;
+export const DEP_NEXT_OUT = 3;
+const DEP_PREV_OUT = 4;
+const DEP_NEXT_IN = 5;
+const DEP_PREV_IN = 6;
 
-function growI32(a: Int32Array, cap: number, fill: number): Int32Array {
-  const b = new Int32Array(cap);
-  b.set(a);
-  if (fill !== 0) b.fill(fill, a.length);
-  return b;
+function growInt32(array: Int32Array, capacity: number, fill: number): Int32Array {
+  const grown = new Int32Array(capacity);
+  grown.set(array);
+  if (fill !== 0) grown.fill(fill, array.length);
+  return grown;
 }
 
+/** A property of an object as read back: name, kind, list flag and live targets. */
+export interface PropertyView {
+  name: string;
+  kind: 'persistent' | 'runtime';
+  list: boolean;
+  targets: number[];
+}
+
+/** @internal The arrays of one graph (see the comment at the top of this module). */
 export class Store {
   /** Indices handed out (live and removed, until the next compaction). */
-  n = 0;
+  allocated = 0;
   /** Removed indices not yet compacted away. */
   removed = 0;
-  cap = 0;
+  capacity = 0;
+  /** Live objects by id. */
+  readonly byId = new Map<string, Node>();
   nodes: Array<Node | undefined> = [];
   ids: string[] = [];
   owner: Int32Array = new Int32Array(0);
@@ -70,10 +81,10 @@ export class Store {
   outTail: Int32Array = new Int32Array(0);
   inHead: Int32Array = new Int32Array(0);
   inTail: Int32Array = new Int32Array(0);
-  outDeg: Int32Array = new Int32Array(0);
-  inDeg: Int32Array = new Int32Array(0);
+  outDegree: Int32Array = new Int32Array(0);
+  inDegree: Int32Array = new Int32Array(0);
 
-  slots: Int32Array = new Int32Array(64 * SS);
+  slots: Int32Array = new Int32Array(64 * SLOT_STRIDE);
   slotTop = 0;
   slotFree = -1;
   targets: Int32Array = new Int32Array(256);
@@ -82,7 +93,7 @@ export class Store {
   names: string[] = [];
   nameIds = new Map<string, number>();
 
-  deps: Int32Array = new Int32Array(64 * DS);
+  deps: Int32Array = new Int32Array(64 * DEP_STRIDE);
   depTop = 0;
   depFree = -1;
   handlers: Array<DestructionHandler | string | undefined> = [];
@@ -92,50 +103,57 @@ export class Store {
   sorted: Int32Array = new Int32Array(0);
 
   #reserve(need: number): void {
-    if (need <= this.cap) return;
-    const cap = Math.max(64, need, this.cap * 2);
-    this.owner = growI32(this.owner, cap, -1);
-    const flags = new Uint8Array(cap);
+    if (need <= this.capacity) return;
+    const capacity = Math.max(64, need, this.capacity * 2);
+    this.owner = growInt32(this.owner, capacity, -1);
+    const flags = new Uint8Array(capacity);
     flags.set(this.flags);
     this.flags = flags;
-    this.roots = growI32(this.roots, cap, 0);
-    this.statics = growI32(this.statics, cap, 0);
-    this.pins = growI32(this.pins, cap, 0);
-    this.mark = growI32(this.mark, cap, 0);
-    this.local = growI32(this.local, cap, -1);
-    this.slotHead = growI32(this.slotHead, cap, -1);
-    this.outHead = growI32(this.outHead, cap, -1);
-    this.outTail = growI32(this.outTail, cap, -1);
-    this.inHead = growI32(this.inHead, cap, -1);
-    this.inTail = growI32(this.inTail, cap, -1);
-    this.outDeg = growI32(this.outDeg, cap, 0);
-    this.inDeg = growI32(this.inDeg, cap, 0);
-    this.cap = cap;
+    this.roots = growInt32(this.roots, capacity, 0);
+    this.statics = growInt32(this.statics, capacity, 0);
+    this.pins = growInt32(this.pins, capacity, 0);
+    this.mark = growInt32(this.mark, capacity, 0);
+    this.local = growInt32(this.local, capacity, -1);
+    this.slotHead = growInt32(this.slotHead, capacity, -1);
+    this.outHead = growInt32(this.outHead, capacity, -1);
+    this.outTail = growInt32(this.outTail, capacity, -1);
+    this.inHead = growInt32(this.inHead, capacity, -1);
+    this.inTail = growInt32(this.inTail, capacity, -1);
+    this.outDegree = growInt32(this.outDegree, capacity, 0);
+    this.inDegree = growInt32(this.inDegree, capacity, 0);
+    this.capacity = capacity;
   }
 
   /** A new index for `node` (owned by `owner`, -1 for none). */
-  add(node: Node, id: string, owner: number): number {
-    const i = this.n;
-    this.#reserve(i + 1);
-    this.n = i + 1;
+  add(node: Node, owner: number): number {
+    const index = this.allocated;
+    this.#reserve(index + 1);
+    this.allocated = index + 1;
     this.nodes.push(node);
-    this.ids.push(id);
-    this.owner[i] = owner;
-    return i;
+    this.ids.push(node.id);
+    this.byId.set(node.id, node);
+    this.owner[index] = owner;
+    return index;
   }
 
-  /** Adds `delta` to a root, static or pin counter of `i`, keeping the starting sets. */
-  count(counter: Int32Array, i: number, delta: number): void {
-    counter[i]! += delta;
+  /** Adds `delta` to a root, static or pin counter of `index`, keeping the starting sets. */
+  count(counter: Int32Array, index: number, delta: number): void {
+    counter[index]! += delta;
     if (counter === this.pins) {
-      if (counter[i]! > 0) this.pinned.add(i);
-      else this.pinned.delete(i);
-    } else if (this.roots[i]! > 0 || this.statics[i]! > 0) this.keepers.add(i);
-    else this.keepers.delete(i);
+      if (counter[index]! > 0) this.pinned.add(index);
+      else this.pinned.delete(index);
+    } else if (this.roots[index]! > 0 || this.statics[index]! > 0) this.keepers.add(index);
+    else this.keepers.delete(index);
   }
 
-  live(i: number): boolean {
-    return (this.flags[i]! & REMOVED) === 0;
+  live(index: number): boolean {
+    return (this.flags[index]! & REMOVED) === 0;
+  }
+
+  /** The live owner of `index`, or -1. */
+  ownerOf(index: number): number {
+    const owner = this.owner[index]!;
+    return owner >= 0 && this.live(owner) ? owner : -1;
   }
 
   /** A fresh stamp for {@link mark}. */
@@ -159,67 +177,78 @@ export class Store {
     return id;
   }
 
-  #findSlot(i: number, name: string): number {
+  #findSlot(index: number, name: string): number {
     const nameId = this.nameIds.get(name);
     if (nameId === undefined) return -1;
     const slots = this.slots;
-    for (let s = this.slotHead[i]!; s >= 0; s = slots[s * SS + S_NEXT]!) {
-      if (slots[s * SS + S_NAME] === nameId) return s;
+    for (
+      let slot = this.slotHead[index]!;
+      slot >= 0;
+      slot = slots[slot * SLOT_STRIDE + SLOT_NEXT]!
+    ) {
+      if (slots[slot * SLOT_STRIDE + SLOT_NAME] === nameId) return slot;
     }
     return -1;
   }
 
-  /** Sets (or replaces in place) property `name` of `i`. */
-  setProp(i: number, name: string, meta: number, to: readonly number[]): void {
-    let s = this.#findSlot(i, name);
-    if (s < 0) {
-      if (this.slotFree >= 0) {
-        s = this.slotFree;
-        this.slotFree = this.slots[s * SS + S_NEXT]!;
-      } else {
-        s = this.slotTop++;
-        if (s * SS + SS > this.slots.length)
-          this.slots = growI32(this.slots, this.slots.length * 2, 0);
-      }
-      const slots = this.slots;
-      slots[s * SS + S_NAME] = this.#nameId(name);
-      slots[s * SS + S_NEXT] = -1;
-      slots[s * SS + S_LEN] = 0;
-      // Append: property order is the order of first assignment.
-      let last = this.slotHead[i]!;
-      if (last < 0) this.slotHead[i] = s;
-      else {
-        while (slots[last * SS + S_NEXT]! >= 0) last = slots[last * SS + S_NEXT]!;
-        slots[last * SS + S_NEXT] = s;
-      }
+  /** A free slot record, appended to the property list of `index` (order of first assignment). */
+  #newSlot(index: number, name: string): number {
+    let slot: number;
+    if (this.slotFree >= 0) {
+      slot = this.slotFree;
+      this.slotFree = this.slots[slot * SLOT_STRIDE + SLOT_NEXT]!;
+    } else {
+      slot = this.slotTop++;
+      if (slot * SLOT_STRIDE + SLOT_STRIDE > this.slots.length)
+        this.slots = growInt32(this.slots, this.slots.length * 2, 0);
     }
-    const old = this.slots[s * SS + S_LEN]!;
-    let start = this.slots[s * SS + S_START]!;
-    if (to.length > old) {
-      this.targetGarbage += old;
-      this.slots[s * SS + S_LEN] = 0;
-      start = this.#allocTargets(to.length);
-    } else this.targetGarbage += old - to.length;
-    const targets = this.targets;
-    for (let k = 0; k < to.length; k++) targets[start + k] = to[k]!;
-    this.slots[s * SS + S_META] = meta;
-    this.slots[s * SS + S_START] = start;
-    this.slots[s * SS + S_LEN] = to.length;
+    const slots = this.slots;
+    const base = slot * SLOT_STRIDE;
+    slots[base + SLOT_NAME] = this.#nameId(name);
+    slots[base + SLOT_NEXT] = -1;
+    slots[base + SLOT_LENGTH] = 0;
+    let last = this.slotHead[index]!;
+    if (last < 0) this.slotHead[index] = slot;
+    else {
+      while (slots[last * SLOT_STRIDE + SLOT_NEXT]! >= 0)
+        last = slots[last * SLOT_STRIDE + SLOT_NEXT]!;
+      slots[last * SLOT_STRIDE + SLOT_NEXT] = slot;
+    }
+    return slot;
   }
 
-  #allocTargets(len: number): number {
-    if (this.targetTop + len > this.targets.length) {
+  /** Sets (or replaces in place) property `name` of `index`. */
+  setProp(index: number, name: string, meta: number, to: readonly number[]): void {
+    let slot = this.#findSlot(index, name);
+    if (slot < 0) slot = this.#newSlot(index, name);
+    const base = slot * SLOT_STRIDE;
+    const oldLength = this.slots[base + SLOT_LENGTH]!;
+    let start = this.slots[base + SLOT_START]!;
+    if (to.length > oldLength) {
+      this.targetGarbage += oldLength;
+      this.slots[base + SLOT_LENGTH] = 0;
+      start = this.#allocTargets(to.length);
+    } else this.targetGarbage += oldLength - to.length;
+    const targets = this.targets;
+    for (let k = 0; k < to.length; k++) targets[start + k] = to[k]!;
+    this.slots[base + SLOT_META] = meta;
+    this.slots[base + SLOT_START] = start;
+    this.slots[base + SLOT_LENGTH] = to.length;
+  }
+
+  #allocTargets(length: number): number {
+    if (this.targetTop + length > this.targets.length) {
       if (this.targetGarbage > this.targetTop / 2) this.#compactTargets();
-      if (this.targetTop + len > this.targets.length) {
-        this.targets = growI32(
+      if (this.targetTop + length > this.targets.length) {
+        this.targets = growInt32(
           this.targets,
-          Math.max(this.targets.length * 2, this.targetTop + len),
+          Math.max(this.targets.length * 2, this.targetTop + length),
           0,
         );
       }
     }
     const start = this.targetTop;
-    this.targetTop += len;
+    this.targetTop += length;
     return start;
   }
 
@@ -228,17 +257,22 @@ export class Store {
     const out = new Int32Array(Math.max(256, this.targets.length));
     const { slots, targets, flags } = this;
     let top = 0;
-    for (let i = 0; i < this.n; i++) {
-      if (flags[i]! & REMOVED) continue;
-      for (let s = this.slotHead[i]!; s >= 0; s = slots[s * SS + S_NEXT]!) {
-        const start = slots[s * SS + S_START]!;
-        const len = slots[s * SS + S_LEN]!;
-        slots[s * SS + S_START] = top;
-        for (let k = start; k < start + len; k++) {
-          const t = targets[k]!;
-          if ((flags[t]! & REMOVED) === 0) out[top++] = t;
+    for (let index = 0; index < this.allocated; index++) {
+      if (flags[index]! & REMOVED) continue;
+      for (
+        let slot = this.slotHead[index]!;
+        slot >= 0;
+        slot = slots[slot * SLOT_STRIDE + SLOT_NEXT]!
+      ) {
+        const base = slot * SLOT_STRIDE;
+        const start = slots[base + SLOT_START]!;
+        const end = start + slots[base + SLOT_LENGTH]!;
+        slots[base + SLOT_START] = top;
+        for (let at = start; at < end; at++) {
+          const target = targets[at]!;
+          if ((flags[target]! & REMOVED) === 0) out[top++] = target;
         }
-        slots[s * SS + S_LEN] = top - slots[s * SS + S_START]!;
+        slots[base + SLOT_LENGTH] = top - slots[base + SLOT_START]!;
       }
     }
     this.targets = out;
@@ -246,59 +280,63 @@ export class Store {
     this.targetGarbage = 0;
   }
 
-  /** Deletes property `name` of `i` (nothing when unset). */
-  deleteProp(i: number, name: string): void {
-    const s = this.#findSlot(i, name);
-    if (s < 0) return;
-    this.#unlinkSlot(i, s);
+  /** Deletes property `name` of `index` (nothing when unset). */
+  deleteProp(index: number, name: string): void {
+    const slot = this.#findSlot(index, name);
+    if (slot < 0) return;
+    this.#unlinkSlot(index, slot);
   }
 
-  #unlinkSlot(i: number, s: number): void {
+  #unlinkSlot(index: number, slot: number): void {
     const slots = this.slots;
-    const next = slots[s * SS + S_NEXT]!;
-    if (this.slotHead[i] === s) this.slotHead[i] = next;
+    const next = slots[slot * SLOT_STRIDE + SLOT_NEXT]!;
+    if (this.slotHead[index] === slot) this.slotHead[index] = next;
     else {
-      let p = this.slotHead[i]!;
-      while (slots[p * SS + S_NEXT] !== s) p = slots[p * SS + S_NEXT]!;
-      slots[p * SS + S_NEXT] = next;
+      let previous = this.slotHead[index]!;
+      while (slots[previous * SLOT_STRIDE + SLOT_NEXT] !== slot)
+        previous = slots[previous * SLOT_STRIDE + SLOT_NEXT]!;
+      slots[previous * SLOT_STRIDE + SLOT_NEXT] = next;
     }
-    this.targetGarbage += slots[s * SS + S_LEN]!;
-    slots[s * SS + S_LEN] = 0;
-    slots[s * SS + S_NEXT] = this.slotFree;
-    this.slotFree = s;
+    this.targetGarbage += slots[slot * SLOT_STRIDE + SLOT_LENGTH]!;
+    slots[slot * SLOT_STRIDE + SLOT_LENGTH] = 0;
+    slots[slot * SLOT_STRIDE + SLOT_NEXT] = this.slotFree;
+    this.slotFree = slot;
   }
 
-  /** Property `name` of `i`: its live targets and whether it is a list, or undefined. */
-  readProp(i: number, name: string): { list: boolean; targets: number[] } | undefined {
-    const s = this.#findSlot(i, name);
-    if (s < 0) return undefined;
-    return this.#slot(s).value;
+  /** Property `name` of `index`: its live targets and whether it is a list, or undefined. */
+  readProp(index: number, name: string): { list: boolean; targets: number[] } | undefined {
+    const slot = this.#findSlot(index, name);
+    if (slot < 0) return undefined;
+    const { list, targets } = this.#view(slot);
+    return { list, targets };
   }
 
-  #slot(s: number): {
-    kind: 'persistent' | 'runtime';
-    value: { list: boolean; targets: number[] };
-  } {
+  #view(slot: number): PropertyView {
     const { slots, targets, flags } = this;
-    const meta = slots[s * SS + S_META]!;
-    const start = slots[s * SS + S_START]!;
-    const out: number[] = [];
-    for (let k = start; k < start + slots[s * SS + S_LEN]!; k++) {
-      if ((flags[targets[k]!]! & REMOVED) === 0) out.push(targets[k]!);
+    const base = slot * SLOT_STRIDE;
+    const meta = slots[base + SLOT_META]!;
+    const start = slots[base + SLOT_START]!;
+    const end = start + slots[base + SLOT_LENGTH]!;
+    const live: number[] = [];
+    for (let at = start; at < end; at++) {
+      if ((flags[targets[at]!]! & REMOVED) === 0) live.push(targets[at]!);
     }
     return {
+      name: this.names[slots[base + SLOT_NAME]!]!,
       kind: meta & PERSISTENT ? 'persistent' : 'runtime',
-      value: { list: (meta & LIST) !== 0, targets: out },
+      list: (meta & LIST) !== 0,
+      targets: live,
     };
   }
 
-  /** Properties of `i` in order: name, kind, list flag, live targets. */
-  *props(
-    i: number,
-  ): Generator<{ name: string; kind: 'persistent' | 'runtime'; list: boolean; targets: number[] }> {
-    for (let s = this.slotHead[i]!; s >= 0; s = this.slots[s * SS + S_NEXT]!) {
-      const { kind, value } = this.#slot(s);
-      yield { name: this.names[this.slots[s * SS + S_NAME]!]!, kind, ...value };
+  /** Properties of `index` in order. */
+  *props(index: number): Generator<PropertyView> {
+    for (
+      let slot = this.slotHead[index]!;
+      slot >= 0;
+      slot = this.slots[slot * SLOT_STRIDE + SLOT_NEXT]!
+    ) {
+      yield this.#view(slot);
     }
   }
 
@@ -311,28 +349,29 @@ export class Store {
     const stamp = this.nextStamp();
     const { flags, mark, slotHead, slots, targets } = this;
     let stack: Int32Array = new Int32Array(64);
-    let sp = 0;
+    let top = 0;
     for (const set of complete ? [this.keepers, this.pinned] : [this.keepers]) {
-      for (const i of set) {
-        if (mark[i] === stamp) continue;
-        mark[i] = stamp;
-        if (sp === stack.length) stack = growI32(stack, sp * 2, 0);
-        stack[sp++] = i;
+      for (const index of set) {
+        if (mark[index] === stamp) continue;
+        mark[index] = stamp;
+        if (top === stack.length) stack = growInt32(stack, top * 2, 0);
+        stack[top++] = index;
       }
     }
     const need = complete ? 0 : PERSISTENT;
-    while (sp > 0) {
-      const v = stack[--sp]!;
-      for (let s = slotHead[v]!; s >= 0; s = slots[s * SS + S_NEXT]!) {
-        if ((slots[s * SS + S_META]! & need) !== need) continue;
-        const start = slots[s * SS + S_START]!;
-        const end = start + slots[s * SS + S_LEN]!;
-        for (let k = start; k < end; k++) {
-          const t = targets[k]!;
-          if (mark[t] === stamp || (flags[t]! & REMOVED) !== 0) continue;
-          mark[t] = stamp;
-          if (sp === stack.length) stack = growI32(stack, sp * 2, 0);
-          stack[sp++] = t;
+    while (top > 0) {
+      const from = stack[--top]!;
+      for (let slot = slotHead[from]!; slot >= 0; slot = slots[slot * SLOT_STRIDE + SLOT_NEXT]!) {
+        const base = slot * SLOT_STRIDE;
+        if ((slots[base + SLOT_META]! & need) !== need) continue;
+        const start = slots[base + SLOT_START]!;
+        const end = start + slots[base + SLOT_LENGTH]!;
+        for (let at = start; at < end; at++) {
+          const target = targets[at]!;
+          if (mark[target] === stamp || (flags[target]! & REMOVED) !== 0) continue;
+          mark[target] = stamp;
+          if (top === stack.length) stack = growInt32(stack, top * 2, 0);
+          stack[top++] = target;
         }
       }
     }
@@ -341,197 +380,184 @@ export class Store {
 
   // ------------------------------------------------------------ destruction dependencies
 
-  /** The record of `sub` depending on `pub`, or -1. Walks the shorter of the two chains. */
-  findDep(pub: number, sub: number): number {
+  /** The record of `subscriber` depending on `publisher`, or -1. Walks the shorter chain. */
+  findDep(publisher: number, subscriber: number): number {
     const deps = this.deps;
-    if (this.outDeg[pub]! <= this.inDeg[sub]!) {
-      for (let r = this.outHead[pub]!; r >= 0; r = deps[r * DS + D_NOUT]!) {
-        if (deps[r * DS + D_SUB] === sub) return r;
+    if (this.outDegree[publisher]! <= this.inDegree[subscriber]!) {
+      for (
+        let record = this.outHead[publisher]!;
+        record >= 0;
+        record = deps[record * DEP_STRIDE + DEP_NEXT_OUT]!
+      ) {
+        if (deps[record * DEP_STRIDE + DEP_SUBSCRIBER] === subscriber) return record;
       }
     } else {
-      for (let r = this.inHead[sub]!; r >= 0; r = deps[r * DS + D_NIN]!) {
-        if (deps[r * DS + D_PUB] === pub) return r;
+      for (
+        let record = this.inHead[subscriber]!;
+        record >= 0;
+        record = deps[record * DEP_STRIDE + DEP_NEXT_IN]!
+      ) {
+        if (deps[record * DEP_STRIDE + DEP_PUBLISHER] === publisher) return record;
       }
     }
     return -1;
   }
 
   /** A new dependency record (count 1), last in both chains. */
-  addDep(pub: number, sub: number, handler: DestructionHandler | string | undefined): number {
-    let r: number;
+  addDep(
+    publisher: number,
+    subscriber: number,
+    handler: DestructionHandler | string | undefined,
+  ): number {
+    let record: number;
     if (this.depFree >= 0) {
-      r = this.depFree;
-      this.depFree = this.deps[r * DS + D_NOUT]!;
+      record = this.depFree;
+      this.depFree = this.deps[record * DEP_STRIDE + DEP_NEXT_OUT]!;
     } else {
-      r = this.depTop++;
-      if (r * DS + DS > this.deps.length) this.deps = growI32(this.deps, this.deps.length * 2, 0);
+      record = this.depTop++;
+      if (record * DEP_STRIDE + DEP_STRIDE > this.deps.length)
+        this.deps = growInt32(this.deps, this.deps.length * 2, 0);
     }
     const deps = this.deps;
-    const b = r * DS;
-    deps[b + D_PUB] = pub;
-    deps[b + D_SUB] = sub;
-    deps[b + D_COUNT] = 1;
-    deps[b + D_NOUT] = -1;
-    deps[b + D_POUT] = this.outTail[pub]!;
-    if (this.outTail[pub]! >= 0) deps[this.outTail[pub]! * DS + D_NOUT] = r;
-    else this.outHead[pub] = r;
-    this.outTail[pub] = r;
-    deps[b + D_NIN] = -1;
-    deps[b + D_PIN] = this.inTail[sub]!;
-    if (this.inTail[sub]! >= 0) deps[this.inTail[sub]! * DS + D_NIN] = r;
-    else this.inHead[sub] = r;
-    this.inTail[sub] = r;
-    this.outDeg[pub]!++;
-    this.inDeg[sub]!++;
-    this.handlers[r] = handler;
-    return r;
+    const base = record * DEP_STRIDE;
+    deps[base + DEP_PUBLISHER] = publisher;
+    deps[base + DEP_SUBSCRIBER] = subscriber;
+    deps[base + DEP_COUNT] = 1;
+    deps[base + DEP_NEXT_OUT] = -1;
+    const lastOut = this.outTail[publisher]!;
+    deps[base + DEP_PREV_OUT] = lastOut;
+    if (lastOut >= 0) deps[lastOut * DEP_STRIDE + DEP_NEXT_OUT] = record;
+    else this.outHead[publisher] = record;
+    this.outTail[publisher] = record;
+    deps[base + DEP_NEXT_IN] = -1;
+    const lastIn = this.inTail[subscriber]!;
+    deps[base + DEP_PREV_IN] = lastIn;
+    if (lastIn >= 0) deps[lastIn * DEP_STRIDE + DEP_NEXT_IN] = record;
+    else this.inHead[subscriber] = record;
+    this.inTail[subscriber] = record;
+    this.outDegree[publisher]!++;
+    this.inDegree[subscriber]!++;
+    this.handlers[record] = handler;
+    return record;
   }
 
-  unlinkDep(r: number): void {
+  unlinkDep(record: number): void {
     const deps = this.deps;
-    const b = r * DS;
-    const pub = deps[b + D_PUB]!;
-    const sub = deps[b + D_SUB]!;
-    if (pub < 0) return;
-    const no = deps[b + D_NOUT]!;
-    const po = deps[b + D_POUT]!;
-    if (po >= 0) deps[po * DS + D_NOUT] = no;
-    else this.outHead[pub] = no;
-    if (no >= 0) deps[no * DS + D_POUT] = po;
-    else this.outTail[pub] = po;
-    const ni = deps[b + D_NIN]!;
-    const pi = deps[b + D_PIN]!;
-    if (pi >= 0) deps[pi * DS + D_NIN] = ni;
-    else this.inHead[sub] = ni;
-    if (ni >= 0) deps[ni * DS + D_PIN] = pi;
-    else this.inTail[sub] = pi;
-    this.outDeg[pub]!--;
-    this.inDeg[sub]!--;
-    deps[b + D_PUB] = -1;
-    deps[b + D_SUB] = -1;
-    deps[b + D_COUNT] = 0;
-    deps[b + D_NOUT] = this.depFree;
-    this.depFree = r;
-    this.handlers[r] = undefined;
+    const base = record * DEP_STRIDE;
+    const publisher = deps[base + DEP_PUBLISHER]!;
+    const subscriber = deps[base + DEP_SUBSCRIBER]!;
+    if (publisher < 0) return;
+    const nextOut = deps[base + DEP_NEXT_OUT]!;
+    const prevOut = deps[base + DEP_PREV_OUT]!;
+    if (prevOut >= 0) deps[prevOut * DEP_STRIDE + DEP_NEXT_OUT] = nextOut;
+    else this.outHead[publisher] = nextOut;
+    if (nextOut >= 0) deps[nextOut * DEP_STRIDE + DEP_PREV_OUT] = prevOut;
+    else this.outTail[publisher] = prevOut;
+    const nextIn = deps[base + DEP_NEXT_IN]!;
+    const prevIn = deps[base + DEP_PREV_IN]!;
+    if (prevIn >= 0) deps[prevIn * DEP_STRIDE + DEP_NEXT_IN] = nextIn;
+    else this.inHead[subscriber] = nextIn;
+    if (nextIn >= 0) deps[nextIn * DEP_STRIDE + DEP_PREV_IN] = prevIn;
+    else this.inTail[subscriber] = prevIn;
+    this.outDegree[publisher]!--;
+    this.inDegree[subscriber]!--;
+    deps[base + DEP_PUBLISHER] = -1;
+    deps[base + DEP_SUBSCRIBER] = -1;
+    deps[base + DEP_COUNT] = 0;
+    deps[base + DEP_NEXT_OUT] = this.depFree;
+    this.depFree = record;
+    this.handlers[record] = undefined;
   }
 
-  /** Dependency records where `i` is the publisher, in subscription order. */
-  subscribersOf(i: number): number[] {
+  /** Publisher of a dependency record. */
+  publisherOf(record: number): number {
+    return this.deps[record * DEP_STRIDE + DEP_PUBLISHER]!;
+  }
+
+  /** Subscriber of a dependency record. */
+  subscriberOf(record: number): number {
+    return this.deps[record * DEP_STRIDE + DEP_SUBSCRIBER]!;
+  }
+
+  /** Subscription count of a dependency record. */
+  depCount(record: number): number {
+    return this.deps[record * DEP_STRIDE + DEP_COUNT]!;
+  }
+
+  /** Sets the subscription count of a dependency record. */
+  setDepCount(record: number, count: number): void {
+    this.deps[record * DEP_STRIDE + DEP_COUNT] = count;
+  }
+
+  /** Dependency records where `index` is the publisher, in subscription order. */
+  subscriptionsOf(index: number): number[] {
     const out: number[] = [];
-    for (let r = this.outHead[i]!; r >= 0; r = this.deps[r * DS + D_NOUT]!) out.push(r);
+    for (
+      let record = this.outHead[index]!;
+      record >= 0;
+      record = this.deps[record * DEP_STRIDE + DEP_NEXT_OUT]!
+    )
+      out.push(record);
     return out;
   }
 
-  /** Dependency records where `i` is the subscriber, in subscription order. */
-  publishersOf(i: number): number[] {
+  /** Dependency records where `index` is the subscriber, in subscription order. */
+  publicationsOf(index: number): number[] {
     const out: number[] = [];
-    for (let r = this.inHead[i]!; r >= 0; r = this.deps[r * DS + D_NIN]!) out.push(r);
+    for (
+      let record = this.inHead[index]!;
+      record >= 0;
+      record = this.deps[record * DEP_STRIDE + DEP_NEXT_IN]!
+    )
+      out.push(record);
     return out;
   }
 
   // ------------------------------------------------------------ removal
 
-  /** Marks `i` removed: its dependencies and properties go; its handle is released. */
-  remove(i: number): void {
-    this.flags[i]! |= REMOVED;
+  /** Marks `index` removed: its dependencies and properties go; its handle is released. */
+  remove(index: number): void {
+    const node = this.nodes[index];
+    if (node) this.byId.delete(node.id);
+    this.flags[index]! |= REMOVED;
     this.removed++;
-    for (const r of this.subscribersOf(i)) this.unlinkDep(r);
-    for (const r of this.publishersOf(i)) this.unlinkDep(r);
-    while (this.slotHead[i]! >= 0) this.#unlinkSlot(i, this.slotHead[i]!);
-    this.nodes[i] = undefined;
-    this.ids[i] = '';
-    this.roots[i] = 0;
-    this.statics[i] = 0;
-    this.pins[i] = 0;
-    this.keepers.delete(i);
-    this.pinned.delete(i);
+    for (const record of this.subscriptionsOf(index)) this.unlinkDep(record);
+    for (const record of this.publicationsOf(index)) this.unlinkDep(record);
+    while (this.slotHead[index]! >= 0) this.#unlinkSlot(index, this.slotHead[index]!);
+    this.nodes[index] = undefined;
+    this.ids[index] = '';
+    this.roots[index] = 0;
+    this.statics[index] = 0;
+    this.pins[index] = 0;
+    this.keepers.delete(index);
+    this.pinned.delete(index);
   }
 
   /** Whether enough indices were removed to make {@link compact} worth it. */
   wantsCompaction(): boolean {
-    return this.removed > 1024 && this.removed * 2 > this.n;
+    return this.removed > 1024 && this.removed * 2 > this.allocated;
   }
 
-  /**
-   * Renumbers the live indices densely (keeping their order) and drops removed ones; returns the
-   * old → new map (-1 for removed). Records keep their place, so every order is kept.
-   */
-  compact(): Int32Array {
-    const n = this.n;
-    const map = new Int32Array(n).fill(-1);
-    let m = 0;
-    for (let i = 0; i < n; i++) if ((this.flags[i]! & REMOVED) === 0) map[i] = m++;
-    const perIndex = [
-      'flags',
-      'roots',
-      'statics',
-      'pins',
-      'slotHead',
-      'outHead',
-      'outTail',
-      'inHead',
-      'inTail',
-      'outDeg',
-      'inDeg',
-    ] as const;
-    for (const key of perIndex) {
-      const a = this[key];
-      for (let i = 0; i < n; i++) if (map[i]! >= 0) a[map[i]!] = a[i]!;
-    }
-    for (let i = 0; i < n; i++) {
-      const j = map[i]!;
-      if (j < 0) continue;
-      const o = this.owner[i]!;
-      this.owner[j] = o >= 0 ? map[o]! : -1;
-      this.nodes[j] = this.nodes[i];
-      this.ids[j] = this.ids[i]!;
-      this.nodes[j]!.i = j;
-    }
-    this.nodes.length = m;
-    this.ids.length = m;
-    this.owner.fill(-1, m);
-    for (const key of perIndex) {
-      const empty = key === 'slotHead' || key.endsWith('Head') || key.endsWith('Tail') ? -1 : 0;
-      this[key].fill(empty, m);
-    }
-    this.mark.fill(0);
-    this.local.fill(-1);
-    // Targets: renumber, dropping removed ones (nothing reads them).
+  /** Targets: renumbered, dropping removed ones (nothing reads them). */
+  renumberTargets(renumbered: Int32Array, live: number): void {
     const { slots, targets } = this;
-    for (let i = 0; i < m; i++) {
-      for (let s = this.slotHead[i]!; s >= 0; s = slots[s * SS + S_NEXT]!) {
-        const start = slots[s * SS + S_START]!;
-        const len = slots[s * SS + S_LEN]!;
-        let w = start;
-        for (let k = start; k < start + len; k++) {
-          const t = map[targets[k]!]!;
-          if (t >= 0) targets[w++] = t;
+    for (let index = 0; index < live; index++) {
+      for (
+        let slot = this.slotHead[index]!;
+        slot >= 0;
+        slot = slots[slot * SLOT_STRIDE + SLOT_NEXT]!
+      ) {
+        const base = slot * SLOT_STRIDE;
+        const start = slots[base + SLOT_START]!;
+        const end = start + slots[base + SLOT_LENGTH]!;
+        let written = start;
+        for (let at = start; at < end; at++) {
+          const target = renumbered[targets[at]!]!;
+          if (target >= 0) targets[written++] = target;
         }
-        this.targetGarbage += start + len - w;
-        slots[s * SS + S_LEN] = w - start;
+        this.targetGarbage += end - written;
+        slots[base + SLOT_LENGTH] = written - start;
       }
     }
-    const deps = this.deps;
-    for (let r = 0; r < this.depTop; r++) {
-      const b = r * DS;
-      if (deps[b + D_PUB]! < 0) continue;
-      deps[b + D_PUB] = map[deps[b + D_PUB]!]!;
-      deps[b + D_SUB] = map[deps[b + D_SUB]!]!;
-    }
-    let k = 0;
-    const sorted = this.sorted;
-    for (let p = 0; p < sorted.length; p++) {
-      const j = map[sorted[p]!]!;
-      if (j >= 0) sorted[k++] = j;
-    }
-    this.sorted = sorted.slice(0, k);
-    this.keepers = new Set([...this.keepers].map((i) => map[i]!));
-    this.pinned = new Set([...this.pinned].map((i) => map[i]!));
-    let upTo = 0;
-    for (let i = 0; i < this.sortedUpTo; i++) if (map[i]! >= 0) upTo++;
-    this.sortedUpTo = upTo;
-    this.n = m;
-    this.removed = 0;
-    return map;
   }
 }

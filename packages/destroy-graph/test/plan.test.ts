@@ -6,6 +6,24 @@ const groupIds = (groups: ReadonlyArray<readonly GraphObject[]>) =>
   groups.map((g) => g.map((o) => o.id));
 
 describe('plan', () => {
+  it('layers what hangs below a dependency cycle after it (a tenant owning everything)', () => {
+    const g = new ObjectGraph();
+    const tenant = g.add({ id: 'tenant', type: 'Tenant', root: true });
+    const [a, b, c, d, e] = ['a', 'b', 'c', 'd', 'e'].map((id) =>
+      g.add({ id, type: 'T', owner: tenant }),
+    ) as [GraphObject, GraphObject, GraphObject, GraphObject, GraphObject];
+    // a and b depend on each other; c depends on a, d on c, e on both d and b.
+    subscribeDestruction(a, b);
+    subscribeDestruction(b, a);
+    subscribeDestruction(a, c);
+    subscribeDestruction(c, d);
+    subscribeDestruction(d, e);
+    subscribeDestruction(b, e);
+    const plan = g.plan([tenant, a, b, c, d, e]);
+    expect(groupIds(plan.groups)).toEqual([['a', 'b'], ['c'], ['d'], ['e'], ['tenant']]);
+    expect(plan.cycles).toEqual([{ objects: ['a', 'b'], groups: [0], ownership: false }]);
+  });
+
   it('layers the Application / Network / VMs example', () => {
     const g = new ObjectGraph();
     const app = g.add({ id: 'app', type: 'Application' });

@@ -1,4 +1,4 @@
-import { deferred } from '@rigging/core';
+import { ManualClock, deferred } from '@rigging/core';
 import { describe, expect, it } from 'vitest';
 import {
   DestroyGraphError,
@@ -151,7 +151,7 @@ describe('destroy runs', () => {
     expect(failed).toMatchObject([{ id: 'b', subscriber: 'a', step: 'notify', timedOut: false }]);
   });
 
-  it('times out one object (destroy.timeout) and aborts its signal', async () => {
+  it('times out one object (destroy-graph.timeout) and aborts its signal', async () => {
     const g = new ObjectGraph();
     let aborted = false;
     g.add({
@@ -169,7 +169,7 @@ describe('destroy runs', () => {
     const report = await g.gc({ timeoutMs: 30, policy: 'continue' });
     expect(report.destroyed).toEqual(['fast']);
     expect(report.failed).toMatchObject([
-      { id: 'slow', timedOut: true, error: { code: 'destroy.timeout' } },
+      { id: 'slow', timedOut: true, error: { code: 'destroy-graph.timeout' } },
     ]);
     expect(aborted).toBe(true);
   });
@@ -193,20 +193,39 @@ describe('destroy runs', () => {
     expect(g.size).toBe(0);
   });
 
-  it('refuses a second concurrent run (destroy.busy) and bad options (TypeError)', async () => {
+  it('refuses a second concurrent run (destroy-graph.busy) and bad options (TypeError)', async () => {
     const g = new ObjectGraph();
     const gate = deferred<void>();
     g.add({ id: 'x', type: 'T', destroy: () => gate.promise });
     const plan = g.plan(g.collect());
+    await expect(g.destroy(plan, { concurrency: 0 })).rejects.toThrow(
+      'destroy: concurrency must be an integer >= 1, got 0',
+    );
+    await expect(g.destroy(plan, { concurrency: 1.5 })).rejects.toThrow(TypeError);
+    await expect(g.destroy(plan, { timeoutMs: -1 })).rejects.toThrow(
+      'destroy: timeoutMs must be a number >= 0 (or Infinity), got -1',
+    );
+    await expect(g.destroy(plan, { timeoutMs: Number.NaN })).rejects.toThrow(TypeError);
+    await expect(g.destroy(plan, { policy: 'maybe' as 'stop' })).rejects.toThrow(TypeError);
+    // Bad options are refused before anything runs.
+    expect(g.isDestroyed(g.get('x')!)).toBe(false);
     const run = g.destroy(plan);
     await expect(g.destroy(plan)).rejects.toSatisfy((e) =>
-      DestroyGraphError.hasCode(e, 'destroy.busy'),
+      DestroyGraphError.hasCode(e, 'destroy-graph.busy'),
     );
     gate.resolve();
     await run;
-    await expect(g.destroy(plan, { concurrency: 0 })).rejects.toThrow(TypeError);
-    await expect(g.destroy(plan, { policy: 'maybe' as 'stop' })).rejects.toThrow(TypeError);
     expect(() => g.collect({ scope: 'all' as 'complete' })).toThrow(TypeError);
+  });
+
+  it('reads durations from the injected clock', async () => {
+    const clock = new ManualClock(1_000);
+    const g = new ObjectGraph({ clock });
+    g.add({ id: 'slow', type: 'T', destroy: () => clock.advance(250) });
+    const durations: number[] = [];
+    g.events.on('destroy:destroyed', (event) => void durations.push(event.durationMs));
+    await g.gc();
+    expect(durations).toEqual([250]);
   });
 
   it('unsubscribing from a dropped publisher does nothing', async () => {
@@ -280,7 +299,7 @@ describe('serialization', () => {
     expect(copy.has('thing')).toBe(false);
   });
 
-  it('rejects invalid snapshots (destroy.invalid_snapshot) and non-JSON values (TypeError)', () => {
+  it('rejects invalid snapshots (destroy-graph.invalid_snapshot) and non-JSON values (TypeError)', () => {
     expect(() => ObjectGraph.deserialize({} as never)).toThrow(/invalid graph snapshot/);
     expect(() =>
       ObjectGraph.deserialize({

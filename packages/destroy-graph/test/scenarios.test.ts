@@ -250,7 +250,7 @@ describe('destruction events (A depends on B, B is collected)', () => {
     try {
       guarded.ping();
     } catch (error) {
-      expect(DestroyGraphError.hasCode(error, 'destroy.destroyed_object')).toBe(true);
+      expect(DestroyGraphError.hasCode(error, 'destroy-graph.destroyed_object')).toBe(true);
     }
     // Kept objects are never destroyed twice; once unreferenced they are dropped.
     expect(g.collect()).toEqual([]);

@@ -28,7 +28,7 @@ export async function acquireAll(
   keys: Iterable<KeySpec>,
   options: Omit<AcquireOptions, 'mode'> & { mode?: LockMode } = {},
 ): Promise<MultiLease> {
-  validateTimeout(options.timeoutMs);
+  const timeoutMs = validateTimeout('acquireAll', options.timeoutMs);
   const defaultMode = validateMode(options.mode);
   const wanted = new Map<string, LockMode>();
   for (const spec of keys) {
@@ -43,9 +43,7 @@ export async function acquireAll(
     for (const key of sorted) {
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       const remaining =
-        options.timeoutMs === undefined
-          ? undefined
-          : Math.max(0, options.timeoutMs - (Date.now() - started));
+        timeoutMs === undefined ? undefined : Math.max(0, timeoutMs - (Date.now() - started));
       leases.push(
         await provider.acquire(key, {
           mode: wanted.get(key) ?? 'exclusive',

@@ -1,4 +1,4 @@
-import { RiggingError, TypedEmitter } from '@rigging/core';
+import { RiggingError, TypedEmitter, timeoutOption } from '@rigging/core';
 import type { Lease, LockHolder, LockMode } from '@rigging/core';
 
 /** Error codes thrown by @rigging/locks. */
@@ -66,25 +66,30 @@ export function validateKey(key: unknown): string {
   return key;
 }
 
-export function validateTimeout(timeoutMs: unknown): number | undefined {
-  if (timeoutMs === undefined) return undefined;
-  if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
-    throw new TypeError(`timeoutMs must be a number >= 0, got ${describe(timeoutMs)}`);
-  }
-  return timeoutMs;
+/**
+ * A wait's `timeoutMs` (core's `timeoutOption`: a `TypeError` naming `owner` and the value);
+ * `Infinity` is returned as `undefined` (no timer).
+ */
+export function validateTimeout(owner: string, timeoutMs: unknown): number | undefined {
+  const ms = timeoutOption(owner, timeoutMs);
+  return ms === Infinity ? undefined : ms;
 }
 
 /**
- * The validation every provider's `acquire`/`tryAcquire` starts with: the key, the mode and the
- * timeout, each a `TypeError` naming the value. Returns the mode (default `'exclusive'`) and the
- * timeout.
+ * The validation every `acquire`/`tryAcquire` starts with, contended or not: the key, the mode
+ * and the timeout, each a `TypeError` naming the value. Returns the mode (default `'exclusive'`)
+ * and the timeout (`undefined`: wait forever).
  */
 export function validateRequest(
+  owner: string,
   key: unknown,
   options: { mode?: unknown; timeoutMs?: unknown } | undefined,
 ): { mode: LockMode; timeoutMs: number | undefined } {
   validateKey(key);
-  return { mode: validateMode(options?.mode), timeoutMs: validateTimeout(options?.timeoutMs) };
+  return {
+    mode: validateMode(options?.mode),
+    timeoutMs: validateTimeout(owner, options?.timeoutMs),
+  };
 }
 
 export function describe(value: unknown): string {

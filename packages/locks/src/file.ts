@@ -222,16 +222,16 @@ export class FileLock implements LockProvider {
   acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
     let state: KeyState | undefined;
     try {
-      const { mode } = validateRequest(key, options);
-      state = this.#state(key);
+      const { mode, timeoutMs } = validateRequest('FileLock', key, options);
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+      state = this.#state(key);
       const started = Date.now();
       if (state.queue.size === 0) {
         // the uncontended path: synchronous, no promise chain
         const held = this.#tryOnce(state, mode);
         if (held) return Promise.resolve(this.#lease(state, mode, held, started));
       }
-      return this.#wait(state, mode, options, started);
+      return this.#wait(state, mode, { timeoutMs, signal: options.signal }, started);
     } catch (error) {
       if (state) this.#maybeForget(state);
       return Promise.reject(error);
@@ -278,7 +278,12 @@ export class FileLock implements LockProvider {
   }
 
   tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const { mode } = validateRequest(key, options);
+    let mode: LockMode;
+    try {
+      ({ mode } = validateRequest('FileLock', key, options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const state = this.#state(key);
     if (state.queue.size > 0) return Promise.resolve(undefined);
     let held: Held | undefined;

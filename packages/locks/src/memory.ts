@@ -1,6 +1,7 @@
 import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
 import {
   LeaseImpl,
+  abortedError,
   emitAcquired,
   newEmitter,
   validateRequest,
@@ -46,13 +47,12 @@ export class InProcessLockProvider implements LockProvider {
   }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const { mode } = validateRequest(key, options);
+    const { mode, timeoutMs } = validateRequest('InProcessLockProvider', key, options);
+    const { signal } = options;
+    if (signal?.aborted) throw abortedError(key, signal.reason);
     const started = Date.now();
     const entry = this.#entry(key);
-    const wait = entry.core.acquire(mode, key, {
-      timeoutMs: options.timeoutMs,
-      signal: options.signal,
-    });
+    const wait = entry.core.acquire(mode, key, timeoutMs, signal);
     if (wait) {
       if (this.events.hasListeners('lock:waiting')) {
         this.events.emit('lock:waiting', {
@@ -68,14 +68,14 @@ export class InProcessLockProvider implements LockProvider {
     return this.#grant(key, mode, entry, started);
   }
 
-  tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const { mode } = validateRequest(key, options);
+  async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
+    const { mode } = validateRequest('InProcessLockProvider', key, options);
     const entry = this.#entry(key);
     if (!entry.core.tryAcquire(mode)) {
       if (entry.core.idle && entry.leases.size === 0) this.#entries.delete(key);
-      return Promise.resolve(undefined);
+      return undefined;
     }
-    return Promise.resolve(this.#grant(key, mode, entry, Date.now()));
+    return this.#grant(key, mode, entry, Date.now());
   }
 
   holder(key: string): Promise<LockHolder | undefined> {

@@ -1,4 +1,11 @@
-import { validateKey, validateMode, validateRequest, validateTimeout, describe } from './common.js';
+import {
+  abortedError,
+  validateKey,
+  validateMode,
+  validateRequest,
+  validateTimeout,
+  describe,
+} from './common.js';
 import { WaitQueue } from './queue.js';
 import { waitInQueue, type Grant } from './wait.js';
 import type { LockMode } from '@rigging/core';
@@ -68,23 +75,27 @@ export class Semaphore {
 
   acquire(options: WaitOptions & { weight?: number } = {}): Promise<Releaser> {
     const weight = options.weight ?? 1;
-    this.#checkWeight(weight);
-    validateTimeout(options.timeoutMs);
+    let timeoutMs: number | undefined;
+    try {
+      this.#checkWeight(weight);
+      timeoutMs = validateTimeout('Semaphore', options.timeoutMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(abortedError('semaphore', signal.reason));
     if (this.#queue.size === 0 && this.#value >= weight) {
       this.#value -= weight;
       return Promise.resolve(this.#releaser(weight));
     }
-    return waitInQueue<Releaser>(
-      { key: 'semaphore', timeoutMs: options.timeoutMs, signal: options.signal },
-      (g) => {
-        const node = this.#queue.push({ weight, g });
-        return () => {
-          const wasHead = this.#queue.head === node;
-          this.#queue.remove(node);
-          if (wasHead) this.#dispatch();
-        };
-      },
-    );
+    return waitInQueue<Releaser>({ key: 'semaphore', timeoutMs, signal }, (g) => {
+      const node = this.#queue.push({ weight, g });
+      return () => {
+        const wasHead = this.#queue.head === node;
+        this.#queue.remove(node);
+        if (wasHead) this.#dispatch();
+      };
+    });
   }
 
   async runExclusive<T>(
@@ -149,18 +160,24 @@ export class Mutex {
   }
 
   acquire(options?: WaitOptions): Promise<Releaser> {
+    let timeoutMs: number | undefined;
+    if (options) {
+      try {
+        timeoutMs = validateTimeout('Mutex', options.timeoutMs);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (options.signal?.aborted)
+        return Promise.reject(abortedError('mutex', options.signal.reason));
+    }
     if (!this.#locked) {
       this.#locked = true;
       return Promise.resolve(this.#releaser());
     }
-    if (options) validateTimeout(options.timeoutMs);
-    return waitInQueue<Releaser>(
-      { key: 'mutex', timeoutMs: options?.timeoutMs, signal: options?.signal },
-      (g) => {
-        const node = this.#queue.push(g);
-        return () => this.#queue.remove(node);
-      },
-    );
+    return waitInQueue<Releaser>({ key: 'mutex', timeoutMs, signal: options?.signal }, (g) => {
+      const node = this.#queue.push(g);
+      return () => this.#queue.remove(node);
+    });
   }
 
   async runExclusive<T>(fn: () => T | Promise<T>, options?: WaitOptions): Promise<T> {
@@ -241,23 +258,25 @@ export class RwCore {
     return true;
   }
 
+  /**
+   * Takes the lock now (`undefined`) or queues; `timeoutMs` is validated by the caller and the
+   * caller rejects an already-aborted `signal` before calling.
+   */
   acquire(
     mode: LockMode,
     key: string,
-    options: WaitOptions | undefined,
+    timeoutMs: number | undefined,
+    signal: AbortSignal | undefined,
   ): Promise<void> | undefined {
     if (this.tryAcquire(mode)) return undefined;
-    return waitInQueue<void>(
-      { key, timeoutMs: options?.timeoutMs, signal: options?.signal },
-      (g) => {
-        const node = this.queue.push({ mode, g });
-        return () => {
-          this.queue.remove(node);
-          this.dispatch();
-          if (this.idle) this.onIdle?.();
-        };
-      },
-    );
+    return waitInQueue<void>({ key, timeoutMs, signal }, (g) => {
+      const node = this.queue.push({ mode, g });
+      return () => {
+        this.queue.remove(node);
+        this.dispatch();
+        if (this.idle) this.onIdle?.();
+      };
+    });
   }
 
   release(mode: LockMode): void {
@@ -375,9 +394,17 @@ export class ReadWriteLock {
   }
 
   acquire(options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
-    const mode = validateMode(options.mode);
-    validateTimeout(options.timeoutMs);
-    const wait = this.#core.acquire(mode, 'rwlock', options);
+    let mode: LockMode;
+    let timeoutMs: number | undefined;
+    try {
+      mode = validateMode(options.mode);
+      timeoutMs = validateTimeout('ReadWriteLock', options.timeoutMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(abortedError('rwlock', signal.reason));
+    const wait = this.#core.acquire(mode, 'rwlock', timeoutMs, signal);
     if (!wait) return Promise.resolve(this.#releaser(mode));
     return wait.then(() => this.#releaser(mode));
   }
@@ -441,9 +468,17 @@ export class KeyedLock {
   }
 
   acquire(key: string, options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
-    const { mode } = validateRequest(key, options);
+    let request: { mode: LockMode; timeoutMs: number | undefined };
+    try {
+      request = validateRequest('KeyedLock', key, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const { mode, timeoutMs } = request;
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
     const core = this.#core(key);
-    const wait = core.acquire(mode, key, options);
+    const wait = core.acquire(mode, key, timeoutMs, signal);
     if (!wait) return Promise.resolve(this.#releaser(core, mode));
     return wait.then(() => this.#releaser(core, mode));
   }

@@ -160,6 +160,7 @@ export function num(
 export abstract class RemoteLockProvider implements LockProvider {
   readonly events: LockEmitter;
   readonly name: string;
+  readonly #owner: string;
   #backend: Backend;
   #locks = new Map<string, RwCore>();
   #pollMin: number;
@@ -180,6 +181,7 @@ export abstract class RemoteLockProvider implements LockProvider {
     this.events = options.events ?? newEmitter();
     this.name = options.name ?? defaultName;
     this.#backend = backend;
+    this.#owner = owner;
   }
 
   /** Resolves once the backend is ready (schema created, scripts loaded). */
@@ -190,14 +192,14 @@ export abstract class RemoteLockProvider implements LockProvider {
   protected abstract readonly lostReason: string;
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
-    const { mode, timeoutMs } = validateRequest(key, options);
+    const { mode, timeoutMs } = validateRequest(this.#owner, key, options);
     const { signal } = options;
     if (signal?.aborted) throw abortedError(key, signal.reason);
     const started = Date.now();
     const id = lockId(key);
     const localMode = this.#backend.localMode(mode);
     const core = this.#core(key);
-    const wait = core.acquire(localMode, key, options);
+    const wait = core.acquire(localMode, key, timeoutMs, signal);
     let emittedWaiting = false;
     const emitWaiting = async () => {
       if (emittedWaiting || !this.events.hasListeners('lock:waiting')) return;
@@ -303,7 +305,7 @@ export abstract class RemoteLockProvider implements LockProvider {
   }
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const { mode } = validateRequest(key, options);
+    const { mode } = validateRequest(this.#owner, key, options);
     const localMode = this.#backend.localMode(mode);
     const core = this.#core(key);
     if (!core.tryAcquire(localMode)) {

@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LockHolder, LockMode } from '@rigging/core';
-import {
-  isConnectionError,
-  isRetryableError,
-  sql,
-  type Database,
-  type Migration,
-  type Session,
-} from '@rigging/sql';
+import type { Database, Migration, Session } from '@rigging/sql';
+import { isConnectionError, isRetryableError, sql } from './sql-peer.js';
 import { describe, type ProviderBaseOptions } from './common.js';
 import {
   Heartbeat,

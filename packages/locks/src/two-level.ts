@@ -42,22 +42,30 @@ export class TwoLevelLock implements LockProvider {
     return this.file.dir;
   }
 
+  /** The lock file of `key`. */
+  pathOf(key: string): string {
+    return this.file.pathOf(key);
+  }
+
   acquire(key: string, options: AcquireOptions = {}): Promise<Lease> {
     let mode: LockMode;
+    let timeoutMs: number | undefined;
     let core: RwCore;
     let wait: Promise<void> | undefined;
     const started = Date.now();
+    const { signal } = options;
     try {
-      mode = validateRequest(key, options).mode;
+      ({ mode, timeoutMs } = validateRequest('TwoLevelLock', key, options));
       // a key with a live in-process lock was checked when that lock was made
       if (!this.#locks.has(key)) this.file[checkKeyOf](key);
-      if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
+      if (signal?.aborted) throw abortedError(key, signal.reason);
       core = this.#core(key);
-      wait = core.acquire(mode, key, options);
+      wait = core.acquire(mode, key, timeoutMs, signal);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (wait) return this.#afterWait(key, mode, core, wait, options, started);
+    const wanted = { timeoutMs, signal };
+    if (wait) return this.#afterWait(key, mode, core, wait, wanted, started);
     // the uncontended path: one synchronous try at the file, no promise chain
     let inner: Lease | undefined;
     try {
@@ -67,7 +75,7 @@ export class TwoLevelLock implements LockProvider {
       return Promise.reject(error);
     }
     if (inner) return Promise.resolve(this.#wrap(key, mode, core, inner, started));
-    return this.#fileLevel(key, mode, core, options, started);
+    return this.#fileLevel(key, mode, core, wanted, started);
   }
 
   async #afterWait(
@@ -113,7 +121,7 @@ export class TwoLevelLock implements LockProvider {
   }
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
-    const { mode } = validateRequest(key, options);
+    const { mode } = validateRequest('TwoLevelLock', key, options);
     this.file[checkKeyOf](key);
     const core = this.#core(key);
     if (!core.tryAcquire(mode)) {

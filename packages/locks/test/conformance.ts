@@ -8,6 +8,14 @@ import type { TypedEmitter } from '@rigging/core';
 export interface ConformanceTarget {
   /** Two providers that contend for the same keys (two sessions/instances where that matters). */
   pair(): Promise<[LockProvider, LockProvider]>;
+  /**
+   * Takes a held lease of the first provider away from outside (revoked, lock file removed,
+   * session killed, row or key deleted), as a crash or an expiry would; the provider notices
+   * on its own.
+   */
+  lose(lease: Lease): Promise<void>;
+  /** What the backend holds for `key` (lock file, rows, keys), to show a call changed nothing. */
+  snapshot?(key: string): Promise<unknown>;
   close?(): Promise<void>;
 }
 
@@ -107,7 +115,111 @@ export function conformance(name: string, make: () => Promise<ConformanceTarget>
       await expect(a.acquire(42 as never)).rejects.toThrow(/42/);
       await expect(a.acquire('ok', { mode: 'both' as never })).rejects.toThrow(/"both"/);
       await expect(a.acquire('ok', { timeoutMs: -1 })).rejects.toThrow(/-1/);
+      await expect(a.tryAcquire('ok', { mode: 'both' as never })).rejects.toThrow(TypeError);
     });
+
+    it('rejects an already-aborted signal on a free key, with no side effect', async () => {
+      const key = k('pre');
+      const before = await target.snapshot?.(key);
+      const events: string[] = [];
+      const off = (a as WithEvents).events?.onAny((event) => events.push(event));
+      const reason = new Error('stop');
+      const e = await a
+        .acquire(key, { signal: AbortSignal.abort(reason) })
+        .catch((err: unknown) => err);
+      off?.();
+      expect(RiggingError.hasCode(e, 'locks.aborted')).toBe(true);
+      expect((e as Error).cause).toBe(reason);
+      expect(events).toEqual([]);
+      expect(await target.snapshot?.(key)).toEqual(before);
+      // nothing is held and no waiter was left: both providers get the key at once
+      const l1 = await a.tryAcquire(key);
+      expect(l1).toBeDefined();
+      await l1?.release();
+      const l2 = await b.tryAcquire(key);
+      expect(l2).toBeDefined();
+      await l2?.release();
+    });
+
+    it('validates options on every call, contended or not, before anything changes', async () => {
+      const key = k('opt');
+      const before = await target.snapshot?.(key);
+      for (const timeoutMs of [-5, Number.NaN, '10' as never]) {
+        const e = await a.acquire(key, { timeoutMs }).catch((err: unknown) => err);
+        expect(e).toBeInstanceOf(TypeError);
+        expect((e as Error).message).toMatch(/timeoutMs must be a number >= 0/);
+      }
+      expect(await target.snapshot?.(key)).toEqual(before);
+      const held = await b.acquire(key);
+      const contended = await a.acquire(key, { timeoutMs: -5 }).catch((err: unknown) => err);
+      expect(contended).toBeInstanceOf(TypeError);
+      expect((contended as Error).message).toMatch(/timeoutMs must be a number >= 0.*-5/);
+      // Infinity waits like no timeout at all
+      const waiting = a.acquire(key, { timeoutMs: Infinity });
+      await new Promise((r) => setTimeout(r, 20));
+      await held.release();
+      const granted = await waiting;
+      expect(granted.token).toBeGreaterThan(held.token);
+      await granted.release();
+    });
+
+    it('releases once however often release and dispose are called', async () => {
+      const key = k('dd');
+      const released: boolean[] = [];
+      const off = (a as WithEvents).events?.on('lock:released', (e) => released.push(e.afterLoss));
+      // (the pair may be one provider: b's release below is counted after `off`)
+      const lease = await a.acquire(key);
+      await Promise.all([lease.release(), lease.release(), lease[Symbol.asyncDispose]()]);
+      await lease.release();
+      {
+        await using disposed = await a.acquire(key, { timeoutMs: 5000 });
+        await disposed.release(); // disposal at the end of the block is then a no-op
+      }
+      off?.();
+      if ((a as WithEvents).events) expect(released).toEqual([false, false]);
+      const next = await b.acquire(key, { timeoutMs: 5000 });
+      await next.release();
+    });
+
+    it('after a loss: lost fires with locks.lost, release is a no-op, others acquire', async () => {
+      const key = k('loss');
+      const events: { event: string; token: bigint; afterLoss?: boolean }[] = [];
+      const offLost = (a as WithEvents).events?.on('lock:lost', (e) =>
+        events.push({ event: 'lost', token: e.token }),
+      );
+      const offReleased = (a as WithEvents).events?.on('lock:released', (e) =>
+        events.push({ event: 'released', token: e.token, afterLoss: e.afterLoss }),
+      );
+      const lease = await a.acquire(key);
+      const lost = new Promise<unknown>((resolve) =>
+        lease.lost.addEventListener('abort', () => resolve(lease.lost.reason), { once: true }),
+      );
+      await target.lose(lease);
+      expect(RiggingError.hasCode(await lost, 'locks.lost')).toBe(true);
+      expect(() => assertHeld(lease)).toThrow(/lost/);
+      const next = await b.acquire(key, { timeoutMs: 20_000 });
+      expect(next.token).toBeGreaterThan(lease.token);
+      await lease.release();
+      await lease.release();
+      {
+        await using after = lease; // disposing a lost lease is a no-op as well
+        expect(after.lost.aborted).toBe(true);
+      }
+      // the loss freed nothing of the new holder's
+      expect(await a.tryAcquire(key)).toBeUndefined();
+      await next.release();
+      offLost?.();
+      offReleased?.();
+      if ((a as WithEvents).events) {
+        expect(events.filter((e) => e.token === lease.token)).toEqual([
+          { event: 'lost', token: lease.token },
+          { event: 'released', token: lease.token, afterLoss: true },
+        ]);
+      }
+      const again = await a.acquire(key, { timeoutMs: 20_000 });
+      expect(again.token).toBeGreaterThan(next.token);
+      await again.release();
+    }, 60_000);
 
     it('acquireAll takes keys in one order and releases all on failure', async () => {
       const [k1, k2, k3] = [k('m1'), k('m2'), k('m3')];

@@ -173,3 +173,54 @@ describe('fencing helpers', () => {
     await second.release();
   });
 });
+
+describe('the wait contract of every primitive', () => {
+  const primitives = {
+    Mutex: () => {
+      const m = new Mutex();
+      return { acquire: (o: object) => m.acquire(o), locked: () => m.isLocked() };
+    },
+    Semaphore: () => {
+      const s = new Semaphore(1);
+      return { acquire: (o: object) => s.acquire(o), locked: () => s.isLocked() };
+    },
+    ReadWriteLock: () => {
+      const l = new ReadWriteLock();
+      return { acquire: (o: object) => l.acquire(o), locked: () => l.writer || l.readers > 0 };
+    },
+    KeyedLock: () => {
+      const l = new KeyedLock();
+      return { acquire: (o: object) => l.acquire('k', o), locked: () => l.size > 0 };
+    },
+  };
+
+  for (const [name, make] of Object.entries(primitives)) {
+    it(`${name}: an already-aborted signal rejects with locks.aborted and takes nothing`, async () => {
+      const p = make();
+      const reason = new Error('stop');
+      const e = await p.acquire({ signal: AbortSignal.abort(reason) }).catch((err: unknown) => err);
+      expect(RiggingError.hasCode(e, 'locks.aborted')).toBe(true);
+      expect((e as Error).cause).toBe(reason);
+      expect(p.locked()).toBe(false);
+    });
+
+    it(`${name}: bad timeouts reject with a TypeError, contended or not`, async () => {
+      const p = make();
+      for (const timeoutMs of [-5, Number.NaN, '1']) {
+        const e = await p.acquire({ timeoutMs }).catch((err: unknown) => err);
+        expect(e).toBeInstanceOf(TypeError);
+        expect((e as Error).message).toMatch(/timeoutMs must be a number >= 0/);
+      }
+      expect(p.locked()).toBe(false);
+      const release = await p.acquire({});
+      await expect(p.acquire({ timeoutMs: -5 })).rejects.toThrow(/-5/);
+      // Infinity means no timeout
+      const waiting = p.acquire({ timeoutMs: Infinity });
+      await new Promise((r) => setTimeout(r, 10));
+      release();
+      release();
+      (await waiting)();
+      expect(p.locked()).toBe(false);
+    });
+  }
+});

@@ -31,8 +31,15 @@ describe.skipIf(!status.available)('redis', () => {
   conformance('redis', async () => {
     const a = redisLockProvider(c1, { prefix: PREFIX, ttlMs: 2000 });
     const b = redisLockProvider(c2, { prefix: PREFIX, ttlMs: 2000 });
+    const keysOf = (key: string) => {
+      const id = createHash('sha256').update(key).digest('hex');
+      return ['x', 's', 't', 'i'].map((k) => `${PREFIX}{${id}}:${k}`);
+    };
     return {
       pair: async () => [a, b],
+      // the lease expired in Redis (a long pause, a failover): the next renewal finds out
+      lose: async (lease) => void (await c1.del(keysOf(lease.key)[0]!)),
+      snapshot: async (key) => Promise.all(keysOf(key).map((k) => c1.dump(k))),
       close: async () => {
         await a.close();
         await b.close();

@@ -30,6 +30,34 @@ for (const backend of backends) {
       const b = sqlLockProvider(database, { ttlMs: 2000 });
       return {
         pair: async () => [a, b],
+        lose: async (lease) => {
+          if (backend.kind === 'postgres' || backend.kind === 'mysql') {
+            // the provider's session is killed from outside
+            const owner = (await b.holder(lease.key))?.owner ?? '';
+            const id = Number(owner.replace(/^\D+/, ''));
+            expect(id).toBeGreaterThan(0);
+            const kill =
+              backend.kind === 'postgres' ? `select pg_terminate_backend(${id})` : `kill ${id}`;
+            await sql.raw(kill).execute(database.db);
+          } else {
+            // the lease row is gone (expired and taken over): the next renewal finds out
+            await sql`delete from rigging_locks_leases where lock_key = ${lease.key}`.execute(
+              database.db,
+            );
+          }
+        },
+        snapshot: async (key) => [
+          (
+            await sql`select token from rigging_locks_tokens where lock_key = ${key}`.execute(
+              database.db,
+            )
+          ).rows,
+          (
+            await sql`select lease_id from rigging_locks_leases where lock_key = ${key}`.execute(
+              database.db,
+            )
+          ).rows,
+        ],
         close: async () => {
           await a.close();
           await b.close();

@@ -1,26 +1,13 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { hostname } from 'node:os';
-import {
-  mkdir,
-  readdir,
-  readFile,
-  rename,
-  rm,
-  rmdir,
-  stat,
-  unlink,
-  utimes,
-  writeFile,
-} from 'node:fs/promises';
+import { mkdir, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { LRUCache } from 'lru-cache';
 import { TwoLevelLock } from '@rigging/locks';
 import {
-  RiggingError,
   TypedEmitter,
-  raceAbort,
+  nonNegativeOption,
+  positiveOption,
   silentLogger,
   systemClock,
   throwIfAborted,
@@ -31,278 +18,36 @@ import {
   type LockProvider,
   type Logger,
 } from '@rigging/core';
-import { PackageCacheError } from './errors.js';
-import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
-import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import {
-  isSegment,
-  metaPath,
-  outdatedPath,
-  refKey,
-  refPath,
-  validateRef,
-  type PackageRef,
-} from './ref.js';
-
-/** Download progress, in bytes. */
-export interface PackageProgress {
-  readonly ref: PackageRef;
-  /** Bytes received so far. */
-  readonly received: number;
-  /** Total bytes, when the fetcher knows it. */
-  readonly total?: number | undefined;
-  /** pid of the process downloading (this one, or another process sharing the cache). */
-  readonly pid: number;
-}
-
-/** Options the cache passes to the fetcher. */
-export interface FetchContext {
-  /** Aborts when the caller that triggered the download gives up or the cache closes. */
-  readonly signal: AbortSignal;
-  /** Report progress (`total` when known); the cache also counts the bytes it receives. */
-  onProgress(progress: { received: number; total?: number | undefined }): void;
-}
-
-/**
- * What a fetcher may return: a {@link FetchedPackage} (with an optional SRI), or bare bytes
- * (`Uint8Array`), a bare stream (async iterable or web stream), or a bare path (archive file or
- * directory).
- */
-export type FetchResult =
-  FetchedPackage | Uint8Array | string | AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
-
-/** Fetches one package: a stream, a buffer, or a path (archive file or directory), plus an optional SRI. */
-export type PackageFetcher = (ref: PackageRef, context: FetchContext) => Promise<FetchResult>;
-
-/** Options of {@link PackageCache}. */
-export interface PackageCacheOptions {
-  /** The cache directory; packages live in `{root}/{fqn}/{version}/{id}`. */
-  root: string;
-  /** Fetches a package on a miss. */
-  fetch: PackageFetcher;
-  /**
-   * Byte cap: after each download (and on release while over the cap) the least recently used
-   * packages that nobody uses are removed until the total fits.
-   * @default Infinity
-   */
-  maxBytes?: number;
-  /**
-   * Packages unused for this long are removed by `prune()` and after each download.
-   * @default Infinity
-   */
-  idleTtlMs?: number;
-  /**
-   * Lock provider for usage (shared) and download (exclusive) locks. It must work across every
-   * process sharing `root`.
-   * @default new TwoLevelLock({ dir: `${root}/.locks` }) from `@rigging/locks`
-   */
-  locks?: LockProvider;
-  /**
-   * After a download, also remove other versions of the same fqn installed earlier (when not in
-   * use). Outdated ids of the same version are always removed.
-   * @default 'keep'
-   */
-  olderVersions?: 'keep' | 'remove';
-  /**
-   * fsync every extracted file and directory before the atomic rename.
-   * @default true
-   */
-  durable?: boolean;
-  /**
-   * How `pkg.integrity` is computed when the fetcher gives none: an SRI of this algorithm over
-   * the fetched bytes, or `'none'` to skip hashing (then `pkg.integrity` is `undefined`). An
-   * integrity the fetcher gives is always verified, whatever this says. Hashing is the largest
-   * part of a cold install (SHA-512 ≈ 12 ms per 10 MiB here, SHA-256 ≈ 6 ms with SHA-NI).
-   * @default 'sha512' (npm's choice)
-   */
-  integrityAlgorithm?: IntegrityAlgorithm | 'none';
-  /**
-   * How often a downloader writes its progress file and waiters poll it (ms).
-   * @default 100
-   */
-  progressIntervalMs?: number;
-  /**
-   * How often a `wait` event is repeated while a wait lasts (ms).
-   * @default 1000
-   */
-  waitReportMs?: number;
-  /**
-   * Minimum gap between two last-use stamps of one package (ms); keeps warm acquires cheap.
-   * @default 1000
-   */
-  touchIntervalMs?: number;
-  /** @default silentLogger */
-  logger?: Logger;
-  /** @default systemClock */
-  clock?: Clock;
-}
-
-/** Which lock a caller waits for. */
-export type PackageLockKind = 'usage' | 'download';
-
-/** Events of {@link PackageCache}. */
-export interface PackageCacheEvents {
-  /**
-   * A caller waits for a lock: emitted when the wait starts (`waitedMs` 0), every `waitReportMs`
-   * while it lasts, and once more with `done: true`.
-   */
-  wait: {
-    ref: PackageRef;
-    lock: PackageLockKind;
-    mode: LockMode;
-    /** The provider key waited for. */
-    key: string;
-    /** Who holds it, when the provider can tell. */
-    holder: LockHolder | undefined;
-    /** pid of the holder (from the provider, else from the download's progress file). */
-    pid: number | undefined;
-    waitedMs: number;
-    done: boolean;
-  };
-  /** Download progress (this process's downloads and, for waiters, other processes' ones). */
-  progress: PackageProgress;
-  /** A package was found installed. */
-  hit: { ref: PackageRef; path: string };
-  /** This process downloaded and installed a package. */
-  download: {
-    ref: PackageRef;
-    path: string;
-    size: number;
-    integrity: string | undefined;
-    durationMs: number;
-  };
-  /** A package was removed from disk. */
-  remove: {
-    ref: PackageRef;
-    reason: 'outdated' | 'older-version' | 'evicted' | 'idle' | 'removed';
-    size: number;
-  };
-}
-
-/** Counters and totals, as seen by this process (`prune()` and `refresh()` rescan the disk). */
-export interface PackageCacheStats {
-  entries: number;
-  bytes: number;
-  hits: number;
-  misses: number;
-  downloads: number;
-  evictions: number;
-  /** Leases this process holds now. */
-  inUse: number;
-}
-
-/** One installed package, as listed by {@link PackageCache.entries}. */
-export interface PackageEntry {
-  readonly ref: PackageRef;
-  readonly fqn: string;
-  readonly version: string;
-  readonly id: string;
-  /** `{root}/{fqn}/{version}/{id}`. */
-  readonly path: string;
-  /** Bytes of the extracted files. */
-  readonly bytes: number;
-  /** SRI of the fetched bytes, when known. */
-  readonly integrity: string | undefined;
-  /** Epoch ms of the install. */
-  readonly installedAt: number;
-  /** Epoch ms of the last acquire or release seen by any process (stamped at most every `touchIntervalMs`). */
-  readonly lastUsedAt: number;
-  /** Leases on it that this process holds now. */
-  readonly leasesHere: number;
-  /**
-   * Whether another process holds it, found by trying its exclusive usage lock without waiting:
-   * `undefined` when this process holds it (the probe cannot see past its own lease) or when
-   * probing is off.
-   */
-  readonly inUseElsewhere: boolean | undefined;
-  /** In use by this process, or (probed) by another one. */
-  readonly inUse: boolean;
-  /**
-   * Superseded (a newer id of the same fqn/version, or a newer version under
-   * `olderVersions: 'remove'`) but still in use: removed when its last user releases it.
-   */
-  readonly outdated: boolean;
-}
-
-/** Options of {@link PackageCache.entries}. */
-export interface EntriesOptions {
-  /**
-   * Probe packages this process does not hold with a non-blocking exclusive `tryAcquire` of
-   * their usage lock, to tell whether another process uses them. The probe holds the lock for
-   * an instant: an `acquire` racing with it in another process may wait that long.
-   * @default true
-   */
-  probe?: boolean;
-}
-
-/** A package in use: its directory stays intact until released. */
-export interface CachedPackage extends AsyncDisposable {
-  readonly ref: PackageRef;
-  /** The package directory, `{root}/{fqn}/{version}/{id}`. */
-  readonly path: string;
-  /** Bytes of the extracted files. */
-  readonly size: number;
-  /** SRI of the fetched bytes (`undefined` when it came as a directory). */
-  readonly integrity: string | undefined;
-  /** True when it was already installed; false when this call or a concurrent one downloaded it. */
-  readonly hit: boolean;
-  /** Aborts if the usage lock is lost (the package may then be removed under you). */
-  readonly lost: AbortSignal;
-  /** Releases the usage lock. Idempotent. */
-  release(): Promise<void>;
-}
-
-/** Options of {@link PackageCache.acquire}. */
-export interface AcquireOptions {
-  signal?: AbortSignal | undefined;
-  /** Progress of the download this call triggers or waits for (also from other processes). */
-  onProgress?: ((progress: PackageProgress) => void) | undefined;
-}
-
-/** Options of {@link PackageCache.prune}. */
-export interface PruneOptions {
-  /** @default the cache's `maxBytes` */
-  maxBytes?: number;
-  /** @default the cache's `idleTtlMs` */
-  idleTtlMs?: number;
-}
-
-/** What a prune did. */
-export interface PruneResult {
-  removed: PackageRef[];
-  /** Candidates kept because they were in use. */
-  inUse: PackageRef[];
-  entries: number;
-  bytes: number;
-}
-
-interface Meta {
-  fqn: string;
-  version: string;
-  id: string;
-  size: number;
-  integrity: string | undefined;
-  installedAt: number;
-}
-
-interface Entry {
-  ref: PackageRef;
-  size: number;
-  integrity: string | undefined;
-  installedAt: number;
-  lastUsed: number;
-  touchedAt: number;
-}
-
-interface ProgressFile {
-  pid: number;
-  host: string;
-  received: number;
-  total?: number | undefined;
-  startedAt: number;
-}
-
-const TMP = '.tmp';
+  TMP,
+  dirNames,
+  progressFilePath,
+  readEntry,
+  readProgress,
+  sweepLeftovers,
+  unlinkIfAny,
+} from './disk.js';
+import { PackageCacheError } from './errors.js';
+import { installPackage } from './install.js';
+import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
+import { resolveLimits, type ResolvedLimits } from './limits.js';
+import { PackageIndex } from './lru-index.js';
+import { metaPath, outdatedPath, refKey, refPath, validateRef, type PackageRef } from './ref.js';
+import type {
+  AcquireOptions,
+  CachedPackage,
+  EntriesOptions,
+  Entry,
+  PackageCacheEvents,
+  PackageCacheOptions,
+  PackageCacheStats,
+  PackageEntry,
+  PackageFetcher,
+  PackageLockKind,
+  PackageProgress,
+  PruneOptions,
+  PruneResult,
+} from './types.js';
 
 /**
  * A shared on-disk package cache. Any number of caches in any number of processes may share one
@@ -316,6 +61,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   readonly #olderVersions: 'keep' | 'remove';
   readonly #durable: boolean;
   readonly #algorithm: IntegrityAlgorithm | 'none';
+  readonly #limits: ResolvedLimits;
   readonly #progressIntervalMs: number;
   readonly #waitReportMs: number;
   readonly #touchIntervalMs: number;
@@ -323,8 +69,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   readonly #clock: Clock;
   #locks: LockProvider;
   #ownLocks: TwoLevelLock | undefined;
-  readonly #index = new LRUCache<string, Entry>({ max: 1_000_000 });
-  #bytes = 0;
+  readonly #index = new PackageIndex();
   #ready: Promise<void> | undefined;
   #closed = new AbortController();
   #inUse = 0;
@@ -348,11 +93,23 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.root = resolve(options.root);
     this.#fetch = options.fetch;
-    this.#maxBytes = positive('maxBytes', options.maxBytes, Infinity);
-    this.#idleTtlMs = positive('idleTtlMs', options.idleTtlMs, Infinity);
-    this.#progressIntervalMs = positive('progressIntervalMs', options.progressIntervalMs, 100);
-    this.#waitReportMs = positive('waitReportMs', options.waitReportMs, 1000);
-    this.#touchIntervalMs = positive('touchIntervalMs', options.touchIntervalMs, 1000);
+    // 0 means something for the cap, the TTL (keep nothing unused) and the stamp gap (stamp every
+    // use); an interval of 0 would spin, so those two must be > 0.
+    this.#maxBytes = boundOption(OWNER, 'maxBytes', options.maxBytes, Infinity);
+    this.#idleTtlMs = boundOption(OWNER, 'idleTtlMs', options.idleTtlMs, Infinity);
+    this.#progressIntervalMs = positiveOption(
+      OWNER,
+      'progressIntervalMs',
+      options.progressIntervalMs,
+      100,
+    );
+    this.#waitReportMs = positiveOption(OWNER, 'waitReportMs', options.waitReportMs, 1000);
+    this.#touchIntervalMs = nonNegativeOption(
+      OWNER,
+      'touchIntervalMs',
+      options.touchIntervalMs,
+      1000,
+    );
     const ov = options.olderVersions ?? 'keep';
     if (ov !== 'keep' && ov !== 'remove') {
       throw new TypeError(
@@ -361,6 +118,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     }
     this.#olderVersions = ov;
     this.#durable = options.durable ?? true;
+    this.#limits = resolveLimits('PackageCache', options.limits);
     const algorithm = options.integrityAlgorithm ?? 'sha512';
     if (algorithm !== 'none' && !isIntegrityAlgorithm(algorithm)) {
       throw new TypeError(
@@ -398,7 +156,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   #init(): Promise<void> {
     this.#ready ??= (async () => {
       await mkdir(join(this.root, TMP), { recursive: true });
-      await this.#sweep();
+      await sweepLeftovers(this.root, this.#locks, this.#logger);
       await this.refresh();
     })();
     return this.#ready;
@@ -462,8 +220,8 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     let idleTtlMs: number;
     try {
       this.#checkOpen();
-      maxBytes = positive('maxBytes', options.maxBytes, this.#maxBytes);
-      idleTtlMs = positive('idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
+      maxBytes = boundOption(`${OWNER}.prune`, 'maxBytes', options.maxBytes, this.#maxBytes);
+      idleTtlMs = boundOption(`${OWNER}.prune`, 'idleTtlMs', options.idleTtlMs, this.#idleTtlMs);
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -474,15 +232,14 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       const inUse: PackageRef[] = [];
       const now = this.#clock.now();
       // rvalues(): least recently used first.
-      for (const entry of [...this.#index.rvalues()]) {
-        if (!entry) continue;
+      for (const entry of this.#index.leastRecentFirst()) {
         const idle = now - entry.lastUsed > idleTtlMs;
-        const over = this.#bytes > maxBytes;
+        const over = this.#index.bytes > maxBytes;
         if (!idle && !over) continue;
         if (await this.#tryRemove(entry.ref, idle ? 'idle' : 'evicted')) removed.push(entry.ref);
         else if (this.#index.has(refKey(entry.ref))) inUse.push(entry.ref);
       }
-      return { removed, inUse, entries: this.#index.size, bytes: this.#bytes };
+      return { removed, inUse, entries: this.#index.size, bytes: this.#index.bytes };
     };
     const previous = this.#pruning ?? Promise.resolve(undefined);
     const next = previous.then(run, run);
@@ -497,31 +254,12 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       for (const version of await dirNames(join(this.root, fqn))) {
         for (const id of await dirNames(join(this.root, fqn, version))) {
           const ref = { fqn, version, id };
-          const entry = await this.#readEntry(ref);
+          const entry = await readEntry(this.root, ref);
           if (entry) found.push(entry);
         }
       }
     }
-    const known = this.#index;
-    // Keep what this process knows: later last use, and its recency order to break ties.
-    const rank = new Map<string, number>();
-    let i = 0;
-    for (const key of known.rkeys()) rank.set(key, i++);
-    for (const e of found) {
-      const old = known.get(refKey(e.ref));
-      if (old && old.lastUsed > e.lastUsed) e.lastUsed = old.lastUsed;
-    }
-    found.sort(
-      (a, b) =>
-        a.lastUsed - b.lastUsed ||
-        (rank.get(refKey(a.ref)) ?? -1) - (rank.get(refKey(b.ref)) ?? -1),
-    );
-    known.clear();
-    this.#bytes = 0;
-    for (const e of found) {
-      known.set(refKey(e.ref), e);
-      this.#bytes += e.size;
-    }
+    this.#index.rebuild(found);
   }
 
   /**
@@ -538,7 +276,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     await this.#init();
     await this.refresh();
     const out: PackageEntry[] = [];
-    for (const e of [...this.#index.values()]) {
+    for (const e of this.#index.mostRecentFirst()) {
       const key = refKey(e.ref);
       const leasesHere = this.#leases.get(key) ?? 0;
       let inUseElsewhere: boolean | undefined;
@@ -584,7 +322,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   stats(): PackageCacheStats {
     return {
       entries: this.#index.size,
-      bytes: this.#bytes,
+      bytes: this.#index.bytes,
       ...this.#counters,
       inUse: this.#inUse,
     };
@@ -594,7 +332,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
   async close(): Promise<void> {
     if (this.#closed.signal.aborted) return;
     this.#closed.abort(
-      new PackageCacheError('package_cache.closed', 'the package cache is closed'),
+      new PackageCacheError('package-cache.closed', 'the package cache is closed'),
     );
     await this.#pruning?.catch(() => {});
     // Our own provider: stop its timers and idle descriptors (held leases stay held).
@@ -607,7 +345,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
 
   #checkOpen(): void {
     if (this.#closed.signal.aborted) {
-      throw new PackageCacheError('package_cache.closed', 'the package cache is closed');
+      throw new PackageCacheError('package-cache.closed', 'the package cache is closed');
     }
   }
 
@@ -623,7 +361,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     const quick = await locks.tryAcquire(key, { mode });
     if (quick) return quick;
     const started = this.#clock.now();
-    const progressFile = lock === 'download' ? this.#progressFile(ref) : undefined;
+    const progressFile = lock === 'download' ? progressFilePath(this.root, ref) : undefined;
     let lastProgress = -1;
     let progressPid: number | undefined;
     const report = async (done: boolean) => {
@@ -684,58 +422,14 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     // One local stat: synchronous is several times cheaper than a trip to the thread pool.
     const st = statSync(refPath(this.root, ref), { throwIfNoEntry: false });
     if (!st?.isDirectory()) {
-      if (this.#index.has(key)) this.#forget(key);
+      this.#index.forget(key);
       return undefined;
     }
     const known = this.#index.get(key);
     if (known) return known;
-    const entry = await this.#readEntry(ref);
-    if (entry) {
-      this.#index.set(key, entry);
-      this.#bytes += entry.size;
-    }
+    const entry = await readEntry(this.root, ref);
+    if (entry) this.#index.add(entry);
     return entry;
-  }
-
-  async #readEntry(ref: PackageRef): Promise<Entry | undefined> {
-    const dir = refPath(this.root, ref);
-    const metaFile = metaPath(this.root, ref);
-    try {
-      const [raw, st] = await Promise.all([readFile(metaFile, 'utf8'), stat(metaFile)]);
-      const meta = JSON.parse(raw) as Meta;
-      return {
-        ref,
-        size: meta.size,
-        integrity: meta.integrity,
-        installedAt: meta.installedAt,
-        lastUsed: st.mtimeMs,
-        touchedAt: st.mtimeMs,
-      };
-    } catch {
-      // A directory without its sidecar (edited by hand): size it, never trust it for integrity.
-      try {
-        const st = await stat(dir);
-        if (!st.isDirectory()) return undefined;
-        const size = await finalizeTree(dir, { durable: false, what: refKey(ref) }).catch(() => 0);
-        return {
-          ref,
-          size,
-          integrity: undefined,
-          installedAt: st.mtimeMs,
-          lastUsed: st.mtimeMs,
-          touchedAt: 0,
-        };
-      } catch {
-        return undefined;
-      }
-    }
-  }
-
-  #forget(key: string): void {
-    const e = this.#index.get(key);
-    if (!e) return;
-    this.#index.delete(key);
-    this.#bytes -= e.size;
   }
 
   #touch(entry: Entry): void {
@@ -776,7 +470,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         // Superseded while in use: the last user (in any process) removes it. Other users make
         // the exclusive try fail; each of them checks again when it releases.
         if (left === 0) await this.#removeIfOutdated(entry.ref);
-        if (this.#bytes > this.#maxBytes && !this.#closed.signal.aborted) {
+        if (this.#index.bytes > this.#maxBytes && !this.#closed.signal.aborted) {
           this.prune().catch((e: unknown) => {
             this.#logger.warn({ err: e }, 'package-cache: automatic prune failed');
           });
@@ -796,128 +490,31 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     };
   }
 
-  #progressFile(ref: PackageRef): string {
-    const h = createHash('sha256').update(refKey(ref)).digest('hex').slice(0, 32);
-    return join(this.root, TMP, `progress-${h}.json`);
-  }
-
-  /** Fetch → temp dir → verify → extract → fsync → atomic rename. Caller holds the download lock. */
+  /** Installs a missing package (the caller holds its download lock) and indexes it. */
   async #download(ref: PackageRef, options: AcquireOptions): Promise<Entry> {
-    const started = this.#clock.now();
-    const what = refKey(ref);
-    const tmp = join(this.root, TMP, `dl-${process.pid}-${randomBytes(6).toString('hex')}`);
-    const progressFile = this.#progressFile(ref);
-    const state: ProgressFile = {
-      pid: process.pid,
-      host: hostname(),
-      received: 0,
-      startedAt: started,
-    };
-    let lastWrite = Date.now(); // the initial write below: the next one waits an interval
-    let writing: Promise<void> = Promise.resolve();
-    const progress = (received: number, total?: number) => {
-      if (received > state.received) state.received = received;
-      if (total !== undefined) state.total = total;
-      const p: PackageProgress = {
-        ref,
-        received: state.received,
-        total: state.total,
-        pid: process.pid,
-      };
-      if (this.hasListeners('progress')) this.emit('progress', p);
-      options.onProgress?.(p);
-      const now = Date.now();
-      if (now - lastWrite >= this.#progressIntervalMs) {
-        lastWrite = now;
-        const body = JSON.stringify(state);
-        writing = writing.then(() => writeFile(progressFile, body)).catch(() => {});
-      }
-    };
     const signal = options.signal
       ? AbortSignal.any([options.signal, this.#closed.signal])
       : this.#closed.signal;
-    try {
-      // Independent file-system calls run side by side (each is a thread-pool round trip).
-      await Promise.all([mkdir(tmp), writeFile(progressFile, JSON.stringify(state))]);
-      let fetched: FetchedPackage;
-      try {
-        fetched = normalize(
-          await raceAbort(
-            this.#fetch(ref, { signal, onProgress: (p) => progress(p.received, p.total) }),
-            signal,
-          ),
-        );
-      } catch (error) {
-        if (signal.aborted) throw options.signal?.aborted ? options.signal.reason : signal.reason;
-        if (RiggingError.isInstance(error)) throw error;
-        throw new PackageCacheError(
-          'package_cache.fetch_failed',
-          `fetching ${what} failed: ${String((error as Error)?.message ?? error)}`,
-          {
-            cause: error,
-          },
-        );
-      }
-      if ('stream' in fetched && fetched.size !== undefined) state.total = fetched.size;
-      const target = join(tmp, 'pkg');
-      const parent = join(this.root, ref.fqn, ref.version);
-      // Nothing removes version directories, so the parent can be made while extracting.
-      const parentReady = mkdir(parent, { recursive: true });
-      parentReady.catch(() => {}); // awaited below; extraction errors take precedence
-      const { integrity } = await materialize(fetched, {
-        target,
-        scratch: tmp,
-        algorithm: this.#algorithm,
-        signal,
-        what,
-        onBytes: (n) => progress(n),
-      });
-      const size = await finalizeTree(target, { durable: this.#durable, what });
-      const installedAt = this.#clock.now();
-      const meta: Meta = { ...ref, size, integrity, installedAt };
-      const final = refPath(this.root, ref);
-      const metaTmp = join(tmp, 'meta.json');
-      await Promise.all([
-        parentReady,
-        (async () => {
-          await writeFile(metaTmp, JSON.stringify(meta));
-          if (this.#durable) await fsyncPath(metaTmp);
-        })(),
-        // A marker left from an earlier install of this id does not apply to this one.
-        unlinkIfAny(outdatedPath(this.root, ref)),
-      ]);
-      // Sidecar first (harmless alone), then the directory: the rename is the commit point.
-      await rename(metaTmp, metaPath(this.root, ref));
-      await rename(target, final);
-      if (this.#durable) await fsyncPath(parent);
-      const entry: Entry = {
-        ref,
-        size,
-        integrity,
-        installedAt,
-        lastUsed: installedAt,
-        touchedAt: installedAt,
-      };
-      this.#forget(refKey(ref));
-      this.#index.set(refKey(ref), entry);
-      this.#bytes += size;
-      this.#counters.downloads++;
-      this.emit('download', {
-        ref,
-        path: final,
-        size,
-        integrity,
-        durationMs: this.#clock.now() - started,
-      });
-      return entry;
-    } finally {
-      await writing;
-      await Promise.all([
-        unlinkIfAny(progressFile),
-        // Emptied by the renames after a success: one rmdir instead of a recursive walk.
-        rmdir(tmp).catch(() => rm(tmp, { recursive: true, force: true })),
-      ]);
-    }
+    const { entry, durationMs } = await installPackage(ref, {
+      root: this.root,
+      fetch: this.#fetch,
+      algorithm: this.#algorithm,
+      limits: this.#limits,
+      durable: this.#durable,
+      clock: this.#clock,
+      progressIntervalMs: this.#progressIntervalMs,
+      signal,
+      callerSignal: options.signal,
+      onProgress: (p) => {
+        if (this.hasListeners('progress')) this.emit('progress', p);
+        options.onProgress?.(p);
+      },
+    });
+    this.#index.add(entry);
+    this.#counters.downloads++;
+    const { size, integrity } = entry;
+    this.emit('download', { ref, path: refPath(this.root, ref), size, integrity, durationMs });
+    return entry;
   }
 
   /** Removes outdated ids of the same fqn/version (and, by policy, older versions), then prunes. */
@@ -933,12 +530,13 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
           if (version === ref.version) continue;
           for (const id of await dirNames(join(this.root, ref.fqn, version))) {
             const other = { fqn: ref.fqn, version, id };
-            const e = await this.#readEntry(other);
+            const e = await readEntry(this.root, other);
             if (e && e.installedAt <= mine) await this.#markAndRemove(other, 'older-version');
           }
         }
       }
-      if (this.#bytes > this.#maxBytes || Number.isFinite(this.#idleTtlMs)) await this.prune();
+      if (this.#index.bytes > this.#maxBytes || Number.isFinite(this.#idleTtlMs))
+        await this.prune();
     } catch (error) {
       this.#logger.warn({ err: error, ref }, 'package-cache: cleanup after download failed');
     }
@@ -970,14 +568,13 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
         await rename(dir, trash);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-          this.#forget(key);
+          this.#index.forget(key);
           await unlinkIfAny(outdatedPath(this.root, ref));
           return false;
         }
         throw error;
       }
-      size = this.#index.get(key)?.size ?? 0;
-      this.#forget(key);
+      size = this.#index.forget(key)?.size ?? 0;
       await Promise.all([
         unlinkIfAny(metaPath(this.root, ref)),
         unlinkIfAny(outdatedPath(this.root, ref)),
@@ -990,115 +587,15 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     this.emit('remove', { ref, reason, size });
     return true;
   }
-
-  /** Removes temp dirs, trash and progress files left by processes that are gone. */
-  async #sweep(): Promise<void> {
-    const dir = join(this.root, TMP);
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      const path = join(dir, name);
-      let pid: number | undefined;
-      const m = /^(?:dl|trash)-(\d+)-/.exec(name);
-      if (m) pid = Number(m[1]);
-      else if (name.startsWith('progress-')) pid = (await readProgress(path))?.pid ?? 0;
-      else continue;
-      if (pid !== undefined && (pid === process.pid || alive(pid))) continue;
-      this.#logger.info({ path }, 'package-cache: removing leftover of a dead process');
-      await rm(path, { recursive: true, force: true });
-    }
-    // Sidecars whose directory never got renamed into place (crash between the two renames).
-    for (const fqn of await dirNames(this.root)) {
-      for (const version of await dirNames(join(this.root, fqn))) {
-        const vdir = join(this.root, fqn, version);
-        for (const name of await readdir(vdir).catch(() => [] as string[])) {
-          const m = /^\.(.+)\.json$/.exec(name);
-          if (!m || !isSegment(m[1]!)) continue;
-          const ref = { fqn, version, id: m[1]! };
-          const exists = await stat(refPath(this.root, ref)).then(
-            () => true,
-            () => false,
-          );
-          if (exists) continue;
-          const lease = await this.#locks.tryAcquire(`download:${refKey(ref)}`, {
-            mode: 'exclusive',
-          });
-          if (!lease) continue;
-          try {
-            const still = await stat(refPath(this.root, ref)).then(
-              () => true,
-              () => false,
-            );
-            if (!still) await unlink(join(vdir, name)).catch(() => {});
-          } finally {
-            await lease.release();
-          }
-        }
-      }
-    }
-  }
 }
 
-function normalize(result: FetchResult): FetchedPackage {
-  if (typeof result === 'string') return { path: result };
-  if (result instanceof Uint8Array) return { buffer: result };
-  if (typeof result === 'object' && result !== null) {
-    if ('stream' in result || 'buffer' in result || 'path' in result) return result;
-    if (Symbol.asyncIterator in result || 'getReader' in result) return { stream: result };
-  }
-  throw new TypeError(
-    'fetch must return { stream | buffer | path, integrity? }, bytes, a stream or a path',
-  );
-}
+const OWNER = 'PackageCache';
 
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
-    throw new TypeError(`PackageCache: ${name} must be a number >= 0, got ${String(value)}`);
-  }
-  return value;
-}
-
-function alive(pid: number): boolean {
-  if (!(pid > 0)) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-async function readProgress(path: string): Promise<ProgressFile | undefined> {
-  try {
-    const p = JSON.parse(await readFile(path, 'utf8')) as ProgressFile;
-    return typeof p.pid === 'number' && typeof p.received === 'number' ? p : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Names of valid ref segments that are directories under `dir`. */
-async function dirNames(dir: string): Promise<string[]> {
-  try {
-    const out: string[] = [];
-    for (const d of await readdir(dir, { withFileTypes: true })) {
-      if (d.isDirectory() && isSegment(d.name)) out.push(d.name);
-    }
-    return out;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw error;
-  }
+/** A cap or TTL: a number >= 0 (0: keep nothing unused), or `Infinity` (no bound). */
+function boundOption(owner: string, name: string, value: unknown, fallback: number): number {
+  return value === Infinity ? value : nonNegativeOption(owner, name, value, fallback);
 }
 
 function defaultLocks(root: string): TwoLevelLock {
   return new TwoLevelLock({ dir: join(root, '.locks') });
-}
-
-/** Removes a file if it is there: one system call, where `rm({ force: true })` makes three. */
-async function unlinkIfAny(path: string): Promise<void> {
-  try {
-    await unlink(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
 }

@@ -3,21 +3,27 @@ import { RiggingError, type RiggingErrorOptions } from '@rigging/core';
 /** Every error code thrown by `@rigging/package-cache`. */
 export type PackageCacheErrorCode =
   /** fqn, version or id is not a safe path segment (`..`, separators, NUL, too long, …). */
-  | 'package_cache.invalid_ref'
+  | 'package-cache.invalid_ref'
   /** The fetched bytes do not match the integrity (SRI) the fetcher announced. */
-  | 'package_cache.integrity_mismatch'
+  | 'package-cache.integrity_mismatch'
   /** An archive entry escapes the target, links outside it, or is a device/FIFO. */
-  | 'package_cache.unsafe_archive'
+  | 'package-cache.unsafe_archive'
+  /** The archive, or what it expands to, is larger than `maxArchiveBytes` / `maxExpandedBytes`. */
+  | 'package-cache.too_large'
+  /** The archive holds more than `maxEntries` entries. */
+  | 'package-cache.too_many_entries'
+  /** The archive inflates more than `maxRatio` times its compressed size. */
+  | 'package-cache.ratio_exceeded'
   /** The fetched bytes are neither a tar (optionally gzipped) nor a zip archive. */
-  | 'package_cache.unsupported_format'
+  | 'package-cache.unsupported_format'
   /** The fetcher failed (its error is the `cause`). */
-  | 'package_cache.fetch_failed'
+  | 'package-cache.fetch_failed'
   /** The HTTP fetcher got a non-retryable status or ran out of retries. */
-  | 'package_cache.http_error'
+  | 'package-cache.http_error'
   /** An HTTP attempt (headers or the gap between two chunks) took longer than `timeoutMs`. */
-  | 'package_cache.timeout'
+  | 'package-cache.timeout'
   /** The cache was closed. */
-  | 'package_cache.closed';
+  | 'package-cache.closed';
 
 /** The error class of this package; branch on `code`. */
 export class PackageCacheError extends RiggingError<PackageCacheErrorCode> {

@@ -16,7 +16,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { gunzip } from 'node:zlib';
+import { createGunzip, gunzip } from 'node:zlib';
 import { once } from 'node:events';
 import { dirname, join, posix, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
@@ -26,6 +26,7 @@ import yauzl from 'yauzl';
 import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { IntegrityHasher, verifyBuffer, type IntegrityAlgorithm } from './integrity.js';
+import { ArchiveBudget, RATIO_FLOOR, type ResolvedLimits } from './limits.js';
 
 /** What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory). */
 export type FetchedPackage =
@@ -56,13 +57,15 @@ export interface MaterializeOptions {
   onBytes?: ((received: number) => void) | undefined;
   /** Name used in error messages. */
   what: string;
+  /** Bounds on the archive and on what it expands to. */
+  limits: ResolvedLimits;
 }
 
 type Format = 'tar' | 'zip';
 
 function unsafe(what: string, problem: string, entry?: string): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.unsafe_archive',
+    'package-cache.unsafe_archive',
     `refusing ${what}: ${entry === undefined ? '' : `entry ${JSON.stringify(entry)} `}${problem}`,
     { details: entry === undefined ? { problem } : { problem, entry } },
   );
@@ -104,8 +107,12 @@ export function linkProblem(
   return p ? `is a symlink pointing outside (${linkpath})` : undefined;
 }
 
+function isGzip(head: Uint8Array): boolean {
+  return head[0] === 0x1f && head[1] === 0x8b;
+}
+
 function detect(head: Uint8Array): Format | undefined {
-  if (head[0] === 0x1f && head[1] === 0x8b) return 'tar';
+  if (isGzip(head)) return 'tar';
   if (head[0] === 0x50 && head[1] === 0x4b && (head[2] === 3 || head[2] === 5)) return 'zip';
   if (head.length >= 262 && Buffer.from(head.subarray(257, 262)).toString('latin1') === 'ustar')
     return 'tar';
@@ -114,7 +121,7 @@ function detect(head: Uint8Array): Format | undefined {
 
 function unsupported(what: string): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.unsupported_format',
+    'package-cache.unsupported_format',
     `${what} is neither a tar (optionally gzipped) nor a zip archive`,
   );
 }
@@ -131,6 +138,7 @@ export async function materialize(
 ): Promise<{ integrity: string | undefined }> {
   const { target, signal, what } = opts;
   throwIfAborted(signal);
+  const budget = new ArchiveBudget(opts.limits, what);
   if ('path' in fetched) {
     const st = await stat(fetched.path);
     if (st.isDirectory()) {
@@ -138,9 +146,10 @@ export async function materialize(
         throw new TypeError(`integrity cannot be checked for a directory (${fetched.path})`);
       }
       await mkdir(target);
-      await copyTree(fetched.path, target, what, signal);
+      await copyTree(fetched.path, target, budget, signal);
       return { integrity: undefined };
     }
+    budget.archiveBytes(st.size);
     const head = await readHead(fetched.path);
     const format = detect(head);
     if (format === 'zip') {
@@ -151,7 +160,7 @@ export async function materialize(
       }
       const integrity = hasher.verify(what);
       await mkdir(target);
-      await extractZip((cb) => yauzl.open(fetched.path, zipOptions, cb), target, what);
+      await extractZip((cb) => yauzl.open(fetched.path, zipOptions, cb), target, budget, st.size);
       return { integrity };
     }
     if (format !== 'tar') throw unsupported(what);
@@ -161,7 +170,7 @@ export async function materialize(
       const buffer = await readFile(fetched.path, { signal });
       return materialize({ buffer, integrity: fetched.integrity }, opts);
     }
-    return streamTar(createReadStream(fetched.path, { signal }), fetched.integrity, opts);
+    return streamTar(createReadStream(fetched.path, { signal }), fetched.integrity, opts, budget);
   }
   if ('buffer' in fetched) {
     const buffer = Buffer.from(
@@ -169,6 +178,7 @@ export async function materialize(
       fetched.buffer.byteOffset,
       fetched.buffer.byteLength,
     );
+    budget.archiveBytes(buffer.length);
     // Hash on the thread pool while extracting; nothing is visible until the caller renames.
     const verified = verifyBuffer(buffer, fetched.integrity, what, opts.algorithm);
     verified.catch(() => {});
@@ -181,9 +191,10 @@ export async function materialize(
     await mkdir(target);
     try {
       if (format === 'zip') {
-        await extractZip((cb) => yauzl.fromBuffer(buffer, zipOptions, cb), target, what);
-      } else if (!(await untarBuffer(buffer, target, what, signal))) {
-        await untar([buffer], target, what, signal);
+        const open: ZipOpen = (cb) => yauzl.fromBuffer(buffer, zipOptions, cb);
+        await extractZip(open, target, budget, buffer.length);
+      } else if (!(await untarBuffer(buffer, target, budget, signal))) {
+        await untar([buffer], isGzip(buffer), target, budget, signal);
       }
     } catch (error) {
       await verified; // an integrity mismatch explains a broken archive best
@@ -196,7 +207,8 @@ export async function materialize(
         fetched.stream as import('node:stream/web').ReadableStream,
       ) as AsyncIterable<Uint8Array>)
     : fetched.stream;
-  return streamTar(source, fetched.integrity, opts);
+  if (fetched.size !== undefined) budget.archiveBytes(fetched.size);
+  return streamTar(source, fetched.integrity, opts, budget);
 }
 
 function isWebStream(s: unknown): s is ReadableStream<Uint8Array> {
@@ -224,6 +236,7 @@ async function streamTar(
   source: AsyncIterable<Uint8Array>,
   expected: string | undefined,
   opts: MaterializeOptions,
+  budget: ArchiveBudget,
 ): Promise<{ integrity: string | undefined }> {
   const { target, signal, what } = opts;
   const hasher = new IntegrityHasher(expected, opts.algorithm);
@@ -240,11 +253,13 @@ async function streamTar(
     }
     const chunk = toU8(r.value);
     hasher.update(chunk);
+    budget.archiveBytes(hasher.bytes);
     opts.onBytes?.(hasher.bytes);
     head.push(chunk);
     headBytes += chunk.byteLength;
   }
-  const format = detect(Buffer.concat(head));
+  const headBytesAll = Buffer.concat(head);
+  const format = detect(headBytesAll);
   const rest = async function* (): AsyncGenerator<Uint8Array> {
     yield* head;
     if (ended) return;
@@ -254,6 +269,7 @@ async function streamTar(
       if (r.done) return;
       const chunk = toU8(r.value);
       hasher.update(chunk);
+      budget.archiveBytes(hasher.bytes);
       opts.onBytes?.(hasher.bytes);
       yield chunk;
     }
@@ -261,7 +277,7 @@ async function streamTar(
   if (format === 'tar') {
     await mkdir(target);
     try {
-      await untar(rest(), target, what, signal);
+      await untar(rest(), isGzip(headBytesAll), target, budget, signal);
     } catch (error) {
       await iterator.return?.();
       throw error;
@@ -279,7 +295,7 @@ async function streamTar(
   const integrity = hasher.verify(what);
   if (format !== 'zip') throw unsupported(what);
   await mkdir(target);
-  await extractZip((cb) => yauzl.open(payload, zipOptions, cb), target, what);
+  await extractZip((cb) => yauzl.open(payload, zipOptions, cb), target, budget, hasher.bytes);
   return { integrity };
 }
 
@@ -299,12 +315,15 @@ const TAR_TYPES = new Set([
   'Link',
 ]);
 
+/** Extracts a tar (gzipped when `gzipped`) through node-tar, checking every entry. */
 async function untar(
   chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  gzipped: boolean,
   target: string,
-  what: string,
+  budget: ArchiveBudget,
   signal: AbortSignal | undefined,
 ): Promise<void> {
+  const { what } = budget;
   let refused: PackageCacheError | undefined;
   const unpack = new Unpack({
     cwd: target,
@@ -327,6 +346,12 @@ async function untar(
         refused = unsafe(what, problem, path);
         return false;
       }
+      try {
+        budget.entry(path, 'size' in entry && typeof entry.size === 'number' ? entry.size : 0);
+      } catch (error) {
+        refused = error as PackageCacheError;
+        return false;
+      }
       return true;
     },
   });
@@ -335,26 +360,52 @@ async function untar(
     unpack.on('error', (e: unknown) => reject(e));
   });
   done.catch(() => {});
-  try {
-    for await (const chunk of chunks) {
-      throwIfAborted(signal);
+  // Writes the (inflated) tar into node-tar, stopping at the first refused entry.
+  const sink = async (tar: AsyncIterable<Uint8Array>): Promise<void> => {
+    for await (const chunk of tar) {
       if (refused) break;
       if (!unpack.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
         await Promise.race([once(unpack, 'drain'), done]);
       }
     }
+    if (refused) throw refused;
     unpack.end();
     await done;
+  };
+  try {
+    if (gzipped) {
+      // Inflate here rather than in node-tar, to account for every inflated byte as it comes.
+      await pipeline(
+        Readable.from(chunks),
+        async function* (compressed: AsyncIterable<Buffer>) {
+          for await (const chunk of compressed) {
+            budget.compressed(chunk.byteLength);
+            yield chunk;
+          }
+        },
+        createGunzip(),
+        async function* (inflated: AsyncIterable<Buffer>) {
+          for await (const chunk of inflated) {
+            budget.inflated(chunk.byteLength);
+            yield chunk;
+          }
+        },
+        sink,
+        ...(signal ? [{ signal }] : []),
+      );
+    } else {
+      await pipeline(Readable.from(chunks), sink, ...(signal ? [{ signal }] : []));
+    }
   } catch (error) {
     if (refused) throw refused;
     if (PackageCacheError.isInstance(error)) throw error;
+    if (signal?.aborted) throw signal.reason;
     const e = error as { code?: string; tarCode?: string; message?: string };
     if (e.code === 'TAR_SYMLINK_ERROR' || e.tarCode === 'TAR_ENTRY_ERROR') {
       throw unsafe(what, e.message ?? 'tar refused an entry');
     }
-    if (signal?.aborted) throw signal.reason;
     throw new PackageCacheError(
-      'package_cache.unsupported_format',
+      'package-cache.unsupported_format',
       `${what}: not a valid tar archive (${e.message ?? String(error)})`,
       { cause: error },
     );
@@ -394,7 +445,7 @@ const octal = (h: Buffer, at: number, len: number): number | undefined => {
  * headers, links, base-256 numbers, a truncated body…): the caller then uses node-tar, which
  * handles (or refuses) those. Unsafe paths are refused here, before anything is written.
  */
-function scanTar(buf: Buffer, what: string): FastEntry[] | undefined {
+function scanTar(buf: Buffer, budget: ArchiveBudget): FastEntry[] | undefined {
   const entries: FastEntry[] = [];
   let at = 0;
   while (at + 512 <= buf.length) {
@@ -420,7 +471,8 @@ function scanTar(buf: Buffer, what: string): FastEntry[] | undefined {
     else if ((type === '0' || type === '\0' || type === '7') && !path.endsWith('/')) dir = false;
     else return undefined;
     const problem = relativePathProblem(path);
-    if (problem) throw unsafe(what, problem, path);
+    if (problem) throw unsafe(budget.what, problem, path);
+    budget.entry(path, size);
     entries.push({ path, dir, mode, mtime, start, size });
     at = start + Math.ceil(size / 512) * 512;
   }
@@ -436,18 +488,28 @@ function scanTar(buf: Buffer, what: string): FastEntry[] | undefined {
 async function untarBuffer(
   archive: Buffer,
   target: string,
-  what: string,
+  streaming: ArchiveBudget,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
+  const budget = streaming.fresh(); // this pass may be abandoned for node-tar's
   let buf = archive;
-  if (buf[0] === 0x1f && buf[1] === 0x8b) {
+  if (isGzip(buf)) {
+    const { maxExpandedBytes, maxRatio } = budget.limits;
+    // Never inflate in memory past what the limits would let through (node-tar then refuses it).
+    const bound = Math.min(
+      FAST_GUNZIP_LIMIT,
+      maxExpandedBytes + 1024 * 1024,
+      Math.max(RATIO_FLOOR, maxRatio * buf.length),
+    );
     try {
-      buf = await gunzipAsync(buf, { maxOutputLength: FAST_GUNZIP_LIMIT });
+      buf = await gunzipAsync(buf, { maxOutputLength: Math.floor(bound) });
     } catch {
       return false; // corrupt or too large: node-tar reports or streams it
     }
+    budget.compressed(archive.length);
+    budget.inflated(buf.length);
   }
-  const entries = scanTar(buf, what);
+  const entries = scanTar(buf, budget);
   if (!entries) return false;
   throwIfAborted(signal);
   const dirs = new Map<string, number>();
@@ -498,16 +560,32 @@ async function untarBuffer(
 
 type ZipOpen = (cb: (err: Error | null, zip: yauzl.ZipFile) => void) => void;
 
-async function extractZip(openZip: ZipOpen, target: string, what: string): Promise<void> {
+/** Extracts a zip of `archiveSize` bytes, entry by entry, checking each before writing it. */
+async function extractZip(
+  openZip: ZipOpen,
+  target: string,
+  budget: ArchiveBudget,
+  archiveSize: number,
+): Promise<void> {
+  const { what } = budget;
   const zip = await new Promise<yauzl.ZipFile>((resolve, reject) => {
     openZip((err, z) => (err ? reject(zipError(err, what)) : resolve(z)));
   });
   try {
+    if (zip.entryCount > budget.limits.maxEntries) {
+      throw new PackageCacheError(
+        'package-cache.too_many_entries',
+        `refusing ${what}: ${zip.entryCount} entries (limit maxEntries ${budget.limits.maxEntries})`,
+        {
+          details: { limit: 'maxEntries', max: budget.limits.maxEntries, entries: zip.entryCount },
+        },
+      );
+    }
     await new Promise<void>((resolve, reject) => {
       zip.on('error', (e: Error) => reject(zipError(e, what)));
       zip.on('end', () => resolve());
       zip.on('entry', (entry: yauzl.Entry) => {
-        zipEntry(zip, entry, target, what).then(
+        zipEntry(zip, entry, target, budget, archiveSize).then(
           () => zip.readEntry(),
           (e: unknown) => reject(e),
         );
@@ -524,7 +602,7 @@ function zipError(e: Error, what: string): PackageCacheError {
     return unsafe(what, e.message);
   }
   return new PackageCacheError(
-    'package_cache.unsupported_format',
+    'package-cache.unsupported_format',
     `${what}: not a valid zip archive (${e.message})`,
     { cause: e },
   );
@@ -534,11 +612,16 @@ async function zipEntry(
   zip: yauzl.ZipFile,
   entry: yauzl.Entry,
   target: string,
-  what: string,
+  budget: ArchiveBudget,
+  archiveSize: number,
 ): Promise<void> {
+  const { what } = budget;
   const name = entry.fileName;
   const problem = relativePathProblem(name);
   if (problem) throw unsafe(what, problem, name);
+  // Declared sizes are enforced by yauzl (validateEntrySizes) while the entry streams.
+  budget.entry(name, entry.uncompressedSize);
+  budget.inflated(entry.uncompressedSize, archiveSize);
   const unix = entry.versionMadeBy >> 8 === 3;
   const mode = unix ? (entry.externalFileAttributes >>> 16) & 0xffff : 0;
   const type = mode & 0o170000;
@@ -604,18 +687,20 @@ async function ensureNoSymlinkParents(root: string, rel: string, what: string): 
 async function copyTree(
   from: string,
   to: string,
-  what: string,
+  budget: ArchiveBudget,
   signal: AbortSignal | undefined,
   rel = '',
 ): Promise<void> {
+  const { what } = budget;
   for (const d of await readdir(from, { withFileTypes: true })) {
     throwIfAborted(signal);
     const src = join(from, d.name);
     const dst = join(to, d.name);
     const r = rel === '' ? d.name : `${rel}/${d.name}`;
+    budget.entry(r, d.isFile() ? (await lstat(src)).size : 0);
     if (d.isDirectory()) {
       await mkdir(dst);
-      await copyTree(src, dst, what, signal, r);
+      await copyTree(src, dst, budget, signal, r);
     } else if (d.isFile()) {
       await copyFile(src, dst);
     } else if (d.isSymbolicLink()) {

@@ -1,6 +1,14 @@
 import { createHash } from 'node:crypto';
-import { sleep, throwIfAborted } from '@rigging/core';
-import type { FetchContext, PackageFetcher } from './cache.js';
+import {
+  backoffDelay,
+  nonNegativeIntegerOption,
+  nonNegativeOption,
+  positiveOption,
+  sleep,
+  throwIfAborted,
+  type Backoff,
+} from '@rigging/core';
+import type { FetchContext, PackageFetcher } from './types.js';
 import { PackageCacheError } from './errors.js';
 import type { FetchedPackage } from './extract.js';
 import { isSegment, type PackageRef } from './ref.js';
@@ -21,12 +29,18 @@ export interface HttpFetcherOptions {
    */
   retries?: number;
   /**
-   * First retry delay; doubles each retry, with ±25% jitter (`Retry-After` is honoured up to 30 s).
+   * Delay before each retry (a `Retry-After` header, up to 30 s, takes precedence).
+   * @default { initialMs: 250, factor: 2, maxMs: 30000, jitter: 0.25 }
+   */
+  backoff?: Backoff;
+  /**
+   * Shorthand for `backoff: { initialMs: retryDelayMs, factor: 2, maxMs: 30000, jitter: 0.25 }`;
+   * ignored when `backoff` is given. 0 retries at once.
    * @default 250
    */
   retryDelayMs?: number;
   /**
-   * Longest wait for response headers, and for each body chunk, per attempt.
+   * Longest wait for response headers, and for each body chunk, per attempt (> 0).
    * @default 30000
    */
   timeoutMs?: number;
@@ -43,7 +57,7 @@ export interface HttpFetcherOptions {
   /**
    * When refs' ids come from {@link etagToId} (see {@link revalidate}): refuse a response whose
    * ETag does not map to `ref.id` (the package was replaced since it was resolved) with
-   * `package_cache.http_error` (status 412), instead of caching new bytes under the old id.
+   * `package-cache.http_error` (status 412), instead of caching new bytes under the old id.
    * @default false
    */
   matchEtag?: boolean;
@@ -70,50 +84,53 @@ function expandUrl(url: HttpFetcherOptions['url'], ref: PackageRef): string {
 
 interface Settings {
   retries: number;
-  retryDelayMs: number;
+  /** Delay before retry `n` (from 1). */
+  delay: (retry: number) => number;
   timeoutMs: number;
   fetch: typeof globalThis.fetch;
 }
 
-function settings(o: {
-  retries?: number | undefined;
-  retryDelayMs?: number | undefined;
-  timeoutMs?: number | undefined;
-  fetch?: typeof globalThis.fetch | undefined;
-}): Settings {
-  const num = (name: string, v: number | undefined, d: number) => {
-    if (v === undefined) return d;
-    if (typeof v !== 'number' || !(v >= 0)) {
-      throw new TypeError(`httpFetcher: ${name} must be a number >= 0, got ${String(v)}`);
-    }
-    return v;
-  };
+/**
+ * Validates the retry options: `retries` an integer >= 0 (0: no retry), `retryDelayMs` >= 0 (0:
+ * retry at once), `timeoutMs` > 0 (a zero timeout could never succeed).
+ */
+function settings(
+  owner: string,
+  o: {
+    retries?: number | undefined;
+    backoff?: Backoff | undefined;
+    retryDelayMs?: number | undefined;
+    timeoutMs?: number | undefined;
+    fetch?: typeof globalThis.fetch | undefined;
+  },
+): Settings {
   const f = o.fetch ?? globalThis.fetch;
-  if (typeof f !== 'function') throw new TypeError('httpFetcher: no fetch implementation');
+  if (typeof f !== 'function') throw new TypeError(`${owner}: no fetch implementation`);
+  const initialMs = nonNegativeOption(owner, 'retryDelayMs', o.retryDelayMs, 250);
   return {
-    retries: Math.floor(num('retries', o.retries, 3)),
-    retryDelayMs: num('retryDelayMs', o.retryDelayMs, 250),
-    timeoutMs: num('timeoutMs', o.timeoutMs, 30_000),
+    retries: nonNegativeIntegerOption(owner, 'retries', o.retries, 3),
+    delay: backoffDelay(owner, o.backoff ?? { initialMs, factor: 2, maxMs: 30_000, jitter: 0.25 }),
+    timeoutMs: positiveOption(owner, 'timeoutMs', o.timeoutMs, 30_000),
     fetch: f,
   };
 }
 
-function backoff(s: Settings, attempt: number, res?: Response): number {
+/** The wait before retry `retry` (from 1): the server's `Retry-After` (≤ 30 s), else the backoff. */
+function retryWait(s: Settings, retry: number, res?: Response): number {
   const retryAfter = res?.headers.get('retry-after');
   if (retryAfter && /^\d+$/.test(retryAfter)) return Math.min(Number(retryAfter) * 1000, 30_000);
-  const base = s.retryDelayMs * 2 ** attempt;
-  return base * (0.75 + Math.random() * 0.5);
+  return s.delay(retry);
 }
 
 function timeoutError(url: string, ms: number): PackageCacheError {
-  return new PackageCacheError('package_cache.timeout', `GET ${url}: no data for ${ms} ms`, {
+  return new PackageCacheError('package-cache.timeout', `GET ${url}: no data for ${ms} ms`, {
     details: { url, timeoutMs: ms },
   });
 }
 
 function statusError(method: string, url: string, res: Response): PackageCacheError {
   return new PackageCacheError(
-    'package_cache.http_error',
+    'package-cache.http_error',
     `${method} ${url}: HTTP ${res.status} ${res.statusText}`,
     { details: { url, status: res.status } },
   );
@@ -160,12 +177,12 @@ async function request(
     if (attempt >= s.retries) {
       if (PackageCacheError.isInstance(last)) throw last;
       throw new PackageCacheError(
-        'package_cache.http_error',
+        'package-cache.http_error',
         `${method} ${url} failed after ${attempt + 1} attempts: ${String((last as Error)?.message ?? last)}`,
         { cause: last, details: { url } },
       );
     }
-    await sleep(backoff(s, attempt, res), { signal });
+    await sleep(retryWait(s, attempt + 1, res), { signal });
   }
 }
 
@@ -183,7 +200,7 @@ export function httpFetcher(options: HttpFetcherOptions): PackageFetcher {
       `httpFetcher: url must be a string or a function, got ${typeof options.url}`,
     );
   }
-  const s = settings(options);
+  const s = settings('httpFetcher', options);
   const integrityHeader = options.integrityHeader ?? 'x-integrity';
   return async (ref: PackageRef, ctx: FetchContext): Promise<FetchedPackage> => {
     const url = expandUrl(options.url, ref);
@@ -199,7 +216,7 @@ export function httpFetcher(options: HttpFetcherOptions): PackageFetcher {
     if (options.matchEtag && (etag === undefined || etagToId(etag) !== ref.id)) {
       await res.body?.cancel().catch(() => {});
       throw new PackageCacheError(
-        'package_cache.http_error',
+        'package-cache.http_error',
         `GET ${url}: ETag ${String(etag)} does not match id ${ref.id} (the package changed)`,
         { details: { url, status: 412, etag: etag ?? null, id: ref.id } },
       );
@@ -262,7 +279,7 @@ async function* body(
         if (o.ctx.signal.aborted) throw o.ctx.signal.reason;
         if (!o.resumable || resumes >= s.retries) throw error;
         resumes++;
-        await sleep(backoff(s, resumes - 1), { signal: o.ctx.signal });
+        await sleep(s.delay(resumes), { signal: o.ctx.signal });
         const next = await request(
           s,
           'GET',
@@ -290,8 +307,13 @@ export interface RevalidateOptions {
   headers?: Record<string, string>;
   /** @default 'HEAD' */
   method?: 'HEAD' | 'GET';
+  /** @default 3 */
   retries?: number;
+  /** @default { initialMs: 250, factor: 2, maxMs: 30000, jitter: 0.25 } */
+  backoff?: Backoff;
+  /** See {@link HttpFetcherOptions.retryDelayMs}. @default 250 */
   retryDelayMs?: number;
+  /** @default 30000 */
   timeoutMs?: number;
   signal?: AbortSignal;
   fetch?: typeof globalThis.fetch;
@@ -317,7 +339,7 @@ export async function revalidate(
   url: string,
   options: RevalidateOptions = {},
 ): Promise<RevalidateResult> {
-  const s = settings(options);
+  const s = settings('revalidate', options);
   const headers: Record<string, string> = { ...options.headers };
   if (options.etag) headers['if-none-match'] = options.etag;
   const method = options.method ?? 'HEAD';

@@ -14,8 +14,10 @@ export type {
   PackageProgress,
   PruneOptions,
   PruneResult,
-} from './cache.js';
+} from './types.js';
 export type { FetchedPackage } from './extract.js';
+export { DEFAULT_ARCHIVE_LIMITS } from './limits.js';
+export type { ArchiveLimits } from './limits.js';
 export { PackageCacheError } from './errors.js';
 export type { PackageCacheErrorCode } from './errors.js';
 export { validateRef, refKey, MAX_SEGMENT_LENGTH } from './ref.js';

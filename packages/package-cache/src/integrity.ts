@@ -48,7 +48,7 @@ const SLICE_BYTES = 512 * 1024;
  * Hashes a whole buffer in place on this thread, a slice per turn of the event loop, so it
  * overlaps with extraction (whose writes run on the libuv pool) without copying the bytes or
  * blocking the loop for more than one slice (about 0.6 ms with SHA-512 here); resolves to the
- * SRI, or rejects with `package_cache.integrity_mismatch`.
+ * SRI, or rejects with `package-cache.integrity_mismatch`.
  */
 export async function verifyBuffer(
   bytes: Uint8Array,
@@ -75,7 +75,7 @@ function check(
   const actual = `${algorithm}-${digest}`;
   if (expected && !expected.digests.includes(digest)) {
     throw new PackageCacheError(
-      'package_cache.integrity_mismatch',
+      'package-cache.integrity_mismatch',
       `integrity mismatch for ${what}: expected ${expected.algorithm}-${expected.digests[0]}, got ${actual}`,
       {
         details: {
@@ -112,7 +112,7 @@ export class IntegrityHasher {
 
   /**
    * Returns the SRI of what was hashed (`undefined` when not hashing); throws
-   * `package_cache.integrity_mismatch` if the expected one differs.
+   * `package-cache.integrity_mismatch` if the expected one differs.
    */
   verify(what: string): string | undefined {
     // (both are set together; the two tests narrow both types)

@@ -30,17 +30,17 @@ function segmentProblem(value: unknown): string | undefined {
   return undefined;
 }
 
-/** Validates a ref; throws `package_cache.invalid_ref` naming the bad field. */
+/** Validates a ref; throws `package-cache.invalid_ref` naming the bad field. */
 export function validateRef(ref: PackageRef): PackageRef {
   if (typeof ref !== 'object' || ref === null) {
-    throw new PackageCacheError('package_cache.invalid_ref', 'a package ref must be an object');
+    throw new PackageCacheError('package-cache.invalid_ref', 'a package ref must be an object');
   }
   for (const field of ['fqn', 'version', 'id'] as const) {
     const problem = segmentProblem(ref[field]);
     if (problem !== undefined) {
       const shown = typeof ref[field] === 'string' ? JSON.stringify(ref[field].slice(0, 64)) : '';
       throw new PackageCacheError(
-        'package_cache.invalid_ref',
+        'package-cache.invalid_ref',
         `invalid package ${field} ${shown}: ${problem}`,
         { details: { field, problem } },
       );

@@ -3,9 +3,10 @@ import { mkdir, readFile, readdir, readlink, stat, writeFile } from 'node:fs/pro
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { RiggingError } from '@rigging/core';
+import { RiggingError, manualClock } from '@rigging/core';
 import { PackageCache, type FetchedPackage, type PackageRef } from '../src/index.js';
-import { memoryLocks, sri, tarOf, tempDir, zipOf } from './helpers.js';
+import { memoryLockProvider } from '@rigging/locks';
+import { sri, tarOf, tempDir, zipOf } from './helpers.js';
 
 const ref = (id = 'a1', version = '1.0.0', fqn = 'io.murano.Apache'): PackageRef => ({
   fqn,
@@ -122,9 +123,10 @@ describe('PackageCache', () => {
     for (const t of trees.slice(1)) expect(t).toEqual(trees[0]);
   });
 
-  it('accepts any LockProvider', async () => {
+  it('accepts any LockProvider (here the in-process one, for a single process)', async () => {
     const bytes = simpleTar();
-    const { cache } = await cacheWith(() => ({ buffer: bytes }), { locks: memoryLocks() });
+    const locks = memoryLockProvider();
+    const { cache } = await cacheWith(() => ({ buffer: bytes }), { locks });
     const [a, b] = await Promise.all([cache.acquire(ref()), cache.acquire(ref())]);
     expect(a.path).toBe(b.path);
     await a.release();
@@ -184,7 +186,7 @@ describe('PackageCache', () => {
     expect(tree.integrity).toBeUndefined();
   });
 
-  it('refuses invalid refs with package_cache.invalid_ref', async () => {
+  it('refuses invalid refs with package-cache.invalid_ref', async () => {
     const { cache, calls } = await cacheWith(() => ({ buffer: simpleTar() }));
     const bad: PackageRef[] = [
       ref('..'),
@@ -201,7 +203,7 @@ describe('PackageCache', () => {
     ];
     for (const r of bad) {
       const e = await cache.acquire(r).catch((x: unknown) => x);
-      expect(RiggingError.hasCode(e, 'package_cache.invalid_ref'), JSON.stringify(r)).toBe(true);
+      expect(RiggingError.hasCode(e, 'package-cache.invalid_ref'), JSON.stringify(r)).toBe(true);
     }
     expect(calls).toHaveLength(0);
   });
@@ -232,7 +234,7 @@ describe('PackageCache', () => {
       integrityAlgorithm: 'none',
     });
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
     const root = await tempDir();
     expect(
       () =>
@@ -241,7 +243,7 @@ describe('PackageCache', () => {
     ).toThrow(/integrityAlgorithm must be .* got md5/);
   });
 
-  it('integrity mismatch: package_cache.integrity_mismatch and nothing cached', async () => {
+  it('integrity mismatch: package-cache.integrity_mismatch and nothing cached', async () => {
     const bytes = simpleTar();
     const zip = zipOf([{ name: 'a', content: 'a' }]);
     const { cache, root } = await cacheWith((r) =>
@@ -256,7 +258,7 @@ describe('PackageCache', () => {
     );
     for (const id of ['tar', 'zip']) {
       const e = await cache.acquire(ref(id)).catch((x: unknown) => x);
-      expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+      expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
       expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', id))).toBe(false);
     }
     expect(await leftovers(root)).toEqual([]);
@@ -308,7 +310,7 @@ describe('PackageCache', () => {
   it.each([...evilTars, ...evilZips])('refuses a malicious archive: %s', async (_name, bytes) => {
     const { cache, root } = await cacheWith(() => ({ buffer: bytes }));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.unsafe_archive'), String(e)).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.unsafe_archive'), String(e)).toBe(true);
     expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', 'a1'))).toBe(false);
     expect(existsSync(join(root, 'evil'))).toBe(false);
     expect(await leftovers(root)).toEqual([]);
@@ -351,13 +353,13 @@ describe('PackageCache', () => {
       buffer: Buffer.from('plain text, not an archive'),
     }));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.unsupported_format')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.unsupported_format')).toBe(true);
   });
 
-  it('wraps fetcher failures in package_cache.fetch_failed and caches nothing', async () => {
+  it('wraps fetcher failures in package-cache.fetch_failed and caches nothing', async () => {
     const { cache, root } = await cacheWith(() => Promise.reject(new Error('boom')));
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.fetch_failed')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.fetch_failed')).toBe(true);
     expect(await leftovers(root)).toEqual([]);
   });
 
@@ -495,6 +497,21 @@ describe('PackageCache', () => {
     await held.release();
   });
 
+  it('reads time from the injected clock: idle TTL and last use follow it', async () => {
+    const clock = manualClock(Date.now());
+    const { cache } = await cacheWith(() => ({ buffer: simpleTar() }), { clock });
+    const hour = 3_600_000;
+    await (await cache.acquire(ref('old'))).release();
+    await clock.advance(2 * hour);
+    await (await cache.acquire(ref('fresh', '2'))).release();
+    const [fresh, old] = await cache.entries({ probe: false });
+    // (the sidecar's mtime, a floor for the last use after a rescan, is the file system's time)
+    expect(fresh!.lastUsedAt - old!.lastUsedAt).toBeGreaterThan(2 * hour - 60_000);
+    expect((await cache.prune({ idleTtlMs: 3 * hour })).removed).toEqual([]);
+    const r = await cache.prune({ idleTtlMs: hour });
+    expect(r.removed.map((x) => x.id)).toEqual(['old']);
+  });
+
   it('honours abort signals and close()', async () => {
     const { cache } = await cacheWith(() => new Promise<FetchedPackage>(() => {}));
     const ac = new AbortController();
@@ -503,9 +520,9 @@ describe('PackageCache', () => {
     await expect(p).rejects.toThrow('stop');
     await cache.close();
     const e = await cache.acquire(ref()).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.closed')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.closed')).toBe(true);
     const p2 = await cache.prune().catch((x: unknown) => x);
-    expect(RiggingError.hasCode(p2, 'package_cache.closed')).toBe(true);
+    expect(RiggingError.hasCode(p2, 'package-cache.closed')).toBe(true);
   });
 
   it('rejects bad options with a TypeError naming the value', () => {
@@ -516,5 +533,29 @@ describe('PackageCache', () => {
       () =>
         new PackageCache({ root: '/x', fetch: () => Promise.reject(new Error()), maxBytes: -1 }),
     ).toThrow(/maxBytes/);
+    const make = (o: object) => () =>
+      new PackageCache({ root: '/x', fetch: () => Promise.reject(new Error()), ...o });
+    // 0 is a bound that means something (keep nothing unused, stamp every use); Infinity: none.
+    for (const o of [
+      { maxBytes: 0 },
+      { idleTtlMs: 0 },
+      { touchIntervalMs: 0 },
+      { maxBytes: Infinity },
+    ])
+      expect(make(o)).not.toThrow();
+    // An interval of 0 would spin.
+    expect(make({ progressIntervalMs: 0 })).toThrow(
+      /PackageCache: progressIntervalMs must be a finite number > 0, got 0/,
+    );
+    expect(make({ waitReportMs: 0 })).toThrow(/waitReportMs/);
+    expect(make({ touchIntervalMs: NaN })).toThrow(/touchIntervalMs/);
+    expect(make({ idleTtlMs: '1' })).toThrow(/idleTtlMs must be a finite number >= 0, got "1"/);
+  });
+
+  it('prune validates its bounds before changing anything', async () => {
+    const { cache } = await cacheWith(() => ({ buffer: simpleTar() }));
+    await (await cache.acquire(ref())).release();
+    await expect(cache.prune({ maxBytes: -1 })).rejects.toThrow(/PackageCache.prune: maxBytes/);
+    expect(cache.stats().entries).toBe(1);
   });
 });

@@ -18,7 +18,7 @@ interface Pkg {
 /** A small package server: ETags, Range/If-Range, If-None-Match, and scripted faults. */
 class PackageServer {
   packages = new Map<string, Pkg>();
-  faults: ('503' | 'stall' | 'cut')[] = [];
+  faults: ('503' | '500' | 'stall' | 'cut')[] = [];
   requests: { method: string; url: string; headers: IncomingMessage['headers'] }[] = [];
   server: Server;
   constructor() {
@@ -38,6 +38,7 @@ class PackageServer {
     const pkg = this.packages.get(req.url!);
     const fault = this.faults.shift();
     if (fault === '503') return res.writeHead(503, { 'retry-after': '0' }).end();
+    if (fault === '500') return res.writeHead(500).end();
     if (fault === 'stall') return; // never answers
     if (!pkg) return res.writeHead(404).end();
     const headers = { etag: pkg.etag, 'accept-ranges': 'bytes', 'x-integrity': sri(pkg.body) };
@@ -119,7 +120,7 @@ describe('httpFetcher', () => {
     expect(ranged[0]!.headers['if-range']).toBe(server.packages.get('/p')!.etag);
   });
 
-  it('gives up with package_cache.timeout / http_error, caching nothing', async () => {
+  it('gives up with package-cache.timeout / http_error, caching nothing', async () => {
     const { server, base } = await setup();
     server.faults = ['stall'];
     const cache = await PackageCache.open({
@@ -127,11 +128,11 @@ describe('httpFetcher', () => {
       fetch: httpFetcher({ url: `${base}/{id}`, retries: 0, timeoutMs: 100 }),
     });
     const e1 = await cache.acquire({ fqn: 'a', version: '1', id: 'x' }).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e1, 'package_cache.timeout')).toBe(true);
+    expect(RiggingError.hasCode(e1, 'package-cache.timeout')).toBe(true);
     const e2 = await cache
       .acquire({ fqn: 'a', version: '1', id: 'missing' })
       .catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e2, 'package_cache.http_error')).toBe(true);
+    expect(RiggingError.hasCode(e2, 'package-cache.http_error')).toBe(true);
     expect((e2 as RiggingError).details).toMatchObject({ status: 404 });
     expect(server.requests).toHaveLength(2); // 404 is not retried
     expect(cache.stats().entries).toBe(0);
@@ -145,7 +146,7 @@ describe('httpFetcher', () => {
       fetch: httpFetcher({ url: `${base}/p`, integrity: () => sri(Buffer.from('expected')) }),
     });
     const e = await cache.acquire({ fqn: 'a', version: '1', id: 'x' }).catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
   });
 
   it('ETag revalidation: 304 keeps the id, a re-upload gives a new id and the old one is removed', async () => {
@@ -171,10 +172,35 @@ describe('httpFetcher', () => {
     const stale = await cache
       .acquire({ fqn: 'io.app', version: '1.1', id: r1.id! })
       .catch((x: unknown) => x);
-    expect(RiggingError.hasCode(stale, 'package_cache.http_error')).toBe(true);
+    expect(RiggingError.hasCode(stale, 'package-cache.http_error')).toBe(true);
     await using second = await cache.acquire({ fqn: 'io.app', version: '1.0', id: r2.id! });
     expect(await readFile(join(second.path, 'manifest.yaml'), 'utf8')).toBe('second');
     expect(existsSync(first.path)).toBe(false);
+  });
+
+  it('waits between retries as the backoff says (core Backoff), and validates the options', async () => {
+    const { server, base } = await setup();
+    server.put('/p', pkgBody('backoff'));
+    server.faults = ['500', '500'];
+    const asked: number[] = [];
+    const backoff = (retry: number) => {
+      asked.push(retry);
+      return 1;
+    };
+    const cache = await PackageCache.open({
+      root: await tempDir(),
+      fetch: httpFetcher({ url: `${base}/p`, retries: 2, backoff }),
+    });
+    await using pkg = await cache.acquire({ fqn: 'a', version: '1', id: 'x' });
+    expect(await readFile(join(pkg.path, 'manifest.yaml'), 'utf8')).toBe('backoff');
+    expect(asked).toEqual([1, 2]);
+    const bad = (o: object) => () => httpFetcher({ url: 'http://x/', ...o });
+    expect(bad({ retries: 0, retryDelayMs: 0 })).not.toThrow(); // no retry; retry at once
+    expect(bad({ retries: 1.5 })).toThrow(/httpFetcher: retries must be an integer >= 0, got 1.5/);
+    expect(bad({ timeoutMs: 0 })).toThrow(/httpFetcher: timeoutMs must be a finite number > 0/);
+    expect(bad({ retryDelayMs: -1 })).toThrow(/retryDelayMs/);
+    expect(bad({ backoff: { factor: 0.5 } })).toThrow(/backoff.factor/);
+    await expect(revalidate('http://x/', { retries: -1 })).rejects.toThrow(/revalidate: retries/);
   });
 
   it('etagToId keeps safe ETags and hashes the others', () => {

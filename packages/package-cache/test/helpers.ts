@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crc32 } from 'node:zlib';
-import type { Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import { crc32, deflateRawSync } from 'node:zlib';
 
 /** A temp directory for one test. */
 export function tempDir(prefix = 'pc-'): Promise<string> {
@@ -51,30 +50,73 @@ export function tarOf(entries: TarEntry[]): Buffer {
   return Buffer.concat(blocks);
 }
 
+/** A ustar header for a regular file `name` announcing `size` bytes (the body is up to the caller). */
+export function tarHeader(name: string, size: number): Buffer {
+  const h = Buffer.alloc(512);
+  h.write(name, 0, 100, 'utf8');
+  h.write('0000644', 100);
+  h.write('0000000', 108);
+  h.write('0000000', 116);
+  h.write(size.toString(8).padStart(11, '0'), 124);
+  h.write('00000000000', 136);
+  h.write('        ', 148);
+  h.write('0', 156);
+  h.write('ustar\0', 257);
+  h.write('00', 263);
+  let sum = 0;
+  for (const b of h) sum += b;
+  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+  return h;
+}
+
+/** A tar of `count` empty files (`f0`, `f1`, …), built quickly for entry-count tests. */
+export function tarOfEmptyFiles(count: number): Buffer {
+  const blocks: Buffer[] = [];
+  for (let i = 0; i < count; i++) blocks.push(tarHeader(`f${i}`, 0));
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
+}
+
+/** Total bytes of the regular files under `dir`, lock files aside (0 when it does not exist). */
+export async function diskBytes(dir: string): Promise<number> {
+  let total = 0;
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const d of entries) {
+    if (d.isFile() && !d.parentPath.startsWith(join(dir, '.locks'))) {
+      total += (await lstat(join(d.parentPath, d.name))).size;
+    }
+  }
+  return total;
+}
+
 export interface ZipEntry {
   name: string;
   content?: string | Uint8Array;
   /** Unix mode including the file type (e.g. 0o120777 for a symlink, 0o020644 for a device). */
   mode?: number;
+  /** Store the body deflated (method 8) rather than as is. */
+  deflate?: boolean;
 }
 
-/** Builds a stored (uncompressed) zip with Unix modes. */
+/** Builds a zip with Unix modes, entries stored as is unless `deflate`. */
 export function zipOf(entries: ZipEntry[]): Buffer {
   const locals: Buffer[] = [];
   const centrals: Buffer[] = [];
   let offset = 0;
   for (const e of entries) {
     const name = Buffer.from(e.name, 'utf8');
-    const body = e.content === undefined ? Buffer.alloc(0) : Buffer.from(e.content);
-    const crc = crc32(body);
+    const raw = e.content === undefined ? Buffer.alloc(0) : Buffer.from(e.content);
+    const crc = crc32(raw);
+    const body = e.deflate ? deflateRawSync(raw) : raw;
+    const method = e.deflate ? 8 : 0;
     const local = Buffer.alloc(30);
     local.writeUInt32LE(0x04034b50, 0);
     local.writeUInt16LE(20, 4);
     local.writeUInt16LE(0x800, 6);
-    local.writeUInt16LE(0, 8);
+    local.writeUInt16LE(method, 8);
     local.writeUInt32LE(crc >>> 0, 14);
     local.writeUInt32LE(body.length, 18);
-    local.writeUInt32LE(body.length, 22);
+    local.writeUInt32LE(raw.length, 22);
     local.writeUInt16LE(name.length, 26);
     locals.push(local, name, body);
     const central = Buffer.alloc(46);
@@ -82,9 +124,10 @@ export function zipOf(entries: ZipEntry[]): Buffer {
     central.writeUInt16LE((3 << 8) | 20, 4);
     central.writeUInt16LE(20, 6);
     central.writeUInt16LE(0x800, 8);
+    central.writeUInt16LE(method, 10);
     central.writeUInt32LE(crc >>> 0, 16);
     central.writeUInt32LE(body.length, 20);
-    central.writeUInt32LE(body.length, 24);
+    central.writeUInt32LE(raw.length, 24);
     central.writeUInt16LE(name.length, 28);
     const mode = e.mode ?? (e.name.endsWith('/') ? 0o040755 : 0o100644);
     central.writeUInt32LE((mode << 16) >>> 0, 38);
@@ -100,65 +143,4 @@ export function zipOf(entries: ZipEntry[]): Buffer {
   end.writeUInt32LE(cd.length, 12);
   end.writeUInt32LE(offset, 16);
   return Buffer.concat([...locals, cd, end]);
-}
-
-/** A simple in-process shared/exclusive LockProvider for single-process tests. */
-export function memoryLocks(): LockProvider {
-  const state = new Map<string, { mode: LockMode; count: number; since: number }>();
-  const waiters = new Map<string, (() => void)[]>();
-  const grant = (key: string, mode: LockMode): Lease | undefined => {
-    const s = state.get(key);
-    if (s && (mode === 'exclusive' || s.mode === 'exclusive')) return undefined;
-    if (s) s.count++;
-    else state.set(key, { mode, count: 1, since: Date.now() });
-    let released = false;
-    return {
-      key,
-      mode,
-      token: 1n,
-      lost: new AbortController().signal,
-      release: () => {
-        if (released) return Promise.resolve();
-        released = true;
-        const cur = state.get(key)!;
-        if (--cur.count === 0) state.delete(key);
-        const ws = waiters.get(key) ?? [];
-        waiters.delete(key);
-        for (const w of ws) w();
-        return Promise.resolve();
-      },
-      [Symbol.asyncDispose]() {
-        return this.release();
-      },
-    };
-  };
-  return {
-    tryAcquire: (key, o) => Promise.resolve(grant(key, o?.mode ?? 'exclusive')),
-    async acquire(key, o) {
-      for (;;) {
-        o?.signal?.throwIfAborted();
-        const lease = grant(key, o?.mode ?? 'exclusive');
-        if (lease) return lease;
-        await new Promise<void>((resolve, reject) => {
-          const list = waiters.get(key) ?? [];
-          list.push(resolve);
-          waiters.set(key, list);
-          o?.signal?.addEventListener('abort', () => reject(o.signal?.reason), { once: true });
-        });
-      }
-    },
-    holder: (key) => {
-      const s = state.get(key);
-      return Promise.resolve(
-        s
-          ? ({
-              mode: s.mode,
-              since: s.since,
-              pid: process.pid,
-              count: s.count,
-            } satisfies LockHolder)
-          : undefined,
-      );
-    },
-  };
 }

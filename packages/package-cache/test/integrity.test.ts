@@ -29,7 +29,7 @@ describe('verifyBuffer (hashes a fetched buffer in slices)', () => {
     const bytes = randomBytes(700 * KiB);
     const other = sri('sha512', Buffer.from('other'));
     const e = await verifyBuffer(bytes, other, 'pkg 1.0').catch((x: unknown) => x);
-    expect(RiggingError.hasCode(e, 'package_cache.integrity_mismatch')).toBe(true);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
     expect((e as Error).message).toContain('pkg 1.0');
     await expect(verifyBuffer(bytes, undefined, 'x', 'none')).resolves.toBeUndefined();
     // 'none' never overrides an integrity the fetcher gave

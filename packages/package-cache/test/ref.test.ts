@@ -23,7 +23,7 @@ describe('ref validation (property)', () => {
           validateRef({ fqn, version, id });
         } catch (error) {
           ok = false;
-          expect(RiggingError.hasCode(error, 'package_cache.invalid_ref')).toBe(true);
+          expect(RiggingError.hasCode(error, 'package-cache.invalid_ref')).toBe(true);
         }
         if (!ok) return;
         const rel = relative(root, join(root, fqn, version, id));

@@ -1,6 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { silentLogger, sleep, type Logger } from '@rigging/core';
+import {
+  nonNegativeIntegerOption,
+  positiveIntegerOption,
+  silentLogger,
+  sleep,
+  type Logger,
+} from '@rigging/core';
 import {
   Kysely,
   MysqlDialect,
@@ -56,6 +62,7 @@ export interface TransactionOptions {
 
 /** A database opened by URL: a Kysely instance plus migrations, retrying transactions and sessions. */
 export interface Database<DB = any> extends AsyncDisposable {
+  /** Which engine the URL named. */
   readonly dialect: Dialect;
   /** The Kysely instance over the connection pool. */
   readonly db: Kysely<DB>;
@@ -145,14 +152,6 @@ export function cachingSqliteHandle(handle: SqliteHandle, size: number): SqliteH
   };
 }
 
-function positiveInt(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 0) {
-    throw new TypeError(`${name} must be a non-negative integer, got ${String(value)}`);
-  }
-  return value;
-}
-
 /**
  * Opens a database by URL: `sqlite:<path>` (created if missing, with its directory),
  * `sqlite::memory:`, `postgres://…` or `mysql://…`. The driver (better-sqlite3, pg or mysql2)
@@ -165,15 +164,30 @@ export async function openDatabase<DB = any>(
 ): Promise<Database<DB>> {
   const parsed = parseDatabaseUrl(url);
   const logger = options.logger ?? silentLogger;
-  const poolSize = positiveInt('poolSize', options.poolSize, 10);
-  if (poolSize < 1) throw new TypeError(`poolSize must be at least 1, got ${poolSize}`);
-  const busyTimeoutMs = positiveInt('busyTimeoutMs', options.busyTimeoutMs, 5000);
-  const connectTimeoutMs = positiveInt('connectTimeoutMs', options.connectTimeoutMs, 10_000);
-  const statementCacheSize = positiveInt('statementCacheSize', options.statementCacheSize, 500);
+  const owner = 'openDatabase';
+  const poolSize = positiveIntegerOption(owner, 'poolSize', options.poolSize, 10);
+  const busyTimeoutMs = nonNegativeIntegerOption(
+    owner,
+    'busyTimeoutMs',
+    options.busyTimeoutMs,
+    5000,
+  );
+  const connectTimeoutMs = nonNegativeIntegerOption(
+    owner,
+    'connectTimeoutMs',
+    options.connectTimeoutMs,
+    10_000,
+  );
+  const statementCacheSize = nonNegativeIntegerOption(
+    owner,
+    'statementCacheSize',
+    options.statementCacheSize,
+    500,
+  );
   const synchronous = options.synchronous ?? 'normal';
   if (!['off', 'normal', 'full', 'extra'].includes(synchronous)) {
     throw new TypeError(
-      `synchronous must be off, normal, full or extra, got ${String(synchronous)}`,
+      `openDatabase: synchronous must be off, normal, full or extra, got ${String(synchronous)}`,
     );
   }
   const shownUrl =
@@ -317,7 +331,7 @@ export async function openDatabase<DB = any>(
       return runMigrations(database, namespace, migrations);
     },
     async transaction<T>(fn: (trx: Kysely<DB>) => Promise<T>, txOptions: TransactionOptions = {}) {
-      const retries = positiveInt('retries', txOptions.retries, 5);
+      const retries = nonNegativeIntegerOption('transaction', 'retries', txOptions.retries, 5);
       assertOpen();
       for (let attempt = 0; ; attempt++) {
         try {

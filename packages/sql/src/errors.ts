@@ -13,8 +13,18 @@ export type SqlErrorCode =
   | 'sql.transaction_failed'
   | 'sql.closed';
 
+/**
+ * The error `@rigging/sql` throws: a {@link RiggingError} whose `code` is one of
+ * {@link SqlErrorCode}. The driver's own error, when there is one, is kept as `cause`.
+ */
 export class SqlError extends RiggingError<SqlErrorCode> {
+  /** Always `'SqlError'`. */
   override readonly name = 'SqlError';
+  /**
+   * @param code - one of {@link SqlErrorCode}
+   * @param message - a sentence for people
+   * @param options - `cause` and JSON `details`
+   */
   constructor(code: SqlErrorCode, message: string, options?: RiggingErrorOptions) {
     super(code, message, options);
   }

@@ -7,10 +7,16 @@ import type { Dialect } from './url.js';
 export interface Migration {
   /** A stable name, recorded with the version (renaming an applied migration is an error). */
   name: string;
+  /**
+   * Applies the change. Runs once per database, in a transaction where the dialect allows DDL in
+   * one (PostgreSQL, SQLite); `context.dialect` lets one migration branch on the dialect.
+   */
   up(db: Kysely<any>, context: { dialect: Dialect }): Promise<void>;
 }
 
+/** What {@link Database.migrate} did. */
 export interface MigrateResult {
+  /** The namespace migrated. */
   namespace: string;
   /** Names applied by this call, in order. */
   applied: string[];

@@ -4,7 +4,9 @@ import type { Dialect } from './url.js';
 
 /** A PostgreSQL notification received by a session that ran `LISTEN`. */
 export interface Notification {
+  /** The channel notified. */
   channel: string;
+  /** The payload given to `NOTIFY`, if any. */
   payload: string | undefined;
 }
 
@@ -13,6 +15,7 @@ export interface Notification {
  * advisory locks and `LISTEN`, MySQL `GET_LOCK` — lives exactly as long as it does.
  */
 export interface Session extends AsyncDisposable {
+  /** The dialect of the database the session is connected to. */
   readonly dialect: Dialect;
   /** A Kysely bound to this one connection. Run one statement or transaction at a time. */
   readonly db: Kysely<any>;
@@ -36,8 +39,11 @@ export interface Session extends AsyncDisposable {
   close(): Promise<void>;
 }
 
+/** The result of {@link Session.query}. */
 export interface QueryResult<R> {
+  /** The rows returned, in order; empty for statements without a result set. */
   rows: R[];
+  /** Rows inserted, updated or deleted by the statement (0 when the driver does not say). */
   affectedRows: number;
 }
 

@@ -40,7 +40,7 @@ describe('URL', () => {
     expect((e as Error).message).not.toContain('secret');
   });
 
-  it('rejects bad options with a TypeError naming the value', async () => {
+  it('rejects bad options with a TypeError naming the option and the value', async () => {
     await expect(openDatabase('sqlite::memory:', { busyTimeoutMs: -1 })).rejects.toThrow(
       /busyTimeoutMs.*-1/,
     );
@@ -48,9 +48,16 @@ describe('URL', () => {
       openDatabase('sqlite::memory:', { synchronous: 'sometimes' as never }),
     ).rejects.toThrow(TypeError);
     await expect(openDatabase('sqlite::memory:', { poolSize: 0 })).rejects.toThrow(
-      /poolSize must be at least 1, got 0/,
+      /openDatabase: poolSize must be an integer >= 1, got 0/,
     );
     await expect(openDatabase('sqlite::memory:', { poolSize: 1.5 })).rejects.toThrow(/1\.5/);
+    await expect(openDatabase('sqlite::memory:', { statementCacheSize: NaN })).rejects.toThrow(
+      /openDatabase: statementCacheSize must be an integer >= 0, got NaN/,
+    );
+    await using database = await openDatabase('sqlite::memory:');
+    await expect(database.transaction(async () => 1, { retries: -1 })).rejects.toThrow(
+      /transaction: retries must be an integer >= 0, got -1/,
+    );
   });
 });
 

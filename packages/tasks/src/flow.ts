@@ -1,4 +1,5 @@
 import { TasksError } from './errors.js';
+import { MinHeap } from './min-heap.js';
 import { checkName, type Task } from './task.js';
 import type { RetryController } from './retry.js';
 
@@ -408,51 +409,6 @@ export function validateFlow(
     }
   }
   return compiled;
-}
-
-/** A binary min-heap of numbers (or of keys given by `key`). */
-export class MinHeap {
-  #a: number[] = [];
-  readonly #key: (v: number) => number;
-  constructor(key: (v: number) => number = (v) => v) {
-    this.#key = key;
-  }
-  get size(): number {
-    return this.#a.length;
-  }
-  push(v: number): void {
-    const a = this.#a;
-    a.push(v);
-    let i = a.length - 1;
-    const k = this.#key(v);
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (this.#key(a[p]!) <= k) break;
-      a[i] = a[p]!;
-      i = p;
-    }
-    a[i] = v;
-  }
-  pop(): number {
-    const a = this.#a;
-    const top = a[0]!;
-    const last = a.pop()!;
-    if (a.length) {
-      let i = 0;
-      const k = this.#key(last);
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= a.length) break;
-        const r = l + 1;
-        const c = r < a.length && this.#key(a[r]!) < this.#key(a[l]!) ? r : l;
-        if (this.#key(a[c]!) >= k) break;
-        a[i] = a[c]!;
-        i = c;
-      }
-      a[i] = last;
-    }
-    return top;
-  }
 }
 
 export type { RetryController };

@@ -1,3 +1,4 @@
+import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
 import { TasksError, type TaskFailure } from './errors.js';
 
@@ -370,6 +371,7 @@ export function memoryLog(): TaskLog {
       return flows.get(flowId)?.entries.all() ?? [];
     },
     async flows(options = {}) {
+      const limit = nonNegativeIntegerOption('flows', 'limit', options.limit);
       const states = options.states && new Set(options.states);
       const out: FlowSummary[] = [];
       for (const { record: r } of flows.values()) {
@@ -383,7 +385,7 @@ export function memoryLog(): TaskLog {
         });
       }
       out.sort((a, b) => b.createdAt - a.createdAt);
-      return options.limit === undefined ? out : out.slice(0, options.limit);
+      return limit === undefined ? out : out.slice(0, limit);
     },
     async remove(flowId) {
       flows.delete(flowId);

@@ -1,4 +1,5 @@
-import type { JsonObject } from '@rigging/core';
+import { backoffDelay, nonNegativeIntegerOption } from '@rigging/core';
+import type { Backoff, JsonObject } from '@rigging/core';
 
 /** What to do after a task attempt failed. */
 export type RetryDecision =
@@ -24,41 +25,17 @@ export interface RetryController {
   onFailure(context: RetryContext): RetryDecision;
 }
 
-/** Delay before retry `n` (from 1): a fixed number of ms, a function, or exponential settings. */
-export type Backoff =
-  | number
-  | ((retry: number) => number)
-  | {
-      /** @default 100 */
-      initialMs?: number;
-      /** @default 2 */
-      factor?: number;
-      /** @default 30000 */
-      maxMs?: number;
-    };
-
-function delayOf(backoff: Backoff | undefined, retry: number): number {
-  if (backoff === undefined) return 0;
-  if (typeof backoff === 'number') return backoff;
-  if (typeof backoff === 'function') return Math.max(0, backoff(retry));
-  const initial = backoff.initialMs ?? 100;
-  const factor = backoff.factor ?? 2;
-  const max = backoff.maxMs ?? 30_000;
-  return Math.min(max, initial * factor ** (retry - 1));
-}
+export type { Backoff } from '@rigging/core';
 
 /** Retries a failed task up to `n` more times, waiting `backoff` between attempts, then reverts. */
 export function times(n: number, backoff?: Backoff): RetryController {
-  if (!Number.isInteger(n) || n < 0) {
-    throw new TypeError(`times(n): n must be a non-negative integer, got ${String(n)}`);
-  }
-  if (typeof backoff === 'number' && !(backoff >= 0)) {
-    throw new TypeError(`times(n, backoff): backoff must be >= 0 ms, got ${String(backoff)}`);
-  }
+  if (n === undefined) throw new TypeError('times: n must be an integer >= 0, got undefined');
+  const retries = nonNegativeIntegerOption('times', 'n', n, 0);
+  const delay = backoffDelay('times(n, backoff)', backoff);
   return {
     kind: 'times',
     onFailure: ({ attempt }) =>
-      attempt <= n ? { action: 'retry', delayMs: delayOf(backoff, attempt) } : { action: 'revert' },
+      attempt <= retries ? { action: 'retry', delayMs: delay(attempt) } : { action: 'revert' },
   };
 }
 
@@ -74,12 +51,13 @@ export function alternatives(
     throw new TypeError('alternatives(paramSets): give at least one parameter set');
   }
   const sets = [...paramSets];
+  const delay = backoffDelay('alternatives(paramSets, { backoff })', options.backoff);
   return {
     kind: 'alternatives',
     paramsFor: (attempt) => sets[attempt - 1],
     onFailure: ({ attempt }) =>
       attempt < sets.length
-        ? { action: 'retry', delayMs: delayOf(options.backoff, attempt), params: sets[attempt]! }
+        ? { action: 'retry', delayMs: delay(attempt), params: sets[attempt]! }
         : { action: 'revert' },
   };
 }

@@ -1,5 +1,7 @@
+import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
-import { isUniqueViolation, sql, type Database, type Migration } from '@rigging/sql';
+import type { Database, Migration } from '@rigging/sql';
+import { isUniqueViolation, sql } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
   fenced,
@@ -329,6 +331,7 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
     },
 
     async flows(options = {}) {
+      const limit = nonNegativeIntegerOption('flows', 'limit', options.limit);
       let q = db
         .selectFrom(FLOWS)
         .select(['flow_id', 'name', 'state', 'created_at', 'updated_at'])
@@ -338,7 +341,7 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
         if (options.states.length === 0) return [];
         q = q.where('state', 'in', [...options.states]);
       }
-      if (options.limit !== undefined) q = q.limit(options.limit);
+      if (limit !== undefined) q = q.limit(limit);
       const rows = await q.execute();
       return rows.map((r): FlowSummary => ({
         flowId: r.flow_id,

@@ -243,9 +243,31 @@ describe('validation', () => {
       new Engine().run(graphFlow('g', noop('a'), link('a', 'nope')), { inputs: {} }),
     );
     expect(r?.message).toContain("'nope'");
-    expect(() => new Engine({ concurrency: 0 })).toThrow(TypeError);
+    expect(() => new Engine({ concurrency: 0 })).toThrow(
+      'Engine: concurrency must be an integer >= 1, got 0',
+    );
+    expect(() => new Engine({ concurrency: 1.5 })).toThrow(TypeError);
     expect(() => task({ name: '', execute: () => 1 })).toThrow(TypeError);
-    expect(() => times(-1)).toThrow(TypeError);
+    expect(() => times(-1)).toThrow('times: n must be an integer >= 0, got -1');
+    expect(() => times(undefined as unknown as number)).toThrow(TypeError);
+    expect(() => times(1, -5)).toThrow(TypeError);
+    expect(() => times(1, { factor: 0.5 })).toThrow('backoff.factor must be >= 1');
+    expect(() => alternatives([{}], { backoff: { jitter: 2 } })).toThrow(TypeError);
+    await expect(new Engine().flows({ limit: -1 })).rejects.toThrow(
+      'flows: limit must be an integer >= 0, got -1',
+    );
+  });
+
+  it('takes the backoff shapes of core: a number, a function, exponential settings', () => {
+    const delays = (controller: ReturnType<typeof times>) =>
+      [1, 2, 3].map((attempt) => {
+        const decision = controller.onFailure({ task: 't', attempt, error: new Error('x') });
+        return decision.action === 'retry' ? decision.delayMs : undefined;
+      });
+    expect(delays(times(3, 7))).toEqual([7, 7, 7]);
+    expect(delays(times(3, (retry) => retry * 10))).toEqual([10, 20, 30]);
+    expect(delays(times(3, { initialMs: 50, factor: 3, maxMs: 200 }))).toEqual([50, 150, 200]);
+    expect(delays(times(2))).toEqual([0, 0, undefined]);
   });
 });
 

@@ -1,3 +1,4 @@
+import { ADMIN_TOKEN_ENV } from '../auth/tokens.js';
 import { CommandError } from '../errors.js';
 import type { DemoMessage } from '../http/demo.js';
 import type { Output } from '../output.js';
@@ -33,11 +34,16 @@ export async function runRemoteDemo(url: string, out: Output): Promise<void> {
     );
   }
   const shown = base.origin;
+  const token = process.env.MINICLOUD_TOKEN || process.env[ADMIN_TOKEN_ENV];
   let res: Response;
   try {
     res = await fetch(new URL('api/demo', base.href.endsWith('/') ? base : `${base.href}/`), {
       method: 'POST',
-      headers: { accept: 'application/x-ndjson' },
+      headers: {
+        accept: 'application/x-ndjson',
+        // A server that requires tokens: MINICLOUD_TOKEN, else MINICLOUD_ADMIN_TOKEN.
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
     });
   } catch (error) {
     throw unreachable(shown, error);

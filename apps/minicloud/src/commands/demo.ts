@@ -25,6 +25,7 @@ export const demo: Command = {
     '                    else sqlite:.minicloud/minicloud.db)',
     '  --fresh           start from an empty database (deletes the SQLite file first; SQLite only)',
     '  --server <url>    run the story inside a running `minicloud serve` (its dashboard shows it)',
+    '                    (token from $MINICLOUD_TOKEN or $MINICLOUD_ADMIN_TOKEN when it needs one)',
     '  --workers <n>     run flows and container ops on n `minicloud worker` processes (0-16)',
     '  --chaos           with --workers 2+: SIGKILL the worker running a flow mid-flow and prove',
     '                    the takeover: nothing lost, nothing done twice',

@@ -1,5 +1,10 @@
 import { openDatabase } from '@rigging/sql';
+import { isIP } from 'node:net';
+import { FailureLimiter } from '../auth/limiter.js';
+import { ADMIN_TOKEN_ENV, TokenStore } from '../auth/tokens.js';
 import { openCloud } from '../cloud/index.js';
+import { Auth, type AuthMode } from '../http/auth.js';
+import { createMetrics } from '../http/metrics.js';
 import { CommandError, UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import type { MinicloudTables } from '../migrations.js';
@@ -14,6 +19,48 @@ function parsePort(raw: string, source: string): number {
     throw new UsageError(`${source} must be a port number from 0 to 65535, got '${raw}'`);
   }
   return Number(raw);
+}
+
+function intEnv(name: string, min: number, max: number): number {
+  const raw = process.env[name] ?? '';
+  if (!/^\d{1,7}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new UsageError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  }
+  return Number(raw);
+}
+
+/** Whether `host` only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h === '::1') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  return h.startsWith('::ffff:127.');
+}
+
+/**
+ * How `serve` on `host` checks tokens: on loopback once one is configured; elsewhere always,
+ * and only when one is configured unless `insecure` (`--insecure-no-auth`).
+ */
+async function authMode(
+  host: string,
+  tokens: TokenStore,
+  insecure: boolean,
+  warn: (line: string) => void,
+): Promise<AuthMode> {
+  if (isLoopback(host)) return 'auto';
+  if (await tokens.configured()) return 'required';
+  if (!insecure) {
+    throw new CommandError(
+      'minicloud.auth_required',
+      `refusing to listen on ${host} without authentication: create a token ` +
+        `(minicloud token create --role admin) or set ${ADMIN_TOKEN_ENV}, ` +
+        'or pass --insecure-no-auth to serve anyone who can reach it',
+    );
+  }
+  warn(
+    `minicloud serve: WARNING: --insecure-no-auth: anyone who can reach ${host} controls this cloud`,
+  );
+  return 'auto';
 }
 
 /** Resolves when the process receives SIGTERM or SIGINT. */
@@ -37,18 +84,30 @@ export const serve: Command = {
   name: 'serve',
   summary: 'run the HTTP API, the Placement API and the dashboard (in-process workers)',
   usage: [
-    'Usage: minicloud serve [--port <n>] [--host <h>] [--database <url>] [--data-dir <dir>]',
+    'Usage: minicloud serve [--port <n>] [--host <h>] [--insecure-no-auth] [--database <url>]',
+    '                       [--data-dir <dir>]',
     '',
     `  --port <n>        port to listen on; 0 picks a free one (default: $MINICLOUD_PORT, else ${DEFAULT_PORT})`,
     `  --host <h>        address to listen on (default: $MINICLOUD_HOST, else ${DEFAULT_HOST})`,
+    '  --insecure-no-auth  listen on a non-loopback address with no token configured',
     '  --database <url>  where minicloud keeps its state (default: $MINICLOUD_DATABASE_URL,',
     '                    else sqlite:.minicloud/minicloud.db)',
     '',
     'Runs the startup reshape, then serves the dashboard at /, the JSON API at /api and the',
     'Placement-compatible API at /placement until SIGTERM or SIGINT (then it stops accepting,',
     'ends event streams, lets running work finish or hands it back, and exits 0).',
+    '',
+    'Authentication: once a token exists (minicloud token create) or $MINICLOUD_ADMIN_TOKEN is',
+    'set, every API call needs one (Authorization: Bearer, X-Auth-Token for /placement). On a',
+    'non-loopback address serve refuses to start without one, unless --insecure-no-auth.',
+    'A client address with more than $MINICLOUD_AUTH_MAX_FAILURES (default 20) failed',
+    'authentications in a minute is refused (429) until the minute ends.',
   ],
-  options: { port: { type: 'string' }, host: { type: 'string' } },
+  options: {
+    port: { type: 'string' },
+    host: { type: 'string' },
+    'insecure-no-auth': { type: 'boolean' },
+  },
   async run({ config, out, values }) {
     const port =
       typeof values.port === 'string'
@@ -64,8 +123,25 @@ export const serve: Command = {
 
     await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
     await using cloud = await openCloud({ database, dataDir: config.dataDir, logger });
-    await cloud.startupReshape();
-    const server = await createServer({ cloud, config, logger });
+    const tokens = new TokenStore(database, {
+      adminToken: process.env[ADMIN_TOKEN_ENV] || undefined,
+    });
+    const mode = await authMode(host, tokens, values['insecure-no-auth'] === true, (line) =>
+      process.stderr.write(`${line}\n`),
+    );
+    const maxFailures = process.env.MINICLOUD_AUTH_MAX_FAILURES
+      ? intEnv('MINICLOUD_AUTH_MAX_FAILURES', 1, 1_000_000)
+      : undefined;
+    const metrics = createMetrics(cloud);
+    const reshaped = await cloud.startupReshape();
+    metrics.observeReshape(reshaped.durationMs, reshaped.movedConsumers.length);
+    const server = await createServer({
+      cloud,
+      config,
+      logger,
+      auth: new Auth({ tokens, mode, limiter: new FailureLimiter({ maxFailures }) }),
+      metrics,
+    });
     try {
       let url: string;
       try {
@@ -90,6 +166,7 @@ export const serve: Command = {
       logger.info({ signal }, 'minicloud serve: shutting down');
     } finally {
       await server.close();
+      metrics.close();
     }
     // Whatever a closed driver or library leaves scheduled must not keep the process up.
     setTimeout(() => process.exit(), 2_000).unref();

@@ -20,5 +20,7 @@ export interface Command {
   usage: string[];
   /** Options besides the global ones (`--database`, `--help`). */
   options: NonNullable<ParseArgsConfig['options']>;
+  /** Whether it takes positional arguments (`token revoke <id>`). @default false */
+  positionals?: boolean;
   run(ctx: CommandContext): Promise<void>;
 }

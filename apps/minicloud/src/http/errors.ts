@@ -11,6 +11,8 @@ export class HttpError extends Error {
     readonly statusCode: number,
     readonly code: string,
     message: string,
+    /** Extra response headers (`retry-after`, `www-authenticate`). */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
     this.name = 'HttpError';
@@ -42,12 +44,14 @@ export function toApiError(error: unknown): {
   status: number;
   body: ApiErrorBody;
   internal: boolean;
+  headers?: Readonly<Record<string, string>>;
 } {
   if (error instanceof HttpError) {
     return {
       status: error.statusCode,
       body: { error: { code: error.code, message: error.message } },
       internal: false,
+      headers: error.headers,
     };
   }
   if (RiggingError.isInstance(error)) {

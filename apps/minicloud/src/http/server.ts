@@ -6,6 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@rigging/core';
 import { createPlacementHandler } from '@rigging/reshape/http';
+import swagger from '@fastify/swagger';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -17,7 +18,10 @@ import type { FlowState, TaskState } from '../../dashboard/src/state.js';
 import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
+import { TokenStore } from '../auth/tokens.js';
+import { Auth, installAuth } from './auth.js';
 import { dashboardDistDir } from './dashboard-dir.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { DemoRunner } from './demo.js';
 import { HttpError, toApiError } from './errors.js';
 import {
@@ -44,6 +48,13 @@ export interface ServerOptions {
   dashboardDir?: string;
   /** How long `close()` lets a running demo finish. @default 30000 */
   closeGraceMs?: number;
+  /**
+   * Token checks. @default tokens from the cloud's database, required once one exists
+   * (`mode: 'auto'`)
+   */
+  auth?: Auth;
+  /** Prometheus metrics served at `/metrics`. @default createMetrics(cloud), closed with the server */
+  metrics?: Metrics;
 }
 
 /** A server built by {@link createServer}. */
@@ -63,13 +74,22 @@ export interface MinicloudServer {
 type Req<T extends { Params?: unknown; Body?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
 
 const DEFAULT_LIST_LIMIT = 100;
+/** Largest package upload body (JSON with base64 file contents). */
+const UPLOAD_BODY_LIMIT = 16 * 1024 * 1024;
+/** Largest body of every other route. */
+const BODY_LIMIT = 64 * 1024;
+
+const PUBLIC = { access: 'public' } as const;
+const READ = { access: 'read' } as const;
+const DEPLOY = { access: 'deploy' } as const;
+const ADMIN = { access: 'admin' } as const;
 
 /** Builds the Fastify app around `cloud` (not listening yet). */
 export async function createServer(options: ServerOptions): Promise<MinicloudServer> {
   const { cloud } = options;
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as unknown as FastifyBaseLogger } : {}),
-    bodyLimit: 16 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT,
     // Refuse what the schemas do not describe instead of silently dropping or coercing it.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
@@ -77,8 +97,11 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     routerOptions: { maxParamLength: 1000 },
     // Errors the router raises before a route runs (bad URL encoding, …): same body shape.
     frameworkErrors: (error, _request, reply) => {
-      const { status, body } = toApiError(error);
-      void (reply as FastifyReply).status(status).send(body);
+      const { status, body, headers } = toApiError(error);
+      void (reply as FastifyReply)
+        .status(status)
+        .headers(headers ?? {})
+        .send(body);
     },
   });
 
@@ -92,10 +115,56 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   // ------------------------------------------------------------------ errors
   app.setErrorHandler((error, request, reply) => {
-    const { status, body, internal } = toApiError(error);
+    const { status, body, internal, headers } = toApiError(error);
     if (internal) request.log.error({ err: error }, 'minicloud serve: request failed');
-    void reply.status(status).send(body);
+    void reply
+      .status(status)
+      .headers(headers ?? {})
+      .send(body);
   });
+
+  // ------------------------------------------------------------------ OpenAPI
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'minicloud API',
+        version: '0.1.0',
+        description:
+          'The JSON API of `minicloud serve`. Errors answer `{ error: { code, message } }`.',
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer' },
+          cookie: { type: 'apiKey', in: 'cookie', name: 'minicloud_token' },
+        },
+      },
+      security: [{ bearer: [] }, { cookie: [] }],
+    },
+    // Only the JSON API: the dashboard's files and the Placement API are described elsewhere.
+    hiddenTag: 'hidden',
+  });
+
+  // ------------------------------------------------------------------ authentication
+  const auth = options.auth ?? new Auth({ tokens: new TokenStore(cloud.database), mode: 'auto' });
+  installAuth(app, auth);
+
+  // ------------------------------------------------------------------ metrics
+  const metrics = options.metrics ?? createMetrics(cloud);
+  metrics.instrument(app);
+  app.get(
+    '/metrics',
+    {
+      config: READ,
+      schema: {
+        summary: 'Prometheus metrics (text exposition format)',
+        produces: ['text/plain'],
+        response: { 200: { type: 'string', description: 'Prometheus text format 0.0.4' } },
+      },
+    },
+    async (_req, reply) =>
+      reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
   app.setNotFoundHandler((request, reply) => {
     void reply.status(404).send({
       error: {
@@ -105,9 +174,15 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     });
   });
 
+  app.get(
+    '/api/openapi.json',
+    { config: READ, schema: { summary: 'This document (OpenAPI 3.1)' } },
+    async () => app.swagger(),
+  );
+
   // ------------------------------------------------------------------ health
   const started = Date.now();
-  app.get('/api/health', async () => ({
+  app.get('/api/health', { config: PUBLIC }, async () => ({
     ok: true,
     uptimeMs: Date.now() - started,
     database: cloud.database.dialect,
@@ -117,88 +192,110 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   }));
 
   // ------------------------------------------------------------------ environments
-  app.get('/api/environments', async () => ({ environments: await cloud.environments() }));
+  app.get('/api/environments', { config: READ }, async () => ({
+    environments: await cloud.environments(),
+  }));
 
-  app.get('/api/environments/:name', { schema: { params: envParams } }, async (req) => {
-    const { name } = (req as Req<{ Params: { name: string } }>).params;
-    const env = (await cloud.environments()).find((e) => e.name === name);
-    if (!env) throw new HttpError(404, 'minicloud.env_not_found', `no environment named ${name}`);
-    return env;
-  });
+  app.get(
+    '/api/environments/:name',
+    { config: READ, schema: { params: envParams } },
+    async (req) => {
+      const { name } = (req as Req<{ Params: { name: string } }>).params;
+      const env = (await cloud.environments()).find((e) => e.name === name);
+      if (!env) throw new HttpError(404, 'minicloud.env_not_found', `no environment named ${name}`);
+      return env;
+    },
+  );
 
-  app.post('/api/environments', { schema: { body: deployBody } }, async (req, reply) => {
-    const body = (
-      req as Req<{
-        Body: {
-          name: string;
-          package: { fqn: string; version: string };
-          faults?: { vmFailOnce?: string[]; failStep?: string | null };
-        };
-      }>
-    ).body;
-    const result = await cloud.deployEnvironment(body.name, {
-      package: body.package,
-      ...(body.faults ? { faults: body.faults } : {}),
-    });
-    const { path: _path, ...pkg } = result.package;
-    return reply.status(result.ok ? 201 : 200).send({ ...result, package: pkg });
-  });
+  app.post(
+    '/api/environments',
+    { config: DEPLOY, schema: { body: deployBody } },
+    async (req, reply) => {
+      const body = (
+        req as Req<{
+          Body: {
+            name: string;
+            package: { fqn: string; version: string };
+            faults?: { vmFailOnce?: string[]; failStep?: string | null };
+          };
+        }>
+      ).body;
+      const result = await cloud.deployEnvironment(body.name, {
+        package: body.package,
+        ...(body.faults ? { faults: body.faults } : {}),
+      });
+      const { path: _path, ...pkg } = result.package;
+      return reply.status(result.ok ? 201 : 200).send({ ...result, package: pkg });
+    },
+  );
 
-  app.delete('/api/environments/:name', { schema: { params: envParams } }, async (req) => {
-    const { name } = (req as Req<{ Params: { name: string } }>).params;
-    const report = await cloud.deleteEnvironment(name);
-    return {
-      env: report.env,
-      destroyed: report.destroyed,
-      failed: report.failed,
-      released: report.released,
-      notified: report.notified,
-      plan: report.plan,
-      packageRemoved: report.packageRemoved,
-    };
-  });
+  app.delete(
+    '/api/environments/:name',
+    { config: DEPLOY, schema: { params: envParams } },
+    async (req) => {
+      const { name } = (req as Req<{ Params: { name: string } }>).params;
+      const report = await cloud.deleteEnvironment(name);
+      return {
+        env: report.env,
+        destroyed: report.destroyed,
+        failed: report.failed,
+        released: report.released,
+        notified: report.notified,
+        plan: report.plan,
+        packageRemoved: report.packageRemoved,
+      };
+    },
+  );
 
   // ------------------------------------------------------------------ packages
-  app.post('/api/packages', { schema: { body: uploadBody } }, async (req, reply) => {
-    const body = (
-      req as Req<{
-        Body: {
-          fqn: string;
-          version: string;
-          files: { path: string; content?: string; base64?: string }[];
+  app.post(
+    '/api/packages',
+    { config: ADMIN, bodyLimit: UPLOAD_BODY_LIMIT, schema: { body: uploadBody } },
+    async (req, reply) => {
+      const body = (
+        req as Req<{
+          Body: {
+            fqn: string;
+            version: string;
+            files: { path: string; content?: string; base64?: string }[];
+          };
+        }>
+      ).body;
+      const seen = new Set<string>();
+      const files: PackageFile[] = body.files.map((f) => {
+        if (seen.has(f.path)) {
+          throw new HttpError(400, 'minicloud.invalid_input', `duplicate file path ${f.path}`);
+        }
+        seen.add(f.path);
+        return {
+          path: f.path,
+          content: f.base64 !== undefined ? Buffer.from(f.base64, 'base64') : f.content!,
         };
-      }>
-    ).body;
-    const seen = new Set<string>();
-    const files: PackageFile[] = body.files.map((f) => {
-      if (seen.has(f.path)) {
-        throw new HttpError(400, 'minicloud.invalid_input', `duplicate file path ${f.path}`);
-      }
-      seen.add(f.path);
-      return {
-        path: f.path,
-        content: f.base64 !== undefined ? Buffer.from(f.base64, 'base64') : f.content!,
-      };
-    });
-    const ref = await cloud.uploadPackage(body.fqn, body.version, files);
-    return reply.status(201).send(ref);
-  });
+      });
+      const ref = await cloud.uploadPackage(body.fqn, body.version, files);
+      return reply.status(201).send(ref);
+    },
+  );
 
-  app.get('/api/packages/:fqn/:version', { schema: { params: packageParams } }, async (req) => {
-    const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
-    const current = await cloud.repository.current(fqn, version);
-    if (!current) {
-      throw new HttpError(
-        404,
-        'minicloud.package_not_found',
-        `package ${fqn} ${version} is not in the repository`,
-      );
-    }
-    return current;
-  });
+  app.get(
+    '/api/packages/:fqn/:version',
+    { config: READ, schema: { params: packageParams } },
+    async (req) => {
+      const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
+      const current = await cloud.repository.current(fqn, version);
+      if (!current) {
+        throw new HttpError(
+          404,
+          'minicloud.package_not_found',
+          `package ${fqn} ${version} is not in the repository`,
+        );
+      }
+      return current;
+    },
+  );
 
   // ------------------------------------------------------------------ containers and ops
-  app.get('/api/containers', async () => {
+  app.get('/api/containers', { config: READ }, async () => {
     const containers = await cloud.containers();
     return {
       containers: await Promise.all(
@@ -209,7 +306,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.post(
     '/api/containers/:name/ops',
-    { schema: { params: containerParams, body: opBody } },
+    { config: DEPLOY, schema: { params: containerParams, body: opBody } },
     async (req, reply) => {
       const r = req as Req<{
         Params: { name: string };
@@ -220,7 +317,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   );
 
-  app.get('/api/ops/:id', { schema: { params: opParams } }, async (req) => {
+  app.get('/api/ops/:id', { config: READ, schema: { params: opParams } }, async (req) => {
     const { id } = (req as Req<{ Params: { id: string } }>).params;
     const op = await cloud.queue.get(id);
     if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
@@ -228,9 +325,9 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   });
 
   // ------------------------------------------------------------------ queues
-  app.get('/api/queues', async () => ({ keys: await cloud.queue.activeKeys() }));
+  app.get('/api/queues', { config: READ }, async () => ({ keys: await cloud.queue.activeKeys() }));
 
-  app.get('/api/queues/:key', { schema: { params: keyParams } }, async (req) => {
+  app.get('/api/queues/:key', { config: READ, schema: { params: keyParams } }, async (req) => {
     const { key } = (req as Req<{ Params: { key: string } }>).params;
     const info = await cloud.queue.inspect(key);
     if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
@@ -257,11 +354,19 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     const cancelled = await cloud.queue.discard(key);
     return { ok: true, key, action, cancelled };
   };
-  app.post('/api/queues/:key/resume', { schema: { params: keyParams } }, queueAction('resume'));
-  app.post('/api/queues/:key/discard', { schema: { params: keyParams } }, queueAction('discard'));
+  app.post(
+    '/api/queues/:key/resume',
+    { config: DEPLOY, schema: { params: keyParams } },
+    queueAction('resume'),
+  );
+  app.post(
+    '/api/queues/:key/discard',
+    { config: DEPLOY, schema: { params: keyParams } },
+    queueAction('discard'),
+  );
 
   // ------------------------------------------------------------------ flows
-  app.get('/api/flows', { schema: { querystring: flowsQuery } }, async (req) => {
+  app.get('/api/flows', { config: READ, schema: { querystring: flowsQuery } }, async (req) => {
     const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
     const flows = await cloud.engine.flows({
       limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
@@ -270,7 +375,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     return { flows };
   });
 
-  app.get('/api/flows/:id', { schema: { params: flowParams } }, async (req) => {
+  app.get('/api/flows/:id', { config: READ, schema: { params: flowParams } }, async (req) => {
     const { id } = (req as Req<{ Params: { id: string } }>).params;
     const history = await cloud.engine.history(id);
     if (history.length === 0) {
@@ -297,18 +402,18 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   });
 
   // ------------------------------------------------------------------ providers
-  app.get('/api/providers', async () => ({ nodes: await cloud.providerTree() }));
+  app.get('/api/providers', { config: READ }, async () => ({ nodes: await cloud.providerTree() }));
 
   // ------------------------------------------------------------------ demo
   const demo = new DemoRunner(cloud, options.config);
-  app.post('/api/demo', async (req, reply) => {
+  app.post('/api/demo', { config: ADMIN }, async (req, reply) => {
     demo.check();
     reply.hijack();
     await demo.run(req.raw, reply.raw);
   });
 
   // ------------------------------------------------------------------ dashboard events
-  app.get('/api/events', (req, reply) => {
+  app.get('/api/events', { config: READ }, (req, reply) => {
     reply.hijack();
     hub.handle(req.raw, reply.raw);
   });
@@ -318,13 +423,26 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     // The Placement handler reads and parses bodies itself: leave the request stream unread.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
-    const placement = createPlacementHandler(cloud.reshape, { basePath: '/placement' });
-    const route = (req: FastifyRequest, reply: FastifyReply) => {
+    // Placement checks X-Auth-Token itself (401/403 with its own error body) once tokens are
+    // required; until then every caller is admin, as with Placement's noauth.
+    const open = createPlacementHandler(cloud.reshape, { basePath: '/placement' });
+    const checked = createPlacementHandler(cloud.reshape, {
+      basePath: '/placement',
+      auth: {
+        validate: async (token, req) => {
+          const principal = await auth.verify(req, token);
+          return principal && { roles: [principal.role] };
+        },
+      },
+    });
+    const route = async (req: FastifyRequest, reply: FastifyReply) => {
+      const active = await auth.active();
+      if (active) auth.checkLimit(req.raw);
       reply.hijack();
-      placement(req.raw, reply.raw);
+      (active ? checked : open)(req.raw, reply.raw);
     };
-    scope.all('/placement', route);
-    scope.all('/placement/*', route);
+    scope.all('/placement', { config: PUBLIC, schema: { hide: true } }, route);
+    scope.all('/placement/*', { config: PUBLIC, schema: { hide: true } }, route);
   });
 
   // ------------------------------------------------------------------ dashboard files
@@ -332,7 +450,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     ? { dir: options.dashboardDir, built: true }
     : dashboardDistDir();
   const statics = serveStatic(dist.dir);
-  app.get('/*', async (req, reply) => {
+  app.get('/*', { config: PUBLIC, schema: { hide: true } }, async (req, reply) => {
     const path = req.url.split('?')[0]!;
     if (path === '/api' || path.startsWith('/api/')) {
       throw new HttpError(404, 'minicloud.not_found', `no route GET ${path}`);
@@ -363,6 +481,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       closing ??= (async () => {
         const closed = app.close();
         offHub();
+        if (!options.metrics) metrics.close();
         hub.close();
         await demo.drain(options.closeGraceMs ?? 30_000);
         const force = setTimeout(() => app.server.closeAllConnections(), 5_000);

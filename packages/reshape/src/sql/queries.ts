@@ -4,7 +4,7 @@
  * order.
  */
 import type { Database, Kysely } from '@rigging/sql';
-import { CompiledQuery, isUniqueViolation } from '@rigging/sql';
+import { CompiledQuery, isUniqueViolation } from './peer.js';
 import { ReshapeError } from '../errors.js';
 import {
   plan,

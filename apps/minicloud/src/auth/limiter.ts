@@ -1,0 +1,68 @@
+import { positiveIntegerOption, systemClock, type Clock } from '@rigging/core';
+
+/** Options of {@link FailureLimiter}. */
+export interface FailureLimiterOptions {
+  /** Failed sign-ins an address may make per window before it is refused. @default 20 */
+  maxFailures?: number;
+  /** Length of the window. @default 60000 */
+  windowMs?: number;
+  /** Addresses remembered at once (the oldest is forgotten first). @default 10000 */
+  maxAddresses?: number;
+  /** @default systemClock */
+  clock?: Clock;
+}
+
+/**
+ * Counts failed authentications per client address in a fixed window and says when an address
+ * has failed too often: it is then refused (429) until its window ends, whatever it sends.
+ */
+export class FailureLimiter {
+  readonly #max: number;
+  readonly #windowMs: number;
+  readonly #maxAddresses: number;
+  readonly #clock: Clock;
+  /** Address → failures in the window that started at `since` (insertion order = age). */
+  readonly #failures = new Map<string, { since: number; count: number }>();
+
+  constructor(options: FailureLimiterOptions = {}) {
+    this.#max = positiveIntegerOption('FailureLimiter', 'maxFailures', options.maxFailures, 20);
+    this.#windowMs = positiveIntegerOption('FailureLimiter', 'windowMs', options.windowMs, 60_000);
+    this.#maxAddresses = positiveIntegerOption(
+      'FailureLimiter',
+      'maxAddresses',
+      options.maxAddresses,
+      10_000,
+    );
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Milliseconds until `address` may try again, or 0 when it is not refused. */
+  blockedFor(address: string): number {
+    const entry = this.#current(address);
+    if (!entry || entry.count < this.#max) return 0;
+    return entry.since + this.#windowMs - this.#clock.now();
+  }
+
+  /** Records one failed authentication of `address`. */
+  fail(address: string): void {
+    const entry = this.#current(address);
+    if (entry) {
+      entry.count += 1;
+      return;
+    }
+    if (this.#failures.size >= this.#maxAddresses) {
+      const oldest = this.#failures.keys().next().value;
+      if (oldest !== undefined) this.#failures.delete(oldest);
+    }
+    this.#failures.set(address, { since: this.#clock.now(), count: 1 });
+  }
+
+  #current(address: string): { since: number; count: number } | undefined {
+    const entry = this.#failures.get(address);
+    if (entry && this.#clock.now() - entry.since >= this.#windowMs) {
+      this.#failures.delete(address);
+      return undefined;
+    }
+    return entry;
+  }
+}

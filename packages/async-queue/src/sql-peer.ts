@@ -1,0 +1,15 @@
+import { requireOptionalPeer } from '@rigging/core';
+
+type Sql = typeof import('@rigging/sql');
+
+/**
+ * The values `@rigging/async-queue/sql` uses from its optional peer `@rigging/sql`, loaded when that
+ * entry is: without the peer installed, importing it throws `async-queue.peer_missing` naming what to
+ * install instead of a bare module-resolution failure.
+ * @internal
+ */
+export const { isUniqueViolation, sql } = requireOptionalPeer<Sql>('@rigging/sql', {
+  from: import.meta.url,
+  neededBy: '@rigging/async-queue/sql',
+  code: 'async-queue.peer_missing',
+});

@@ -1,0 +1,259 @@
+// The schema of the SQL backend: its two tables, their rows, and the migrations that build them
+// on every dialect.
+import type { SerializedError } from '@rigging/core';
+import type { Kysely, Migration } from '@rigging/sql';
+import { sql } from '../sql-peer.js';
+import type { EnqueueInput } from '../backend.js';
+import type { OpInfo, OpStatus } from '../types.js';
+import {
+  CLAIM_BY_KEY_FUNCTION,
+  CLAIM_FUNCTION,
+  ENQUEUE_FUNCTION,
+  SUCCEED_FUNCTION,
+  SUCCEED_MANY_FUNCTION,
+} from './pg-functions.js';
+import { KEYS, OPS } from './names.js';
+
+/** The Kysely handle the backend queries through (its tables are not typed). @internal */
+export type Db = Kysely<any>;
+
+/** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
+export const migrations: readonly Migration[] = [
+  {
+    name: 'create-queue-tables',
+    async up(db) {
+      await db.schema
+        .createTable(OPS)
+        .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
+        .addColumn('queue', 'varchar(64)', (c) => c.notNull())
+        .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('seq', 'bigint', (c) => c.notNull())
+        .addColumn('type', 'varchar(128)', (c) => c.notNull())
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('status', 'varchar(16)', (c) => c.notNull())
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('expiries', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('token', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('idempotency_key', 'varchar(255)')
+        .addColumn('result', 'text')
+        .addColumn('error', 'text')
+        .addColumn('cancelled_by', 'varchar(36)')
+        .addColumn('worker', 'varchar(255)')
+        .addColumn('announce', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('started_at', 'bigint')
+        .addColumn('finished_at', 'bigint')
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_key')
+        .on(OPS)
+        .columns(['queue', 'op_key', 'status', 'seq'])
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_idem')
+        .on(OPS)
+        .columns(['queue', 'idempotency_key'])
+        .unique()
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_ops_finished')
+        .on(OPS)
+        .columns(['queue', 'status', 'finished_at'])
+        .execute();
+      await db.schema
+        .createTable(KEYS)
+        .addColumn('queue', 'varchar(64)', (c) => c.notNull())
+        .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
+        .addColumn('state', 'varchar(16)', (c) => c.notNull())
+        .addColumn('next_seq', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('pending', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('avail_at', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('turn', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('running_op', 'varchar(36)')
+        .addColumn('running_type', 'varchar(128)')
+        .addColumn('token', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('lease_until', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('blocked_by', 'varchar(36)')
+        .addPrimaryKeyConstraint('rigging_queue_keys_pk', ['queue', 'op_key'])
+        .execute();
+      await db.schema
+        .createIndex('rigging_queue_keys_turn')
+        .on(KEYS)
+        .columns(['queue', 'state', 'turn'])
+        .execute();
+    },
+  },
+  {
+    // PostgreSQL plans a statement on every execution unless it is prepared, and the success
+    // path's one statement (seven CTEs) cost more to plan than to run. A PL/pgSQL function keeps
+    // its plan per connection: same statement, planned once.
+    name: 'pg-succeed-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(SUCCEED_FUNCTION).execute(db);
+    },
+  },
+  {
+    // The worker loop's claim (and so the idle enqueue → start latency), planned once too.
+    name: 'pg-claim-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(CLAIM_FUNCTION).execute(db);
+    },
+  },
+  {
+    // Successes that arrive while another is being recorded go together: one statement and one
+    // commit for many ops (each still checked against its own fencing token).
+    name: 'pg-succeed-many-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+    },
+  },
+  {
+    // The fair pick orders ready keys by (turn, op_key): an index in that order lets it stop
+    // after `limit` keys instead of sorting every ready key of the queue. On PostgreSQL and
+    // SQLite the index holds only ready keys (and another only running ones, for the look for
+    // expired leases): look-ups of one key by (queue, op_key) then have no index to take but the
+    // primary key, whatever the planner's statistics say, and a key that starts or stops running
+    // changes fewer index entries. MySQL has no partial indexes: one index on every key.
+    name: 'keys-turn-key-index',
+    async up(db, { dialect }) {
+      if (dialect === 'mysql') {
+        await db.schema
+          .createIndex('rigging_queue_keys_turn_key')
+          .on(KEYS)
+          .columns(['queue', 'state', 'turn', 'op_key'])
+          .execute();
+        await db.schema.dropIndex('rigging_queue_keys_turn').on(KEYS).execute();
+        return;
+      }
+      await sql
+        .raw(
+          `create index rigging_queue_keys_ready on ${KEYS} (queue, turn, op_key) where state = 'ready'`,
+        )
+        .execute(db);
+      await sql
+        .raw(
+          `create index rigging_queue_keys_running on ${KEYS} (queue, lease_until) where state = 'running'`,
+        )
+        .execute(db);
+      await db.schema.dropIndex('rigging_queue_keys_turn').execute();
+    },
+  },
+  {
+    // Key rows looked up through the primary key whatever the planner's statistics say.
+    name: 'pg-functions-by-key',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(CLAIM_BY_KEY_FUNCTION).execute(db);
+      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+    },
+  },
+  {
+    // Enqueues planned once per connection too.
+    name: 'pg-enqueue-function',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(ENQUEUE_FUNCTION).execute(db);
+    },
+  },
+];
+
+/** A row of `rigging_queue_ops` as drivers return it (bigints may come as strings). @internal */
+export interface OpRow {
+  id: string;
+  queue: string;
+  op_key: string;
+  seq: number | string;
+  type: string;
+  payload: string;
+  status: string;
+  attempts: number | string;
+  expiries: number | string;
+  token: number | string;
+  idempotency_key: string | null;
+  result: string | null;
+  error: string | null;
+  cancelled_by: string | null;
+  worker: string | null;
+  announce: number | string;
+  created_at: number | string;
+  started_at: number | string | null;
+  finished_at: number | string | null;
+}
+
+/** A row of `rigging_queue_keys`. @internal */
+export interface KeyRow {
+  queue: string;
+  op_key: string;
+  state: 'idle' | 'ready' | 'running' | 'blocked';
+  next_seq: number | string;
+  pending: number | string;
+  avail_at: number | string;
+  turn: number | string;
+  running_op: string | null;
+  running_type: string | null;
+  token: number | string;
+  lease_until: number | string;
+  blocked_by: string | null;
+}
+
+/** @internal */
+export const num = (v: number | string | null | undefined): number | undefined =>
+  v === null || v === undefined ? undefined : Number(v);
+
+/** @internal */
+export const parse = (text: string | null): unknown =>
+  text === null ? undefined : JSON.parse(text);
+
+/** The public view of an op row. @internal */
+export function toInfo(row: OpRow, held = false): OpInfo {
+  const info: OpInfo = {
+    id: row.id,
+    key: row.op_key,
+    type: row.type,
+    payload: parse(row.payload),
+    status: row.status as OpStatus,
+    attempts: Number(row.attempts),
+    createdAt: Number(row.created_at),
+    startedAt: num(row.started_at),
+    finishedAt: num(row.finished_at),
+    result: parse(row.result),
+    error: parse(row.error) as SerializedError | undefined,
+    cancelledBy: row.cancelled_by ?? undefined,
+    idempotencyKey: row.idempotency_key ?? undefined,
+  };
+  if (held) info.held = true;
+  return info;
+}
+
+/** The row of a newly enqueued op. @internal */
+export const newOpRow = (
+  name: string,
+  id: string,
+  input: EnqueueInput,
+  seq: number,
+  payload: string,
+  at: number,
+): OpRow => ({
+  id,
+  queue: name,
+  op_key: input.key,
+  seq,
+  type: input.type,
+  payload,
+  status: 'queued',
+  attempts: 0,
+  expiries: 0,
+  token: 0,
+  idempotency_key: input.idempotencyKey ?? null,
+  result: null,
+  error: null,
+  cancelled_by: null,
+  worker: null,
+  announce: input.waited ? 1 : 0,
+  created_at: at,
+  started_at: null,
+  finished_at: null,
+});

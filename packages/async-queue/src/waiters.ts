@@ -1,0 +1,137 @@
+// Callers waiting for the outcome of an op (`call`, `wait`), settled by a local handler run, by
+// another process (a wake-up or a poll), or by close().
+import { deferred, scopedSignal, type Clock, type WaitOptions } from '@rigging/core';
+import type { QueueBackend } from './backend.js';
+import { QueueError } from './errors.js';
+import type { OpInfo } from './types.js';
+
+/** Op statuses that no longer change. @internal */
+export const TERMINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
+
+interface Waiter {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** The outcome of an op as a waiter gets it: its result, or the error `call` rejects with. */
+function outcomeError(op: OpInfo, localError: unknown): QueueError {
+  if (op.status === 'failed') {
+    return new QueueError(
+      'async-queue.op_failed',
+      `op ${op.id} (${op.type} on '${op.key}') failed after ${op.attempts} attempt(s): ${op.error?.message ?? 'unknown error'}`,
+      {
+        cause: localError ?? op.error,
+        details: { id: op.id, key: op.key, type: op.type, attempts: op.attempts },
+      },
+    );
+  }
+  return new QueueError(
+    'async-queue.op_cancelled',
+    op.cancelledBy === 'discard'
+      ? `op ${op.id} (${op.type} on '${op.key}') was discarded`
+      : `op ${op.id} (${op.type} on '${op.key}') was cancelled because op ${op.cancelledBy ?? '?'} failed before it`,
+    { details: { id: op.id, key: op.key, type: op.type, cancelledBy: op.cancelledBy ?? null } },
+  );
+}
+
+/** The waiters of one queue instance, by op id. @internal */
+export class Waiters {
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  /** Ops whose outcome a local handler run has not yet reported (it settles them itself). */
+  readonly #unsettled = new Set<string>();
+
+  constructor(private readonly backend: QueueBackend) {}
+
+  /** A local handler run of `id` starts: it will settle the waiters. */
+  running(id: string): void {
+    this.#unsettled.add(id);
+  }
+
+  /** The local run of `id` is over (settled or not). */
+  ran(id: string): void {
+    this.#unsettled.delete(id);
+  }
+
+  /** True while a local handler runs (or settles) `id`. */
+  runningHere(id: string): boolean {
+    return this.#unsettled.has(id);
+  }
+
+  /** Waits for the outcome of `id`; `signal`/`timeoutMs` end the wait, not the op. */
+  async wait(id: string, options: WaitOptions): Promise<unknown> {
+    const d = deferred<unknown>();
+    // It may settle while the look-up below is in flight: not an unhandled rejection.
+    d.promise.catch(() => {});
+    const waiter: Waiter = { resolve: d.resolve, reject: d.reject };
+    let set = this.#waiters.get(id);
+    if (!set) this.#waiters.set(id, (set = new Set()));
+    set.add(waiter);
+    using scope = scopedSignal({
+      ...options,
+      onTimeout: () =>
+        new QueueError(
+          'async-queue.timeout',
+          `op ${id} did not finish within ${options.timeoutMs} ms`,
+          { details: { id } },
+        ),
+    });
+    const onAbort = () => d.reject(scope.signal.reason);
+    scope.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      // It may have finished already (fast handler, idempotent repeat, another process).
+      const current = await this.backend.get(id);
+      if (current && TERMINAL.has(current.status) && !this.runningHere(id)) this.settle(current);
+      return await d.promise;
+    } finally {
+      scope.signal.removeEventListener('abort', onAbort);
+      const s = this.#waiters.get(id);
+      s?.delete(waiter);
+      if (s?.size === 0) this.#waiters.delete(id);
+    }
+  }
+
+  /**
+   * Settles the waiters of `op` if it is finished. A local run passes its own error (kept as the
+   * `cause`) and result (not read back from storage).
+   */
+  settle(op: OpInfo, localError?: unknown, localResult?: unknown): void {
+    if (TERMINAL.has(op.status)) this.#unsettled.delete(op.id);
+    const set = this.#waiters.get(op.id);
+    if (!set || !TERMINAL.has(op.status)) return;
+    this.#waiters.delete(op.id);
+    for (const w of set) {
+      if (op.status === 'succeeded') w.resolve(localResult !== undefined ? localResult : op.result);
+      else w.reject(outcomeError(op, localError));
+    }
+  }
+
+  /** Another process finished `id`: settle its local waiters from storage. */
+  remoteSettled(id: string): void {
+    if (!this.#waiters.has(id) || this.runningHere(id)) return;
+    this.backend.get(id).then(
+      (op) => {
+        if (op) this.settle(op);
+      },
+      () => {},
+    );
+  }
+
+  /** Durable backends: looks up every waited op now and then (a wake-up may be missed). */
+  async pollLoop(every: number, clock: Clock, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await clock.sleep(every, { signal }).catch(() => {});
+      if (signal.aborted) return;
+      for (const id of [...this.#waiters.keys()]) {
+        if (this.runningHere(id)) continue;
+        const op = await this.backend.get(id).catch(() => undefined);
+        if (op) this.settle(op);
+      }
+    }
+  }
+
+  /** Rejects every waiter (the queue closed). */
+  rejectAll(error: () => unknown): void {
+    for (const set of this.#waiters.values()) for (const w of set) w.reject(error());
+    this.#waiters.clear();
+  }
+}

@@ -1,0 +1,58 @@
+import { sleep } from '@rigging/core';
+import { openDatabase, sql, type Database } from '@rigging/sql';
+import { freshDatabase, PG_URL, service, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createQueue } from '../src/index.js';
+import { sqlBackend } from '../src/sql.js';
+
+const postgres = await service('postgres');
+
+/** Runs `text` on the server's maintenance database (not the one under test). */
+async function admin(text: string): Promise<void> {
+  const server = await openDatabase(PG_URL);
+  try {
+    await sql.raw(text).execute(server.db);
+  } finally {
+    await server.close();
+  }
+}
+
+describe.skipIf(!postgres.available)('close() while the database is unreachable', () => {
+  let fresh: FreshDatabase;
+  let dbName: string;
+  beforeAll(async () => {
+    fresh = await freshDatabase('postgres', 'async_queue_close');
+    dbName = new URL(fresh.url).pathname.slice(1);
+  }, 60_000);
+  afterAll(async () => {
+    await admin(`alter database "${dbName}" allow_connections true`).catch(() => {});
+    await fresh?.drop();
+  }, 60_000);
+
+  it('returns within a second while the LISTEN session is reconnecting', async () => {
+    const database: Database = await openDatabase(fresh.url);
+    try {
+      const queue = createQueue({
+        backend: sqlBackend(database, { name: 'outage', pollMs: 50 }),
+        concurrency: 2,
+        handlers: { noop: (_p: null) => null },
+      });
+      expect(await queue.call('k', { type: 'noop', payload: null })).toBeNull();
+      // The database goes away: every connection of it is terminated and new ones are refused,
+      // so the LISTEN session fails to reconnect again and again (its waits grow).
+      await admin(`alter database "${dbName}" allow_connections false`);
+      await admin(
+        `select pg_terminate_backend(pid) from pg_stat_activity where datname = '${dbName}'`,
+      );
+      // Reconnect waits so far: 200, 400, 800, 1600 ms; the next one is 3.2 s.
+      await sleep(4000);
+      const t0 = performance.now();
+      await queue.close();
+      const closeMs = performance.now() - t0;
+      expect(closeMs).toBeLessThan(1000);
+    } finally {
+      await admin(`alter database "${dbName}" allow_connections true`);
+      await database.close();
+    }
+  }, 30_000);
+});

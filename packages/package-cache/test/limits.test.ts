@@ -1,0 +1,224 @@
+import { existsSync } from 'node:fs';
+import { readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { RiggingError } from '@rigging/core';
+import {
+  DEFAULT_ARCHIVE_LIMITS,
+  PackageCache,
+  type ArchiveLimits,
+  type FetchedPackage,
+  type PackageRef,
+} from '../src/index.js';
+import { diskBytes, tarHeader, tarOf, tarOfEmptyFiles, tempDir, zipOf } from './helpers.js';
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+const ref: PackageRef = { fqn: 'io.example.Bomb', version: '1', id: 'a' };
+
+async function refusal(fetched: () => FetchedPackage, limits?: ArchiveLimits) {
+  const root = await tempDir('pc-limits-');
+  const cache = await PackageCache.open({
+    root,
+    fetch: () => Promise.resolve(fetched()),
+    durable: false,
+    ...(limits ? { limits } : {}),
+  });
+  const error = await cache.acquire(ref).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  await cache.close();
+  // Nothing of the package stays: not the package, not the scratch dir, not a stray file.
+  const left = (await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'));
+  expect(left).toEqual([]);
+  expect(existsSync(join(root, ref.fqn, ref.version, ref.id))).toBe(false);
+  return { error, root, bytesLeft: await diskBytes(root) };
+}
+
+function expectCode(error: unknown, code: string) {
+  expect(RiggingError.hasCode(error, code as never), String(error)).toBe(true);
+}
+
+async function* chunks(...parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
+  yield* parts;
+}
+
+/** A gzip member of 1 MiB of zeros: about 1 KiB, so members chain into a bomb. */
+const zerosMember = gzipSync(Buffer.alloc(MiB));
+
+describe('archive limits', () => {
+  it('stops a streamed gzip bomb while inflating (ratio), long before it ends', async () => {
+    let yielded = 0;
+    async function* bomb(): AsyncGenerator<Uint8Array> {
+      // One file announcing 3 GiB (under the 4 GiB default), then endless zeros.
+      yield gzipSync(tarHeader('zeros', 3 * GiB));
+      for (;;) {
+        yielded++;
+        yield zerosMember;
+      }
+    }
+    const { error, bytesLeft } = await refusal(() => ({ stream: bomb() }));
+    expectCode(error, 'package-cache.ratio_exceeded');
+    expect((error as RiggingError).details).toMatchObject({ limit: 'maxRatio', max: 200 });
+    expect(yielded).toBeLessThan(64); // stopped after a few MiB inflated, not 3 GiB
+    expect(bytesLeft).toBeLessThan(64 * 1024);
+  });
+
+  it('refuses a gzip bomb handed over as a buffer without inflating it in memory', async () => {
+    const bytes = Buffer.concat([
+      gzipSync(tarHeader('zeros', 256 * MiB)),
+      ...Array.from({ length: 256 }, () => zerosMember),
+    ]);
+    expect(bytes.length).toBeLessThan(MiB);
+    const { error, bytesLeft } = await refusal(() => ({ buffer: bytes }));
+    expectCode(error, 'package-cache.ratio_exceeded');
+    expect(bytesLeft).toBeLessThan(64 * 1024);
+  });
+
+  it('refuses an entry announcing more than maxExpandedBytes before writing its body', async () => {
+    const bytes = gzipSync(Buffer.concat([tarHeader('huge', 5 * GiB), Buffer.alloc(64 * 1024)]));
+    for (const fetched of [() => ({ buffer: bytes }), () => ({ stream: chunks(bytes) })]) {
+      const { error, bytesLeft } = await refusal(fetched);
+      expectCode(error, 'package-cache.too_large');
+      expect((error as RiggingError).details).toMatchObject({
+        limit: 'maxExpandedBytes',
+        max: DEFAULT_ARCHIVE_LIMITS.maxExpandedBytes,
+        entry: 'huge',
+      });
+      expect(bytesLeft).toBe(0);
+    }
+  });
+
+  it('counts expanded bytes across entries (tar and zip)', async () => {
+    const files = Array.from({ length: 5 }, (_, i) => ({
+      name: `f${i}`,
+      content: 'x'.repeat(300),
+    }));
+    const limits = { maxExpandedBytes: 1000 };
+    for (const bytes of [tarOf(files), zipOf(files)]) {
+      const { error, bytesLeft } = await refusal(() => ({ buffer: bytes }), limits);
+      expectCode(error, 'package-cache.too_large');
+      expect(bytesLeft).toBeLessThanOrEqual(1000);
+    }
+  });
+
+  it('refuses an archive larger than maxArchiveBytes: announced, buffered, streamed or a file', async () => {
+    const bytes = tarOf([{ name: 'a', content: Buffer.alloc(8192, 1) }]);
+    const limits = { maxArchiveBytes: 4096 };
+    const dir = await tempDir('pc-src-');
+    await writeFile(join(dir, 'a.tar'), bytes);
+    let pulled = 0;
+    const slow = async function* () {
+      for (let i = 0; i < bytes.length; i += 1024) {
+        pulled++;
+        yield bytes.subarray(i, i + 1024);
+      }
+    };
+    for (const fetched of [
+      () => ({ stream: chunks(bytes), size: bytes.length }),
+      () => ({ buffer: bytes }),
+      () => ({ stream: slow() }),
+      () => ({ path: join(dir, 'a.tar') }),
+    ]) {
+      const { error } = await refusal(fetched, limits);
+      expectCode(error, 'package-cache.too_large');
+      expect((error as RiggingError).details).toMatchObject({
+        limit: 'maxArchiveBytes',
+        max: 4096,
+      });
+    }
+    expect(pulled).toBeLessThanOrEqual(5);
+  });
+
+  it('refuses 100k tiny entries (default maxEntries) without writing them', async () => {
+    const tar = tarOfEmptyFiles(DEFAULT_ARCHIVE_LIMITS.maxEntries + 1);
+    const { error, bytesLeft } = await refusal(() => ({ buffer: gzipSync(tar, { level: 1 }) }));
+    expectCode(error, 'package-cache.too_many_entries');
+    expect((error as RiggingError).details).toMatchObject({ limit: 'maxEntries', max: 100_000 });
+    expect(bytesLeft).toBe(0);
+  });
+
+  it('refuses too many entries while streaming a tar, and at once for a zip', async () => {
+    const tar = tarOfEmptyFiles(5000);
+    const zip = zipOf(Array.from({ length: 300 }, (_, i) => ({ name: `f${i}` })));
+    for (const fetched of [() => ({ stream: chunks(gzipSync(tar)) }), () => ({ buffer: zip })]) {
+      const { error } = await refusal(fetched, { maxEntries: 200 });
+      expectCode(error, 'package-cache.too_many_entries');
+    }
+  });
+
+  it('refuses a zip whose entries inflate past maxRatio before writing them', async () => {
+    const zip = zipOf([{ name: 'zeros', content: Buffer.alloc(64 * MiB), deflate: true }]);
+    expect(zip.length).toBeLessThan(MiB);
+    const { error, bytesLeft } = await refusal(() => ({ buffer: zip }));
+    expectCode(error, 'package-cache.ratio_exceeded');
+    expect(bytesLeft).toBe(0);
+  });
+
+  it('refuses paths deeper than maxPathDepth and names longer than maxNameLength', async () => {
+    const deep = tarOf([{ name: Array.from({ length: 10 }, () => 'd').join('/') + '/f' }]);
+    const long = tarOf([{ name: 'n'.repeat(90) }]);
+    expectCode(
+      (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error,
+      'package-cache.unsafe_archive',
+    );
+    expectCode(
+      (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error,
+      'package-cache.unsafe_archive',
+    );
+  });
+
+  it.each([
+    ['zip-slip', tarOf([{ name: '../evil', content: 'x' }])],
+    [
+      'symlink escape, then a write through it',
+      tarOf([
+        { name: 'l', type: '2', linkname: '../../..' },
+        { name: 'l/evil', content: 'x' },
+      ]),
+    ],
+    [
+      'hard link to a file outside',
+      tarOf([{ name: 'h', type: '1', linkname: '../../../../etc/passwd' }]),
+    ],
+    ['character device', tarOf([{ name: 'dev', type: '3' }])],
+    ['FIFO', tarOf([{ name: 'fifo', type: '6' }])],
+  ])('a streamed gzipped tar with a %s is refused and writes nothing outside', async (_, tar) => {
+    const { error, root } = await refusal(() => ({ stream: chunks(gzipSync(tar)) }));
+    expectCode(error, 'package-cache.unsafe_archive');
+    const names = await readdir(root, { recursive: true });
+    expect(
+      names.filter((n) => n.endsWith('evil') || n.endsWith('dev') || n.endsWith('fifo')),
+    ).toEqual([]);
+  });
+
+  it('accepts what fits, and Infinity lifts a limit', async () => {
+    const root = await tempDir('pc-limits-');
+    const bytes = tarOf([{ name: 'a', content: 'x'.repeat(1000) }]);
+    const cache = await PackageCache.open({
+      root,
+      fetch: () => Promise.resolve({ buffer: bytes }),
+      limits: { maxExpandedBytes: 1000, maxEntries: 1, maxArchiveBytes: Infinity },
+    });
+    await using pkg = await cache.acquire(ref);
+    expect(pkg.size).toBe(1000);
+    await cache.close();
+  });
+
+  it('validates limits', () => {
+    const make = (limits: unknown) => () =>
+      new PackageCache({
+        root: '/tmp/x',
+        fetch: () => Promise.resolve('/'),
+        limits: limits as ArchiveLimits,
+      });
+    expect(make({ maxEntries: 0 })).toThrow(/limits.maxEntries must be an integer >= 1, got 0/);
+    expect(make({ maxEntries: 1.5 })).toThrow(TypeError);
+    expect(make({ maxRatio: -1 })).toThrow(/limits.maxRatio/);
+    expect(make({ maxArchiveBytes: 'big' })).toThrow(/limits.maxArchiveBytes/);
+    expect(make('x')).toThrow(/limits must be an object/);
+    expect(make({ maxRatio: 1.5, maxEntries: Infinity })).not.toThrow();
+  });
+});

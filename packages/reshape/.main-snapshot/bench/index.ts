@@ -1,0 +1,257 @@
+// pnpm bench: reshapes and API calls, ours vs OpenStack Placement 8.0 (when importable).
+import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openDatabase } from '@rigging/sql';
+import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
+import { sqlStore } from '../src/sql.js';
+import { placementAvailable, startPlacement } from '../test/peer.js';
+
+const H = (v = '1.30') => ({
+  'x-auth-token': 'admin',
+  'openstack-api-version': `placement ${v}`,
+  'content-type': 'application/json',
+});
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+/** One request with node:http and a keep-alive agent (fetch's own overhead would dominate). */
+function call(base: string, method: string, path: string, body?: unknown): Promise<any> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      base + path,
+      {
+        method,
+        agent,
+        headers:
+          payload === undefined ? H() : { ...H(), 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          if ((res.statusCode ?? 500) >= 400)
+            reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
+          else resolve(text ? JSON.parse(text) : undefined);
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Over HTTP: a root with `n` VGPUs allocated to `n` consumers; time the reshape moving them to a child. */
+async function httpReshape(base: string, n: number): Promise<number> {
+  const root = randomUUID();
+  const child = randomUUID();
+  await call(base, 'POST', '/resource_providers', { name: `host-${root}`, uuid: root });
+  await call(base, 'POST', '/resource_providers', {
+    name: `gpu-${child}`,
+    uuid: child,
+    parent_provider_uuid: root,
+  });
+  await call(base, 'PUT', `/resource_providers/${root}/inventories`, {
+    resource_provider_generation: 0,
+    inventories: { VCPU: { total: 4 * n }, VGPU: { total: n } },
+  });
+  const consumers = Array.from({ length: n }, () => randomUUID());
+  const setup: Record<string, unknown> = {};
+  for (const c of consumers)
+    setup[c] = {
+      allocations: { [root]: { resources: { VCPU: 1, VGPU: 1 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+    };
+  await call(base, 'POST', '/allocations', setup);
+  const rootGen = (await call(base, 'GET', `/resource_providers/${root}`)).generation as number;
+  const allocations: Record<string, unknown> = {};
+  for (const c of consumers)
+    allocations[c] = {
+      allocations: { [root]: { resources: { VCPU: 1 } }, [child]: { resources: { VGPU: 1 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: 1,
+    };
+  const body = {
+    inventories: {
+      [root]: { resource_provider_generation: rootGen, inventories: { VCPU: { total: 4 * n } } },
+      [child]: { resource_provider_generation: 0, inventories: { VGPU: { total: n } } },
+    },
+    allocations,
+  };
+  const t0 = performance.now();
+  await call(base, 'POST', '/reshaper', body);
+  const ms = performance.now() - t0;
+  const usages = await call(base, 'GET', `/resource_providers/${child}/usages`);
+  if (usages.usages.VGPU !== n) throw new Error('reshape did not move every allocation');
+  return ms;
+}
+
+/**
+ * Sequential GETs of one provider's inventories on every server, in alternating slices of
+ * `slice` ms until each had `ms` (after a 1 s warm-up each), so that a change of the machine's
+ * load during the run weighs on every server alike. Returns calls per second per server.
+ */
+async function callRates(bases: string[], ms: number, slice = 250): Promise<number[]> {
+  const rps: string[] = [];
+  for (const base of bases) {
+    const rp = randomUUID();
+    await call(base, 'POST', '/resource_providers', { name: `rate-${rp}`, uuid: rp });
+    await call(base, 'PUT', `/resource_providers/${rp}/inventories`, {
+      resource_provider_generation: 0,
+      inventories: { VCPU: { total: 8 } },
+    });
+    rps.push(rp);
+    const warm = performance.now() + 1000;
+    while (performance.now() < warm)
+      await call(base, 'GET', `/resource_providers/${rp}/inventories`);
+  }
+  const calls = bases.map(() => 0);
+  const spent = bases.map(() => 0);
+  for (let round = 0; round < Math.ceil(ms / slice); round++) {
+    for (const [i, base] of bases.entries()) {
+      const t0 = performance.now();
+      const end = t0 + slice;
+      while (performance.now() < end) {
+        await call(base, 'GET', `/resource_providers/${rps[i]!}/inventories`);
+        calls[i]!++;
+      }
+      spent[i]! += performance.now() - t0;
+    }
+  }
+  return calls.map((n, i) => (n * 1000) / spent[i]!);
+}
+
+/** Library-direct: a reshape of `n` consumers. */
+async function libraryReshape(store: ReshapeStore, n: number): Promise<number> {
+  const root = await store.createProvider({ name: `lib-${randomUUID()}` });
+  const child = await store.createProvider({
+    name: `lib-gpu-${randomUUID()}`,
+    parentProviderUuid: root.uuid,
+  });
+  await store.setInventories(root.uuid, {
+    generation: 0,
+    inventories: { VCPU: { total: 4 * n }, VGPU: { total: n } },
+  });
+  const consumers = Array.from({ length: n }, () => randomUUID());
+  await store.reshape({
+    allocations: Object.fromEntries(
+      consumers.map((c) => [
+        c,
+        {
+          projectId: 'p',
+          userId: 'u',
+          consumerGeneration: null,
+          allocations: { [root.uuid]: { VCPU: 1, VGPU: 1 } },
+        },
+      ]),
+    ),
+  });
+  const gen = (await store.getProvider(root.uuid))!.generation;
+  const t0 = performance.now();
+  await store.reshape({
+    inventories: {
+      [root.uuid]: { generation: gen, inventories: { VCPU: { total: 4 * n } } },
+      [child.uuid]: { generation: 0, inventories: { VGPU: { total: n } } },
+    },
+    allocations: Object.fromEntries(
+      consumers.map((c) => [
+        c,
+        {
+          projectId: 'p',
+          userId: 'u',
+          consumerGeneration: 1,
+          allocations: { [root.uuid]: { VCPU: 1 }, [child.uuid]: { VGPU: 1 } } as AllocationMap,
+        },
+      ]),
+    ),
+  });
+  return performance.now() - t0;
+}
+
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+const dir = mkdtempSync(join(tmpdir(), 'rigging-reshape-bench-'));
+const database = await openDatabase(`sqlite:${join(dir, 'bench.db')}`);
+const store = await sqlStore(database);
+// Our servers run in their own processes, like Placement's, so the client does not share a loop.
+const children: ReturnType<typeof spawn>[] = [];
+async function serve(arg: string): Promise<string> {
+  const script = fileURLToPath(new URL('./serve.ts', import.meta.url));
+  const proc = spawn(process.execPath, ['--import', 'tsx', script, arg], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(proc);
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.stdout!.on('data', (c: Buffer) => {
+      const m = /listening (\d+)/.exec(c.toString());
+      if (m) resolve(Number(m[1]));
+    });
+    proc.on('exit', (code) => reject(new Error(`server exited ${String(code)}`)));
+  });
+  return `http://127.0.0.1:${port}`;
+}
+const ours = await serve(join(dir, 'http.db'));
+const oursMemory = await serve('memory');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const peer = placementAvailable() ? await startPlacement() : undefined;
+if (!peer)
+  console.log('Placement is not importable (/usr/bin/python3 -c "import placement"): ours only');
+
+console.log(
+  '\nHTTP, one POST /reshaper moving n consumers (ours: median of 3; Placement: one run)',
+);
+await httpReshape(ours, 200); // warm-up
+await httpReshape(oursMemory, 200);
+for (const n of [100, 1000]) {
+  const a = median([
+    await httpReshape(ours, n),
+    await httpReshape(ours, n),
+    await httpReshape(ours, n),
+  ]);
+  const m = median([
+    await httpReshape(oursMemory, n),
+    await httpReshape(oursMemory, n),
+    await httpReshape(oursMemory, n),
+  ]);
+  const b = peer ? await httpReshape(peer.url, n) : undefined;
+  console.log(
+    `  n=${n}: ours (SQLite) ${fmt(a)}, ours (memory) ${fmt(m)}` +
+      (b === undefined ? '' : `, Placement (SQLite) ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
+  );
+}
+console.log(
+  '\nHTTP, sequential GET /resource_providers/{uuid}/inventories, 3 s each in alternating 250 ms slices',
+);
+const [ra, rm, rb] = await callRates([ours, oursMemory, ...(peer ? [peer.url] : [])], 3000);
+console.log(
+  `  ours (SQLite) ${ra!.toFixed(0)}/s, ours (memory) ${rm!.toFixed(0)}/s` +
+    (rb === undefined
+      ? ''
+      : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra! / rb).toFixed(1)}x (memory: ${(rm! / rb).toFixed(1)}x)`),
+);
+
+console.log('\nLibrary direct, one reshape of 10,000 consumers (3 runs)');
+const lib = async (st: ReshapeStore) => {
+  const runs = [
+    await libraryReshape(st, 10_000),
+    await libraryReshape(st, 10_000),
+    await libraryReshape(st, 10_000),
+  ];
+  return `median ${fmt(median(runs))} (best ${fmt(Math.min(...runs))}, worst ${fmt(Math.max(...runs))})`;
+};
+console.log(`  sqlStore (SQLite file): ${await lib(store)}`);
+console.log(`  memoryStore:            ${await lib(memoryStore())}`);
+
+agent.destroy();
+await peer?.stop();
+for (const c of children) c.kill('SIGTERM');
+await database.close();
+rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,368 @@
+/**
+ * JSON Schemas of every request body and query string, per route and microversion, written
+ * after Placement's API reference, and their validators compiled once with ajv.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { isUuid, MAX_INT } from '../model.js';
+import { HttpError } from './errors.js';
+import { atLeast, compare, type Version } from './microversion.js';
+
+type Schema = Record<string, unknown>;
+
+const UUID: Schema = { type: 'string', format: 'uuid' };
+const RC_NAME = '^[A-Z0-9_]+$';
+const CUSTOM_RC_NAME = '^CUSTOM_[A-Z0-9_]+$';
+const GENERATION: Schema = { type: 'integer' };
+const ID_STRING: Schema = { type: 'string', minLength: 1, maxLength: 255 };
+const int = (minimum: number): Schema => ({ type: 'integer', minimum, maximum: MAX_INT });
+
+/** A closed object: only `properties`, `required` ones required. */
+function object(properties: Record<string, Schema>, required: string[] = []): Schema {
+  return { type: 'object', properties, required, additionalProperties: false };
+}
+
+/** An object keyed by `keys` (a schema for names) with `value` values. */
+function dict(keys: Schema, value: Schema, minProperties = 0): Schema {
+  return { type: 'object', propertyNames: keys, additionalProperties: value, minProperties };
+}
+
+const INVENTORY_FIELDS: Record<string, Schema> = {
+  total: int(1),
+  reserved: int(0),
+  min_unit: int(1),
+  max_unit: int(1),
+  step_size: int(1),
+  allocation_ratio: { type: 'number', exclusiveMinimum: 0, maximum: 3.40282e38 },
+};
+const RC_KEY: Schema = { type: 'string', pattern: RC_NAME, maxLength: 255 };
+const INVENTORY = object(INVENTORY_FIELDS, ['total']);
+const INVENTORY_DICT = dict(RC_KEY, INVENTORY);
+const RESOURCES = dict(RC_KEY, int(1), 1);
+
+/** A consumer's allocations in the 1.12+ (dict) form. */
+function consumer(v: Version, nonEmpty: boolean): Schema {
+  const properties: Record<string, Schema> = {
+    allocations: dict(
+      UUID,
+      object({ resources: RESOURCES, generation: GENERATION }, ['resources']),
+      nonEmpty ? 1 : 0,
+    ),
+    project_id: ID_STRING,
+    user_id: ID_STRING,
+  };
+  const required = ['allocations', 'project_id', 'user_id'];
+  if (atLeast(v, [1, 28])) {
+    properties.consumer_generation = { anyOf: [int(0), { type: 'null' }] };
+    required.push('consumer_generation');
+  }
+  if (atLeast(v, [1, 34])) properties.mappings = { type: 'object' };
+  if (atLeast(v, [1, 38])) {
+    properties.consumer_type = { ...ID_STRING, pattern: '^[A-Z0-9_]+$' };
+    required.push('consumer_type');
+  }
+  return object(properties, required);
+}
+
+/** Allocations of a consumer in the list form of microversions before 1.12. */
+function listAllocations(v: Version): Schema {
+  const item = object(
+    { resource_provider: object({ uuid: UUID }, ['uuid']), resources: RESOURCES },
+    ['resource_provider', 'resources'],
+  );
+  return object(
+    {
+      allocations: { type: 'array', items: item, minItems: 1 },
+      project_id: ID_STRING,
+      user_id: ID_STRING,
+    },
+    ['allocations', ...(atLeast(v, [1, 8]) ? ['project_id', 'user_id'] : [])],
+  );
+}
+
+/** Body schemas, by the microversion each variant starts at. */
+const BODIES = {
+  createProvider: [
+    [[1, 0], (v: Version) => provider(v, false)],
+    [[1, 14], (v: Version) => provider(v, false)],
+  ],
+  updateProvider: [
+    [[1, 0], (v: Version) => provider(v, true)],
+    [[1, 14], (v: Version) => provider(v, true)],
+  ],
+  setInventories: [
+    [
+      [1, 0],
+      () =>
+        object({ inventories: INVENTORY_DICT, resource_provider_generation: GENERATION }, [
+          'inventories',
+          'resource_provider_generation',
+        ]),
+    ],
+  ],
+  createInventory: [
+    [
+      [1, 0],
+      () =>
+        object(
+          {
+            ...INVENTORY_FIELDS,
+            resource_class: RC_KEY,
+            resource_provider_generation: GENERATION,
+          },
+          ['total', 'resource_class', 'resource_provider_generation'],
+        ),
+    ],
+  ],
+  updateInventory: [
+    [
+      [1, 0],
+      () =>
+        object({ ...INVENTORY_FIELDS, resource_provider_generation: GENERATION }, [
+          'total',
+          'resource_provider_generation',
+        ]),
+    ],
+  ],
+  setAggregates: [
+    [[1, 1], () => ({ type: 'array', items: UUID, uniqueItems: true })],
+    [
+      [1, 19],
+      () =>
+        object(
+          {
+            aggregates: { type: 'array', items: UUID, uniqueItems: true },
+            resource_provider_generation: GENERATION,
+          },
+          ['aggregates', 'resource_provider_generation'],
+        ),
+    ],
+  ],
+  setTraits: [
+    [
+      [1, 6],
+      () =>
+        object(
+          {
+            traits: { type: 'array', items: ID_STRING },
+            resource_provider_generation: GENERATION,
+          },
+          ['traits', 'resource_provider_generation'],
+        ),
+    ],
+  ],
+  createResourceClass: [
+    [[1, 2], () => object({ name: { ...ID_STRING, pattern: CUSTOM_RC_NAME } }, ['name'])],
+  ],
+  /** A custom resource class name in a path (`PUT /resource_classes/{name}`). */
+  resourceClassName: [[[1, 2], () => ({ ...ID_STRING, pattern: CUSTOM_RC_NAME })]],
+  setAllocations: [
+    [[1, 0], listAllocations],
+    [[1, 8], listAllocations],
+    [[1, 12], (v: Version) => consumer(v, true)],
+    [[1, 28], (v: Version) => consumer(v, false)],
+    [[1, 34], (v: Version) => consumer(v, false)],
+    [[1, 38], (v: Version) => consumer(v, false)],
+  ],
+  postAllocations: [
+    [[1, 13], (v: Version) => dict(UUID, consumer(v, false), 1)],
+    [[1, 28], (v: Version) => dict(UUID, consumer(v, false), 1)],
+    [[1, 34], (v: Version) => dict(UUID, consumer(v, false), 1)],
+    [[1, 38], (v: Version) => dict(UUID, consumer(v, false), 1)],
+  ],
+  reshape: [
+    [[1, 30], reshaper],
+    [[1, 34], reshaper],
+    [[1, 38], reshaper],
+  ],
+} satisfies Record<string, [Version, (v: Version) => Schema][]>;
+
+function provider(v: Version, update: boolean): Schema {
+  const properties: Record<string, Schema> = {
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+  };
+  if (!update) properties.uuid = UUID;
+  if (atLeast(v, [1, 14])) properties.parent_provider_uuid = { anyOf: [UUID, { type: 'null' }] };
+  return object(properties, ['name']);
+}
+
+function reshaper(v: Version): Schema {
+  const inventories = object(
+    { inventories: INVENTORY_DICT, resource_provider_generation: int(0) },
+    ['inventories', 'resource_provider_generation'],
+  );
+  return object(
+    { inventories: dict(UUID, inventories, 1), allocations: dict(UUID, consumer(v, false)) },
+    ['inventories', 'allocations'],
+  );
+}
+
+const ANY: Schema = {};
+const STRINGS: Schema = { type: 'array', items: { type: 'string' } };
+
+/** Query-string schemas; values are strings, repeatable parameters arrays of strings. */
+const QUERIES = {
+  listProviders: [
+    [[1, 0], (v: Version) => providersQuery(v)],
+    [[1, 14], (v: Version) => providersQuery(v)],
+  ],
+  allocationCandidates: [
+    [[1, 10], candidatesQuery],
+    [[1, 16], candidatesQuery],
+    [[1, 17], candidatesQuery],
+    [[1, 21], candidatesQuery],
+    [[1, 25], candidatesQuery],
+    [[1, 31], candidatesQuery],
+    [[1, 35], candidatesQuery],
+    [[1, 36], candidatesQuery],
+  ],
+  usages: [
+    [[1, 9], usagesQuery],
+    [[1, 38], usagesQuery],
+  ],
+  listTraits: [[[1, 6], () => object({ name: { type: 'string' } })]],
+} satisfies Record<string, [Version, (v: Version) => Schema][]>;
+
+/** Parameters that may be repeated in a query string (an array in its object). */
+const REPEATABLE = new Set(['required', 'member_of']);
+
+function providersQuery(v: Version): Schema {
+  return object({
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    uuid: UUID,
+    member_of: ANY,
+    resources: ANY,
+    required: ANY,
+    ...(atLeast(v, [1, 14]) ? { in_tree: UUID } : {}),
+  });
+}
+
+function candidatesQuery(v: Version): Schema {
+  const properties: Record<string, Schema> = { resources: { type: 'string' } };
+  if (atLeast(v, [1, 16])) properties.limit = { type: 'string', pattern: '^[1-9][0-9]*$' };
+  if (atLeast(v, [1, 17])) properties.required = STRINGS;
+  if (atLeast(v, [1, 21])) properties.member_of = STRINGS;
+  if (atLeast(v, [1, 25])) properties.group_policy = { type: 'string', enum: ['none', 'isolate'] };
+  if (atLeast(v, [1, 31])) properties.in_tree = UUID;
+  if (atLeast(v, [1, 35])) properties.root_required = ANY;
+  if (atLeast(v, [1, 36])) properties.same_subtree = ANY;
+  return object(properties, atLeast(v, [1, 25]) ? [] : ['resources']);
+}
+
+function usagesQuery(v: Version): Schema {
+  return object(
+    {
+      project_id: ID_STRING,
+      user_id: ID_STRING,
+      ...(atLeast(v, [1, 38])
+        ? { consumer_type: { ...ID_STRING, pattern: '^([A-Z0-9_]+|all|unknown)$' } }
+        : {}),
+    },
+    ['project_id'],
+  );
+}
+
+/** The name of a body schema. @internal */
+export type BodySchema = keyof typeof BODIES;
+/** The name of a query-string schema. @internal */
+export type QuerySchema = keyof typeof QUERIES;
+
+type Compiled = Record<string, [Version, ValidateFunction][]>;
+
+/** Every validator, compiled once. @internal */
+export interface Validators {
+  /** Throws a 400 `JSON does not validate: …` unless `value` matches. */
+  body(name: BodySchema, version: Version, value: unknown): void;
+  /**
+   * The query string as an object (repeatable parameters as arrays); throws a 400
+   * `Invalid query string parameters: …` unless it matches.
+   */
+  query(name: QuerySchema, version: Version, params: URLSearchParams): Record<string, unknown>;
+}
+
+let compiled: { bodies: Compiled; queries: Compiled } | undefined;
+
+function compileAll(): { bodies: Compiled; queries: Compiled } {
+  const ajv = new Ajv({ allErrors: false, verbose: true, strict: true });
+  ajv.addFormat('uuid', { type: 'string', validate: (s: string) => isUuid(s) });
+  const compile = (table: Record<string, [Version, (v: Version) => Schema][]>): Compiled =>
+    Object.fromEntries(
+      Object.entries(table).map(([name, variants]) => [
+        name,
+        variants.map(([since, build]): [Version, ValidateFunction] => [
+          since,
+          ajv.compile(build(since)),
+        ]),
+      ]),
+    );
+  return { bodies: compile(BODIES), queries: compile(QUERIES) };
+}
+
+function pick(table: Compiled, name: string, version: Version): ValidateFunction {
+  const variants = table[name]!;
+  let out = variants[0]![1];
+  for (const [since, validate] of variants) if (compare(version, since) >= 0) out = validate;
+  return out;
+}
+
+/** Compiles every schema on first use; later calls share the validators. @internal */
+export function validators(): Validators {
+  const { bodies, queries } = (compiled ??= compileAll());
+  return {
+    body(name, version, value) {
+      const validate = pick(bodies, name, version);
+      if (!validate(value))
+        throw new HttpError(400, `JSON does not validate: ${describe(validate.errors)}`);
+    },
+    query(name, version, params) {
+      const value: Record<string, unknown> = {};
+      for (const key of new Set(params.keys()))
+        value[key] = REPEATABLE.has(key) ? params.getAll(key) : params.get(key);
+      const validate = pick(queries, name, version);
+      if (!validate(value))
+        throw new HttpError(400, `Invalid query string parameters: ${describe(validate.errors)}`);
+      return value;
+    },
+  };
+}
+
+const show = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v));
+
+/** The first error, worded as Python's jsonschema words it (Placement's messages). */
+function describe(errors: ErrorObject[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return 'invalid';
+  const p = e.params as Record<string, unknown>;
+  const at = e.instancePath ? ` at ${e.instancePath}` : '';
+  switch (e.keyword) {
+    case 'required':
+      return `'${String(p.missingProperty)}' is a required property${at}`;
+    case 'additionalProperties':
+      return `Additional properties are not allowed ('${String(p.additionalProperty)}' was unexpected)${at}`;
+    case 'type':
+      return `${show(e.data)} is not of type '${String(p.type)}'${at}`;
+    case 'minimum':
+    case 'exclusiveMinimum':
+      return `${show(e.data)} is less than the minimum of ${String(p.limit)}${at}`;
+    case 'maximum':
+      return `${show(e.data)} is greater than the maximum of ${String(p.limit)}${at}`;
+    case 'pattern':
+      return `${show(e.data)} does not match '${String(p.pattern)}'${at}`;
+    case 'format':
+      return `${show(e.data)} is not a '${String(p.format)}'${at}`;
+    case 'minProperties':
+      return `${show(e.data)} does not have enough properties${at}`;
+    case 'minLength':
+    case 'minItems':
+      return `${show(e.data)} is too short${at}`;
+    case 'maxLength':
+      return `${show(e.data)} is too long${at}`;
+    case 'enum':
+      return `${show(e.data)} is not one of ${JSON.stringify(p.allowedValues)}${at}`;
+    case 'uniqueItems':
+      return `${show(e.data)} has non-unique elements${at}`;
+    case 'propertyNames':
+      return `${show(p.propertyName)} is not a valid key${at}`;
+    default:
+      return `${e.message ?? 'invalid'}${at}`;
+  }
+}

@@ -1,0 +1,42 @@
+export { ReshapeError, ReshapeNeeded, ReshapeFailed } from './errors.js';
+export type { ReshapeErrorCode, Problem } from './errors.js';
+export {
+  STANDARD_RESOURCE_CLASSES,
+  capacityOf,
+  isStandardResourceClass,
+  normalizeInventory,
+} from './model.js';
+export type {
+  ResourceProvider,
+  Inventory,
+  InventoryInput,
+  Resources,
+  AllocationMap,
+  ConsumerAllocations,
+  AllocationsInput,
+  ProviderInventories,
+  InventoriesInput,
+  ReshapeRequest,
+  ReshapeResult,
+  TotalUsages,
+} from './model.js';
+export type {
+  ReshapeStore,
+  ReshapeReport,
+  ProviderFilter,
+  CreateProviderInput,
+  UpdateProviderInput,
+} from './store.js';
+export { memoryStore } from './memory.js';
+export { ProviderTree } from './tree.js';
+export type { TreeProvider, TreeDiff } from './tree.js';
+export { updateProviderTree, offlineReshape, reshapeDryRun, retryOnConflict } from './flow.js';
+export type {
+  ProviderTreeDriver,
+  TreeAllocations,
+  UpdateProviderTreeOptions,
+  UpdateProviderTreeResult,
+  RetryOnConflictOptions,
+} from './flow.js';
+export { allocationCandidates } from './candidates.js';
+export type { CandidateQuery, Candidates, ProviderSummary } from './candidates.js';

@@ -1,0 +1,306 @@
+import { ReshapeError } from './errors.js';
+
+/** A resource provider: a node of a provider tree. */
+export interface ResourceProvider {
+  uuid: string;
+  name: string;
+  /** `null` for a root. */
+  parentProviderUuid: string | null;
+  rootProviderUuid: string;
+  /** Bumped by every change of the provider's inventories, traits or allocations. */
+  generation: number;
+}
+
+/** The inventory of one resource class on one provider. */
+export interface Inventory {
+  total: number;
+  /** @default 0 */
+  reserved: number;
+  /** @default 1 */
+  minUnit: number;
+  /** @default 2147483647 */
+  maxUnit: number;
+  /** @default 1 */
+  stepSize: number;
+  /** @default 1 */
+  allocationRatio: number;
+}
+
+/** An inventory as given by callers: everything but `total` has Placement's default. */
+export type InventoryInput = Partial<Inventory> & { total: number };
+
+/** Amounts per resource class (`{ VCPU: 2, MEMORY_MB: 512 }`). */
+export type Resources = Record<string, number>;
+
+/** A consumer's allocations, keyed by provider uuid. */
+export type AllocationMap = Record<string, Resources>;
+
+/** Everything allocated to one consumer. */
+export interface ConsumerAllocations {
+  projectId: string;
+  userId: string;
+  /** `null` when the consumer does not exist yet (no allocations). */
+  consumerGeneration: number | null;
+  /** The consumer's type (`INSTANCE`, `MIGRATION`…, Placement 1.38), absent when it has none. */
+  consumerType?: string;
+  allocations: AllocationMap;
+}
+
+/**
+ * A replacement of a consumer's allocations. `consumerGeneration` is the generation the caller
+ * last saw (`null`: the caller expects the consumer to be new); omit it to skip the check.
+ * Empty `allocations` delete the consumer.
+ */
+export interface AllocationsInput {
+  projectId: string;
+  userId: string;
+  consumerGeneration?: number | null;
+  /**
+   * The consumer's type, `[A-Z0-9_]+` (Placement 1.38: `INSTANCE`, `MIGRATION`…). Omitted: an
+   * existing consumer keeps its type, a new one has none (reported as `unknown` over HTTP).
+   */
+  consumerType?: string;
+  allocations: AllocationMap;
+}
+
+/** Usage of one project (or one user of it) summed over its consumers. */
+export interface TotalUsages {
+  /** Per resource class, over every consumer of the project (and user). */
+  usages: Resources;
+  /** Consumers with at least one allocation. */
+  consumerCount: number;
+  /** The same per consumer type; consumers without a type are under `unknown`. */
+  byConsumerType: Record<string, { usages: Resources; consumerCount: number }>;
+}
+
+/** Inventories of one provider with the provider generation they were read at. */
+export interface ProviderInventories {
+  generation: number;
+  inventories: Record<string, Inventory>;
+}
+
+/** A replacement of one provider's inventories, checked against `generation`. */
+export interface InventoriesInput {
+  generation: number;
+  inventories: Record<string, InventoryInput>;
+}
+
+/**
+ * One atomic write: replaces the inventories of every listed provider and the allocations of
+ * every listed consumer, after checking every generation, capacity and unit constraint.
+ */
+export interface ReshapeRequest {
+  inventories?: Record<string, InventoriesInput>;
+  allocations?: Record<string, AllocationsInput>;
+}
+
+/** What a successful write changed. */
+export interface ReshapeResult {
+  /** New generation of every provider whose inventories or allocations changed. */
+  providerGenerations: Record<string, number>;
+  /** New generation of every written consumer (`null`: deleted, no allocations left). */
+  consumerGenerations: Record<string, number | null>;
+}
+
+/** Placement's standard resource classes (os-resource-classes 1.1). */
+export const STANDARD_RESOURCE_CLASSES: readonly string[] = [
+  'VCPU',
+  'MEMORY_MB',
+  'DISK_GB',
+  'PCI_DEVICE',
+  'SRIOV_NET_VF',
+  'NUMA_SOCKET',
+  'NUMA_CORE',
+  'NUMA_THREAD',
+  'NUMA_MEMORY_MB',
+  'IPV4_ADDRESS',
+  'VGPU',
+  'VGPU_DISPLAY_HEAD',
+  'NET_BW_EGR_KILOBIT_PER_SEC',
+  'NET_BW_IGR_KILOBIT_PER_SEC',
+  'PCPU',
+  'MEM_ENCRYPTION_CONTEXT',
+  'FPGA',
+  'PGPU',
+  'NET_PACKET_RATE_KILOPACKET_PER_SEC',
+  'NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC',
+  'NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC',
+];
+const STANDARD = new Set(STANDARD_RESOURCE_CLASSES);
+
+export const MAX_INT = 2147483647;
+export const CUSTOM_NAME = /^CUSTOM_[A-Z0-9_]+$/;
+export const TRAIT_NAME = /^[A-Z][A-Z0-9_]*$/;
+const UUID = /^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/;
+
+export function isStandardResourceClass(name: string): boolean {
+  return STANDARD.has(name);
+}
+
+/** Capacity of an inventory: (total − reserved) × allocation_ratio, rounded down. */
+export function capacityOf(inv: Inventory): number {
+  return Math.floor((inv.total - inv.reserved) * inv.allocationRatio + 1e-9);
+}
+
+function invalid(message: string, details: Record<string, string | number | null> = {}): never {
+  throw new ReshapeError('reshape.invalid_input', message, { details });
+}
+
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+/** Lower-case, dashed form of a uuid (Placement accepts both forms). */
+const CANONICAL = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function normalizeUuid(value: string, what = 'uuid'): string {
+  if (typeof value === 'string' && value.length === 36 && CANONICAL.test(value)) return value;
+  if (!isUuid(value)) invalid(`${what} must be a UUID, got ${JSON.stringify(value)}`);
+  const hex = value.replace(/-/g, '').toLowerCase();
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function int(value: unknown, name: string, min: number, max = MAX_INT): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    invalid(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`, {
+      field: name,
+    });
+  }
+  return value;
+}
+
+/** Fills Placement's defaults and checks every field of an inventory. */
+export function normalizeInventory(rc: string, input: InventoryInput): Inventory {
+  if (typeof input !== 'object' || input === null) invalid(`inventory of ${rc} must be an object`);
+  const total = int(input.total, `${rc}.total`, 1);
+  const reserved = int(input.reserved ?? 0, `${rc}.reserved`, 0);
+  const minUnit = int(input.minUnit ?? 1, `${rc}.minUnit`, 1);
+  const maxUnit = int(input.maxUnit ?? MAX_INT, `${rc}.maxUnit`, 1);
+  const stepSize = int(input.stepSize ?? 1, `${rc}.stepSize`, 1);
+  const allocationRatio = input.allocationRatio ?? 1;
+  if (
+    typeof allocationRatio !== 'number' ||
+    !Number.isFinite(allocationRatio) ||
+    allocationRatio <= 0
+  ) {
+    invalid(`${rc}.allocationRatio must be a number above 0, got ${String(allocationRatio)}`);
+  }
+  if (reserved > total) invalid(`${rc}: reserved (${reserved}) is above total (${total})`);
+  if (minUnit > maxUnit) invalid(`${rc}: minUnit (${minUnit}) is above maxUnit (${maxUnit})`);
+  return { total, reserved, minUnit, maxUnit, stepSize, allocationRatio };
+}
+
+export function checkResourceClassName(name: unknown): string {
+  if (typeof name !== 'string' || !(STANDARD.has(name) || CUSTOM_NAME.test(name))) {
+    invalid(
+      `resource class must be a standard class or match ${String(CUSTOM_NAME)}, got ${JSON.stringify(name)}`,
+    );
+  }
+  return name;
+}
+
+export function checkName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
+    invalid(`provider name must be a string of 1 to 200 characters, got ${JSON.stringify(name)}`);
+  }
+  return name;
+}
+
+/** Consumer type names, as Placement's `CONSUMER_TYPE_PATTERN`. */
+export const CONSUMER_TYPE_NAME = /^[A-Z0-9_]+$/;
+
+export function checkConsumerType(name: unknown): string {
+  if (typeof name !== 'string' || !CONSUMER_TYPE_NAME.test(name) || name.length > 255)
+    invalid(`consumer type must match ${String(CONSUMER_TYPE_NAME)}, got ${JSON.stringify(name)}`);
+  return name;
+}
+
+/** Checks and normalizes a write request (uuids lower-cased, inventories defaulted). */
+export function normalizeRequest(req: ReshapeRequest): {
+  inventories: Map<string, { generation: number; inventories: Record<string, Inventory> }>;
+  allocations: Map<
+    string,
+    {
+      projectId: string;
+      userId: string;
+      consumerGeneration?: number | null;
+      consumerType?: string;
+      allocations: Map<string, Map<string, number>>;
+    }
+  >;
+} {
+  if (typeof req !== 'object' || req === null) invalid('a reshape request must be an object');
+  const inventories = new Map<
+    string,
+    { generation: number; inventories: Record<string, Inventory> }
+  >();
+  for (const [rp, input] of Object.entries(req.inventories ?? {})) {
+    const uuid = normalizeUuid(rp, 'provider uuid');
+    if (typeof input !== 'object' || input === null)
+      invalid(`inventories of ${rp} must be an object`);
+    const generation = int(input.generation, `generation of ${rp}`, 0);
+    const out: Record<string, Inventory> = {};
+    for (const [rc, inv] of Object.entries(input.inventories ?? {})) {
+      checkResourceClassName(rc);
+      out[rc] = normalizeInventory(rc, inv);
+    }
+    inventories.set(uuid, { generation, inventories: out });
+  }
+  const allocations = new Map<
+    string,
+    {
+      projectId: string;
+      userId: string;
+      consumerGeneration?: number | null;
+      consumerType?: string;
+      allocations: Map<string, Map<string, number>>;
+    }
+  >();
+  for (const [consumer, input] of Object.entries(req.allocations ?? {})) {
+    const uuid = normalizeUuid(consumer, 'consumer uuid');
+    if (typeof input !== 'object' || input === null)
+      invalid(`allocations of ${consumer} must be an object`);
+    if (
+      typeof input.projectId !== 'string' ||
+      input.projectId.length === 0 ||
+      input.projectId.length > 255
+    )
+      invalid(`projectId of consumer ${consumer} must be a non-empty string`);
+    if (typeof input.userId !== 'string' || input.userId.length === 0 || input.userId.length > 255)
+      invalid(`userId of consumer ${consumer} must be a non-empty string`);
+    const gen = input.consumerGeneration;
+    if (gen !== undefined && gen !== null) int(gen, `consumerGeneration of ${consumer}`, 0);
+    const map = new Map<string, Map<string, number>>();
+    if (typeof input.allocations !== 'object' || input.allocations === null)
+      invalid(`allocations of consumer ${consumer} must be an object`);
+    for (const [rp, resources] of Object.entries(input.allocations)) {
+      const rpUuid = normalizeUuid(rp, 'provider uuid');
+      if (typeof resources !== 'object' || resources === null)
+        invalid(`resources must be an object`);
+      const inner = new Map<string, number>();
+      for (const [rc, amount] of Object.entries(resources)) {
+        checkResourceClassName(rc);
+        // The message is built only for a bad amount (this loop runs once per allocation row).
+        if (
+          typeof amount === 'number' &&
+          Number.isInteger(amount) &&
+          amount >= 1 &&
+          amount <= MAX_INT
+        )
+          inner.set(rc, amount);
+        else inner.set(rc, int(amount, `${rc} amount of consumer ${consumer}`, 1));
+      }
+      if (inner.size > 0) map.set(rpUuid, inner);
+    }
+    allocations.set(uuid, {
+      projectId: input.projectId,
+      userId: input.userId,
+      ...(gen === undefined ? {} : { consumerGeneration: gen }),
+      ...(input.consumerType === undefined
+        ? {}
+        : { consumerType: checkConsumerType(input.consumerType) }),
+      allocations: map,
+    });
+  }
+  return { inventories, allocations };
+}

@@ -1,0 +1,240 @@
+import { ReshapeError, type Problem } from './errors.js';
+import { normalizeUuid } from './model.js';
+import type { AllocationRow, NormalizedRequest, Plan, Snapshot } from './engine.js';
+import type {
+  AllocationMap,
+  AllocationsInput,
+  ConsumerAllocations,
+  Inventory,
+  InventoryInput,
+  ProviderInventories,
+  ReshapeRequest,
+  ReshapeResult,
+  ResourceProvider,
+  Resources,
+  TotalUsages,
+} from './model.js';
+
+/** Filters of {@link ReshapeStore.listProviders}. */
+export interface ProviderFilter {
+  /** Only providers of the tree containing this provider. */
+  inTree?: string;
+  name?: string;
+  uuid?: string;
+}
+
+export interface CreateProviderInput {
+  name: string;
+  /** @default a random UUID */
+  uuid?: string;
+  /** @default null (a new root) */
+  parentProviderUuid?: string | null;
+}
+
+export interface UpdateProviderInput {
+  name?: string;
+  /** Moves the provider (and its subtree) under another parent; `null` makes it a root. */
+  parentProviderUuid?: string | null;
+}
+
+/** The outcome of {@link ReshapeStore.checkReshape} / `reshapeDryRun`: nothing is written. */
+export interface ReshapeReport {
+  /** True when the write would succeed. */
+  ok: boolean;
+  /** Every generation conflict, capacity or unit violation, in-use inventory, unknown name. */
+  problems: Problem[];
+  /** Providers whose inventories would change, before and after. */
+  inventories: {
+    uuid: string;
+    before: Record<string, Inventory>;
+    after: Record<string, Inventory>;
+  }[];
+  /** Consumers whose allocations would change, before and after. */
+  allocations: { consumer: string; before: AllocationMap; after: AllocationMap }[];
+  /** Usage per provider and class that would change. */
+  usages: { uuid: string; resourceClass: string; before: number; after: number }[];
+}
+
+/**
+ * Resource providers, inventories, traits, consumers and allocations. Every write is atomic and
+ * checked (generations, capacity, min/max/step, in-use inventory).
+ */
+export interface ReshapeStore extends AsyncDisposable {
+  createProvider(input: CreateProviderInput): Promise<ResourceProvider>;
+  getProvider(uuid: string): Promise<ResourceProvider | undefined>;
+  /** Providers ordered so that parents come before their children. */
+  listProviders(filter?: ProviderFilter): Promise<ResourceProvider[]>;
+  /** Renames or re-parents a provider; checked against `generation` when given. */
+  updateProvider(
+    uuid: string,
+    input: UpdateProviderInput & { generation?: number },
+  ): Promise<ResourceProvider>;
+  /** Refuses a provider with children or allocations. */
+  deleteProvider(uuid: string): Promise<void>;
+
+  getInventories(uuid: string): Promise<ProviderInventories>;
+  /** Replaces every inventory of a provider (generation-checked); returns the new state. */
+  setInventories(
+    uuid: string,
+    input: { generation: number; inventories: Record<string, InventoryInput> },
+  ): Promise<ProviderInventories>;
+
+  getTraits(uuid: string): Promise<{ generation: number; traits: string[] }>;
+  setTraits(
+    uuid: string,
+    input: { generation: number; traits: string[] },
+  ): Promise<{ generation: number; traits: string[] }>;
+  /** Standard trait names are accepted as they are; `CUSTOM_*` ones must be created first. */
+  listTraits(): Promise<string[]>;
+  createTrait(name: string): Promise<boolean>;
+
+  /** The aggregates (uuids) a provider belongs to, sorted. */
+  getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }>;
+  /**
+   * Replaces a provider's aggregates. With `generation`, checked against it and the generation
+   * is bumped (Placement 1.19+); without, neither (Placement before 1.19).
+   */
+  setAggregates(
+    uuid: string,
+    input: { generation?: number; aggregates: string[] },
+  ): Promise<{ generation: number; aggregates: string[] }>;
+
+  /** Standard classes and the custom ones created. */
+  listResourceClasses(): Promise<string[]>;
+  /** Creates a `CUSTOM_*` class; false when it already existed. */
+  createResourceClass(name: string): Promise<boolean>;
+  deleteResourceClass(name: string): Promise<void>;
+
+  /** A consumer's allocations; `undefined` when it has none. */
+  getAllocations(consumer: string): Promise<ConsumerAllocations | undefined>;
+  /** Replaces a consumer's allocations (empty allocations delete the consumer). */
+  setAllocations(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations>;
+  /** Deletes a consumer's allocations; `reshape.consumer_not_found` when it has none. */
+  deleteAllocations(consumer: string, options?: { consumerGeneration?: number }): Promise<void>;
+  /** Allocations of every consumer on one provider. */
+  getProviderAllocations(
+    uuid: string,
+  ): Promise<{ generation: number; allocations: Record<string, Resources> }>;
+  /** Total usage per class on one provider (classes with inventory appear, possibly 0). */
+  getUsages(uuid: string): Promise<{ generation: number; usages: Resources }>;
+  /** Usage of the consumers of a project (and user), in total and per consumer type. */
+  getTotalUsages(filter: { projectId: string; userId?: string }): Promise<TotalUsages>;
+  /**
+   * Every consumer with an allocation on any provider of the tree rooted at (or containing)
+   * `rootUuid`, with all its allocations, including those on providers outside the tree.
+   */
+  getAllocationsForProviderTree(rootUuid: string): Promise<Record<string, ConsumerAllocations>>;
+
+  /**
+   * In one transaction, replaces the inventories of every listed provider and the allocations
+   * of every listed consumer. Any failed check throws and nothing is written.
+   */
+  reshape(req: ReshapeRequest): Promise<ReshapeResult>;
+  /** Runs every check of {@link reshape} and reports, without writing. */
+  checkReshape(req: ReshapeRequest): Promise<ReshapeReport>;
+
+  close(): Promise<void>;
+}
+
+function toMap(rows: readonly AllocationRow[]): AllocationMap {
+  const out: AllocationMap = {};
+  for (const r of rows) (out[r.rp] ??= {})[r.rc] = r.used;
+  return out;
+}
+
+export function rowsToMap(rows: readonly AllocationRow[]): AllocationMap {
+  return toMap(rows);
+}
+
+/** Builds a report from a plan computed with `collect`. */
+export function buildReport(snap: Snapshot, req: NormalizedRequest, p: Plan): ReshapeReport {
+  const inventories: ReshapeReport['inventories'] = [];
+  for (const [uuid, after] of p.inventories) {
+    const before = snap.inventories.get(uuid) ?? {};
+    if (JSON.stringify(sortKeys(before)) !== JSON.stringify(sortKeys(after))) {
+      inventories.push({ uuid, before, after });
+    }
+  }
+  const allocations: ReshapeReport['allocations'] = [];
+  for (const [consumer, write] of p.consumers) {
+    const before = toMap(snap.oldAllocations.get(consumer) ?? []);
+    const after = toMap(write.rows);
+    if (JSON.stringify(sortKeys(before)) !== JSON.stringify(sortKeys(after))) {
+      allocations.push({ consumer, before, after });
+    }
+  }
+  const usages: ReshapeReport['usages'] = [];
+  for (const [uuid, classes] of p.usageDelta) {
+    for (const [resourceClass, change] of classes) {
+      if (change === 0) continue;
+      const before = snap.usage.get(uuid)?.get(resourceClass) ?? 0;
+      usages.push({ uuid, resourceClass, before, after: before + change });
+    }
+  }
+  void req;
+  return { ok: p.problems.length === 0, problems: p.problems, inventories, allocations, usages };
+}
+
+function sortKeys(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => [k, sortKeys(v)]),
+  );
+}
+
+/** Orders providers so that every parent precedes its children. */
+export function parentsFirst(providers: ResourceProvider[]): ResourceProvider[] {
+  const byUuid = new Map(providers.map((p) => [p.uuid, p]));
+  const out: ResourceProvider[] = [];
+  const seen = new Set<string>();
+  const visit = (p: ResourceProvider): void => {
+    if (seen.has(p.uuid)) return;
+    seen.add(p.uuid);
+    const parent = p.parentProviderUuid ? byUuid.get(p.parentProviderUuid) : undefined;
+    if (parent) visit(parent);
+    out.push(p);
+  };
+  for (const p of [...providers].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)))
+    visit(p);
+  return out;
+}
+
+/** Sums allocation rows of consumers into {@link TotalUsages}. */
+export function totalUsages(
+  rows: Iterable<{ consumer: string; consumerType: string | null; rc: string; used: number }>,
+): TotalUsages {
+  const out: TotalUsages = { usages: {}, consumerCount: 0, byConsumerType: {} };
+  const seen = new Set<string>();
+  const seenByType = new Map<string, Set<string>>();
+  for (const r of rows) {
+    const type = r.consumerType ?? 'unknown';
+    const group = (out.byConsumerType[type] ??= { usages: {}, consumerCount: 0 });
+    out.usages[r.rc] = (out.usages[r.rc] ?? 0) + r.used;
+    group.usages[r.rc] = (group.usages[r.rc] ?? 0) + r.used;
+    seen.add(r.consumer);
+    let s = seenByType.get(type);
+    if (!s) seenByType.set(type, (s = new Set()));
+    s.add(r.consumer);
+  }
+  out.consumerCount = seen.size;
+  for (const [type, s] of seenByType) out.byConsumerType[type]!.consumerCount = s.size;
+  return out;
+}
+
+/** Checks a list of aggregate uuids (unique, normalized, sorted). */
+export function checkAggregates(list: unknown): string[] {
+  if (!Array.isArray(list))
+    throw new ReshapeError('reshape.invalid_input', 'aggregates must be an array of uuids');
+  const out = new Set<string>();
+  for (const a of list) {
+    const id = normalizeUuid(a, 'aggregate uuid');
+    if (out.has(id))
+      throw new ReshapeError('reshape.invalid_input', `aggregate ${id} is listed twice`, {
+        details: { aggregate: id },
+      });
+    out.add(id);
+  }
+  return [...out].sort();
+}

@@ -1,0 +1,83 @@
+// Packs every published package with `pnpm pack` (which turns `workspace:` ranges into the
+// versions being released) and checks that each tarball ships what a user needs: LICENSE,
+// README.md, CHANGELOG.md, and the `types` and JavaScript file of every `exports` entry.
+// `node scripts/pack-all.mjs [dir]` packs into `dir` (a fresh temporary directory by default),
+// prints one line per tarball and exits non-zero on any problem; the install test imports it.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** The published packages of the workspace: `{ name, dir, manifest }`, in directory order. */
+export function publishedPackages() {
+  return readdirSync(join(root, 'packages'))
+    .map((name) => join(root, 'packages', name))
+    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) }))
+    .filter(({ manifest }) => !manifest.private)
+    .map(({ dir, manifest }) => ({ name: manifest.name, dir, manifest }));
+}
+
+/** What a tarball lacks, given the manifest it was packed from and the paths it holds. */
+export function tarballProblems(manifest, files) {
+  const have = new Set(files);
+  const problems = [];
+  for (const file of ['LICENSE', 'README.md', 'CHANGELOG.md', 'package.json']) {
+    if (!have.has(file)) problems.push(`lacks ${file}`);
+  }
+  for (const [entry, target] of Object.entries(manifest.exports ?? {})) {
+    const paths = typeof target === 'string' ? [target] : Object.values(target);
+    if (typeof target !== 'string' && !target.types?.endsWith('.d.ts')) {
+      problems.push(`exports["${entry}"] has no .d.ts types`);
+    }
+    for (const path of paths) {
+      if (!have.has(path.replace(/^\.\//, '')))
+        problems.push(`lacks ${path} (exports["${entry}"])`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Packs every published package into `destination`. Returns, per package, its name, version,
+ * tarball path, the packed manifest (real version ranges) and the problems found in it.
+ */
+export function packAll(destination) {
+  return publishedPackages().map(({ dir }) => {
+    const output = execFileSync('pnpm', ['pack', '--json', '--pack-destination', destination], {
+      cwd: dir,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const packed = JSON.parse(output);
+    const manifest = JSON.parse(
+      execFileSync('tar', ['-xzOf', packed.filename, 'package/package.json'], { encoding: 'utf8' }),
+    );
+    const problems = tarballProblems(
+      manifest,
+      packed.files.map((file) => file.path),
+    );
+    if (JSON.stringify(manifest).includes('workspace:')) problems.push('keeps a workspace: range');
+    return {
+      name: packed.name,
+      version: packed.version,
+      tarball: packed.filename,
+      manifest,
+      problems,
+    };
+  });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const destination = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'rigging-pack-')));
+  let failed = false;
+  for (const { name, version, tarball, problems } of packAll(destination)) {
+    console.log(
+      `${name}@${version}: ${tarball}${problems.length ? ` — ${problems.join('; ')}` : ''}`,
+    );
+    failed ||= problems.length > 0;
+  }
+  if (failed) process.exit(1);
+}
