@@ -31,8 +31,8 @@ const STALE =
   /tasks\.fenced|tasks\.ownership_lost|async-queue\.lease_lost|claim is stale|fencing token/;
 
 /**
- * Injects the faults one after the other on the worker processes, each when its victim has
- * container ops in flight: `partition` (link down for `2 × leaseMs + 8 s`, then healed),
+ * Injects the faults one after the other on the worker processes, each on a worker that has
+ * container ops in flight (taking turns): `partition` (link down for `2 × leaseMs + 8 s`, then healed),
  * `kill` (SIGKILL, then a new worker on the same host once its work was taken over), `stop`
  * (SIGSTOP for `2 × leaseMs + 3 s`, then SIGCONT). Records takeover times and the victim's
  * refused stale writes. `workers` is updated in place when a killed worker is replaced.
@@ -49,13 +49,17 @@ export async function injectFaults(options: {
   const { workers, network, state, leaseMs, say } = options;
   const records: FaultRecord[] = [];
   for (const [i, kind] of options.kinds.entries()) {
-    const slot = i % workers.length;
-    const victim = workers[slot]!;
+    // The victim: the first worker (from this fault's turn on) with container ops in flight.
+    let slot = i % workers.length;
     let inFlight: string[] = [];
     for (let waited = 0; waited < 30_000 && inFlight.length === 0; waited += 100) {
-      inFlight = await state.inFlight([victim.pid]);
+      for (let k = 0; k < workers.length && inFlight.length === 0; k++) {
+        slot = (i + k) % workers.length;
+        inFlight = await state.inFlight([workers[slot]!.pid]);
+      }
       if (inFlight.length === 0) await sleep(100);
     }
+    const victim = workers[slot]!;
     const at = Date.now();
     say(
       `fault ${i + 1}: ${kind} ${victim.host.label} (pid ${victim.pid}) with ${inFlight.length} container op(s) in flight`,
@@ -76,8 +80,9 @@ export async function injectFaults(options: {
     }
     const takeover = await takeovers(state, inFlight, victim.pid, at, 60_000);
     if (kind === 'kill') {
-      workers[slot] = await startProcess(victim.host, 'worker', options.processOptions);
-      say(`  ${victim.host.label}: new worker pid ${workers[slot].pid}`);
+      const replacement = await startProcess(victim.host, 'worker', options.processOptions);
+      workers[slot] = replacement;
+      say(`  ${victim.host.label}: new worker pid ${replacement.pid}`);
     }
     // Give the victim time to notice and log its refused writes before reading its log.
     await sleep(kind === 'kill' ? 0 : 3_000);
