@@ -61,6 +61,7 @@ export interface Backend {
 /**
  * A heartbeat that runs `tick` every `ms` only while `busy()`: started on demand (no timer churn
  * per grant), it stops itself at the first tick with nothing to do. `ms <= 0` never runs.
+ * @internal
  */
 export class Heartbeat {
   #cancel: Cancel | undefined;
@@ -92,11 +93,12 @@ export class Heartbeat {
   }
 }
 
+/** @internal */
 export const HOST = hostname();
 
 const ids = new Map<string, string>();
 
-/** The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
+/** @internal The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
 export function lockId(key: string): string {
   let id = ids.get(key);
   if (id === undefined) {
@@ -107,10 +109,12 @@ export function lockId(key: string): string {
   return id;
 }
 
+/** @internal */
 export function holderJson(): string {
   return JSON.stringify({ pid: process.pid, host: HOST });
 }
 
+/** @internal */
 export function parseHolder(text: unknown): { pid?: number; host?: string } {
   try {
     const v = JSON.parse(String(text)) as { pid?: number; host?: string };
