@@ -44,12 +44,12 @@ export interface LockEvents {
 /** The emitter type providers accept as `events` and expose as `.events`. */
 export type LockEmitter = TypedEmitter<LockEvents>;
 
-/** @internal */
+/** @internal A fresh emitter of `lock:*` events. */
 export function newEmitter(): LockEmitter {
   return new TypedEmitter<LockEvents>();
 }
 
-/** @internal */
+/** @internal The `mode` option (`exclusive` when omitted); a `TypeError` naming the value otherwise. */
 export function validateMode(mode: unknown): LockMode {
   if (mode === undefined) return 'exclusive';
   if (mode !== 'shared' && mode !== 'exclusive') {
@@ -58,7 +58,7 @@ export function validateMode(mode: unknown): LockMode {
   return mode;
 }
 
-/** @internal */
+/** @internal A lock key: a non-empty string of at most 1024 characters without NUL; a `TypeError` otherwise. */
 export function validateKey(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0 || key.length > 1024 || key.includes('\0')) {
     throw new TypeError(
@@ -96,7 +96,7 @@ export function validateRequest(
   };
 }
 
-/** @internal */
+/** @internal A value as error messages show it (strings quoted and shortened). */
 export function describe(value: unknown): string {
   if (typeof value === 'string')
     return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);
@@ -109,7 +109,7 @@ export function describe(value: unknown): string {
   }
 }
 
-/** @internal */
+/** @internal A new `locks.timeout` error for `key`, naming the holder where known. */
 export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder): LocksError {
   return new LocksError(
     'locks.timeout',
@@ -120,7 +120,7 @@ export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder
   );
 }
 
-/** @internal */
+/** @internal A new `locks.aborted` error for `key`, with the signal's reason as `cause`. */
 export function abortedError(key: string, reason: unknown): LocksError {
   return new LocksError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
     cause: reason,
@@ -307,7 +307,7 @@ export class LeaseImpl implements Lease {
   }
 }
 
-/** @internal */
+/** @internal Emits `lock:acquired` for a new lease (only when someone listens). */
 export function emitAcquired(
   events: LockEmitter,
   provider: string,

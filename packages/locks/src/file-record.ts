@@ -15,10 +15,10 @@ import { fsx } from './file-native.js';
 
 const HOST = hostname();
 const HOST_JSON = JSON.stringify(HOST);
-/** @internal */
-export const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
-/** @internal */
-export const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
+/** @internal The byte whose lock is the lock itself (shared or exclusive). */
+export const LOCK_OFFSET = 0;
+/** @internal The byte shared holders lock briefly, exclusively, while updating the record. */
+export const META_OFFSET = 1;
 const READ_SIZE = 65536;
 /**
  * Every write to a lock file sets its size to `SIZE_BASE + (n mod SIZE_SPAN)` for the n-th write

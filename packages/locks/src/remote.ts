@@ -93,7 +93,7 @@ export class Heartbeat {
   }
 }
 
-/** @internal */
+/** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 
 const ids = new Map<string, string>();
@@ -109,12 +109,12 @@ export function lockId(key: string): string {
   return id;
 }
 
-/** @internal */
+/** @internal Who this process is (`{ pid, host }`), as backends record it. */
 export function holderJson(): string {
   return JSON.stringify({ pid: process.pid, host: HOST });
 }
 
-/** @internal */
+/** @internal The `pid`/`host` of a recorded holder (empty when unreadable). */
 export function parseHolder(text: unknown): { pid?: number; host?: string } {
   try {
     const v = JSON.parse(String(text)) as { pid?: number; host?: string };

@@ -20,7 +20,7 @@ interface RwWaiter {
   g: Grant<void>;
 }
 
-/** @internal */
+/** @internal A reader/writer lock's state and FIFO waiter queue, with the fairness of {@link RwPreference}. */
 export class RwCore {
   readers = 0;
   writer = false;

@@ -9,7 +9,7 @@ export interface Grant<T> {
   fail(error: unknown): void;
 }
 
-/** @internal */
+/** @internal What {@link waitInQueue} needs to know about a wait. */
 export interface WaitSpec {
   key: string;
   timeoutMs?: number | undefined;
