@@ -40,10 +40,15 @@ export const DEFAULT_ARCHIVE_LIMITS: Readonly<Required<ArchiveLimits>> = Object.
   maxNameLength: 255,
 });
 
-/** Inflated bytes below which the ratio is not judged (small archives compress unevenly). */
+/**
+ * Inflated bytes below which the ratio is not judged (small archives compress unevenly). @internal
+ */
 export const RATIO_FLOOR = 1024 * 1024;
 
-/** Validates `limits` (each field a positive number, integers where counted, or `Infinity`). @internal */
+/**
+ * Validates `limits` (each field a positive number, integers where counted, or `Infinity`).
+ * @internal
+ */
 export function resolveLimits(owner: string, limits: ArchiveLimits | undefined): ResolvedLimits {
   if (limits === undefined) return { ...DEFAULT_ARCHIVE_LIMITS };
   if (typeof limits !== 'object' || limits === null) {
