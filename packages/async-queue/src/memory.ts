@@ -80,7 +80,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     10_000,
   );
   let ctx: BackendContext | undefined;
-  const now = () => (ctx ?? { clock: systemClock }).clock.now();
+  const now = () => (ctx?.clock ?? systemClock).now();
   const ops = new Map<string, OpRec>();
   const keys = new Map<string, KeyRec>();
   const idempotency = new Map<string, string>();

@@ -8,13 +8,16 @@ import type { DestructionHandler, Node } from './node.js';
  * and edge instead of a web of JS objects and Maps.
  */
 
-/** Flags of an index. */
+/** @internal Flag of an index: the object left the graph (until the next compaction). */
 export const REMOVED = 1;
+/** @internal Flag of an index: the object was destroyed. */
 export const DESTROYED = 2;
+/** @internal Flag of an index: a running plan will destroy the object. */
 export const DOOMED = 4;
 
-/** Property slot meta bits. */
+/** @internal Property slot meta bit: the reference is persistent. */
 export const PERSISTENT = 1;
+/** @internal Property slot meta bit: the property holds a list. */
 export const LIST = 2;
 
 // Property slot records (stride 5): name id, meta, next slot of the object, start and length of
@@ -28,10 +31,14 @@ const SLOT_LENGTH = 4;
 
 // Dependency records (stride 8): publisher, subscriber, count, next/previous in the publisher's
 // chain (its subscribers, in subscription order), next/previous in the subscriber's chain.
+/** @internal Integers per dependency record. */
 export const DEP_STRIDE = 8;
+/** @internal Offset of a dependency record's publisher. */
 export const DEP_PUBLISHER = 0;
+/** @internal Offset of a dependency record's subscriber. */
 export const DEP_SUBSCRIBER = 1;
 const DEP_COUNT = 2;
+/** @internal Offset of the next record in the publisher's chain. */
 export const DEP_NEXT_OUT = 3;
 const DEP_PREV_OUT = 4;
 const DEP_NEXT_IN = 5;
@@ -44,7 +51,7 @@ function growInt32(array: Int32Array, capacity: number, fill: number): Int32Arra
   return grown;
 }
 
-/** A property of an object as read back: name, kind, list flag and live targets. */
+/** @internal A property of an object as read back: name, kind, list flag and live targets. */
 export interface PropertyView {
   name: string;
   kind: 'persistent' | 'runtime';

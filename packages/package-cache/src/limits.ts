@@ -25,7 +25,7 @@ export interface ArchiveLimits {
   maxNameLength?: number;
 }
 
-/** {@link ArchiveLimits} with every default applied. @internal */
+/** {@link ArchiveLimits} with every default applied. */
 export type ResolvedLimits = Required<ArchiveLimits>;
 
 const GiB = 1024 ** 3;
