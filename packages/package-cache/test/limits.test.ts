@@ -160,14 +160,15 @@ describe('archive limits', () => {
   it('refuses paths deeper than maxPathDepth and names longer than maxNameLength', async () => {
     const deep = tarOf([{ name: Array.from({ length: 10 }, () => 'd').join('/') + '/f' }]);
     const long = tarOf([{ name: 'n'.repeat(90) }]);
-    expectCode(
-      (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error,
-      'package-cache.unsafe_archive',
-    );
-    expectCode(
-      (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error,
-      'package-cache.unsafe_archive',
-    );
+    const tooDeep = (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error;
+    expectCode(tooDeep, 'package-cache.unsafe_archive');
+    expect((tooDeep as RiggingError).details).toEqual({
+      entry: 'd/d/d/d/d/d/d/d/d/d/f',
+      problem: 'is 11 levels deep (limit maxPathDepth 8)',
+    });
+    const tooLong = (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error;
+    expectCode(tooLong, 'package-cache.unsafe_archive');
+    expect((tooLong as RiggingError).details).toMatchObject({ entry: 'n'.repeat(90) });
   });
 
   it.each([
