@@ -136,7 +136,7 @@ export async function sweepLeftovers(
   }
 }
 
-/** @internal Names of valid ref segments that are directories under `dir`. */
+/** Names of valid ref segments that are directories under `dir`. @internal */
 export async function dirNames(dir: string): Promise<string[]> {
   try {
     const out: string[] = [];
@@ -151,8 +151,8 @@ export async function dirNames(dir: string): Promise<string[]> {
 }
 
 /**
- * @internal Removes a file if it is there: one system call, where `rm({ force: true })` makes
- * three.
+ * Removes a file if it is there: one system call, where `rm({ force: true })` makes three.
+ * @internal
  */
 export async function unlinkIfAny(path: string): Promise<void> {
   try {
