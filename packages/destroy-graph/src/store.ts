@@ -2,7 +2,7 @@ import type { DestructionHandler, Node } from './node.js';
 
 /*
  * The graph's data, struct-of-arrays: every object is a dense integer index (given at
- * `add`, in insertion order, renumbered only by {@link Store.compact}), and ownership, flags,
+ * `add`, in insertion order, renumbered only by `compact`), and ownership, flags,
  * counters, properties and destruction dependencies live in typed arrays. Collection and
  * planning walk these arrays, never the handles, so their working set is a few bytes per object
  * and edge instead of a web of JS objects and Maps.
@@ -540,12 +540,12 @@ export class Store {
     this.pinned.delete(index);
   }
 
-  /** Whether enough indices were removed to make {@link compact} worth it. */
+  /** Whether enough indices were removed to make compaction (`compact.ts`) worth it. */
   wantsCompaction(): boolean {
     return this.removed > 1024 && this.removed * 2 > this.allocated;
   }
 
-  /** Targets: renumbered, dropping removed ones (nothing reads them). */
+  /** Renumbers property targets after compaction, dropping removed ones (nothing reads them). */
   renumberTargets(renumbered: Int32Array, live: number): void {
     const { slots, targets } = this;
     for (let index = 0; index < live; index++) {
