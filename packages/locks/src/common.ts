@@ -44,10 +44,12 @@ export interface LockEvents {
 /** The emitter type providers accept as `events` and expose as `.events`. */
 export type LockEmitter = TypedEmitter<LockEvents>;
 
+/** @internal A fresh emitter of `lock:*` events. */
 export function newEmitter(): LockEmitter {
   return new TypedEmitter<LockEvents>();
 }
 
+/** @internal The `mode` option (`exclusive` when omitted); a `TypeError` naming the value otherwise. */
 export function validateMode(mode: unknown): LockMode {
   if (mode === undefined) return 'exclusive';
   if (mode !== 'shared' && mode !== 'exclusive') {
@@ -56,6 +58,7 @@ export function validateMode(mode: unknown): LockMode {
   return mode;
 }
 
+/** @internal A lock key: a non-empty string of at most 1024 characters without NUL; a `TypeError` otherwise. */
 export function validateKey(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0 || key.length > 1024 || key.includes('\0')) {
     throw new TypeError(
@@ -68,6 +71,7 @@ export function validateKey(key: unknown): string {
 /**
  * A wait's `timeoutMs` (core's `timeoutOption`: a `TypeError` naming `owner` and the value);
  * `Infinity` is returned as `undefined` (no timer).
+ * @internal
  */
 export function validateTimeout(owner: string, timeoutMs: unknown): number | undefined {
   const ms = timeoutOption(owner, timeoutMs);
@@ -78,6 +82,7 @@ export function validateTimeout(owner: string, timeoutMs: unknown): number | und
  * The validation every `acquire`/`tryAcquire` starts with, contended or not: the key, the mode
  * and the timeout, each a `TypeError` naming the value. Returns the mode (default `'exclusive'`)
  * and the timeout (`undefined`: wait forever).
+ * @internal
  */
 export function validateRequest(
   owner: string,
@@ -91,6 +96,7 @@ export function validateRequest(
   };
 }
 
+/** @internal A value as error messages show it (strings quoted and shortened). */
 export function describe(value: unknown): string {
   if (typeof value === 'string')
     return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);
@@ -103,6 +109,7 @@ export function describe(value: unknown): string {
   }
 }
 
+/** @internal A new `locks.timeout` error for `key`, naming the holder where known. */
 export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder): LocksError {
   return new LocksError(
     'locks.timeout',
@@ -113,6 +120,7 @@ export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder
   );
 }
 
+/** @internal A new `locks.aborted` error for `key`, with the signal's reason as `cause`. */
 export function abortedError(key: string, reason: unknown): LocksError {
   return new LocksError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
     cause: reason,
@@ -120,7 +128,7 @@ export function abortedError(key: string, reason: unknown): LocksError {
   });
 }
 
-/** `locks.closed`: the provider was shut down by `close()`. */
+/** @internal `locks.closed`: the provider was shut down by `close()`. */
 export function closedError(owner: string): LocksError {
   return new LocksError('locks.closed', `${owner}: the provider was shut down by close()`);
 }
@@ -150,7 +158,7 @@ export interface ProviderBaseOptions {
   clock?: Clock;
 }
 
-/** The `clock` option: core's `Clock` (`now` and `sleep`), `systemClock` when omitted. */
+/** @internal The `clock` option: core's `Clock` (`now` and `sleep`), `systemClock` when omitted. */
 export function validateClock(owner: string, clock: unknown): Clock {
   if (clock === undefined) return systemClock;
   const c = clock as Partial<Clock> | null;
@@ -167,7 +175,7 @@ export function validateClock(owner: string, clock: unknown): Clock {
 
 const RESOLVED = Promise.resolve();
 
-/** A lease, as handed out by every provider of this package. */
+/** @internal A lease, as handed out by every provider of this package. */
 export class LeaseImpl implements Lease {
   readonly key: string;
   readonly mode: LockMode;
@@ -299,6 +307,7 @@ export class LeaseImpl implements Lease {
   }
 }
 
+/** @internal Emits `lock:acquired` for a new lease (only when someone listens). */
 export function emitAcquired(
   events: LockEmitter,
   provider: string,

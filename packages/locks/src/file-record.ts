@@ -15,8 +15,10 @@ import { fsx } from './file-native.js';
 
 const HOST = hostname();
 const HOST_JSON = JSON.stringify(HOST);
-export const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
-export const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
+/** @internal The byte whose lock is the lock itself (shared or exclusive). */
+export const LOCK_OFFSET = 0;
+/** @internal The byte shared holders lock briefly, exclusively, while updating the record. */
+export const META_OFFSET = 1;
 const READ_SIZE = 65536;
 /**
  * Every write to a lock file sets its size to `SIZE_BASE + (n mod SIZE_SPAN)` for the n-th write
@@ -31,6 +33,7 @@ const RESERVE = 1024;
 /**
  * What this process knows about a lock file since its own last write: the file's identity and
  * (size, mtime, ctime) right after that write, and the tokens it reserved there (`next`..`hi`).
+ * @internal
  */
 export interface TokenCache {
   ino: number;
@@ -62,7 +65,7 @@ function nextToken(previous: bigint, now: number): bigint {
   return previous >= floor ? previous + 1n : floor;
 }
 
-/** True when the file is the one of the cache, and nobody wrote it since our own last write. */
+/** @internal True when the file is the one of the cache, and nobody wrote it since our own last write. */
 export function unchangedSince(
   c: TokenCache,
   st: { ino: number; dev: number; size: number; mtimeMs: number; ctimeMs: number },
@@ -90,7 +93,7 @@ function bumpSize(fd: number, sizeBefore: number): void {
 const readBuf = Buffer.allocUnsafe(READ_SIZE);
 
 /** Record layout: `<token, 20 digits>\n<JSON record>\n`, then a hole up to the size (see SIZE_BASE). */
-export function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
+function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
   // most records are short: read a page first, the rest only when the record does not end there
   let n = readSync(fd, readBuf, 0, 4096, 0);
   let end = n > 21 ? readBuf.subarray(0, n).indexOf(10, 21) : -1;
@@ -117,6 +120,7 @@ export function readRecord(fd: number): { token: bigint; record: FileRecord | un
 /**
  * Who holds the lock of `path`, from the record its holders wrote (`undefined`: no record). A
  * `since` not written yet (a young exclusive lease) reads as `now`. Diagnostic only: never throws.
+ * @internal
  */
 export function readHolder(path: string, now: number, fdIn?: number): LockHolder | undefined {
   let fd = fdIn;
@@ -165,6 +169,7 @@ const sinceBuf = Buffer.alloc(13);
  * or the reserved tokens are used up): advances the counter in the file by RESERVE tokens, writes
  * our holder record, moves the size one step and remembers the file's state after the write, so
  * the next grants of this key can take the reserved tokens without reading or writing.
+ * @internal
  */
 export function reserveExclusive(
   state: { cache: TokenCache | undefined },
@@ -210,6 +215,7 @@ export function reserveExclusive(
 /**
  * Writes `since` (0: not recorded) into the exclusive record of a file we hold exclusively; keeps
  * the token cache valid when it was (we are the only writer while we hold the lock).
+ * @internal
  */
 export function writeExclusiveSince(
   state: { cache: TokenCache | undefined },
@@ -230,7 +236,7 @@ export function writeExclusiveSince(
   } else state.cache = undefined;
 }
 
-/** Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
+/** @internal Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
 export function grantShared(fd: number, now: number): bigint | undefined {
   if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
   try {
@@ -251,7 +257,7 @@ export function grantShared(fd: number, now: number): bigint | undefined {
   }
 }
 
-/** Removes this shared holder from the record; false when the metadata lock is busy. */
+/** @internal Removes this shared holder from the record; false when the metadata lock is busy. */
 export function unrecordShared(fd: number, token: bigint): boolean {
   if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return false;
   try {

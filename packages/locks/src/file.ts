@@ -59,9 +59,9 @@ const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
 
 // Methods TwoLevelLock calls on its file level, keyed by symbols the package does not export.
-/** Throws the `TypeError` for a key that cannot name a lock file. */
+/** @internal Throws the `TypeError` for a key that cannot name a lock file. */
 export const checkKeyOf: unique symbol = Symbol('checkKey');
-/** One synchronous non-blocking attempt. */
+/** @internal One synchronous non-blocking attempt. */
 export const tryNow: unique symbol = Symbol('tryNow');
 
 /** Options of {@link FileLock}. */

@@ -1,11 +1,6 @@
 export { Mutex, Semaphore, ReadWriteLock, KeyedLock } from './primitives.js';
-export type {
-  Releaser,
-  WaitOptions,
-  RwPreference,
-  RwOptions,
-  PrimitiveOptions,
-} from './primitives.js';
+export type { Releaser, WaitOptions, RwOptions, PrimitiveOptions } from './primitives.js';
+export type { RwPreference } from './rw-core.js';
 export { InProcessLockProvider, memoryLockProvider } from './memory.js';
 export type { InProcessLockOptions } from './memory.js';
 export { FileLock, encodeLockKey } from './file.js';

@@ -16,7 +16,7 @@ import {
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
-import { RwCore, checkPreference, type RwPreference } from './primitives.js';
+import { RwCore, checkPreference, type RwPreference } from './rw-core.js';
 
 /** Options of {@link InProcessLockProvider}. */
 export interface InProcessLockOptions extends ProviderBaseOptions {

@@ -8,6 +8,7 @@ import {
   validateClock,
 } from './common.js';
 import { WaitQueue } from './queue.js';
+import { KeyedCores, RwCore, checkPreference, type RwPreference } from './rw-core.js';
 import { waitInQueue, type Grant } from './wait.js';
 import type { Clock, LockMode } from '@rigging/core';
 
@@ -226,161 +227,6 @@ export class Mutex {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reader/writer core, shared by ReadWriteLock, KeyedLock and the in-process providers
-
-/**
- * Who goes first when a reader/writer lock is contended. Writers are never starved:
- * - `'fifo'` (default): strict arrival order; adjacent readers are admitted together.
- * - `'write'`: a waiting writer goes before every waiting reader (readers may wait long under a
- *   constant stream of writers).
- * - `'read'`: phase-fair; when a writer releases, every waiting reader is admitted at once
- *   (even those that came after waiting writers), then the oldest writer. New readers never
- *   overtake a waiting writer while readers hold the lock.
- */
-export type RwPreference = 'fifo' | 'write' | 'read';
-
-interface RwWaiter {
-  mode: LockMode;
-  g: Grant<void>;
-}
-
-/** @internal */
-export class RwCore {
-  readers = 0;
-  writer = false;
-  queue = new WaitQueue<RwWaiter>();
-  lastPhase: 'read' | 'write' = 'write';
-  readonly preference: RwPreference;
-  readonly clock: Clock | undefined;
-  onIdle: (() => void) | undefined;
-
-  constructor(preference: RwPreference, clock?: Clock) {
-    this.preference = preference;
-    this.clock = clock;
-  }
-
-  get idle(): boolean {
-    return this.readers === 0 && !this.writer && this.queue.size === 0;
-  }
-
-  tryAcquire(mode: LockMode): boolean {
-    if (this.writer || this.queue.size > 0) return false;
-    if (mode === 'exclusive') {
-      if (this.readers > 0) return false;
-      this.writer = true;
-      this.lastPhase = 'write';
-    } else {
-      this.readers++;
-      this.lastPhase = 'read';
-    }
-    return true;
-  }
-
-  /**
-   * Takes the lock now (`undefined`) or queues; `timeoutMs` is validated by the caller and the
-   * caller rejects an already-aborted `signal` before calling.
-   */
-  acquire(
-    mode: LockMode,
-    key: string,
-    timeoutMs: number | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<void> | undefined {
-    if (this.tryAcquire(mode)) return undefined;
-    return waitInQueue<void>({ key, timeoutMs, signal, clock: this.clock }, (g) => {
-      const node = this.queue.push({ mode, g });
-      return () => {
-        this.queue.remove(node);
-        this.dispatch();
-        if (this.idle) this.onIdle?.();
-      };
-    });
-  }
-
-  release(mode: LockMode): void {
-    if (mode === 'exclusive') this.writer = false;
-    else this.readers--;
-    this.dispatch();
-    if (this.idle) this.onIdle?.();
-  }
-
-  dispatch(): void {
-    if (this.writer || this.queue.size === 0) return;
-    switch (this.preference) {
-      case 'fifo': {
-        for (let n = this.queue.head; n; n = this.queue.head) {
-          if (n.value.mode === 'exclusive') {
-            if (this.readers === 0) this.#grant(n.value, n);
-            return;
-          }
-          this.#grant(n.value, n);
-        }
-        return;
-      }
-      case 'write': {
-        const w = this.#firstWriter();
-        if (w) {
-          if (this.readers === 0) this.#grant(w.value, w);
-          return;
-        }
-        this.#grantAllReaders();
-        return;
-      }
-      case 'read': {
-        const w = this.#firstWriter();
-        if (this.readers > 0) {
-          if (!w) this.#grantAllReaders();
-          return;
-        }
-        const hasReader = this.#hasReader();
-        if (hasReader && (this.lastPhase === 'write' || !w)) this.#grantAllReaders();
-        else if (w) this.#grant(w.value, w);
-        return;
-      }
-    }
-  }
-
-  #firstWriter() {
-    for (const n of this.queue) if (n.value.mode === 'exclusive') return n;
-    return undefined;
-  }
-
-  #hasReader(): boolean {
-    for (const n of this.queue) if (n.value.mode === 'shared') return true;
-    return false;
-  }
-
-  #grantAllReaders(): void {
-    for (let n = this.queue.head; n;) {
-      const next = n.next;
-      if (n.value.mode === 'shared') this.#grant(n.value, n);
-      n = next;
-    }
-  }
-
-  #grant(w: RwWaiter, node: Parameters<WaitQueue<RwWaiter>['remove']>[0]): void {
-    this.queue.remove(node);
-    if (w.mode === 'exclusive') {
-      this.writer = true;
-      this.lastPhase = 'write';
-    } else {
-      this.readers++;
-      this.lastPhase = 'read';
-    }
-    w.g.grant();
-  }
-}
-
-/** @internal The `preference` option, `'fifo'` when omitted. */
-export function checkPreference(p: unknown): RwPreference {
-  if (p === undefined) return 'fifo';
-  if (p !== 'fifo' && p !== 'write' && p !== 'read') {
-    throw new TypeError(`preference must be 'fifo', 'write' or 'read', got ${describe(p)}`);
-  }
-  return p;
-}
-
 /** Options of {@link ReadWriteLock} and {@link KeyedLock}. */
 export interface RwOptions extends PrimitiveOptions {
   /** @default 'fifo' */
@@ -464,13 +310,13 @@ export class ReadWriteLock {
  * stays flat however many distinct keys pass through.
  */
 export class KeyedLock {
-  #locks = new Map<string, RwCore>();
-  readonly #preference: RwPreference;
-  readonly #clock: Clock;
+  readonly #locks: KeyedCores;
 
   constructor(options: RwOptions = {}) {
-    this.#preference = checkPreference(options.preference);
-    this.#clock = validateClock('KeyedLock', options.clock);
+    this.#locks = new KeyedCores(
+      checkPreference(options.preference),
+      validateClock('KeyedLock', options.clock),
+    );
   }
 
   /** Keys currently held or waited for. */
@@ -486,10 +332,8 @@ export class KeyedLock {
   tryAcquire(key: string, mode: LockMode = 'exclusive'): Releaser | undefined {
     validateKey(key);
     validateMode(mode);
-    const core = this.#core(key);
-    if (core.tryAcquire(mode)) return this.#releaser(core, mode);
-    if (core.idle) this.#locks.delete(key);
-    return undefined;
+    const core = this.#locks.tryAcquire(key, mode);
+    return core && this.#releaser(core, mode);
   }
 
   acquire(key: string, options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
@@ -502,7 +346,7 @@ export class KeyedLock {
     const { mode, timeoutMs } = request;
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
-    const core = this.#core(key);
+    const core = this.#locks.of(key);
     const wait = core.acquire(mode, key, timeoutMs, signal);
     if (!wait) return Promise.resolve(this.#releaser(core, mode));
     return wait.then(() => this.#releaser(core, mode));
@@ -527,18 +371,6 @@ export class KeyedLock {
     } finally {
       release();
     }
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore(this.#preference, this.#clock);
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
   }
 
   #releaser(core: RwCore, mode: LockMode): Releaser {

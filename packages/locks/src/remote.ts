@@ -20,7 +20,7 @@ import {
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
-import { RwCore } from './primitives.js';
+import { KeyedCores, type RwCore } from './rw-core.js';
 import { after, every, type Cancel } from './timers.js';
 
 /** Options every remote (database, Redis) provider takes. */
@@ -61,6 +61,7 @@ export interface Backend {
 /**
  * A heartbeat that runs `tick` every `ms` only while `busy()`: started on demand (no timer churn
  * per grant), it stops itself at the first tick with nothing to do. `ms <= 0` never runs.
+ * @internal
  */
 export class Heartbeat {
   #cancel: Cancel | undefined;
@@ -92,11 +93,12 @@ export class Heartbeat {
   }
 }
 
+/** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 
 const ids = new Map<string, string>();
 
-/** The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
+/** @internal The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
 export function lockId(key: string): string {
   let id = ids.get(key);
   if (id === undefined) {
@@ -107,10 +109,12 @@ export function lockId(key: string): string {
   return id;
 }
 
+/** @internal Who this process is (`{ pid, host }`), as backends record it. */
 export function holderJson(): string {
   return JSON.stringify({ pid: process.pid, host: HOST });
 }
 
+/** @internal The `pid`/`host` of a recorded holder (empty when unreadable). */
 export function parseHolder(text: unknown): { pid?: number; host?: string } {
   try {
     const v = JSON.parse(String(text)) as { pid?: number; host?: string };
@@ -161,7 +165,7 @@ export abstract class RemoteLockProvider implements LockProvider {
   readonly #owner: string;
   readonly #clock: Clock;
   #backend: Backend;
-  #locks = new Map<string, RwCore>();
+  readonly #locks: KeyedCores;
   readonly #pollDelay: (retry: number) => number;
   #fallbackPoll: number;
   /** Set once `ready()` resolved (it stays resolved): later grants skip awaiting it. */
@@ -184,6 +188,7 @@ export abstract class RemoteLockProvider implements LockProvider {
     this.#backend = backend;
     this.#owner = owner;
     this.#clock = clock;
+    this.#locks = new KeyedCores('fifo', clock);
   }
 
   /** Resolves once the backend is ready (schema created, scripts loaded). */
@@ -200,7 +205,7 @@ export abstract class RemoteLockProvider implements LockProvider {
     const started = this.#clock.now();
     const id = lockId(key);
     const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
+    const core = this.#locks.of(key);
     const wait = core.acquire(localMode, key, timeoutMs, signal);
     let emittedWaiting = false;
     const emitWaiting = async () => {
@@ -309,11 +314,8 @@ export abstract class RemoteLockProvider implements LockProvider {
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest(this.#owner, key, options);
     const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
-    if (!core.tryAcquire(localMode)) {
-      if (core.idle) this.#locks.delete(key);
-      return undefined;
-    }
+    const core = this.#locks.tryAcquire(key, localMode);
+    if (!core) return undefined;
     try {
       await this.ready();
       const granted = await this.#backend.tryGrant(key, lockId(key), mode, false);
@@ -337,18 +339,6 @@ export abstract class RemoteLockProvider implements LockProvider {
   /** Stops heartbeats and closes the backend's connection (held leases are then lost). */
   close(): Promise<void> {
     return this.#backend.close();
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore('fifo', this.#clock);
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
   }
 
   #lease(

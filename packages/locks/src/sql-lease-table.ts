@@ -7,7 +7,7 @@ import { closedError } from './common.js';
 import { Heartbeat, HOST, holderJson, type Backend, type Granted } from './remote.js';
 import { OWNER } from './sql-session.js';
 
-/** @internal */
+/** @internal SQLite leases: a row per grant with an expiry, renewed by a heartbeat. */
 export class LeaseTableBackend implements Backend {
   #database: Database;
   #ttl: number;

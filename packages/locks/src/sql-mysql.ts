@@ -14,6 +14,7 @@ const MYSQL_SLOTS = 32;
  * - reader slots `rs<n>_<id>`: each session holding the key shared holds one slot.
  * A writer takes the gate (new readers then fail fast) and is granted once every slot is free; it
  * keeps the gate while it waits for readers to leave, so readers cannot starve it.
+ * @internal
  */
 export class MysqlBackend extends SessionBackend {
   /** Keys whose gate this session holds for a writer still waiting for readers to leave. */

@@ -20,7 +20,7 @@ interface PgGrant {
   recorded: Promise<boolean> | undefined;
 }
 
-/** @internal */
+/** @internal PostgreSQL session advisory locks, tokens from a sequence, waiters woken by `NOTIFY`. */
 export class PostgresBackend extends SessionBackend {
   #wakers = new Map<string, Set<() => void>>();
   /** Grants younger than PG_RECORD_AFTER_MS, checked by one timer (no timer per grant). */

@@ -123,7 +123,7 @@ export abstract class SessionBackend implements Backend {
 
 const split = new Map<string, { big: string; hi: number; lo: number }>();
 
-/** The advisory lock ids of a lock id: one bigint, and two ints for waiter announcements. */
+/** @internal The advisory lock ids of a lock id: one bigint, and two ints for waiter announcements. */
 export function split64(id: string): { big: string; hi: number; lo: number } {
   let parts = split.get(id);
   if (parts === undefined) {

@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '@rigging/core';
 
-/** Stops what {@link after} or {@link every} scheduled; safe to call twice. */
+/** @internal Stops what {@link after} or {@link every} scheduled; safe to call twice. */
 export type Cancel = () => void;
 
 const noop = () => {};
@@ -9,6 +9,7 @@ const noop = () => {};
  * Calls `fn` once `ms` have passed on `clock`. The system clock gets a plain timer (`unref`'d when
  * asked, so background work never keeps a process alive); any other clock (a manual one in
  * tests) its `sleep`, so that time moves only when the test moves it.
+ * @internal
  */
 export function after(clock: Clock, ms: number, fn: () => void, unref = false): Cancel {
   if (clock === systemClock) {
@@ -27,7 +28,7 @@ export function after(clock: Clock, ms: number, fn: () => void, unref = false): 
   };
 }
 
-/** Calls `fn` every `ms` on `clock` until cancelled (see {@link after}). */
+/** @internal Calls `fn` every `ms` on `clock` until cancelled (see {@link after}). */
 export function every(clock: Clock, ms: number, fn: () => void, unref = false): Cancel {
   if (clock === systemClock) {
     const timer = setInterval(fn, ms);
@@ -47,7 +48,7 @@ export function every(clock: Clock, ms: number, fn: () => void, unref = false): 
   };
 }
 
-/** Resolves after `ms` on `clock`, or at once when `wake` is called (see {@link after}). */
+/** @internal Resolves after `ms` on `clock`, or at once when `wake` is called (see {@link after}). */
 export function pause(clock: Clock, ms: number): { done: Promise<void>; wake: () => void } {
   let wake = noop;
   const done = new Promise<void>((resolve) => {

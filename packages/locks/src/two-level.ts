@@ -16,7 +16,7 @@ import {
   type LockEmitter,
 } from './common.js';
 import { FileLock, checkKeyOf, tryNow, type FileLockOptions } from './file.js';
-import { RwCore, checkPreference, type RwPreference } from './primitives.js';
+import { KeyedCores, checkPreference, type RwCore, type RwPreference } from './rw-core.js';
 
 /** Options of {@link TwoLevelLock}: those of {@link FileLock}, plus in-process fairness. */
 export interface TwoLevelLockOptions extends FileLockOptions {
@@ -35,8 +35,7 @@ export class TwoLevelLock implements LockProvider {
   readonly name: string;
   /** The file level (its own events are separate). */
   readonly file: FileLock;
-  #locks = new Map<string, RwCore>();
-  #preference: RwPreference;
+  readonly #locks: KeyedCores;
   readonly #clock: Clock;
 
   constructor(options: TwoLevelLockOptions | string) {
@@ -44,8 +43,8 @@ export class TwoLevelLock implements LockProvider {
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'two-level';
     this.file = new FileLock({ ...opts, events: newEmitter(), name: `${this.name}/file` });
-    this.#preference = checkPreference(opts.preference);
     this.#clock = validateClock('TwoLevelLock', opts.clock);
+    this.#locks = new KeyedCores(checkPreference(opts.preference), this.#clock);
   }
 
   get dir(): string {
@@ -67,9 +66,9 @@ export class TwoLevelLock implements LockProvider {
     try {
       ({ mode, timeoutMs } = validateRequest('TwoLevelLock', key, options));
       // a key with a live in-process lock was checked when that lock was made
-      if (!this.#locks.has(key)) this.file[checkKeyOf](key);
+      if (!this.#locks.get(key)) this.file[checkKeyOf](key);
       if (signal?.aborted) throw abortedError(key, signal.reason);
-      core = this.#core(key);
+      core = this.#locks.of(key);
       wait = core.acquire(mode, key, timeoutMs, signal);
     } catch (error) {
       return Promise.reject(error);
@@ -133,11 +132,8 @@ export class TwoLevelLock implements LockProvider {
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest('TwoLevelLock', key, options);
     this.file[checkKeyOf](key);
-    const core = this.#core(key);
-    if (!core.tryAcquire(mode)) {
-      if (core.idle) this.#locks.delete(key);
-      return undefined;
-    }
+    const core = this.#locks.tryAcquire(key, mode);
+    if (!core) return undefined;
     let inner: Lease | undefined;
     try {
       inner = await this.file.tryAcquire(key, { mode });
@@ -158,18 +154,6 @@ export class TwoLevelLock implements LockProvider {
 
   close(): void {
     this.file.close();
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore(this.#preference, this.#clock);
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
   }
 
   #wrap(key: string, mode: LockMode, core: RwCore, inner: Lease, started: number): Lease {

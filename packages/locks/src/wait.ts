@@ -2,13 +2,14 @@ import { systemClock, type Clock, type LockHolder } from '@rigging/core';
 import { abortedError, timeoutError } from './common.js';
 import { after, type Cancel } from './timers.js';
 
-/** What a queued waiter gets: call `grant` once it owns the lock. */
+/** @internal What a queued waiter gets: call `grant` once it owns the lock. */
 export interface Grant<T> {
   grant(value: T): void;
   /** Fails the wait (e.g. an I/O error while polling). */
   fail(error: unknown): void;
 }
 
+/** @internal What {@link waitInQueue} needs to know about a wait. */
 export interface WaitSpec {
   key: string;
   timeoutMs?: number | undefined;
@@ -23,6 +24,7 @@ export interface WaitSpec {
  * Waits in a queue with timeout and abort. `enqueue` puts the waiter in its queue and returns the
  * function that takes it out again (called synchronously on timeout/abort, before rejecting, so
  * no waiter is left behind). Timer and abort listener are removed however the wait ends.
+ * @internal
  */
 export function waitInQueue<T>(
   spec: WaitSpec,

@@ -12,7 +12,10 @@ export function unsafe(what: string, problem: string, entry?: string): PackageCa
   );
 }
 
-/** Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`. */
+/**
+ * Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`.
+ * @internal
+ */
 export function relativePathProblem(p: string): string | undefined {
   if (p === '') return 'has an empty name';
   if (p.includes('\0')) return 'contains NUL';
@@ -28,7 +31,7 @@ export function relativePathProblem(p: string): string | undefined {
   return undefined;
 }
 
-/** Why a link entry is unsafe, or `undefined`. Symlinks resolve from their directory. */
+/** Why a link entry is unsafe, or `undefined`. Symlinks resolve from their directory. @internal */
 export function linkProblem(
   entryPath: string,
   linkpath: string,

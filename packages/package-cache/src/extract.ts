@@ -14,6 +14,7 @@ import { isGzip, untarBuffer } from './tar-fast.js';
 import { copyTree } from './tree.js';
 import { extractZip, zipOptions, type ZipOpen } from './zip.js';
 
+/** Options of {@link materialize}. @internal */
 export interface MaterializeOptions {
   /** Directory to extract into (must not exist yet). */
   target: string;
@@ -55,6 +56,7 @@ function unsupported(what: string): PackageCacheError {
  * integrity when one is given), extracts tar/tgz/zip archives refusing unsafe entries, or copies
  * a directory. Returns the SRI of the bytes (undefined for a directory). On error the target may
  * hold a partial tree: the caller owns (and removes) it.
+ * @internal
  */
 export async function materialize(
   fetched: FetchedPackage,
@@ -166,22 +168,27 @@ async function streamTar(
   const head: Uint8Array[] = [];
   let headBytes = 0;
   let ended = false;
-  while (headBytes < 512) {
-    throwIfAborted(signal);
-    const r = await iterator.next();
-    if (r.done) {
-      ended = true;
-      break;
+  try {
+    while (headBytes < 512) {
+      throwIfAborted(signal);
+      const r = await iterator.next();
+      if (r.done) {
+        ended = true;
+        break;
+      }
+      const chunk = toU8(r.value);
+      hasher.update(chunk);
+      budget.archiveBytes(hasher.bytes);
+      opts.onBytes?.(hasher.bytes);
+      head.push(chunk);
+      headBytes += chunk.byteLength;
     }
-    const chunk = toU8(r.value);
-    hasher.update(chunk);
-    budget.archiveBytes(hasher.bytes);
-    opts.onBytes?.(hasher.bytes);
-    head.push(chunk);
-    headBytes += chunk.byteLength;
+  } catch (error) {
+    await iterator.return?.(); // the fetcher's stream is closed, not left hanging
+    throw error;
   }
-  const headBytesAll = Buffer.concat(head);
-  const format = detect(headBytesAll);
+  const headBuffer = Buffer.concat(head);
+  const format = detect(headBuffer);
   const rest = async function* (): AsyncGenerator<Uint8Array> {
     yield* head;
     if (ended) return;
@@ -199,7 +206,7 @@ async function streamTar(
   if (format === 'tar') {
     await mkdir(target);
     try {
-      await untar(rest(), isGzip(headBytesAll), target, budget, signal);
+      await untar(rest(), isGzip(headBuffer), target, budget, signal);
     } catch (error) {
       await iterator.return?.();
       throw error;

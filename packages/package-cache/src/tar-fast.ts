@@ -14,7 +14,9 @@ export function isGzip(head: Uint8Array): boolean {
 }
 
 const gunzipAsync = promisify(gunzip);
-/** Largest inflated archive the in-memory fast path accepts (larger ones stream through node-tar). */
+/**
+ * Largest inflated archive the in-memory fast path accepts (larger ones stream through node-tar).
+ */
 const FAST_GUNZIP_LIMIT = 512 * 1024 * 1024;
 const FAST_WRITERS = 8;
 
@@ -82,6 +84,7 @@ function scanTar(buf: Buffer, budget: ArchiveBudget): FastEntry[] | undefined {
  * inflated on the thread pool, is written with one `writeFile` per file, several at a time,
  * instead of streaming through node-tar in small chunks. Returns false when the archive needs
  * node-tar (see `scanTar`), leaving `target` empty.
+ * @internal
  */
 export async function untarBuffer(
   archive: Buffer,

@@ -16,7 +16,10 @@ import { linkProblem, unsafe } from './entry-checks.js';
 
 // Directory trees: copying a fetched directory, and the final pass over an extracted one.
 
-/** Copies a directory tree; symlinks must stay inside, anything but files/dirs/links refused. */
+/**
+ * Copies a directory tree; symlinks must stay inside, anything but files/dirs/links refused.
+ * @internal
+ */
 export async function copyTree(
   from: string,
   to: string,
@@ -50,6 +53,7 @@ export async function copyTree(
 /**
  * Final pass over an extracted tree: every symlink must resolve inside it, set-id bits are
  * cleared, files and directories are fsynced (when `durable`), and the byte size is summed.
+ * @internal
  */
 export async function finalizeTree(
   root: string,
@@ -89,7 +93,7 @@ export async function finalizeTree(
   return size;
 }
 
-/** fsyncs a file or directory. */
+/** fsyncs a file or directory. @internal */
 export async function fsyncPath(path: string): Promise<void> {
   const fh = await open(path, 'r');
   try {

@@ -20,7 +20,9 @@ export const zipOptions = {
 /** Opens the zip (from a file or a buffer). @internal */
 export type ZipOpen = (cb: (err: Error | null, zip: yauzl.ZipFile) => void) => void;
 
-/** Extracts a zip of `archiveSize` bytes, entry by entry, checking each before writing it. */
+/**
+ * Extracts a zip of `archiveSize` bytes, entry by entry, checking each before writing it. @internal
+ */
 export async function extractZip(
   openZip: ZipOpen,
   target: string,
