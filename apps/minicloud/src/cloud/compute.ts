@@ -10,7 +10,7 @@ import {
   type TreeAllocations,
 } from '@rigging/reshape';
 import type { ProviderNode } from '../../dashboard/src/state.js';
-import { CommandError } from '../errors.js';
+import { MinicloudError } from '../errors.js';
 
 /** The simulated compute node: its name, physical GPUs and VGPUs per GPU. */
 export interface ComputeNodeSpec {
@@ -204,7 +204,7 @@ export async function reshapeNode(
   if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
   else rootUuid = await findNode(reshape, node.name);
   if (!rootUuid) {
-    throw new CommandError(
+    throw new MinicloudError(
       'minicloud.no_compute_node',
       `compute node ${node.name} is not in the database; nothing to reshape`,
     );

@@ -14,6 +14,7 @@ export type {
   PrefetchResult,
   ReshapeOutcome,
 } from './cloud.js';
+export { MinicloudError } from '../errors.js';
 export { CloudHub } from './events.js';
 export type {
   CloudEvents,

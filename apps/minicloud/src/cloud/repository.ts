@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Database } from '@rigging/sql';
-import { CommandError } from '../errors.js';
+import { MinicloudError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
 
 /** A package as the cache knows it: `{fqn}/{version}/{id}` (id = the upload). */
@@ -32,7 +32,7 @@ export const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
  * NUL) or be absurd. Throws `minicloud.invalid_input` naming the culprit.
  */
 export function checkUpload(fqn: unknown, version: unknown, files: unknown): void {
-  const bad = (message: string) => new CommandError('minicloud.invalid_input', message);
+  const bad = (message: string) => new MinicloudError('minicloud.invalid_input', message);
   if (typeof fqn !== 'string' || !FQN.test(fqn) || fqn.includes('..')) {
     throw bad(
       `package fqn must be 1-128 letters, digits, '.', '_' or '-', got ${JSON.stringify(fqn)}`,
