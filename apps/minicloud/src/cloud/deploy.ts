@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { RiggingError, sleep } from '@rigging/core';
 import { retryOnConflict, type ReshapeStore } from '@rigging/reshape';
 import { linearFlow, task, times, unorderedFlow, type Flow } from '@rigging/tasks';
+import { refKey, type PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { gpuName } from './compute.js';
@@ -28,7 +29,7 @@ export interface DeployFaults {
 export interface DeployInputs {
   env: string;
   packagePath: string;
-  packageRef: { fqn: string; version: string; id: string };
+  packageRef: PackageRef;
   /** Whether the package was already in the cache (for progress output; no task needs it). */
   packageHit: boolean;
   node: string;
@@ -255,11 +256,10 @@ export function deployFlow(
         port: number;
       };
       const id = `${inputs.env}/app-config`;
-      const ref = inputs.packageRef;
       await put(id, inputs.env, 'app-config', {
         app: manifest.name,
         port: manifest.port,
-        package: `${ref.fqn}/${ref.version}/${ref.id}`,
+        package: refKey(inputs.packageRef),
       });
       return { id, app: manifest.name, port: manifest.port };
     },
