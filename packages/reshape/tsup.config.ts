@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts', 'src/sql.ts', 'src/http.ts'],
+  entry: { index: 'src/index.ts', sql: 'src/sql/index.ts', http: 'src/http/index.ts' },
   format: ['esm'],
   target: 'node20',
   dts: true,

@@ -25,8 +25,19 @@ export class Api {
   }
 
   /** `/api/...` with `Authorization: Bearer`. */
-  api<T = any>(method: string, path: string, body?: unknown): Promise<Answer<T>> {
-    return this.#send(method, `/api${path}`, body, { authorization: `Bearer ${this.token}` });
+  api<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    timeoutMs?: number,
+  ): Promise<Answer<T>> {
+    return this.#send(
+      method,
+      `/api${path}`,
+      body,
+      { authorization: `Bearer ${this.token}` },
+      timeoutMs,
+    );
   }
 
   /** `/placement/...` with `X-Auth-Token` and the latest microversion. */
@@ -42,6 +53,7 @@ export class Api {
     path: string,
     body: unknown,
     headers: Record<string, string>,
+    timeoutMs = this.timeoutMs,
   ): Promise<Answer> {
     let lastError: unknown;
     for (let attempt = 0; attempt < this.urls.length; attempt++) {
@@ -55,7 +67,7 @@ export class Api {
             ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           },
           body: body === undefined ? null : JSON.stringify(body),
-          signal: AbortSignal.timeout(this.timeoutMs),
+          signal: AbortSignal.timeout(timeoutMs),
         });
         const text = await res.text();
         let parsed: unknown = text;

@@ -53,16 +53,31 @@ export interface LoadReport {
   deploys: { ok: number; reverted: number; failed: string[] };
   reshapes: { ok: number; failed: string[] };
   uploads: number;
+  /** Requests that got no answer (timeout, connection reset). */
+  errors: string[];
 }
 
 const OPS = ['start', 'stop'] as const;
 
-/** Runs `items` through `worker` with at most `limit` at once. */
-async function pool<T>(items: readonly T[], limit: number, worker: (item: T) => Promise<void>) {
+/**
+ * Runs `items` through `worker` with at most `limit` at once. A request that fails (no answer
+ * in time, connection reset) is recorded in `errors` and the others go on.
+ */
+async function pool<T>(
+  items: readonly T[],
+  limit: number,
+  errors: string[],
+  worker: (item: T) => Promise<void>,
+) {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
-      while (next < items.length) await worker(items[next++]!);
+      while (next < items.length) {
+        const item = items[next++]!;
+        await worker(item).catch((error: unknown) => {
+          errors.push(`${String(item)}: ${error instanceof Error ? error.message : String(error)}`);
+        });
+      }
     }),
   );
 }
@@ -95,7 +110,7 @@ async function containerOps(
 ) {
   const keys = Array.from({ length: w.keys }, (_, i) => `${run}-c${i + 1}`);
   const atLeast = Math.max(2, w.opsPerKey);
-  await pool(keys, w.keys, async (key) => {
+  await pool(keys, w.keys, report.errors, async (key) => {
     const failing = keys.indexOf(key) < w.failingKeys;
     const unfinished: string[] = [];
     for (let index = 0, last = false; !last; index++) {
@@ -137,7 +152,7 @@ async function allocations(api: Api, w: Workload, report: LoadReport) {
   const node = await providerUuid(api, 'node-1');
   const consumers = Array.from({ length: w.consumers }, () => randomUUID());
   const project = randomUUID();
-  await pool(consumers, w.clients, async (consumer) => {
+  await pool(consumers, w.clients, report.errors, async (consumer) => {
     for (let attempt = 1; attempt <= 5; attempt++) {
       const res = await api.placement('PUT', `/allocations/${consumer}`, {
         allocations: { [node]: { resources: { VCPU: 2, MEMORY_MB: 256 } } },
@@ -240,8 +255,9 @@ async function deploys(api: Api, w: Workload, run: string, report: LoadReport) {
   }
   report.uploads++;
   const names = Array.from({ length: w.deploys }, (_, i) => `${run}-env${i + 1}`);
-  await pool(names, 2, async (name) => {
-    const res = await api.api('POST', '/environments', { name, package: pkg });
+  await pool(names, 2, report.errors, async (name) => {
+    // Synchronous: answers when the flow is over, which a takeover may delay.
+    const res = await api.api('POST', '/environments', { name, package: pkg }, 180_000);
     if (res.status === 201) report.deploys.ok++;
     else if (res.status === 200 && res.body?.ok === false) report.deploys.reverted++;
     else {
@@ -249,7 +265,7 @@ async function deploys(api: Api, w: Workload, run: string, report: LoadReport) {
       return;
     }
     if (res.status === 201) {
-      const del = await api.api('DELETE', `/environments/${name}`);
+      const del = await api.api('DELETE', `/environments/${name}`, undefined, 180_000);
       if (del.status !== 200) report.deploys.failed.push(`delete ${name}: ${del.status}`);
     }
   });
@@ -273,12 +289,17 @@ export async function runLoad(
     deploys: { ok: 0, reverted: 0, failed: [] },
     reshapes: { ok: 0, failed: [] },
     uploads: 0,
+    errors: [],
   };
+  const section = (name: string, work: Promise<void>) =>
+    work.catch((error: unknown) => {
+      report.errors.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
+    });
   await Promise.all([
-    containerOps(api, w, run, report, deadline, busy),
-    allocations(api, w, report),
-    reshapes(api, w, run, report),
-    deploys(api, w, run, report),
+    section('container ops', containerOps(api, w, run, report, deadline, busy)),
+    section('allocations', allocations(api, w, report)),
+    section('reshapes', reshapes(api, w, run, report)),
+    section('deploys', deploys(api, w, run, report)),
   ]);
   return report;
 }

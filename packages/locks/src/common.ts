@@ -1,8 +1,7 @@
-import { RiggingError, TypedEmitter, timeoutOption } from '@rigging/core';
-import type { Lease, LockHolder, LockMode } from '@rigging/core';
+import { TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
+import type { Clock, Lease, LockHolder, LockMode } from '@rigging/core';
 
-/** Error codes thrown by @rigging/locks. */
-export type LocksErrorCode = 'locks.timeout' | 'locks.aborted' | 'locks.lost' | 'locks.stale';
+import { LocksError } from './errors.js';
 
 /** Events every provider of this package emits (one payload object each). */
 export interface LockEvents {
@@ -104,12 +103,8 @@ export function describe(value: unknown): string {
   }
 }
 
-export function timeoutError(
-  key: string,
-  timeoutMs: number,
-  holder?: LockHolder,
-): RiggingError<'locks.timeout'> {
-  return new RiggingError(
+export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder): LocksError {
+  return new LocksError(
     'locks.timeout',
     `timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}${holder ? ` (${describeHolder(holder)})` : ''}`,
     {
@@ -118,11 +113,16 @@ export function timeoutError(
   );
 }
 
-export function abortedError(key: string, reason: unknown): RiggingError<'locks.aborted'> {
-  return new RiggingError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
+export function abortedError(key: string, reason: unknown): LocksError {
+  return new LocksError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
     cause: reason,
     details: { key },
   });
+}
+
+/** `locks.closed`: the provider was shut down by `close()`. */
+export function closedError(owner: string): LocksError {
+  return new LocksError('locks.closed', `${owner}: the provider was shut down by close()`);
 }
 
 /** "held exclusive by pid 4123 on host since 12:01:07". */
@@ -143,6 +143,26 @@ export function describeHolder(holder: LockHolder): string {
 export interface ProviderBaseOptions {
   /** Emitter to publish `lock:*` events on (share one across providers for a single log). */
   events?: LockEmitter;
+  /**
+   * Where time comes from: lease ages, TTLs, timeouts, retry delays, fencing-token floors,
+   * `holder().since`. Tests pass core's `manualClock()`. @default systemClock
+   */
+  clock?: Clock;
+}
+
+/** The `clock` option: core's `Clock` (`now` and `sleep`), `systemClock` when omitted. */
+export function validateClock(owner: string, clock: unknown): Clock {
+  if (clock === undefined) return systemClock;
+  const c = clock as Partial<Clock> | null;
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    typeof c.now !== 'function' ||
+    typeof c.sleep !== 'function'
+  ) {
+    throw new TypeError(`${owner}: clock must be a Clock ({ now, sleep }), got ${describe(clock)}`);
+  }
+  return clock as Clock;
 }
 
 const RESOLVED = Promise.resolve();
@@ -159,6 +179,7 @@ export class LeaseImpl implements Lease {
   #onRelease: (lease: LeaseImpl) => void | Promise<void>;
   #provider: string;
   #events: LockEmitter;
+  #clock: Clock;
   #lossWatchers: Set<() => void> | undefined;
 
   constructor(init: {
@@ -167,13 +188,15 @@ export class LeaseImpl implements Lease {
     token: bigint;
     provider: string;
     events: LockEmitter;
+    clock: Clock;
     onRelease: (lease: LeaseImpl) => void | Promise<void>;
     acquiredAt?: number;
   }) {
     this.key = init.key;
     this.mode = init.mode;
     this.token = init.token;
-    this.acquiredAt = init.acquiredAt ?? Date.now();
+    this.#clock = init.clock;
+    this.acquiredAt = init.acquiredAt ?? init.clock.now();
     this.#provider = init.provider;
     this.#events = init.events;
     this.#onRelease = init.onRelease;
@@ -213,7 +236,7 @@ export class LeaseImpl implements Lease {
     if (this.#released || this.isLost) return;
     this.#controller ??= new AbortController();
     this.#controller.abort(
-      new RiggingError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
+      new LocksError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
         cause,
         details: { key: this.key, token: this.token.toString(), reason },
       }),
@@ -225,7 +248,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         reason,
       });
     }
@@ -265,7 +288,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         afterLoss,
       });
     }

@@ -5,13 +5,20 @@ import {
   validateRequest,
   validateTimeout,
   describe,
+  validateClock,
 } from './common.js';
 import { WaitQueue } from './queue.js';
 import { waitInQueue, type Grant } from './wait.js';
-import type { LockMode } from '@rigging/core';
+import type { Clock, LockMode } from '@rigging/core';
 
 /** Releases what was acquired. Safe to call twice (the second call is a no-op). */
 export type Releaser = () => void;
+
+/** Options of {@link Mutex} and {@link Semaphore}. */
+export interface PrimitiveOptions {
+  /** The clock wait timeouts run on (tests pass core's `manualClock()`). @default systemClock */
+  clock?: Clock;
+}
 
 /** Options of every wait in this package. */
 export interface WaitOptions {
@@ -20,8 +27,6 @@ export interface WaitOptions {
   /** Abort the wait (rejects with `locks.aborted`, `cause` = `signal.reason`). */
   signal?: AbortSignal | undefined;
 }
-
-const NOOP: Releaser = () => {};
 
 // ---------------------------------------------------------------------------------------------
 // Semaphore
@@ -39,14 +44,16 @@ interface SemWaiter {
 export class Semaphore {
   #value: number;
   readonly #max: number;
+  readonly #clock: Clock;
   #queue = new WaitQueue<SemWaiter>();
 
-  constructor(permits: number) {
+  constructor(permits: number, options: PrimitiveOptions = {}) {
     if (!Number.isInteger(permits) || permits < 1) {
       throw new TypeError(`Semaphore permits must be an integer >= 1, got ${describe(permits)}`);
     }
     this.#value = permits;
     this.#max = permits;
+    this.#clock = validateClock('Semaphore', options.clock);
   }
 
   /** Free permits now. */
@@ -88,14 +95,17 @@ export class Semaphore {
       this.#value -= weight;
       return Promise.resolve(this.#releaser(weight));
     }
-    return waitInQueue<Releaser>({ key: 'semaphore', timeoutMs, signal }, (g) => {
-      const node = this.#queue.push({ weight, g });
-      return () => {
-        const wasHead = this.#queue.head === node;
-        this.#queue.remove(node);
-        if (wasHead) this.#dispatch();
-      };
-    });
+    return waitInQueue<Releaser>(
+      { key: 'semaphore', timeoutMs, signal, clock: this.#clock },
+      (g) => {
+        const node = this.#queue.push({ weight, g });
+        return () => {
+          const wasHead = this.#queue.head === node;
+          this.#queue.remove(node);
+          if (wasHead) this.#dispatch();
+        };
+      },
+    );
   }
 
   async runExclusive<T>(
@@ -144,6 +154,11 @@ export class Semaphore {
 export class Mutex {
   #locked = false;
   #queue = new WaitQueue<Grant<Releaser>>();
+  readonly #clock: Clock;
+
+  constructor(options: PrimitiveOptions = {}) {
+    this.#clock = validateClock('Mutex', options.clock);
+  }
 
   isLocked(): boolean {
     return this.#locked;
@@ -174,10 +189,13 @@ export class Mutex {
       this.#locked = true;
       return Promise.resolve(this.#releaser());
     }
-    return waitInQueue<Releaser>({ key: 'mutex', timeoutMs, signal: options?.signal }, (g) => {
-      const node = this.#queue.push(g);
-      return () => this.#queue.remove(node);
-    });
+    return waitInQueue<Releaser>(
+      { key: 'mutex', timeoutMs, signal: options?.signal, clock: this.#clock },
+      (g) => {
+        const node = this.#queue.push(g);
+        return () => this.#queue.remove(node);
+      },
+    );
   }
 
   async runExclusive<T>(fn: () => T | Promise<T>, options?: WaitOptions): Promise<T> {
@@ -234,11 +252,12 @@ export class RwCore {
   queue = new WaitQueue<RwWaiter>();
   lastPhase: 'read' | 'write' = 'write';
   readonly preference: RwPreference;
+  readonly clock: Clock | undefined;
   onIdle: (() => void) | undefined;
 
-  constructor(preference: RwPreference, onIdle?: () => void) {
+  constructor(preference: RwPreference, clock?: Clock) {
     this.preference = preference;
-    this.onIdle = onIdle;
+    this.clock = clock;
   }
 
   get idle(): boolean {
@@ -269,7 +288,7 @@ export class RwCore {
     signal: AbortSignal | undefined,
   ): Promise<void> | undefined {
     if (this.tryAcquire(mode)) return undefined;
-    return waitInQueue<void>({ key, timeoutMs, signal }, (g) => {
+    return waitInQueue<void>({ key, timeoutMs, signal, clock: this.clock }, (g) => {
       const node = this.queue.push({ mode, g });
       return () => {
         this.queue.remove(node);
@@ -353,7 +372,8 @@ export class RwCore {
   }
 }
 
-function checkPreference(p: unknown): RwPreference {
+/** @internal The `preference` option, `'fifo'` when omitted. */
+export function checkPreference(p: unknown): RwPreference {
   if (p === undefined) return 'fifo';
   if (p !== 'fifo' && p !== 'write' && p !== 'read') {
     throw new TypeError(`preference must be 'fifo', 'write' or 'read', got ${describe(p)}`);
@@ -362,7 +382,7 @@ function checkPreference(p: unknown): RwPreference {
 }
 
 /** Options of {@link ReadWriteLock} and {@link KeyedLock}. */
-export interface RwOptions {
+export interface RwOptions extends PrimitiveOptions {
   /** @default 'fifo' */
   preference?: RwPreference;
 }
@@ -372,7 +392,10 @@ export class ReadWriteLock {
   #core: RwCore;
 
   constructor(options: RwOptions = {}) {
-    this.#core = new RwCore(checkPreference(options.preference));
+    this.#core = new RwCore(
+      checkPreference(options.preference),
+      validateClock('ReadWriteLock', options.clock),
+    );
   }
 
   /** Current shared holders. */
@@ -443,9 +466,11 @@ export class ReadWriteLock {
 export class KeyedLock {
   #locks = new Map<string, RwCore>();
   readonly #preference: RwPreference;
+  readonly #clock: Clock;
 
   constructor(options: RwOptions = {}) {
     this.#preference = checkPreference(options.preference);
+    this.#clock = validateClock('KeyedLock', options.clock);
   }
 
   /** Keys currently held or waited for. */
@@ -507,7 +532,7 @@ export class KeyedLock {
   #core(key: string): RwCore {
     let core = this.#locks.get(key);
     if (!core) {
-      const created = new RwCore(this.#preference);
+      const created = new RwCore(this.#preference, this.#clock);
       created.onIdle = () => {
         if (this.#locks.get(key) === created) this.#locks.delete(key);
       };
@@ -525,5 +550,3 @@ export class KeyedLock {
     };
   }
 }
-
-export { NOOP as noopReleaser };

@@ -1,14 +1,22 @@
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
+  validateClock,
   emitAcquired,
   newEmitter,
   validateRequest,
   type LockEmitter,
 } from './common.js';
 import { FileLock, checkKeyOf, tryNow, type FileLockOptions } from './file.js';
-import { RwCore, type RwPreference } from './primitives.js';
+import { RwCore, checkPreference, type RwPreference } from './primitives.js';
 
 /** Options of {@link TwoLevelLock}: those of {@link FileLock}, plus in-process fairness. */
 export interface TwoLevelLockOptions extends FileLockOptions {
@@ -29,13 +37,15 @@ export class TwoLevelLock implements LockProvider {
   readonly file: FileLock;
   #locks = new Map<string, RwCore>();
   #preference: RwPreference;
+  readonly #clock: Clock;
 
   constructor(options: TwoLevelLockOptions | string) {
     const opts: TwoLevelLockOptions = typeof options === 'string' ? { dir: options } : options;
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'two-level';
     this.file = new FileLock({ ...opts, events: newEmitter(), name: `${this.name}/file` });
-    this.#preference = opts.preference ?? 'fifo';
+    this.#preference = checkPreference(opts.preference);
+    this.#clock = validateClock('TwoLevelLock', opts.clock);
   }
 
   get dir(): string {
@@ -52,7 +62,7 @@ export class TwoLevelLock implements LockProvider {
     let timeoutMs: number | undefined;
     let core: RwCore;
     let wait: Promise<void> | undefined;
-    const started = Date.now();
+    const started = this.#clock.now();
     const { signal } = options;
     try {
       ({ mode, timeoutMs } = validateRequest('TwoLevelLock', key, options));
@@ -110,7 +120,7 @@ export class TwoLevelLock implements LockProvider {
     const remaining =
       options.timeoutMs === undefined
         ? undefined
-        : Math.max(0, options.timeoutMs - (Date.now() - started));
+        : Math.max(0, options.timeoutMs - (this.#clock.now() - started));
     return this.file.acquire(key, { mode, timeoutMs: remaining, signal: options.signal }).then(
       (inner) => this.#wrap(key, mode, core, inner, started),
       (error: unknown) => {
@@ -139,7 +149,7 @@ export class TwoLevelLock implements LockProvider {
       core.release(mode);
       return undefined;
     }
-    return this.#wrap(key, mode, core, inner, Date.now());
+    return this.#wrap(key, mode, core, inner, this.#clock.now());
   }
 
   holder(key: string): Promise<LockHolder | undefined> {
@@ -153,7 +163,7 @@ export class TwoLevelLock implements LockProvider {
   #core(key: string): RwCore {
     let core = this.#locks.get(key);
     if (!core) {
-      const created = new RwCore(this.#preference);
+      const created = new RwCore(this.#preference, this.#clock);
       created.onIdle = () => {
         if (this.#locks.get(key) === created) this.#locks.delete(key);
       };
@@ -175,6 +185,7 @@ export class TwoLevelLock implements LockProvider {
       token: inner.token,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: () => {
         unwatch();
         let pending: Promise<void> | undefined;

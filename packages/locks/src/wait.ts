@@ -1,5 +1,6 @@
+import { systemClock, type Clock, type LockHolder } from '@rigging/core';
 import { abortedError, timeoutError } from './common.js';
-import type { LockHolder } from '@rigging/core';
+import { after, type Cancel } from './timers.js';
 
 /** What a queued waiter gets: call `grant` once it owns the lock. */
 export interface Grant<T> {
@@ -14,6 +15,8 @@ export interface WaitSpec {
   signal?: AbortSignal | undefined;
   /** Holder for the timeout message, where known. */
   holder?: () => LockHolder | undefined;
+  /** The clock the timeout runs on. @default systemClock */
+  clock?: Clock | undefined;
 }
 
 /**
@@ -29,10 +32,10 @@ export function waitInQueue<T>(
   if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
   return new Promise<T>((resolve, reject) => {
     let done = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancelTimer: Cancel | undefined;
     const cleanup = () => {
       done = true;
-      if (timer !== undefined) clearTimeout(timer);
+      cancelTimer?.();
       signal?.removeEventListener('abort', onAbort);
     };
     const cancel = enqueue({
@@ -55,12 +58,12 @@ export function waitInQueue<T>(
     }
     if (done) return;
     if (timeoutMs !== undefined) {
-      timer = setTimeout(() => {
+      cancelTimer = after(spec.clock ?? systemClock, timeoutMs, () => {
         if (done) return;
         cleanup();
         cancel();
         reject(timeoutError(key, timeoutMs, spec.holder?.()));
-      }, timeoutMs);
+      });
     }
     signal?.addEventListener('abort', onAbort, { once: true });
   });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProcessAlive, type LockProvider, type Logger } from '@rigging/core';
-import { finalizeTree } from './extract.js';
+import { finalizeTree } from './tree.js';
 import { isSegment, metaPath, refKey, refPath, type PackageRef } from './ref.js';
 import type { Entry } from './types.js';
 

@@ -8,9 +8,8 @@ import {
   throwIfAborted,
   type Backoff,
 } from '@rigging/core';
-import type { FetchContext, PackageFetcher } from './types.js';
+import type { FetchContext, FetchedPackage, PackageFetcher } from './types.js';
 import { PackageCacheError } from './errors.js';
-import type { FetchedPackage } from './extract.js';
 import { isSegment, type PackageRef } from './ref.js';
 
 /** Options of {@link httpFetcher}. */

@@ -31,7 +31,7 @@ export type ResolvedLimits = Required<ArchiveLimits>;
 const GiB = 1024 ** 3;
 
 /** The defaults of {@link ArchiveLimits}. */
-export const DEFAULT_ARCHIVE_LIMITS: Readonly<ResolvedLimits> = Object.freeze({
+export const DEFAULT_ARCHIVE_LIMITS: Readonly<Required<ArchiveLimits>> = Object.freeze({
   maxArchiveBytes: GiB,
   maxExpandedBytes: 4 * GiB,
   maxEntries: 100_000,

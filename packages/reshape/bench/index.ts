@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '@rigging/sql';
 import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
-import { sqlStore } from '../src/sql.js';
+import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
 
 const H = (v = '1.30') => ({

@@ -2,8 +2,8 @@
 // bench/index.ts. Usage: serve.ts <sqlite path | memory>; prints "listening <port>".
 import { openDatabase } from '@rigging/sql';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
-import { sqlStore } from '../src/sql.js';
+import { createPlacementServer } from '../src/http/index.js';
+import { sqlStore } from '../src/sql/index.js';
 
 const memory = process.argv[2] === 'memory';
 const database = memory ? undefined : await openDatabase(`sqlite:${process.argv[2]!}`);

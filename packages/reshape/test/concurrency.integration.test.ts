@@ -5,8 +5,8 @@ import { openDatabase } from '@rigging/sql';
 import { sqlBackends, spawnNode } from '@rigging/testkit';
 import { describe, expect, it } from 'vitest';
 import { updateProviderTree, ReshapeFailed } from '../src/index.js';
-import { sqlStore } from '../src/sql.js';
-import { vgpuDriver } from './conformance.js';
+import { sqlStore } from '../src/sql/index.js';
+import { vgpuDriver } from './conformance/index.js';
 
 const fixture = fileURLToPath(new URL('./fixtures/allocator.ts', import.meta.url));
 const backends = await sqlBackends('reshape_conc', ['sqlite-file', 'postgres', 'mysql']);

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
+import { createPlacementServer } from '../src/http/index.js';
 
 const store = memoryStore();
 const server = createPlacementServer(store, {
@@ -488,7 +488,7 @@ describe('Placement HTTP API', () => {
 describe('mounted under a prefix with a body already read by a framework', () => {
   it('serves /placement/... and accepts a pre-parsed body', async () => {
     const { createServer } = await import('node:http');
-    const { createPlacementHandler } = await import('../src/http.js');
+    const { createPlacementHandler } = await import('../src/http/index.js');
     const handler = createPlacementHandler(memoryStore(), { basePath: '/placement' });
     const srv = createServer((req, res) => {
       let text = '';

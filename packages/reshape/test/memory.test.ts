@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { conformance } from './conformance.js';
+import { conformance } from './conformance/index.js';
 
 describe('memoryStore', () => {
   conformance(async () => memoryStore());

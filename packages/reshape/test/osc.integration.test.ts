@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
+import { createPlacementServer } from '../src/http/index.js';
 
 const run = promisify(execFile);
 const cli = await run('openstack', ['--version']).then(

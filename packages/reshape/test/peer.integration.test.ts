@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http.js';
+import { createPlacementServer } from '../src/http/index.js';
 import { placementAvailable, startPlacement, type PeerPlacement } from './peer.js';
-import { CAPACITY_DIFFERENCES, CAPACITY_STEPS } from './peer-capacity.js';
-import { runSession } from './peer-cases.js';
+import { CAPACITY_DIFFERENCES, CAPACITY_STEPS } from './peer/capacity.js';
+import { runSession } from './peer/session.js';
 
 const available = placementAvailable();
 if (!available)

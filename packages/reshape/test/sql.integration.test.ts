@@ -1,8 +1,8 @@
 import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { describe } from 'vitest';
-import { sqlStore } from '../src/sql.js';
-import { conformance } from './conformance.js';
+import { sqlStore } from '../src/sql/index.js';
+import { conformance } from './conformance/index.js';
 
 const backends = await sqlBackends('reshape');
 

@@ -68,7 +68,12 @@ async function runOrResume(
     } catch (error) {
       // A connection lost on the way (the host was cut off, the server restarted): resume from
       // the log on a new connection, for as long as this worker still holds the op's claim.
-      const retry = RiggingError.hasCode(error, 'tasks.flow_busy') || isConnectionError(error);
+      // Another process holds the flow (busy) or created it between our read and our run
+      // (exists): look again and resume it.
+      const retry =
+        RiggingError.hasCode(error, 'tasks.flow_busy') ||
+        RiggingError.hasCode(error, 'tasks.flow_exists') ||
+        isConnectionError(error);
       if (!retry || signal.aborted) throw error;
       await sleep(250, { signal });
     }

@@ -2,7 +2,7 @@
  * Capacity on every write: where Placement refuses (409) and where it only warns, as a session of
  * its own (fresh providers and consumers), run against our server and Placement.
  */
-import type { Ids, Step } from './peer-cases.js';
+import type { Ids, Step } from './helpers.js';
 
 const A = (rp: string, r: Record<string, number>) => ({ [rp]: { resources: r } });
 const consumer = (allocations: object, generation: number | null) => ({

@@ -1,0 +1,323 @@
+/**
+ * The request handler: microversion, token, routing, body reading, and Placement's error body.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { ReshapeStore } from '../store.js';
+import { fromStoreError, HttpError, TITLES } from './errors.js';
+import {
+  atLeast,
+  compare,
+  fmt,
+  MAX_MICROVERSION,
+  parseVersion,
+  type Version,
+} from './microversion.js';
+import { makeKit, type Route } from './route.js';
+import { allocationRoutes } from './routes/allocations.js';
+import { candidateRoutes } from './routes/candidates.js';
+import { inventoryRoutes } from './routes/inventories.js';
+import { providerRoutes } from './routes/providers.js';
+import { reshaperRoutes } from './routes/reshaper.js';
+import { resourceClassRoutes } from './routes/resource-classes.js';
+import { traitRoutes } from './routes/traits.js';
+import { usageRoutes } from './routes/usages.js';
+import { versionDocument } from './serialize.js';
+
+const ERROR_CODE_VERSION: Version = [1, 23];
+
+/** Who a request is from, as decided by {@link PlacementHandlerOptions.auth}. */
+export interface AuthResult {
+  roles: string[];
+}
+
+/**
+ * A request handler. `body`: the request body when a framework has already read it (a string,
+ * a Buffer or parsed JSON); otherwise it is read from `req`.
+ */
+export type PlacementHandler = (req: IncomingMessage, res: ServerResponse, body?: unknown) => void;
+
+/** Options of {@link createPlacementHandler}. */
+export interface PlacementHandlerOptions {
+  /**
+   * Token check. `undefined`: no check (every request is admin). `{ token }`: requests must send
+   * `x-auth-token: <token>`. `{ validate }`: called with the token; return the caller's roles,
+   * or `undefined` to refuse (401). Every endpoint but `GET /` requires the `admin` role (403).
+   * @default undefined
+   */
+  auth?:
+    | { token: string }
+    | {
+        validate(
+          token: string,
+          req: IncomingMessage,
+        ): AuthResult | undefined | Promise<AuthResult | undefined>;
+      };
+  /** A prefix to strip, e.g. `/placement` when mounted there. @default '' */
+  basePath?: string;
+  /** Largest accepted request body. @default 16 MiB */
+  maxBodyBytes?: number;
+}
+
+function buildRoutes(store: ReshapeStore): Route[] {
+  const kit = makeKit(store);
+  return [
+    ...providerRoutes(kit),
+    ...inventoryRoutes(kit),
+    ...usageRoutes(kit),
+    ...candidateRoutes(kit),
+    ...allocationRoutes(kit),
+    ...traitRoutes(kit),
+    ...resourceClassRoutes(kit),
+    ...reshaperRoutes(kit),
+  ];
+}
+
+/**
+ * A `(req, res)` handler serving the Placement API from `store`. Request bodies are read from
+ * `req` (do not parse them before).
+ */
+export function createPlacementHandler(
+  store: ReshapeStore,
+  options: PlacementHandlerOptions = {},
+): PlacementHandler {
+  const base = (options.basePath ?? '').replace(/\/+$/, '');
+  if (base && !base.startsWith('/'))
+    throw new TypeError(`basePath must start with /, got ${JSON.stringify(options.basePath)}`);
+  const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024;
+  const routes = buildRoutes(store);
+
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    preread: unknown,
+  ): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    let path = url.pathname;
+    if (base) {
+      if (path !== base && !path.startsWith(`${base}/`))
+        throw new HttpError(404, 'The resource could not be found.');
+      path = path.slice(base.length) || '/';
+    }
+    if (path.length > 1) path = path.replace(/\/+$/, '');
+    let version: Version = [1, 0];
+    const headers: Record<string, string> = {};
+    try {
+      version = parseVersion(req);
+    } catch (error) {
+      if (path === '/' && error instanceof HttpError && error.status !== 400) version = [1, 0];
+      else throw error;
+    }
+    headers['openstack-api-version'] = `placement ${fmt(version)}`;
+    headers.vary = 'openstack-api-version';
+    const accept = req.headers.accept;
+    if (accept && !/application\/json|\*\/\*|application\/\*/i.test(accept))
+      throw Object.assign(new HttpError(406, 'Only application/json is provided'), { version });
+    const method = (req.method ?? 'GET').toUpperCase();
+    if (path === '/') {
+      if (method !== 'GET' && method !== 'HEAD')
+        throw new HttpError(
+          405,
+          `The method specified is not allowed for this resource.`,
+          undefined,
+          { allow: 'GET' },
+        );
+      send(
+        res,
+        200,
+        versionDocument(base),
+        { ...headers, 'openstack-request-id': requestId },
+        version,
+      );
+      return;
+    }
+    await authorize(options.auth, req);
+    for (const route of routes) {
+      const m = route.pattern.exec(path);
+      if (!m) continue;
+      const allowed = Object.entries(route.methods).filter(
+        ([, r]) => (!r.min || atLeast(version, r.min)) && (!r.max || compare(version, r.max) <= 0),
+      );
+      if (allowed.length === 0) throw new HttpError(404, 'The resource could not be found.');
+      const entry = allowed.find(([name]) => name === method)?.[1];
+      if (!entry) {
+        throw new HttpError(
+          405,
+          `The method specified is not allowed for this resource.`,
+          undefined,
+          {
+            allow: allowed.map(([n]) => n).join(', '),
+          },
+        );
+      }
+      const body = entry.body ? await readJson(req, preread, maxBody) : undefined;
+      const params = m.slice(1).map((p) => decodeURIComponent(p));
+      const reply = await entry.handler({
+        req,
+        version,
+        params,
+        query: url.searchParams,
+        body,
+        base,
+      });
+      if (atLeast(version, [1, 15]) && method === 'GET') {
+        headers['cache-control'] = 'no-cache';
+        headers['last-modified'] = new Date().toUTCString();
+      }
+      send(
+        res,
+        reply.status,
+        reply.body,
+        { ...headers, ...reply.headers, 'openstack-request-id': requestId },
+        version,
+      );
+      return;
+    }
+    throw new HttpError(404, 'The resource could not be found.');
+  }
+
+  return (req, res, preread) => {
+    const requestId = `req-${randomUUID()}`;
+    handle(req, res, requestId, preread).catch((error: unknown) => {
+      sendError(req, res, requestId, error);
+    });
+  };
+}
+
+/** A `node:http` server around {@link createPlacementHandler}; call `listen()` yourself. */
+export function createPlacementServer(
+  store: ReshapeStore,
+  options: PlacementHandlerOptions = {},
+): Server {
+  const handler = createPlacementHandler(store, options);
+  return createServer((req, res) => handler(req, res));
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string>,
+  _v: Version,
+): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  if (body === undefined || status === 204) {
+    res.statusCode = status;
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.setHeader('content-length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > max) {
+        reject(new HttpError(413, `request body above ${max} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+async function authorize(
+  auth: PlacementHandlerOptions['auth'],
+  req: IncomingMessage,
+): Promise<void> {
+  if (!auth) return;
+  const raw = req.headers['x-auth-token'];
+  const token = Array.isArray(raw) ? raw[0] : raw;
+  if (!token)
+    throw new HttpError(
+      401,
+      'This server could not verify that you are authorized to access the document you requested.',
+    );
+  let result: AuthResult | undefined;
+  if ('token' in auth) result = token === auth.token ? { roles: ['admin'] } : undefined;
+  else result = await auth.validate(token, req);
+  if (!result) throw new HttpError(401, 'The request you have made requires authentication.');
+  if (!result.roles.includes('admin'))
+    throw new HttpError(403, 'Policy does not allow this action to be performed.');
+}
+
+/** The request's JSON body: `preread` when a framework already read it, else read from `req`. */
+async function readJson(req: IncomingMessage, preread: unknown, maxBody: number): Promise<unknown> {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json')
+    throw new HttpError(
+      415,
+      `The media type ${type || 'None'} is not supported, use application/json`,
+    );
+  if (preread !== undefined && typeof preread !== 'string' && !Buffer.isBuffer(preread))
+    return preread;
+  const text =
+    preread === undefined ? await readBody(req, maxBody) : String(preread as string | Buffer);
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new HttpError(400, `Malformed JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Answers `error` with Placement's error body (a 500 for anything not an HTTP or store error). */
+function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: string,
+  error: unknown,
+): void {
+  let e: HttpError;
+  let version: Version = [1, 0];
+  try {
+    version = parseVersion(req);
+  } catch {
+    // keep 1.0
+  }
+  if (error instanceof HttpError) e = error;
+  else {
+    try {
+      e = fromStoreError(error);
+    } catch {
+      e = new HttpError(500, 'An unexpected error occurred.');
+    }
+  }
+  const body: Record<string, unknown> = {
+    status: e.status,
+    title: TITLES[e.status] ?? 'Error',
+    detail: e.detail,
+    ...(atLeast(version, ERROR_CODE_VERSION) ? { code: e.code } : {}),
+    request_id: requestId,
+  };
+  if (e.status === 406 && /version/i.test(e.detail)) {
+    body.max_version = MAX_MICROVERSION;
+    body.min_version = '1.0';
+  }
+  send(
+    res,
+    e.status,
+    { errors: [body] },
+    {
+      ...e.headers,
+      'openstack-request-id': requestId,
+      vary: 'openstack-api-version',
+      'openstack-api-version': `placement ${fmt(version)}`,
+    },
+    version,
+  );
+}

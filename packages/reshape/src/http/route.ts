@@ -1,0 +1,78 @@
+/** What a route is, and the helpers every routes file shares. */
+import type { IncomingMessage } from 'node:http';
+import { isUuid, normalizeUuid, type ResourceProvider } from '../model.js';
+import type { ReshapeStore } from '../store.js';
+import { fromStoreError, HttpError } from './errors.js';
+import type { Version } from './microversion.js';
+import { validators, type Validators } from './schemas.js';
+
+/** One request, as a route handler sees it. @internal */
+export interface Ctx {
+  req: IncomingMessage;
+  version: Version;
+  /** The pattern's captures, URL-decoded. */
+  params: string[];
+  query: URLSearchParams;
+  /** The parsed JSON body, for methods that take one. */
+  body: unknown;
+  /** The prefix the API is mounted under. */
+  base: string;
+}
+
+/** A route handler's answer. @internal */
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** @internal */
+export type Handler = (ctx: Ctx) => Promise<Reply>;
+
+/**
+ * A path and its methods; `min`/`max`: the microversions a method exists in; `body`: it takes a
+ * JSON body. @internal
+ */
+export interface Route {
+  pattern: RegExp;
+  methods: Record<string, { min?: Version; max?: Version; handler: Handler; body?: boolean }>;
+}
+
+/** One path segment, captured. @internal */
+export const SEG = '([^/]+)';
+
+/** A microversion literal. @internal */
+export const V = (a: number, b: number): Version => [a, b];
+
+/** The store and the helpers the routes share. @internal */
+export interface Kit {
+  store: ReshapeStore;
+  check: Validators;
+  /** Runs a store call, mapping its errors to HTTP ones (`bodyRefs`: see `fromStoreError`). */
+  call<T>(fn: () => Promise<T>, bodyRefs?: boolean): Promise<T>;
+  /** The provider named in a path, or a 404. */
+  provider(raw: string): Promise<ResourceProvider>;
+  /** A provider uuid from a path, normalized, or a 404. */
+  rpUuid(raw: string): string;
+}
+
+/** @internal */
+export function makeKit(store: ReshapeStore): Kit {
+  const rpUuid = (raw: string): string => {
+    if (!isUuid(raw)) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
+    return normalizeUuid(raw);
+  };
+  const call = async <T>(fn: () => Promise<T>, bodyRefs = false): Promise<T> => {
+    try {
+      return await fn();
+    } catch (error) {
+      throw fromStoreError(error, bodyRefs);
+    }
+  };
+  const provider = async (raw: string): Promise<ResourceProvider> => {
+    const p = await call(() => store.getProvider(rpUuid(raw)));
+    if (!p) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
+    return p;
+  };
+  return { store, check: validators(), call, provider, rpUuid };
+}

@@ -1,0 +1,142 @@
+/** A provider's inventories, all at once or one resource class at a time. */
+import { HttpError } from '../errors.js';
+import { SEG, V, type Route, type Kit } from '../route.js';
+import {
+  type Obj,
+  inventoriesReply,
+  inventoryJson,
+  toInventories,
+  toInventory,
+} from '../serialize.js';
+
+/** @internal */
+export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): Route[] {
+  return [
+    {
+      pattern: new RegExp(`^/resource_providers/${SEG}/inventories$`),
+      methods: {
+        GET: {
+          handler: async ({ params }) => {
+            const r = await call(() => store.getInventories(rpUuid(params[0]!)));
+            return inventoriesReply(r.generation, r.inventories);
+          },
+        },
+        PUT: {
+          body: true,
+          handler: async ({ params, body, version }) => {
+            const p = await provider(params[0]!);
+            check.body('setInventories', version, body);
+            const o = body as { inventories: Obj; resource_provider_generation: number };
+            const generation = o.resource_provider_generation;
+            const inventories = toInventories(o.inventories);
+            const r = await call(() => store.setInventories(p.uuid, { generation, inventories }));
+            return inventoriesReply(r.generation, r.inventories);
+          },
+        },
+        POST: {
+          body: true,
+          handler: async ({ params, body, base, version }) => {
+            const p = await provider(params[0]!);
+            check.body('createInventory', version, body);
+            const o = body as Obj;
+            const rc = o.resource_class as string;
+            const generation = o.resource_provider_generation as number;
+            const inv = toInventory(o);
+            const current = await call(() => store.getInventories(p.uuid));
+            if (current.inventories[rc])
+              throw new HttpError(
+                409,
+                `Update conflict: inventory for ${rc} already exists on resource provider ${p.uuid}`,
+              );
+            const r = await call(() =>
+              store.setInventories(p.uuid, {
+                generation,
+                inventories: { ...current.inventories, [rc]: inv },
+              }),
+            );
+            return {
+              status: 201,
+              body: {
+                ...inventoryJson(r.inventories[rc]!),
+                resource_provider_generation: r.generation,
+              },
+              headers: { location: `${base}/resource_providers/${p.uuid}/inventories/${rc}` },
+            };
+          },
+        },
+        DELETE: {
+          min: V(1, 5),
+          handler: async ({ params }) => {
+            const p = await provider(params[0]!);
+            const current = await call(() => store.getInventories(p.uuid));
+            await call(() =>
+              store.setInventories(p.uuid, { generation: current.generation, inventories: {} }),
+            );
+            return { status: 204 };
+          },
+        },
+      },
+    },
+    {
+      pattern: new RegExp(`^/resource_providers/${SEG}/inventories/${SEG}$`),
+      methods: {
+        GET: {
+          handler: async ({ params }) => {
+            const p = await provider(params[0]!);
+            const r = await call(() => store.getInventories(p.uuid));
+            const inv = r.inventories[params[1]!];
+            if (!inv) throw new HttpError(404, `No inventory of class ${params[1]} for ${p.uuid}`);
+            return {
+              status: 200,
+              body: { ...inventoryJson(inv), resource_provider_generation: r.generation },
+            };
+          },
+        },
+        PUT: {
+          body: true,
+          handler: async ({ params, body, version }) => {
+            const p = await provider(params[0]!);
+            const rc = params[1]!;
+            check.body('updateInventory', version, body);
+            const o = body as Obj;
+            const generation = o.resource_provider_generation as number;
+            const inv = toInventory(o);
+            if (!/^[A-Z0-9_]+$/.test(rc) || rc.length > 255)
+              throw new HttpError(
+                400,
+                `Unknown resource class in inventory for resource provider ${p.uuid}: ${rc}`,
+              );
+            const current = await call(() => store.getInventories(p.uuid));
+            const r = await call(() =>
+              store.setInventories(p.uuid, {
+                generation,
+                inventories: { ...current.inventories, [rc]: inv },
+              }),
+            );
+            return {
+              status: 200,
+              body: {
+                ...inventoryJson(r.inventories[rc]!),
+                resource_provider_generation: r.generation,
+              },
+            };
+          },
+        },
+        DELETE: {
+          handler: async ({ params }) => {
+            const p = await provider(params[0]!);
+            const rc = params[1]!;
+            const current = await call(() => store.getInventories(p.uuid));
+            if (!current.inventories[rc])
+              throw new HttpError(404, `No inventory of class ${rc} found for delete`);
+            const { [rc]: _gone, ...rest } = current.inventories;
+            await call(() =>
+              store.setInventories(p.uuid, { generation: current.generation, inventories: rest }),
+            );
+            return { status: 204 };
+          },
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,160 @@
+/** Resource providers and their aggregates. */
+import { normalizeUuid } from '../../model.js';
+import { HttpError } from '../errors.js';
+import { atLeast } from '../microversion.js';
+import { SEG, V, type Route, type Kit } from '../route.js';
+import { aggregatesBody, providerJson } from '../serialize.js';
+
+/** @internal */
+export function providerRoutes({ store, check, call, provider }: Kit): Route[] {
+  return [
+    {
+      pattern: /^\/resource_providers$/,
+      methods: {
+        GET: {
+          handler: async ({ query, version, base }) => {
+            const q = check.query('listProviders', version, query) as {
+              name?: string;
+              uuid?: string;
+              in_tree?: string;
+            };
+            if (query.has('resources') || query.has('member_of') || query.has('required'))
+              throw new HttpError(
+                400,
+                'resources, member_of and required filters are not supported by this server',
+              );
+            const filter: { name?: string; uuid?: string; inTree?: string } = {};
+            if (q.name !== undefined) filter.name = q.name;
+            if (q.uuid !== undefined) filter.uuid = q.uuid;
+            const inTree = q.in_tree;
+            if (inTree !== undefined) {
+              if (!(await store.getProvider(inTree)))
+                return { status: 200, body: { resource_providers: [] } };
+              filter.inTree = inTree;
+            }
+            const list = await call(() => store.listProviders(filter));
+            return {
+              status: 200,
+              body: { resource_providers: list.map((p) => providerJson(p, version, base)) },
+            };
+          },
+        },
+        POST: {
+          body: true,
+          handler: async ({ body, version, base }) => {
+            check.body('createProvider', version, body);
+            const o = body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
+            const name = o.name;
+            const id = o.uuid === undefined ? undefined : normalizeUuid(o.uuid);
+            let parent: string | null = null;
+            if (o.parent_provider_uuid !== undefined && o.parent_provider_uuid !== null) {
+              parent = normalizeUuid(o.parent_provider_uuid);
+              if (!(await store.getProvider(parent)))
+                throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
+            }
+            const p = await call(() =>
+              store.createProvider({
+                name,
+                ...(id ? { uuid: id } : {}),
+                parentProviderUuid: parent,
+              }),
+            );
+            const location = `${base}/resource_providers/${p.uuid}`;
+            if (atLeast(version, [1, 20]))
+              return { status: 200, body: providerJson(p, version, base), headers: { location } };
+            return { status: 201, headers: { location } };
+          },
+        },
+      },
+    },
+    {
+      pattern: new RegExp(`^/resource_providers/${SEG}$`),
+      methods: {
+        GET: {
+          handler: async ({ params, version, base }) => ({
+            status: 200,
+            body: providerJson(await provider(params[0]!), version, base),
+          }),
+        },
+        PUT: {
+          body: true,
+          handler: async ({ params, body, version, base }) => {
+            const p = await provider(params[0]!);
+            check.body('updateProvider', version, body);
+            const o = body as { name: string; parent_provider_uuid?: string | null };
+            const name = o.name;
+            let parent: string | null | undefined;
+            if (o.parent_provider_uuid !== undefined) {
+              parent =
+                o.parent_provider_uuid === null ? null : normalizeUuid(o.parent_provider_uuid);
+              if (parent !== p.parentProviderUuid) {
+                if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
+                  throw new HttpError(
+                    400,
+                    'Unable to save resource provider: re-parenting a provider is not currently allowed.',
+                  );
+                if (parent === null && !atLeast(version, [1, 37]))
+                  throw new HttpError(
+                    400,
+                    'Unable to save resource provider: un-parenting a provider is not currently allowed.',
+                  );
+                if (parent !== null && !(await store.getProvider(parent)))
+                  throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
+              }
+            }
+            const updated = await call(() =>
+              store.updateProvider(p.uuid, {
+                name,
+                ...(parent === undefined ? {} : { parentProviderUuid: parent }),
+              }),
+            );
+            return { status: 200, body: providerJson(updated, version, base) };
+          },
+        },
+        DELETE: {
+          handler: async ({ params }) => {
+            const p = await provider(params[0]!);
+            await call(() => store.deleteProvider(p.uuid));
+            return { status: 204 };
+          },
+        },
+      },
+    },
+    {
+      pattern: new RegExp(`^/resource_providers/${SEG}/aggregates$`),
+      methods: {
+        GET: {
+          min: V(1, 1),
+          handler: async ({ params, version }) => {
+            const p = await provider(params[0]!);
+            const r = await call(() => store.getAggregates(p.uuid));
+            return { status: 200, body: aggregatesBody(r, version) };
+          },
+        },
+        PUT: {
+          min: V(1, 1),
+          body: true,
+          handler: async ({ params, body, version }) => {
+            const p = await provider(params[0]!);
+            check.body('setAggregates', version, body);
+            let list: string[];
+            let generation: number | undefined;
+            if (atLeast(version, [1, 19])) {
+              const o = body as { aggregates: string[]; resource_provider_generation: number };
+              generation = o.resource_provider_generation;
+              list = o.aggregates;
+            } else list = body as string[];
+            const aggregates = [...new Set(list.map((a) => normalizeUuid(a)))];
+            const r = await call(() =>
+              store.setAggregates(p.uuid, {
+                aggregates,
+                ...(generation === undefined ? {} : { generation }),
+              }),
+            );
+            return { status: 200, body: aggregatesBody(r, version) };
+          },
+        },
+      },
+    },
+  ];
+}

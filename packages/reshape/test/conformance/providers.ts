@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ReshapeStore } from '../../src/index.js';
+
+import { compute as computeIn, expectCode, P, U } from './helpers.js';
+
+/** @internal */
+export function providerCases(suite: { store: ReshapeStore }): void {
+  let store: ReshapeStore;
+  beforeAll(() => {
+    store = suite.store;
+  });
+  const compute = (cpus?: number, extra?: Record<string, number>) => computeIn(store, cpus, extra);
+
+  describe('providers', () => {
+    it('creates, lists in tree, updates and deletes providers', async () => {
+      const root = await store.createProvider({ name: `root-${randomUUID()}` });
+      expect(root).toMatchObject({
+        parentProviderUuid: null,
+        rootProviderUuid: root.uuid,
+        generation: 0,
+      });
+      const child = await store.createProvider({
+        name: `child-${randomUUID()}`,
+        parentProviderUuid: root.uuid,
+      });
+      expect(child.rootProviderUuid).toBe(root.uuid);
+      const grand = await store.createProvider({
+        name: `g-${randomUUID()}`,
+        parentProviderUuid: child.uuid,
+      });
+      const tree = await store.listProviders({ inTree: grand.uuid });
+      expect(tree.map((p) => p.uuid)).toEqual([root.uuid, child.uuid, grand.uuid]);
+      expect(await store.listProviders({ name: child.name })).toEqual([child]);
+      await expectCode(store.createProvider({ name: child.name }), 'reshape.duplicate');
+      await expectCode(
+        store.createProvider({ name: 'x', parentProviderUuid: randomUUID() }),
+        'reshape.provider_not_found',
+      );
+      await expectCode(store.deleteProvider(child.uuid), 'reshape.provider_has_children');
+      await expectCode(
+        store.updateProvider(root.uuid, { parentProviderUuid: grand.uuid }),
+        'reshape.invalid_input',
+      );
+      const other = await store.createProvider({ name: `other-${randomUUID()}` });
+      const moved = await store.updateProvider(child.uuid, {
+        parentProviderUuid: other.uuid,
+        name: `moved-${randomUUID()}`,
+      });
+      expect(moved.rootProviderUuid).toBe(other.uuid);
+      expect((await store.getProvider(grand.uuid))!.rootProviderUuid).toBe(other.uuid);
+      await store.deleteProvider(grand.uuid);
+      expect(await store.getProvider(grand.uuid)).toBeUndefined();
+      await expectCode(store.deleteProvider(grand.uuid), 'reshape.provider_not_found');
+    });
+
+    it('refuses to delete a provider with allocations', async () => {
+      const cn = await compute();
+      const c = randomUUID();
+      await store.setAllocations(c, {
+        projectId: P,
+        userId: U,
+        consumerGeneration: null,
+        allocations: { [cn.uuid]: { VCPU: 1 } },
+      });
+      await expectCode(store.deleteProvider(cn.uuid), 'reshape.provider_in_use');
+      await store.deleteAllocations(c);
+      await store.deleteProvider(cn.uuid);
+    });
+  });
+
+  describe('aggregates', () => {
+    it('sets aggregates with or without a generation check', async () => {
+      const cn = await compute();
+      const [x, y] = [randomUUID(), randomUUID()].sort() as [string, string];
+      expect(await store.getAggregates(cn.uuid)).toEqual({
+        generation: cn.generation,
+        aggregates: [],
+      });
+      const set = await store.setAggregates(cn.uuid, {
+        generation: cn.generation,
+        aggregates: [y, x.toUpperCase()],
+      });
+      expect(set).toEqual({ generation: cn.generation + 1, aggregates: [x, y] });
+      const e = await expectCode(
+        store.setAggregates(cn.uuid, { generation: cn.generation, aggregates: [] }),
+        'reshape.concurrent_update',
+      );
+      expect(e.details).toMatchObject({ entity: 'provider', expected: cn.generation });
+      // Without a generation (Placement before 1.19): no check, no bump.
+      expect(await store.setAggregates(cn.uuid, { aggregates: [x] })).toEqual({
+        generation: cn.generation + 1,
+        aggregates: [x],
+      });
+      await expectCode(
+        store.setAggregates(cn.uuid, { aggregates: [x, x] }),
+        'reshape.invalid_input',
+      );
+      await expectCode(
+        store.setAggregates(cn.uuid, { aggregates: ['nope'] }),
+        'reshape.invalid_input',
+      );
+      await expectCode(store.getAggregates(randomUUID()), 'reshape.provider_not_found');
+      expect((await store.getAggregates(cn.uuid)).aggregates).toEqual([x]);
+      await store.deleteProvider(cn.uuid);
+    });
+  });
+
+  describe('traits', () => {
+    it('sets traits with generations; custom traits must exist', async () => {
+      const cn = await compute();
+      await expectCode(
+        store.setTraits(cn.uuid, { generation: cn.generation, traits: ['CUSTOM_FAST'] }),
+        'reshape.trait_not_found',
+      );
+      await store.createTrait('CUSTOM_FAST');
+      const r = await store.setTraits(cn.uuid, {
+        generation: cn.generation,
+        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
+      });
+      expect(r).toEqual({
+        generation: cn.generation + 1,
+        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
+      });
+      await expectCode(
+        store.setTraits(cn.uuid, { generation: cn.generation, traits: [] }),
+        'reshape.concurrent_update',
+      );
+      expect(await store.listTraits()).toContain('CUSTOM_FAST');
+    });
+  });
+}

@@ -1,0 +1,125 @@
+/** Peer cases: `GET /allocation_candidates`. */
+import { randomUUID } from 'node:crypto';
+import { AC, canon, peerName, type Step } from './helpers.js';
+
+/** @internal */
+export const CANDIDATES: Step[] = [
+  ['candidates before 1.10', 'GET', () => AC('resources=VCPU:1'), undefined, '1.9'],
+  ['candidates (1.10, list format)', 'GET', () => AC('resources=VCPU:1'), undefined, '1.10', canon],
+  ['candidates (1.12)', 'GET', () => AC('resources=VCPU:1'), undefined, '1.12', canon],
+  [
+    'candidates (1.26, requested classes)',
+    'GET',
+    () => AC('resources=VCPU:1'),
+    undefined,
+    '1.26',
+    canon,
+  ],
+  [
+    'candidates across a tree (1.28: not nested-aware)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:1'),
+    undefined,
+    '1.28',
+    canon,
+  ],
+  [
+    'candidates across a tree (1.29)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:1'),
+    undefined,
+    '1.29',
+    canon,
+  ],
+  [
+    'candidates with mappings (1.34)',
+    'GET',
+    () => AC('resources=VCPU:1,VGPU:2'),
+    undefined,
+    '1.34',
+    canon,
+  ],
+  ['candidates over capacity', 'GET', () => AC('resources=VGPU:3'), undefined, '1.39', canon],
+  ['candidates, limit', 'GET', () => AC('resources=VCPU:1&limit=1'), undefined, '1.16', canon],
+  ['candidates, bad limit', 'GET', () => AC('resources=VCPU:1&limit=0'), undefined, '1.16'],
+  ['candidates, limit before 1.16', 'GET', () => AC('resources=VCPU:1&limit=1'), undefined, '1.15'],
+  [
+    'candidates, in_tree',
+    'GET',
+    (i) => AC(`resources=VCPU:1&in_tree=${i.child}`),
+    undefined,
+    '1.31',
+    canon,
+  ],
+  [
+    'candidates, in_tree unknown',
+    'GET',
+    () => AC(`resources=VCPU:1&in_tree=${randomUUID()}`),
+    undefined,
+    '1.31',
+    canon,
+  ],
+  [
+    'candidates, in_tree before 1.31',
+    'GET',
+    (i) => AC(`resources=VCPU:1&in_tree=${i.child}`),
+    undefined,
+    '1.30',
+  ],
+  [
+    'candidates, forbidden trait nobody has',
+    'GET',
+    () => AC('resources=VCPU:1&required=!HW_CPU_X86_AVX'),
+    undefined,
+    '1.22',
+    canon,
+  ],
+  ['candidates without resources', 'GET', () => AC('limit=1'), undefined, '1.16'],
+  ['candidates without resources (1.25)', 'GET', () => AC('limit=1'), undefined, '1.25'],
+  ['candidates, badly formed', 'GET', () => AC('resources=VCPU'), undefined, '1.39'],
+  ['candidates, zero amount', 'GET', () => AC('resources=VCPU:0'), undefined, '1.39'],
+  ['candidates, unknown class', 'GET', () => AC('resources=CUSTOM_NOPE:1'), undefined, '1.39'],
+  [
+    'candidates, unknown custom trait',
+    'GET',
+    () => AC('resources=VCPU:1&required=CUSTOM_UNKNOWN_X'),
+    undefined,
+    '1.39',
+  ],
+  ['candidates, unknown parameter', 'GET', () => AC('resources=VCPU:1&x=1'), undefined, '1.39'],
+];
+
+/** @internal */
+export const TRAITS_IN_TREE: Step[] = [
+  [
+    'candidates, required trait not on the root',
+    'GET',
+    (i) => AC(`resources=VCPU:1&required=${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, forbidden trait on the child',
+    'GET',
+    (i) => AC(`resources=VCPU:1,VGPU:1&required=!${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'candidates, any-of traits (1.39)',
+    'GET',
+    (i) => AC(`resources=VGPU:1&required=in:HW_CPU_X86_AVX,${peerName(i)}`),
+    undefined,
+    '1.39',
+    canon,
+  ],
+  [
+    'empty allocations delete the consumer (1.28)',
+    'PUT',
+    (i) => `/allocations/${i.c2}`,
+    () => ({ allocations: {}, project_id: 'p', user_id: 'u', consumer_generation: 1 }),
+    '1.28',
+  ],
+];

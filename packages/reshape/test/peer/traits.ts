@@ -1,0 +1,36 @@
+/** Peer cases: Traits. */
+import { A, peerName, type Step } from './helpers.js';
+
+/** @internal */
+export const TRAITS: Step[] = [
+  ['create trait', 'PUT', (i) => `/traits/${peerName(i)}`, undefined, '1.6'],
+  [
+    'set unknown trait',
+    'PUT',
+    (i) => `/resource_providers/${i.child}/traits`,
+    () => ({ traits: ['CUSTOM_UNKNOWN_X'], resource_provider_generation: 1 }),
+    '1.6',
+  ],
+  [
+    'set traits',
+    'PUT',
+    (i) => `/resource_providers/${i.child}/traits`,
+    (i) => ({
+      traits: [peerName(i)],
+      resource_provider_generation: 1,
+    }),
+    '1.6',
+  ],
+  [
+    'allocate at 1.38 without consumer_type',
+    'PUT',
+    (i) => `/allocations/${i.c3}`,
+    (i) => ({
+      allocations: A(i.root, { VCPU: 1 }),
+      project_id: 'p',
+      user_id: 'u2',
+      consumer_generation: null,
+    }),
+    '1.38',
+  ],
+];
