@@ -133,9 +133,7 @@ export async function treeSnapshot(store: ReshapeStore, rootUuid: string): Promi
 }
 
 /** Per consumer, the total of each resource class (to check nothing was lost in a reshape). */
-export function allocationTotals(
-  allocations: TreeAllocations,
-): Map<string, Record<string, number>> {
+function allocationTotals(allocations: TreeAllocations): Map<string, Record<string, number>> {
   const out = new Map<string, Record<string, number>>();
   for (const [consumer, a] of Object.entries(allocations)) {
     const totals: Record<string, number> = {};

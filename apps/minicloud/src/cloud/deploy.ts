@@ -54,14 +54,14 @@ type AnyInputs = any;
 
 export const DEPLOY_FLOW = 'deploy-environment';
 /** Resources of one VM in the reshape store. */
-export const VM_RESOURCES = { root: { VCPU: 2, MEMORY_MB: 4096, DISK_GB: 20 }, gpu: { VGPU: 1 } };
+const VM_RESOURCES = { root: { VCPU: 2, MEMORY_MB: 4096, DISK_GB: 20 }, gpu: { VGPU: 1 } };
 /** Simulated duration of one step. */
 const STEP_MS = 40;
 /** How long a `stallOnce` task hangs (the chaos demo kills its process long before). */
 const STALL_MS = 120_000;
 
 /** A stable UUID for (flow, task), so a re-run of a task after a crash writes the same consumer. */
-export function consumerUuid(flowId: string, name: string): string {
+function consumerUuid(flowId: string, name: string): string {
   const h = createHash('sha256').update(`${flowId}/${name}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
