@@ -35,8 +35,10 @@ import { queueKeyState } from './watch.js';
 
 const ENV_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+/** The package cache's byte cap unless `cacheMaxBytes` says otherwise. @internal */
 export const DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024;
 
+/** A `minicloud.invalid_input` error: bad input, refused before anything changed. @internal */
 export function invalid(message: string): MinicloudError {
   return new MinicloudError('minicloud.invalid_input', message);
 }
@@ -73,25 +75,30 @@ function deployPayload(env: string, o: DeployOptions, clock: Clock): DeployPaylo
   };
 }
 
-/** Closes what the cloud opened, last opened first; failures are logged, not thrown. */
+/** Closes what the cloud opened, last opened first; failures are logged, not thrown. @internal */
 export class Closers {
   readonly #closers: (() => Promise<void>)[] = [];
-  constructor(readonly logger: Logger) {}
+  readonly #logger: Logger;
+  constructor(logger: Logger) {
+    this.#logger = logger;
+  }
+  /** Registers what to close (after everything registered later). */
   add(close: () => Promise<void>): void {
     this.#closers.push(close);
   }
+  /** Closes everything registered, once. */
   async closeAll(): Promise<void> {
     for (const close of this.#closers.splice(0).reverse()) {
       try {
         await close();
       } catch (error) {
-        this.logger.warn({ err: error }, 'minicloud: error while closing');
+        this.#logger.warn({ err: error }, 'minicloud: error while closing');
       }
     }
   }
 }
 
-/** What a {@link MiniCloud} is made of ({@link openCloud} opens it). */
+/** What a {@link MiniCloud} is made of (`openCloud` opens each part). @internal */
 export interface MiniCloudParts {
   database: Database<MinicloudTables>;
   dataDir: string;
@@ -111,7 +118,7 @@ export interface MiniCloudParts {
   closers: Closers;
 }
 
-/** The {@link Cloud} {@link openCloud} returns. */
+/** The {@link Cloud} `openCloud` returns; its members are documented on the interface. @internal */
 export class MiniCloud implements Cloud {
   readonly database: Database<MinicloudTables>;
   readonly dataDir: string;
@@ -316,7 +323,7 @@ export class MiniCloud implements Cloud {
   }
 }
 
-/** Reads the node's provider tree with usages and publishes it (`providers:tree`). */
+/** Reads the node's provider tree with usages and publishes it (`providers:tree`). @internal */
 export async function publishTree(
   reshape: ReshapeStore,
   node: ComputeNodeSpec,
