@@ -1,6 +1,6 @@
 import { RiggingError, type SerializedError } from '@rigging/core';
 import type { LogEntry } from '@rigging/tasks';
-import { CommandError } from '../errors.js';
+import { MinicloudError } from '../errors.js';
 
 /** One task transition as a deployment reports it (live, from the durable task log). */
 export interface TaskUpdate {
@@ -59,7 +59,7 @@ export function unwrapOpError(error: unknown): unknown {
   if (RiggingError.isInstance(cause)) return cause;
   if (typeof cause.code === 'string') {
     return cause.code.startsWith('minicloud.')
-      ? new CommandError(cause.code as `minicloud.${string}`, cause.message)
+      ? new MinicloudError(cause.code as `minicloud.${string}`, cause.message)
       : new RiggingError(cause.code, cause.message);
   }
   return error;
