@@ -1,4 +1,4 @@
-import { RiggingError, sleep, type Clock } from '@rigging/core';
+import { sleep, type Clock } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
 import type { SqlLockProvider } from '@rigging/locks/sql';
 import { refKey, type CachedPackage, type PackageRef } from '@rigging/package-cache';
@@ -17,7 +17,7 @@ import {
   type DeployInputs,
 } from './deploy.js';
 import type { CloudHub } from './events.js';
-import { outcomeOf, type TaskUpdate } from './flows.js';
+import { outcomeOf, runOrResume, type TaskUpdate } from './flows.js';
 import { teardownEnvironment, type TeardownReport } from './teardown.js';
 
 /** Options of `Cloud.deployEnvironment`. */
@@ -225,18 +225,16 @@ export class EnvironmentFlows {
    * queue's `signal` is not the flow's: aborting it (this worker closes, or lost its claim)
    * suspends the flow at the next task boundary for another worker, it does not revert it.
    */
-  async #runOrResume(flowId: string, inputs: DeployInputs, signal: AbortSignal) {
+  #runOrResume(flowId: string, inputs: DeployInputs, signal: AbortSignal) {
     const { engine, leaseMs } = this.#deps;
-    for (;;) {
-      try {
-        if (await engine.log.load(flowId)) return await engine.resume(flowId, this.#flow);
-        return await engine.run(this.#flow, { inputs, flowId });
-      } catch (error) {
-        // A process that died still holds the flow's lock until its lease expires.
-        if (!RiggingError.hasCode(error, 'tasks.flow_busy') || signal.aborted) throw error;
-        await sleep(Math.min(500, leaseMs / 4), { signal });
-      }
-    }
+    return runOrResume<Awaited<ReturnType<Engine['run']>>>(
+      engine,
+      flowId,
+      this.#flow,
+      inputs as unknown as Record<string, unknown>,
+      signal,
+      Math.min(500, leaseMs / 4),
+    );
   }
 
   /** Acquires the environment's package and records the environment (first run only). */
