@@ -223,4 +223,18 @@ export const CAPACITY_STEPS: Step[] = [
     }),
     '1.30',
   ],
+  [
+    'POST an inventory without a generation',
+    'POST',
+    (i) => `/resource_providers/${i.other}/inventories`,
+    () => ({ resource_class: 'DISK_GB', total: 10 }),
+    '1.39',
+  ],
+  [
+    'POST an inventory with a stale generation (not checked)',
+    'POST',
+    (i) => `/resource_providers/${i.other}/inventories`,
+    () => ({ resource_class: 'MEMORY_MB', total: 10, resource_provider_generation: 0 }),
+    '1.39',
+  ],
 ];

@@ -40,8 +40,8 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             check.body('createInventory', version, body);
             const o = body as Obj;
             const rc = o.resource_class as string;
-            const generation = o.resource_provider_generation as number;
             const inv = toInventory(o);
+            // As Placement: a generation in the body is not checked (adding a class is safe).
             const current = await call(() => store.getInventories(p.uuid));
             if (current.inventories[rc])
               throw new HttpError(
@@ -50,7 +50,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
               );
             const r = await call(() =>
               store.setInventories(p.uuid, {
-                generation,
+                generation: current.generation,
                 inventories: { ...current.inventories, [rc]: inv },
               }),
             );
