@@ -214,6 +214,13 @@ export const CAPACITY_STEPS: Step[] = [
     '1.28',
   ],
   [
+    'PUT one inventory of a class the provider has none of',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/inventories/DISK_GB`,
+    () => ({ resource_provider_generation: 4, total: 10 }),
+    '1.39',
+  ],
+  [
     'reshaper over-committing an inventory no written allocation uses',
     'POST',
     () => '/reshaper',

@@ -107,6 +107,12 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
                 `Unknown resource class in inventory for resource provider ${p.uuid}: ${rc}`,
               );
             const current = await call(() => store.getInventories(p.uuid));
+            // Updates an existing inventory only (after the generation check, as Placement).
+            if (!current.inventories[rc] && generation === current.generation)
+              throw new HttpError(
+                400,
+                `No inventory record with resource class for resource provider ${p.uuid}: ${rc}`,
+              );
             const r = await call(() =>
               store.setInventories(p.uuid, {
                 generation,
