@@ -108,6 +108,9 @@ export function serveStatic(
   };
 }
 
+/** Bytes an event-stream client may leave unread before it is disconnected. */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+
 export interface DashboardHubOptions {
   /** @default emptyState() */
   initial?: DashboardState;
@@ -116,6 +119,12 @@ export interface DashboardHubOptions {
    * @default 15000
    */
   heartbeatMs?: number;
+  /**
+   * Most event-stream clients at once; one more is answered 503 with
+   * `{ error: { code: 'minicloud.too_many_streams' } }` and closed.
+   * @default 100
+   */
+  maxClients?: number;
 }
 
 /**
@@ -126,9 +135,15 @@ export class DashboardHub {
   #state: DashboardState;
   readonly #clients = new Set<ServerResponse>();
   readonly #heartbeat: ReturnType<typeof setInterval>;
+  readonly #maxClients: number;
 
   constructor(options: DashboardHubOptions = {}) {
     this.#state = options.initial ?? emptyState();
+    const max = options.maxClients ?? 100;
+    if (!Number.isInteger(max) || max < 1) {
+      throw new TypeError(`DashboardHub: maxClients must be an integer >= 1, got ${String(max)}`);
+    }
+    this.#maxClients = max;
     this.#heartbeat = setInterval(() => {
       for (const c of this.#clients) c.write(': ping\n\n');
     }, options.heartbeatMs ?? 15_000);
@@ -149,11 +164,34 @@ export class DashboardHub {
   publish(event: DashboardEvent): void {
     this.#state = applyEvent(this.#state, event);
     const message = formatSse(event);
-    for (const c of this.#clients) c.write(message);
+    for (const c of this.#clients) {
+      // A client that does not read would make the server buffer without bound: drop it (a
+      // browser reconnects and gets a fresh snapshot).
+      if (c.writableLength > MAX_BUFFERED_BYTES) {
+        this.#clients.delete(c);
+        c.destroy();
+      } else c.write(message);
+    }
   }
 
-  /** Answer `GET /api/events`: headers, a `snapshot`, then every later event until close. */
+  /**
+   * Answer `GET /api/events`: headers, a `snapshot`, then every later event until close; 503
+   * (`minicloud.too_many_streams`) when `maxClients` streams are open already.
+   */
   handle(req: IncomingMessage, res: ServerResponse): void {
+    if (this.#clients.size >= this.#maxClients) {
+      res
+        .writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'retry-after': '5' })
+        .end(
+          JSON.stringify({
+            error: {
+              code: 'minicloud.too_many_streams',
+              message: `${this.#maxClients} event streams are open already; retry later`,
+            },
+          }),
+        );
+      return;
+    }
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',

@@ -59,6 +59,7 @@ const ACCESS: Record<string, Access> = {
   'POST /api/environments': 'deploy',
   'DELETE /api/environments/{name}': 'deploy',
   'POST /api/packages': 'admin',
+  'POST /api/packages/{fqn}/{version}/archive': 'admin',
   'GET /api/packages/{fqn}/{version}': 'read',
   'GET /api/containers': 'read',
   'POST /api/containers/{name}/ops': 'deploy',

@@ -468,6 +468,23 @@ describe('minicloud serve HTTP API', { timeout: 60_000 }, () => {
     });
   });
 
+  it('describes every route it serves in its OpenAPI document (hidden: Placement, files)', async () => {
+    const doc = (await call('GET', '/api/openapi.json')).body as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const documented = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.keys(ops).map((m) => `${m.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`),
+      ),
+    );
+    const served = server.routes.filter((r) => !r.hidden).map((r) => r.route);
+    expect(served.length).toBeGreaterThan(20);
+    expect(new Set(served)).toEqual(documented);
+    expect(server.routes.filter((r) => r.hidden).map((r) => r.route)).toEqual(
+      expect.arrayContaining(['GET /placement', 'GET /*']),
+    );
+  });
+
   it('never answers 500 to malformed bodies (property)', async () => {
     const routes = [
       '/api/environments',

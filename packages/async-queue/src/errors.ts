@@ -19,8 +19,17 @@ export type QueueErrorCode =
   /** The op's lease expired too many times (its worker keeps dying): failed as poison. */
   | 'async-queue.poison'
   /** A wait (`call`, `wait`, `onIdle`) timed out. */
-  | 'async-queue.timeout';
+  | 'async-queue.timeout'
+  /**
+   * Importing `@rigging/async-queue/sql` without its optional peer `@rigging/sql` installed
+   * (thrown as a `RiggingError` by core's peer loader, before any `QueueError` can exist).
+   */
+  | 'async-queue.peer_missing';
 
+/**
+ * The error `@rigging/async-queue` throws, rejects with and records; `code` says which (see
+ * {@link QueueErrorCode}). Check with `RiggingError.hasCode(error, 'async-queue.op_failed')`.
+ */
 export class QueueError extends RiggingError<QueueErrorCode> {
   override readonly name = 'QueueError';
   constructor(code: QueueErrorCode, message: string, options?: RiggingErrorOptions) {

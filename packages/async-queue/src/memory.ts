@@ -69,104 +69,109 @@ function snapshot(op: OpRec, held = false): OpInfo {
 }
 
 /**
- * The in-process backend (the default): ops live in this process's memory and are lost with
- * it. Per-key order, fairness and policies are the same as on the durable backends.
+ * The state of one memory backend and its operations: ops by id, keys with their queues, the
+ * ready keys in round-robin order, delayed keys (retries), and finished ops kept for a while.
  */
-export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend {
-  const maxFinished = nonNegativeIntegerOption(
-    'memoryBackend',
-    'maxFinished',
-    options.maxFinished,
-    10_000,
-  );
-  let ctx: BackendContext | undefined;
-  const now = () => (ctx ?? { clock: systemClock }).clock.now();
-  const ops = new Map<string, OpRec>();
-  const keys = new Map<string, KeyRec>();
-  const idempotency = new Map<string, string>();
-  let ready: KeyRec[] = [];
-  let readyHead = 0;
-  const delayed = new Set<KeyRec>();
-  let finished: OpRec[] = [];
-  let finishedHead = 0;
-  const failed: OpRec[] = [];
+class MemoryStore {
+  /** The queue's context once attached (its clock). */
+  ctx: BackendContext | undefined;
+  readonly #maxFinished: number;
+  readonly #ops = new Map<string, OpRec>();
+  readonly #keys = new Map<string, KeyRec>();
+  readonly #idempotency = new Map<string, string>();
+  #ready: KeyRec[] = [];
+  #readyHead = 0;
+  readonly #delayed = new Set<KeyRec>();
+  #finished: OpRec[] = [];
+  #finishedHead = 0;
+  readonly #failed: OpRec[] = [];
 
-  const keyRec = (key: string): KeyRec => {
-    let k = keys.get(key);
+  constructor(maxFinished: number) {
+    this.#maxFinished = maxFinished;
+  }
+
+  now(): number {
+    return (this.ctx?.clock ?? systemClock).now();
+  }
+
+  #keyRec(key: string): KeyRec {
+    let k = this.#keys.get(key);
     if (!k) {
       k = { key, queue: [], running: undefined, blockedBy: undefined, availAt: 0, inReady: false };
-      keys.set(key, k);
+      this.#keys.set(key, k);
     }
     return k;
-  };
+  }
 
-  const makeReady = (k: KeyRec) => {
+  #makeReady(k: KeyRec): void {
     if (k.running || k.blockedBy !== undefined || k.queue.length === 0 || k.inReady) return;
-    if (k.availAt > now()) {
-      delayed.add(k);
+    if (k.availAt > this.now()) {
+      this.#delayed.add(k);
       return;
     }
-    delayed.delete(k);
+    this.#delayed.delete(k);
     k.inReady = true;
-    ready.push(k);
-  };
+    this.#ready.push(k);
+  }
 
-  const forgetKeyIfIdle = (k: KeyRec) => {
+  #forgetKeyIfIdle(k: KeyRec): void {
     if (!k.running && k.blockedBy === undefined && k.queue.length === 0 && !k.inReady) {
-      keys.delete(k.key);
-      delayed.delete(k);
+      this.#keys.delete(k.key);
+      this.#delayed.delete(k);
     }
-  };
+  }
 
-  const retire = (op: OpRec) => {
+  #retire(op: OpRec): void {
     if (op.status === 'failed') {
-      failed.push(op);
+      this.#failed.push(op);
       return;
     }
-    finished.push(op);
-    while (finished.length - finishedHead > maxFinished) {
-      const old = finished[finishedHead++]!;
-      forget(old);
+    this.#finished.push(op);
+    while (this.#finished.length - this.#finishedHead > this.#maxFinished) {
+      const old = this.#finished[this.#finishedHead++]!;
+      this.#forget(old);
     }
-    if (finishedHead > 1024 && finishedHead * 2 > finished.length) {
-      finished = finished.slice(finishedHead);
-      finishedHead = 0;
+    if (this.#finishedHead > 1024 && this.#finishedHead * 2 > this.#finished.length) {
+      this.#finished = this.#finished.slice(this.#finishedHead);
+      this.#finishedHead = 0;
     }
-  };
+  }
 
-  const forget = (op: OpRec) => {
-    if (ops.get(op.id) === op) ops.delete(op.id);
-    if (op.idempotencyKey !== undefined && idempotency.get(op.idempotencyKey) === op.id) {
-      idempotency.delete(op.idempotencyKey);
+  #forget(op: OpRec): void {
+    if (this.#ops.get(op.id) === op) this.#ops.delete(op.id);
+    if (op.idempotencyKey !== undefined && this.#idempotency.get(op.idempotencyKey) === op.id) {
+      this.#idempotency.delete(op.idempotencyKey);
     }
-  };
+  }
 
-  const cancelQueued = (k: KeyRec, cause: string): OpInfo[] => {
+  #cancelQueued(k: KeyRec, cause: string): OpInfo[] {
     const out: OpInfo[] = [];
-    const at = now();
+    const at = this.now();
     for (const op of k.queue) {
       op.status = 'cancelled';
       op.cancelledBy = cause;
       op.finishedAt = at;
-      retire(op);
+      this.#retire(op);
       out.push(snapshot(op));
     }
     k.queue = [];
     return out;
-  };
+  }
 
-  const isHeld = (op: OpRec) => op.status === 'queued' && keys.get(op.key)?.blockedBy !== undefined;
+  #isHeld(op: OpRec): boolean {
+    return op.status === 'queued' && this.#keys.get(op.key)?.blockedBy !== undefined;
+  }
 
   /**
    * The claimed op if the claim still holds it. A claim's op is the record itself (`take`), and
    * a running op is never forgotten: no look-up needed.
    */
-  const held = (claim: Claim): OpRec | undefined => {
+  held(claim: Claim): OpRec | undefined {
     const op = claim.op as OpRec;
     return op.status === 'running' && op.token === claim.token ? op : undefined;
-  };
+  }
 
-  const statusOf = (k: KeyRec | undefined): KeyStatus => {
+  #statusOf(k: KeyRec | undefined): KeyStatus {
     if (!k) return 'idle';
     if (k.blockedBy !== undefined) return 'blocked';
     if (k.running) return `${k.running.type}-in-progress`;
@@ -174,9 +179,9 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     if (!head) return 'idle';
     if (head.attempts > 0) return `${head.type}-in-progress`;
     return 'queued';
-  };
+  }
 
-  const take = (k: KeyRec, at: number, claims: Claim[]) => {
+  #take(k: KeyRec, at: number, claims: Claim[]): void {
     const op = k.queue.shift()!;
     op.status = 'running';
     op.attempts++;
@@ -184,45 +189,48 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     op.startedAt = at;
     k.running = op;
     claims.push({ op, token: op.token });
-  };
+  }
 
-  const eligible = (k: KeyRec, at: number) =>
-    !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
+  #eligible(k: KeyRec, at: number): boolean {
+    return !k.running && k.blockedBy === undefined && k.queue.length > 0 && k.availAt <= at;
+  }
 
-  const claimNow = (limit: number, key: string | undefined): Claim[] => {
+  /** Claims up to `limit` head ops, one per key, keys in round-robin order (or only `key`). */
+  claim(limit: number, key: string | undefined): Claim[] {
     const claims: Claim[] = [];
-    const at = now();
+    const at = this.now();
     if (key !== undefined) {
-      const k = keys.get(key);
-      if (k && eligible(k, at) && limit > 0) take(k, at, claims);
+      const k = this.#keys.get(key);
+      if (k && this.#eligible(k, at) && limit > 0) this.#take(k, at, claims);
       return claims;
     }
-    if (delayed.size > 0) {
-      for (const k of delayed) {
+    if (this.#delayed.size > 0) {
+      for (const k of this.#delayed) {
         if (k.availAt > at) continue;
-        delayed.delete(k);
-        makeReady(k);
+        this.#delayed.delete(k);
+        this.#makeReady(k);
       }
     }
-    while (claims.length < limit && readyHead < ready.length) {
-      const k = ready[readyHead++]!;
+    while (claims.length < limit && this.#readyHead < this.#ready.length) {
+      const k = this.#ready[this.#readyHead++]!;
       k.inReady = false;
-      if (eligible(k, at)) take(k, at, claims);
+      if (this.#eligible(k, at)) this.#take(k, at, claims);
       else {
-        makeReady(k);
-        forgetKeyIfIdle(k);
+        this.#makeReady(k);
+        this.#forgetKeyIfIdle(k);
       }
     }
-    if (readyHead > 1024 && readyHead * 2 > ready.length) {
-      ready = ready.slice(readyHead);
-      readyHead = 0;
+    if (this.#readyHead > 1024 && this.#readyHead * 2 > this.#ready.length) {
+      this.#ready = this.#ready.slice(this.#readyHead);
+      this.#readyHead = 0;
     }
     return claims;
-  };
+  }
 
-  const enqueueNow = (input: EnqueueInput): { op: OpInfo; created: boolean } => {
+  /** Stores an op, or finds the op its idempotency key named. */
+  enqueue(input: EnqueueInput): { op: OpInfo; created: boolean } {
     if (input.idempotencyKey !== undefined) {
-      const existing = ops.get(idempotency.get(input.idempotencyKey) ?? '');
+      const existing = this.#ops.get(this.#idempotency.get(input.idempotencyKey) ?? '');
       if (existing) {
         if (existing.key !== input.key || existing.type !== input.type) {
           throw new QueueError(
@@ -231,7 +239,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
             { details: { id: existing.id, key: existing.key, type: existing.type } },
           );
         }
-        return { op: snapshot(existing, isHeld(existing)), created: false };
+        return { op: snapshot(existing, this.#isHeld(existing)), created: false };
       }
     }
     const op: OpRec = {
@@ -241,7 +249,7 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       payload: input.payload,
       status: 'queued',
       attempts: 0,
-      createdAt: now(),
+      createdAt: this.now(),
       // Every field from the start: one object shape for every op (faster property access).
       startedAt: undefined,
       finishedAt: undefined,
@@ -251,180 +259,239 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       idempotencyKey: input.idempotencyKey,
       token: 0,
     };
-    ops.set(op.id, op);
-    if (input.idempotencyKey !== undefined) idempotency.set(input.idempotencyKey, op.id);
-    const k = keyRec(input.key);
+    this.#ops.set(op.id, op);
+    if (input.idempotencyKey !== undefined) this.#idempotency.set(input.idempotencyKey, op.id);
+    const k = this.#keyRec(input.key);
     if (k.queue.length === 0 && !k.running) k.availAt = 0;
     k.queue.push(op);
     if (k.blockedBy !== undefined) return { op: snapshot(op, true), created: true };
-    makeReady(k);
+    this.#makeReady(k);
     // The queue only reads what backends return; the record itself is never handed to users.
     return { op, created: true };
-  };
+  }
 
-  const succeedNow: SyncMethods['succeed'] = (claim, result, next) => {
-    const op = held(claim);
+  /** Records a success (and, with `next`, claims the next op); undefined when stale. */
+  succeed(
+    claim: Claim,
+    result: unknown,
+    next?: Omit<ClaimOptions, 'limit' | 'key'>,
+  ): Completion | undefined {
+    const op = this.held(claim);
     if (!op) return undefined;
     op.status = 'succeeded';
     op.result = result;
     op.error = undefined;
-    op.finishedAt = now();
-    const k = keyRec(op.key);
+    op.finishedAt = this.now();
+    const k = this.#keyRec(op.key);
     k.running = undefined;
     k.availAt = 0;
-    retire(op);
-    makeReady(k);
-    forgetKeyIfIdle(k);
-    const chained = next ? { claims: claimNow(1, undefined), poisoned: NONE } : undefined;
+    this.#retire(op);
+    this.#makeReady(k);
+    this.#forgetKeyIfIdle(k);
+    const chained = next ? { claims: this.claim(1, undefined), poisoned: NONE } : undefined;
     return { op, cancelled: NONE, blocked: false, next: chained };
-  };
+  }
 
+  fail(claim: Claim, error: SerializedError, outcome: FailOutcome): Completion | undefined {
+    const op = this.held(claim);
+    if (!op) return undefined;
+    const k = this.#keyRec(op.key);
+    k.running = undefined;
+    op.error = error;
+    if ('retryAt' in outcome) {
+      op.status = 'queued';
+      k.queue.unshift(op);
+      k.availAt = outcome.retryAt;
+      this.#makeReady(k);
+      return { op: snapshot(op), cancelled: [], blocked: false };
+    }
+    op.status = 'failed';
+    op.finishedAt = this.now();
+    this.#retire(op);
+    k.availAt = 0;
+    let cancelled: OpInfo[] = [];
+    if (outcome.stop) {
+      cancelled = this.#cancelQueued(k, op.id);
+      k.blockedBy = op.id;
+    } else {
+      this.#makeReady(k);
+      this.#forgetKeyIfIdle(k);
+    }
+    return { op: snapshot(op), cancelled, blocked: outcome.stop };
+  }
+
+  release(claim: Claim): boolean {
+    const op = this.held(claim);
+    if (!op) return false;
+    const k = this.#keyRec(op.key);
+    k.running = undefined;
+    op.status = 'queued';
+    op.token++;
+    k.queue.unshift(op);
+    this.#makeReady(k);
+    return true;
+  }
+
+  resume(key: string): boolean {
+    const k = this.#keys.get(key);
+    if (!k || k.blockedBy === undefined) return false;
+    k.blockedBy = undefined;
+    k.availAt = 0;
+    this.#makeReady(k);
+    this.#forgetKeyIfIdle(k);
+    return true;
+  }
+
+  discard(key: string): OpInfo[] {
+    const k = this.#keys.get(key);
+    if (!k) return [];
+    const cancelled = this.#cancelQueued(k, 'discard');
+    k.blockedBy = undefined;
+    this.#forgetKeyIfIdle(k);
+    return cancelled;
+  }
+
+  get(id: string): OpInfo | undefined {
+    const op = this.#ops.get(id);
+    return op ? snapshot(op, this.#isHeld(op)) : undefined;
+  }
+
+  inspect(key: string): KeyInfo {
+    const k = this.#keys.get(key);
+    const blocked = k?.blockedBy !== undefined;
+    return {
+      key,
+      status: this.#statusOf(k),
+      blockedBy: k?.blockedBy,
+      running: k?.running ? snapshot(k.running) : undefined,
+      pending: k ? k.queue.map((op) => snapshot(op, blocked)) : [],
+      held: blocked && k ? k.queue.length : 0,
+    };
+  }
+
+  keyStatus(key: string): KeyStatus {
+    return this.#statusOf(this.#keys.get(key));
+  }
+
+  activeKeys(limit: number): { key: string; status: KeyStatus }[] {
+    const out: { key: string; status: KeyStatus }[] = [];
+    for (const k of this.#keys.values()) {
+      if (out.length >= limit) break;
+      const status = this.#statusOf(k);
+      if (status !== 'idle') out.push({ key: k.key, status });
+    }
+    return out;
+  }
+
+  deadLetters(limit: number): OpInfo[] {
+    const out: OpInfo[] = [];
+    for (let i = this.#failed.length - 1; i >= 0 && out.length < limit; i--) {
+      const op = this.#failed[i]!;
+      if (this.#ops.get(op.id) === op) out.push(snapshot(op));
+    }
+    return out;
+  }
+
+  prune(retention: RetentionOptions): number {
+    let n = 0;
+    const at = this.now();
+    const old = (op: OpRec) =>
+      retention.maxAgeMs !== undefined && (op.finishedAt ?? 0) < at - retention.maxAgeMs;
+    while (this.#finishedHead < this.#finished.length) {
+      const op = this.#finished[this.#finishedHead]!;
+      const overCount =
+        retention.maxCount !== undefined &&
+        this.#finished.length - this.#finishedHead > retention.maxCount;
+      if (!overCount && !old(op)) break;
+      this.#finishedHead++;
+      if (this.#ops.get(op.id) === op) n++;
+      this.#forget(op);
+    }
+    for (let i = this.#failed.length - 1; i >= 0; i--) {
+      const op = this.#failed[i]!;
+      if (old(op) || this.#ops.get(op.id) !== op) {
+        if (this.#ops.get(op.id) === op) n++;
+        this.#forget(op);
+        this.#failed.splice(i, 1);
+      }
+    }
+    return n;
+  }
+
+  nextDueAt(): number | undefined {
+    let min: number | undefined;
+    for (const k of this.#delayed) if (min === undefined || k.availAt < min) min = k.availAt;
+    return min;
+  }
+}
+
+/**
+ * The in-process backend (the default): ops live in this process's memory and are lost with
+ * it. Per-key order, fairness and policies are the same as on the durable backends.
+ */
+export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend {
+  const store = new MemoryStore(
+    nonNegativeIntegerOption('memoryBackend', 'maxFinished', options.maxFinished, 10_000),
+  );
   const backend: QueueBackend = {
     kind: 'memory',
     durable: false,
     pollMs: 0,
     async attach(context) {
-      ctx = context;
+      store.ctx = context;
     },
     async enqueue(input: EnqueueInput) {
-      return enqueueNow(input);
+      return store.enqueue(input);
     },
     async claim({ limit, key }) {
-      return { claims: claimNow(limit, key), poisoned: [] };
+      return { claims: store.claim(limit, key), poisoned: [] };
     },
     async heartbeat(claims) {
       const lost = new Set<Claim>();
-      for (const c of claims) if (!held(c)) lost.add(c);
+      for (const c of claims) if (!store.held(c)) lost.add(c);
       return lost;
     },
     async succeed(claim, result, next) {
-      return succeedNow(claim, result, next);
+      return store.succeed(claim, result, next);
     },
     async fail(claim, error: SerializedError, outcome: FailOutcome) {
-      const op = held(claim);
-      if (!op) return undefined;
-      const k = keyRec(op.key);
-      k.running = undefined;
-      op.error = error;
-      if ('retryAt' in outcome) {
-        op.status = 'queued';
-        k.queue.unshift(op);
-        k.availAt = outcome.retryAt;
-        makeReady(k);
-        return { op: snapshot(op), cancelled: [], blocked: false };
-      }
-      op.status = 'failed';
-      op.finishedAt = now();
-      retire(op);
-      k.availAt = 0;
-      let cancelled: OpInfo[] = [];
-      if (outcome.stop) {
-        cancelled = cancelQueued(k, op.id);
-        k.blockedBy = op.id;
-      } else {
-        makeReady(k);
-        forgetKeyIfIdle(k);
-      }
-      return { op: snapshot(op), cancelled, blocked: outcome.stop };
+      return store.fail(claim, error, outcome);
     },
     async release(claim) {
-      const op = held(claim);
-      if (!op) return false;
-      const k = keyRec(op.key);
-      k.running = undefined;
-      op.status = 'queued';
-      op.token++;
-      k.queue.unshift(op);
-      makeReady(k);
-      return true;
+      return store.release(claim);
     },
     async resume(key) {
-      const k = keys.get(key);
-      if (!k || k.blockedBy === undefined) return false;
-      k.blockedBy = undefined;
-      k.availAt = 0;
-      makeReady(k);
-      forgetKeyIfIdle(k);
-      return true;
+      return store.resume(key);
     },
     async discard(key) {
-      const k = keys.get(key);
-      if (!k) return [];
-      const cancelled = cancelQueued(k, 'discard');
-      k.blockedBy = undefined;
-      forgetKeyIfIdle(k);
-      return cancelled;
+      return store.discard(key);
     },
     async get(id) {
-      const op = ops.get(id);
-      return op ? snapshot(op, isHeld(op)) : undefined;
+      return store.get(id);
     },
-    async inspect(key): Promise<KeyInfo> {
-      const k = keys.get(key);
-      const blocked = k?.blockedBy !== undefined;
-      return {
-        key,
-        status: statusOf(k),
-        blockedBy: k?.blockedBy,
-        running: k?.running ? snapshot(k.running) : undefined,
-        pending: k ? k.queue.map((op) => snapshot(op, blocked)) : [],
-        held: blocked && k ? k.queue.length : 0,
-      };
+    async inspect(key) {
+      return store.inspect(key);
     },
     async keyStatus(key) {
-      return statusOf(keys.get(key));
+      return store.keyStatus(key);
     },
     async activeKeys(limit) {
-      const out: { key: string; status: KeyStatus }[] = [];
-      for (const k of keys.values()) {
-        if (out.length >= limit) break;
-        const status = statusOf(k);
-        if (status !== 'idle') out.push({ key: k.key, status });
-      }
-      return out;
+      return store.activeKeys(limit);
     },
     async deadLetters(limit) {
-      const out: OpInfo[] = [];
-      for (let i = failed.length - 1; i >= 0 && out.length < limit; i--) {
-        const op = failed[i]!;
-        if (ops.get(op.id) === op) out.push(snapshot(op));
-      }
-      return out;
+      return store.deadLetters(limit);
     },
     async prune(retention: RetentionOptions) {
-      let n = 0;
-      const at = now();
-      const old = (op: OpRec) =>
-        retention.maxAgeMs !== undefined && (op.finishedAt ?? 0) < at - retention.maxAgeMs;
-      while (finishedHead < finished.length) {
-        const op = finished[finishedHead]!;
-        const overCount =
-          retention.maxCount !== undefined && finished.length - finishedHead > retention.maxCount;
-        if (!overCount && !old(op)) break;
-        finishedHead++;
-        if (ops.get(op.id) === op) n++;
-        forget(op);
-      }
-      for (let i = failed.length - 1; i >= 0; i--) {
-        const op = failed[i]!;
-        if (old(op) || ops.get(op.id) !== op) {
-          if (ops.get(op.id) === op) n++;
-          forget(op);
-          failed.splice(i, 1);
-        }
-      }
-      return n;
+      return store.prune(retention);
     },
     async nextDueAt() {
-      let min: number | undefined;
-      for (const k of delayed) if (min === undefined || k.availAt < min) min = k.availAt;
-      return min;
+      return store.nextDueAt();
     },
     async close() {},
   };
   syncOf.set(backend, {
-    enqueue: enqueueNow,
-    succeed: succeedNow,
+    enqueue: (input) => store.enqueue(input),
+    succeed: (claim, result, next) => store.succeed(claim, result, next),
     wraps: { enqueue: backend.enqueue, succeed: backend.succeed },
   });
   return backend;

@@ -24,8 +24,8 @@ export interface NormalPolicy {
   backoff: (retry: number) => number;
 }
 
-/** Checks `policy` and applies its defaults (`'retry'` = stop after 3 attempts). @internal */
-export function normalizePolicy(policy: Policy | undefined): NormalPolicy {
+/** Checks `policy` and applies its defaults (`'retry'` = stop after 3 attempts). */
+function normalizePolicy(policy: Policy | undefined): NormalPolicy {
   if (policy === undefined || policy === 'stop' || policy === 'continue' || policy === 'retry') {
     return {
       onFailure: policy === 'continue' ? 'continue' : 'stop',

@@ -70,7 +70,10 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
   deadLetters(options?: { limit?: number }): Promise<OpInfo[]>;
   /** Applies `retention` now; returns how many finished ops were deleted. */
   prune(retention?: RetentionOptions): Promise<number>;
-  /** Resolves when this instance has nothing running and nothing it could claim right now. */
+  /**
+   * Resolves when this instance has nothing running and nothing it could claim right now.
+   * `timeoutMs` rejects with `async-queue.timeout`; `signal` with its reason.
+   */
   onIdle(options?: WaitOptions): Promise<void>;
   on<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
   once<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;

@@ -1,6 +1,6 @@
 import { sleep } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
-import { freshDatabase, PG_URL, service, type FreshDatabase } from '@rigging/testkit';
+import { freshDatabase, PG_URL, service, sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createQueue } from '../src/index.js';
 import { sqlBackend } from '../src/sql.js';
@@ -56,3 +56,30 @@ describe.skipIf(!postgres.available)('close() while the database is unreachable'
     }
   }, 30_000);
 });
+
+const backends = await sqlBackends('async_queue_closed_pool', ['sqlite-file', 'postgres', 'mysql']);
+
+for (const b of backends) {
+  describe.skipIf(!b.available)(`close() after the database was closed, on ${b.kind}`, () => {
+    it('returns within a second', async () => {
+      const fresh = await b.create();
+      try {
+        const database = await openDatabase(fresh.url);
+        const queue = createQueue({
+          backend: sqlBackend(database, { name: 'closed', pollMs: 50 }),
+          concurrency: 2,
+          handlers: { noop: (_p: null) => null },
+        });
+        expect(await queue.call('k', { type: 'noop', payload: null })).toBeNull();
+        await database.close();
+        // Claims fail meanwhile (on PostgreSQL the LISTEN session cannot reopen either).
+        await sleep(500);
+        const t0 = performance.now();
+        await queue.close();
+        expect(performance.now() - t0).toBeLessThan(1000);
+      } finally {
+        await fresh.drop();
+      }
+    }, 30_000);
+  });
+}

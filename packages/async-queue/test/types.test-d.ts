@@ -1,5 +1,12 @@
 import { describe, expectTypeOf, it } from 'vitest';
-import { createQueue, type KeyStatus, type OpInput } from '../src/index.js';
+import type { Backoff, BackoffSettings } from '@rigging/core';
+import {
+  createQueue,
+  type BackoffOptions,
+  type KeyStatus,
+  type OpInput,
+  type PolicyOptions,
+} from '../src/index.js';
 
 describe('types', () => {
   const queue = createQueue({
@@ -33,5 +40,14 @@ describe('types', () => {
   it('key statuses include <type>-in-progress', () => {
     expectTypeOf<'create-in-progress'>().toMatchTypeOf<KeyStatus>();
     expectTypeOf<'blocked'>().toMatchTypeOf<KeyStatus>();
+  });
+
+  it("policy.backoff is core's Backoff; BackoffOptions is its settings shape", () => {
+    expectTypeOf<NonNullable<PolicyOptions['backoff']>>().toEqualTypeOf<Backoff>();
+    expectTypeOf<BackoffOptions>().toEqualTypeOf<BackoffSettings>();
+    expectTypeOf<{ initialMs: 50; factor: 2; maxMs: 1000; jitter: 0.1 }>().toMatchTypeOf<
+      PolicyOptions['backoff']
+    >();
+    expectTypeOf<(retry: number) => number>().toMatchTypeOf<PolicyOptions['backoff']>();
   });
 });

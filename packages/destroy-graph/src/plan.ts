@@ -145,9 +145,9 @@ export interface Csr {
   groupOf: Int32Array;
 }
 
-/** Low bit of a relation edge: destroyed before its owner. */
+/** @internal Low bit of a relation edge: destroyed before its owner. */
 export const OWNER = 0;
-/** Low bit of a relation edge: destroyed before its subscriber. */
+/** @internal Low bit of a relation edge: destroyed before its subscriber. */
 export const DEPENDENCY = 1;
 
 function computeEdges(csr: Csr): PlanEdge[] {

@@ -228,29 +228,31 @@ function groupsOfLevels(
   arena: Arena,
 ): number {
   const groupOfLevel = arena.i32(total, -1);
-  for (let v = 0; v < planned; v++) groupOfLevel[level[v]!] = 0;
+  for (let vertex = 0; vertex < planned; vertex++) groupOfLevel[level[vertex]!] = 0;
   let groupCount = 0;
-  for (let l = 0; l < total; l++) if (groupOfLevel[l] === 0) groupOfLevel[l] = groupCount++ + 1;
-  for (let v = 0; v < planned; v++) groupOf[v] = groupOfLevel[level[v]!]! - 1;
+  for (let levelIndex = 0; levelIndex < total; levelIndex++)
+    if (groupOfLevel[levelIndex] === 0) groupOfLevel[levelIndex] = groupCount++ + 1;
+  for (let vertex = 0; vertex < planned; vertex++)
+    groupOf[vertex] = groupOfLevel[level[vertex]!]! - 1;
   return groupCount;
 }
 
 /** Records `[sort key, global index, cycle]` of the planned objects. */
 function fillRecords(
-  rec: Int32Array,
+  records: Int32Array,
   planned: number,
   groupOf: Int32Array,
   depth: Int32Array,
   maxDepth: number,
   composite: boolean,
-  glob: Int32Array,
+  globalOf: Int32Array,
   cycleOf: Int32Array,
 ): void {
   const width = maxDepth + 1;
-  for (let v = 0; v < planned; v++) {
-    rec[3 * v] = composite ? groupOf[v]! * width + maxDepth - depth[v]! : 0;
-    rec[3 * v + 1] = glob[v]!;
-    rec[3 * v + 2] = cycleOf[v]!;
+  for (let vertex = 0; vertex < planned; vertex++) {
+    records[3 * vertex] = composite ? groupOf[vertex]! * width + maxDepth - depth[vertex]! : 0;
+    records[3 * vertex + 1] = globalOf[vertex]!;
+    records[3 * vertex + 2] = cycleOf[vertex]!;
   }
 }
 
@@ -260,29 +262,35 @@ function fillRecords(
  */
 function sortByRecord(
   items: Int32Array,
-  rec: Int32Array,
+  records: Int32Array,
   buckets: number,
   at: Int32Array,
   cycle: Int32Array,
   arena: Arena,
 ): void {
   const count = arena.i32(buckets + 1);
-  for (let i = 0; i < items.length; i++) count[rec[3 * items[i]!]! + 1]!++;
-  for (let b = 0; b < buckets; b++) count[b + 1]! += count[b]!;
-  for (let i = 0; i < items.length; i++) {
-    const r = 3 * items[i]!;
-    const p = count[rec[r]!]!++;
-    at[p] = rec[r + 1]!;
-    cycle[p] = rec[r + 2]!;
+  for (let position = 0; position < items.length; position++)
+    count[records[3 * items[position]!]! + 1]!++;
+  for (let bucket = 0; bucket < buckets; bucket++) count[bucket + 1]! += count[bucket]!;
+  for (let position = 0; position < items.length; position++) {
+    const record = 3 * items[position]!;
+    const slot = count[records[record]!]!++;
+    at[slot] = records[record + 1]!;
+    cycle[slot] = records[record + 2]!;
   }
 }
 
 /** Global index and cycle of each item of `order`, from its record. */
-function fromRecords(order: Int32Array, rec: Int32Array, at: Int32Array, cycle: Int32Array): void {
-  for (let i = 0; i < order.length; i++) {
-    const r = 3 * order[i]!;
-    at[i] = rec[r + 1]!;
-    cycle[i] = rec[r + 2]!;
+function fromRecords(
+  order: Int32Array,
+  records: Int32Array,
+  at: Int32Array,
+  cycle: Int32Array,
+): void {
+  for (let position = 0; position < order.length; position++) {
+    const record = 3 * order[position]!;
+    at[position] = records[record + 1]!;
+    cycle[position] = records[record + 2]!;
   }
 }
 
@@ -333,10 +341,10 @@ function listInIdOrder(
   planned: number,
   order: Int32Array,
 ): void {
-  let p = 0;
-  for (let k = 0; k < sorted.length; k++) {
-    const l = local[sorted[k]!]!;
-    if (l >= 0 && l < planned) order[p++] = l;
+  let written = 0;
+  for (let at = 0; at < sorted.length; at++) {
+    const vertex = local[sorted[at]!]!;
+    if (vertex >= 0 && vertex < planned) order[written++] = vertex;
   }
 }
 
@@ -345,20 +353,20 @@ function sortSmall(
   planned: number,
   groupOf: Int32Array,
   depth: Int32Array,
-  glob: Int32Array,
+  globalOf: Int32Array,
   ids: readonly string[],
   arena: Arena,
 ): Int32Array {
   const list: number[] = [];
-  for (let v = 0; v < planned; v++) list.push(v);
-  list.sort((a, b) => {
-    const g = groupOf[a]! - groupOf[b]!;
-    if (g !== 0) return g;
-    const d = depth[b]! - depth[a]!;
-    if (d !== 0) return d;
-    const x = ids[glob[a]!]!;
-    const y = ids[glob[b]!]!;
-    return x < y ? -1 : x > y ? 1 : 0;
+  for (let vertex = 0; vertex < planned; vertex++) list.push(vertex);
+  list.sort((left, right) => {
+    const byGroup = groupOf[left]! - groupOf[right]!;
+    if (byGroup !== 0) return byGroup;
+    const byDepth = depth[right]! - depth[left]!;
+    if (byDepth !== 0) return byDepth;
+    const leftId = ids[globalOf[left]!]!;
+    const rightId = ids[globalOf[right]!]!;
+    return leftId < rightId ? -1 : leftId > rightId ? 1 : 0;
   });
   const order = arena.i32(planned);
   order.set(list);

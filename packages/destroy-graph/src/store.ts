@@ -2,19 +2,22 @@ import type { DestructionHandler, Node } from './node.js';
 
 /*
  * The graph's data, struct-of-arrays: every object is a dense integer index (given at
- * `add`, in insertion order, renumbered only by {@link Store.compact}), and ownership, flags,
+ * `add`, in insertion order, renumbered only by `compact`), and ownership, flags,
  * counters, properties and destruction dependencies live in typed arrays. Collection and
  * planning walk these arrays, never the handles, so their working set is a few bytes per object
  * and edge instead of a web of JS objects and Maps.
  */
 
-/** Flags of an index. */
+/** @internal Flag of an index: the object left the graph (until the next compaction). */
 export const REMOVED = 1;
+/** @internal Flag of an index: the object was destroyed. */
 export const DESTROYED = 2;
+/** @internal Flag of an index: a running plan will destroy the object. */
 export const DOOMED = 4;
 
-/** Property slot meta bits. */
+/** @internal Property slot meta bit: the reference is persistent. */
 export const PERSISTENT = 1;
+/** @internal Property slot meta bit: the property holds a list. */
 export const LIST = 2;
 
 // Property slot records (stride 5): name id, meta, next slot of the object, start and length of
@@ -28,10 +31,14 @@ const SLOT_LENGTH = 4;
 
 // Dependency records (stride 8): publisher, subscriber, count, next/previous in the publisher's
 // chain (its subscribers, in subscription order), next/previous in the subscriber's chain.
+/** @internal Integers per dependency record. */
 export const DEP_STRIDE = 8;
+/** @internal Offset of a dependency record's publisher. */
 export const DEP_PUBLISHER = 0;
+/** @internal Offset of a dependency record's subscriber. */
 export const DEP_SUBSCRIBER = 1;
 const DEP_COUNT = 2;
+/** @internal Offset of the next record in the publisher's chain. */
 export const DEP_NEXT_OUT = 3;
 const DEP_PREV_OUT = 4;
 const DEP_NEXT_IN = 5;
@@ -44,7 +51,7 @@ function growInt32(array: Int32Array, capacity: number, fill: number): Int32Arra
   return grown;
 }
 
-/** A property of an object as read back: name, kind, list flag and live targets. */
+/** @internal A property of an object as read back: name, kind, list flag and live targets. */
 export interface PropertyView {
   name: string;
   kind: 'persistent' | 'runtime';
@@ -533,12 +540,12 @@ export class Store {
     this.pinned.delete(index);
   }
 
-  /** Whether enough indices were removed to make {@link compact} worth it. */
+  /** Whether enough indices were removed to make compaction (`compact.ts`) worth it. */
   wantsCompaction(): boolean {
     return this.removed > 1024 && this.removed * 2 > this.allocated;
   }
 
-  /** Targets: renumbered, dropping removed ones (nothing reads them). */
+  /** Renumbers property targets after compaction, dropping removed ones (nothing reads them). */
   renumberTargets(renumbered: Int32Array, live: number): void {
     const { slots, targets } = this;
     for (let index = 0; index < live; index++) {

@@ -1,6 +1,12 @@
-import { RiggingError } from '@rigging/core';
-import type { AcquireOptions, Lease, LockMode, LockProvider } from '@rigging/core';
-import { abortedError, validateKey, validateMode, validateTimeout } from './common.js';
+import type { AcquireOptions, Clock, Lease, LockMode, LockProvider } from '@rigging/core';
+import {
+  abortedError,
+  validateClock,
+  validateKey,
+  validateMode,
+  validateTimeout,
+} from './common.js';
+import { LocksError } from './errors.js';
 
 /** A key for {@link acquireAll}: a string (exclusive) or a key with its mode. */
 export type KeySpec = string | { key: string; mode?: LockMode };
@@ -26,8 +32,13 @@ export interface MultiLease extends AsyncDisposable {
 export async function acquireAll(
   provider: LockProvider,
   keys: Iterable<KeySpec>,
-  options: Omit<AcquireOptions, 'mode'> & { mode?: LockMode } = {},
+  options: Omit<AcquireOptions, 'mode'> & {
+    mode?: LockMode;
+    /** The clock `timeoutMs` is measured on. @default systemClock */
+    clock?: Clock;
+  } = {},
 ): Promise<MultiLease> {
+  const clock = validateClock('acquireAll', options.clock);
   const timeoutMs = validateTimeout('acquireAll', options.timeoutMs);
   const defaultMode = validateMode(options.mode);
   const wanted = new Map<string, LockMode>();
@@ -37,13 +48,13 @@ export async function acquireAll(
     if (wanted.get(key) !== 'exclusive') wanted.set(key, mode);
   }
   const sorted = [...wanted.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  const started = Date.now();
+  const started = clock.now();
   const leases: Lease[] = [];
   try {
     for (const key of sorted) {
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       const remaining =
-        timeoutMs === undefined ? undefined : Math.max(0, timeoutMs - (Date.now() - started));
+        timeoutMs === undefined ? undefined : Math.max(0, timeoutMs - (clock.now() - started));
       leases.push(
         await provider.acquire(key, {
           mode: wanted.get(key) ?? 'exclusive',
@@ -88,8 +99,8 @@ async function releaseAll(leases: readonly Lease[]): Promise<void> {
 export function assertHeld(lease: Lease): void {
   if (lease.lost.aborted) {
     const reason: unknown = lease.lost.reason;
-    if (RiggingError.hasCode(reason, 'locks.lost')) throw reason;
-    throw new RiggingError('locks.lost', `lock ${JSON.stringify(lease.key)} was lost`, {
+    if (LocksError.hasCode(reason, 'locks.lost')) throw reason;
+    throw new LocksError('locks.lost', `lock ${JSON.stringify(lease.key)} was lost`, {
       cause: reason,
       details: { key: lease.key, token: lease.token.toString() },
     });
@@ -108,7 +119,7 @@ export class FencingGuard {
   check(resource: string, token: bigint): void {
     const seen = this.#highest.get(resource);
     if (seen !== undefined && token < seen) {
-      throw new RiggingError(
+      throw new LocksError(
         'locks.stale',
         `stale fencing token ${token} for ${JSON.stringify(resource)}: ${seen} was already used`,
         { details: { resource, token: token.toString(), highest: seen.toString() } },

@@ -1,8 +1,7 @@
-import { RiggingError, TypedEmitter, timeoutOption } from '@rigging/core';
-import type { Lease, LockHolder, LockMode } from '@rigging/core';
+import { TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
+import type { Clock, Lease, LockHolder, LockMode } from '@rigging/core';
 
-/** Error codes thrown by @rigging/locks. */
-export type LocksErrorCode = 'locks.timeout' | 'locks.aborted' | 'locks.lost' | 'locks.stale';
+import { LocksError } from './errors.js';
 
 /** Events every provider of this package emits (one payload object each). */
 export interface LockEvents {
@@ -45,10 +44,12 @@ export interface LockEvents {
 /** The emitter type providers accept as `events` and expose as `.events`. */
 export type LockEmitter = TypedEmitter<LockEvents>;
 
+/** @internal A fresh emitter of `lock:*` events. */
 export function newEmitter(): LockEmitter {
   return new TypedEmitter<LockEvents>();
 }
 
+/** @internal The `mode` option (`exclusive` when omitted); a `TypeError` naming the value otherwise. */
 export function validateMode(mode: unknown): LockMode {
   if (mode === undefined) return 'exclusive';
   if (mode !== 'shared' && mode !== 'exclusive') {
@@ -57,6 +58,7 @@ export function validateMode(mode: unknown): LockMode {
   return mode;
 }
 
+/** @internal A lock key: a non-empty string of at most 1024 characters without NUL; a `TypeError` otherwise. */
 export function validateKey(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0 || key.length > 1024 || key.includes('\0')) {
     throw new TypeError(
@@ -69,6 +71,7 @@ export function validateKey(key: unknown): string {
 /**
  * A wait's `timeoutMs` (core's `timeoutOption`: a `TypeError` naming `owner` and the value);
  * `Infinity` is returned as `undefined` (no timer).
+ * @internal
  */
 export function validateTimeout(owner: string, timeoutMs: unknown): number | undefined {
   const ms = timeoutOption(owner, timeoutMs);
@@ -79,6 +82,7 @@ export function validateTimeout(owner: string, timeoutMs: unknown): number | und
  * The validation every `acquire`/`tryAcquire` starts with, contended or not: the key, the mode
  * and the timeout, each a `TypeError` naming the value. Returns the mode (default `'exclusive'`)
  * and the timeout (`undefined`: wait forever).
+ * @internal
  */
 export function validateRequest(
   owner: string,
@@ -92,6 +96,7 @@ export function validateRequest(
   };
 }
 
+/** @internal A value as error messages show it (strings quoted and shortened). */
 export function describe(value: unknown): string {
   if (typeof value === 'string')
     return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);
@@ -104,12 +109,9 @@ export function describe(value: unknown): string {
   }
 }
 
-export function timeoutError(
-  key: string,
-  timeoutMs: number,
-  holder?: LockHolder,
-): RiggingError<'locks.timeout'> {
-  return new RiggingError(
+/** @internal A new `locks.timeout` error for `key`, naming the holder where known. */
+export function timeoutError(key: string, timeoutMs: number, holder?: LockHolder): LocksError {
+  return new LocksError(
     'locks.timeout',
     `timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}${holder ? ` (${describeHolder(holder)})` : ''}`,
     {
@@ -118,11 +120,17 @@ export function timeoutError(
   );
 }
 
-export function abortedError(key: string, reason: unknown): RiggingError<'locks.aborted'> {
-  return new RiggingError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
+/** @internal A new `locks.aborted` error for `key`, with the signal's reason as `cause`. */
+export function abortedError(key: string, reason: unknown): LocksError {
+  return new LocksError('locks.aborted', `wait for lock ${JSON.stringify(key)} was aborted`, {
     cause: reason,
     details: { key },
   });
+}
+
+/** @internal `locks.closed`: the provider was shut down by `close()`. */
+export function closedError(owner: string): LocksError {
+  return new LocksError('locks.closed', `${owner}: the provider was shut down by close()`);
 }
 
 /** "held exclusive by pid 4123 on host since 12:01:07". */
@@ -143,11 +151,31 @@ export function describeHolder(holder: LockHolder): string {
 export interface ProviderBaseOptions {
   /** Emitter to publish `lock:*` events on (share one across providers for a single log). */
   events?: LockEmitter;
+  /**
+   * Where time comes from: lease ages, TTLs, timeouts, retry delays, fencing-token floors,
+   * `holder().since`. Tests pass core's `manualClock()`. @default systemClock
+   */
+  clock?: Clock;
+}
+
+/** @internal The `clock` option: core's `Clock` (`now` and `sleep`), `systemClock` when omitted. */
+export function validateClock(owner: string, clock: unknown): Clock {
+  if (clock === undefined) return systemClock;
+  const c = clock as Partial<Clock> | null;
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    typeof c.now !== 'function' ||
+    typeof c.sleep !== 'function'
+  ) {
+    throw new TypeError(`${owner}: clock must be a Clock ({ now, sleep }), got ${describe(clock)}`);
+  }
+  return clock as Clock;
 }
 
 const RESOLVED = Promise.resolve();
 
-/** A lease, as handed out by every provider of this package. */
+/** @internal A lease, as handed out by every provider of this package. */
 export class LeaseImpl implements Lease {
   readonly key: string;
   readonly mode: LockMode;
@@ -159,6 +187,7 @@ export class LeaseImpl implements Lease {
   #onRelease: (lease: LeaseImpl) => void | Promise<void>;
   #provider: string;
   #events: LockEmitter;
+  #clock: Clock;
   #lossWatchers: Set<() => void> | undefined;
 
   constructor(init: {
@@ -167,13 +196,15 @@ export class LeaseImpl implements Lease {
     token: bigint;
     provider: string;
     events: LockEmitter;
+    clock: Clock;
     onRelease: (lease: LeaseImpl) => void | Promise<void>;
     acquiredAt?: number;
   }) {
     this.key = init.key;
     this.mode = init.mode;
     this.token = init.token;
-    this.acquiredAt = init.acquiredAt ?? Date.now();
+    this.#clock = init.clock;
+    this.acquiredAt = init.acquiredAt ?? init.clock.now();
     this.#provider = init.provider;
     this.#events = init.events;
     this.#onRelease = init.onRelease;
@@ -213,7 +244,7 @@ export class LeaseImpl implements Lease {
     if (this.#released || this.isLost) return;
     this.#controller ??= new AbortController();
     this.#controller.abort(
-      new RiggingError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
+      new LocksError('locks.lost', `lock ${JSON.stringify(this.key)} was lost: ${reason}`, {
         cause,
         details: { key: this.key, token: this.token.toString(), reason },
       }),
@@ -225,7 +256,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         reason,
       });
     }
@@ -265,7 +296,7 @@ export class LeaseImpl implements Lease {
         key: this.key,
         mode: this.mode,
         token: this.token,
-        heldMs: Date.now() - this.acquiredAt,
+        heldMs: this.#clock.now() - this.acquiredAt,
         afterLoss,
       });
     }
@@ -276,6 +307,7 @@ export class LeaseImpl implements Lease {
   }
 }
 
+/** @internal Emits `lock:acquired` for a new lease (only when someone listens). */
 export function emitAcquired(
   events: LockEmitter,
   provider: string,

@@ -3,53 +3,55 @@ import {
   closeSync,
   constants as fsConstants,
   fstatSync,
-  ftruncateSync,
   mkdirSync,
   openSync,
-  readSync,
   statSync,
-  writeSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
-import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import {
+  backoffDelay,
+  nonNegativeIntegerOption,
+  nonNegativeOption,
+  positiveOption,
+} from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
   describe,
   emitAcquired,
   newEmitter,
+  validateClock,
   validateKey,
   validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
+import { LocksError } from './errors.js';
 import { WaitQueue } from './queue.js';
+import { after, every, pause, type Cancel } from './timers.js';
 import { waitInQueue, type Grant } from './wait.js';
+import { fsx, loadNative } from './file-native.js';
+import {
+  LOCK_OFFSET,
+  grantShared,
+  readHolder,
+  reserveExclusive,
+  unchangedSince,
+  unrecordShared,
+  writeExclusiveSince,
+  type TokenCache,
+} from './file-record.js';
 
-interface FsNative {
-  tryLock(fd: number, offset: number, length: number, opts: { shared?: boolean }): boolean;
-  unlock(fd: number, offset?: number, length?: number): void;
-}
+const OWNER = 'FileLock';
 
-const require = createRequire(import.meta.url);
-const fsx = require('fs-native-extensions') as FsNative;
-
-const HOST = hostname();
-const HOST_JSON = JSON.stringify(HOST);
-const LOCK_OFFSET = 0; // byte 0: the lock itself (shared or exclusive)
-const META_OFFSET = 1; // byte 1: brief exclusive lock among shared holders updating the record
-const READ_SIZE = 65536;
-/**
- * Every write to a lock file sets its size to `SIZE_BASE + (n mod SIZE_SPAN)` for the n-th write
- * (the record itself stays below `SIZE_BASE`; the rest is a hole), so a size the same as at our own
- * last write, with the same mtime and ctime, proves nobody wrote since (see `#tryOnce`).
- */
-const SIZE_BASE = READ_SIZE;
-const SIZE_SPAN = 1 << 20;
-/** Tokens an exclusive grant reserves in the file; later grants of the same descriptor use them up without writing. */
-const RESERVE = 1024;
 /** An exclusive lease held this long gets its `since` written for `holder()`. */
 const RECORD_SINCE_AFTER_MS = 50;
 const SHARED = { shared: true };
@@ -57,9 +59,9 @@ const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
 
 // Methods TwoLevelLock calls on its file level, keyed by symbols the package does not export.
-/** Throws the `TypeError` for a key that cannot name a lock file. */
+/** @internal Throws the `TypeError` for a key that cannot name a lock file. */
 export const checkKeyOf: unique symbol = Symbol('checkKey');
-/** One synchronous non-blocking attempt. */
+/** @internal One synchronous non-blocking attempt. */
 export const tryNow: unique symbol = Symbol('tryNow');
 
 /** Options of {@link FileLock}. */
@@ -90,20 +92,6 @@ interface FileWaiter {
   g: Grant<Held>;
 }
 
-/**
- * What this process knows about a lock file since its own last write: the file's identity and
- * (size, mtime, ctime) right after that write, and the tokens it reserved there (`next`..`hi`).
- */
-interface TokenCache {
-  ino: number;
-  dev: number;
-  size: number;
-  mtimeMs: number;
-  ctimeMs: number;
-  next: number;
-  hi: number;
-}
-
 interface KeyState {
   key: string;
   path: string;
@@ -115,20 +103,6 @@ interface KeyState {
   idleFd: number | undefined;
   idleIno: number;
   idleDev: number;
-}
-
-interface HolderRecord {
-  pid: number;
-  host: string;
-  since: number;
-  /** Shared holders only (exclusive records: the counter is the holder's token). */
-  token?: string;
-}
-
-interface FileRecord {
-  v: 1;
-  mode: LockMode;
-  holders: HolderRecord[];
 }
 
 class FileLease extends LeaseImpl {
@@ -163,15 +137,6 @@ function isErrno(error: unknown, code: string): boolean {
   return (error as { code?: unknown } | null)?.code === code;
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return !isErrno(error, 'ESRCH');
-  }
-}
-
 /**
  * Cross-process shared/exclusive locks, one file per key in a directory, through Linux
  * open-file-description locks (fs-native-extensions). The kernel releases a lock when its holder
@@ -181,22 +146,22 @@ function pidAlive(pid: number): boolean {
  * Each lock file holds the fencing counter and who holds the lock (pid, host, since), written by
  * the holder; files are never deleted. Tokens: every grant (shared or exclusive) advances the
  * counter kept in the file (under the exclusive lock, or under a brief metadata lock among shared
- * holders), and never goes below `Date.now() * 1000`, so tokens keep increasing even if a lock
+ * holders), and never goes below the clock in microseconds, so tokens keep increasing even if a lock
  * file is deleted by hand.
  */
 export class FileLock implements LockProvider {
   readonly dir: string;
   readonly events: LockEmitter;
   readonly name: string;
-  #pollMin: number;
-  #pollMax: number;
+  readonly #pollDelay: (retry: number) => number;
   #checkInterval: number;
   #maxIdleFds: number;
   #states = new Map<string, KeyState>();
   #idle = new Set<KeyState>();
   #dirReady = false;
-  #checker: ReturnType<typeof setInterval> | undefined;
-  #sinceTimer: ReturnType<typeof setTimeout> | undefined;
+  #checker: Cancel | undefined;
+  #sinceTimer: Cancel | undefined;
+  readonly #clock: Clock;
   #heldCount = 0;
   #onRelease = (lease: LeaseImpl) => this.#release(lease as FileLease);
 
@@ -206,12 +171,16 @@ export class FileLock implements LockProvider {
       throw new TypeError(`FileLock: dir must be a non-empty string, got ${describe(opts?.dir)}`);
     }
     this.dir = resolve(opts.dir);
+    loadNative();
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'file';
-    this.#pollMin = positive('pollMinMs', opts.pollMinMs, 1);
-    this.#pollMax = Math.max(this.#pollMin, positive('pollMaxMs', opts.pollMaxMs, 16));
-    this.#checkInterval = nonNegative('checkIntervalMs', opts.checkIntervalMs, 1000);
-    this.#maxIdleFds = nonNegative('maxIdleFds', opts.maxIdleFds, 64);
+    const pollMin = positiveOption(OWNER, 'pollMinMs', opts.pollMinMs, 1);
+    const pollMax = Math.max(pollMin, positiveOption(OWNER, 'pollMaxMs', opts.pollMaxMs, 16));
+    // doubling from pollMinMs up to pollMaxMs, ±25% so that waiting processes spread out
+    this.#pollDelay = backoffDelay(OWNER, { initialMs: pollMin, maxMs: pollMax, jitter: 0.25 });
+    this.#checkInterval = nonNegativeOption(OWNER, 'checkIntervalMs', opts.checkIntervalMs, 1000);
+    this.#maxIdleFds = nonNegativeIntegerOption(OWNER, 'maxIdleFds', opts.maxIdleFds, 64);
+    this.#clock = validateClock('FileLock', opts.clock);
   }
 
   /** The lock file of `key`. */
@@ -225,7 +194,7 @@ export class FileLock implements LockProvider {
       const { mode, timeoutMs } = validateRequest('FileLock', key, options);
       if (options.signal?.aborted) throw abortedError(key, options.signal.reason);
       state = this.#state(key);
-      const started = Date.now();
+      const started = this.#clock.now();
       if (state.queue.size === 0) {
         // the uncontended path: synchronous, no promise chain
         const held = this.#tryOnce(state, mode);
@@ -261,6 +230,7 @@ export class FileLock implements LockProvider {
           timeoutMs: options.timeoutMs,
           signal: options.signal,
           holder: () => this.#readHolder(path),
+          clock: this.#clock,
         },
         (g) => {
           const node = state.queue.push({ mode, g });
@@ -297,7 +267,7 @@ export class FileLock implements LockProvider {
       this.#maybeForget(state);
       return Promise.resolve(undefined);
     }
-    return Promise.resolve(this.#lease(state, mode, held, Date.now()));
+    return Promise.resolve(this.#lease(state, mode, held, this.#clock.now()));
   }
 
   /** Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked). */
@@ -349,9 +319,9 @@ export class FileLock implements LockProvider {
   /** Closes cached descriptors and stops the lost-lease checker (held leases stay held). */
   close(): void {
     for (const state of [...this.#idle]) this.#closeIdle(state);
-    if (this.#checker) clearInterval(this.#checker);
+    this.#checker?.();
     this.#checker = undefined;
-    if (this.#sinceTimer) clearTimeout(this.#sinceTimer);
+    this.#sinceTimer?.();
     this.#sinceTimer = undefined;
   }
 
@@ -471,10 +441,10 @@ export class FileLock implements LockProvider {
           if (c !== undefined && c.next <= c.hi && unchangedSince(c, st)) {
             // nobody wrote the file since our last write: the counter there is still our `hi`
             token = BigInt(c.next++);
-          } else token = reserveExclusive(state, fd, st.size);
+          } else token = reserveExclusive(state, fd, st.size, this.#clock.now());
         } else {
           state.cache = undefined;
-          token = grantShared(fd);
+          token = grantShared(fd, this.#clock.now());
         }
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
@@ -490,37 +460,20 @@ export class FileLock implements LockProvider {
         throw error;
       }
     }
-    throw new Error(`lock file ${state.path} keeps being replaced; giving up`);
+    throw new LocksError(
+      'locks.file_replaced',
+      `lock file ${state.path} keeps being removed or replaced; giving up`,
+      { details: { key: state.key, path: state.path } },
+    );
   }
 
-  #readHolder(path: string, fdIn?: number): LockHolder | undefined {
-    let fd = fdIn;
-    try {
-      fd ??= openSync(path, fsConstants.O_RDONLY);
-      const { record } = readRecord(fd);
-      const first = record?.holders[0];
-      if (!record || !first) return undefined;
-      let since = first.since;
-      for (const h of record.holders) since = Math.min(since, h.since);
-      // an exclusive lease younger than RECORD_SINCE_AFTER_MS has not written it yet
-      if (!(since > 0)) since = Date.now();
-      return {
-        mode: record.mode,
-        since,
-        pid: first.pid,
-        host: first.host,
-        ...(record.mode === 'shared' ? { count: record.holders.length } : {}),
-      };
-    } catch {
-      return undefined;
-    } finally {
-      if (fdIn === undefined && fd !== undefined) closeSync(fd);
-    }
+  #readHolder(path: string, fd?: number): LockHolder | undefined {
+    return readHolder(path, this.#clock.now(), fd);
   }
 
   async #poll(state: KeyState): Promise<void> {
     state.polling = true;
-    let delay = this.#pollMin;
+    let retry = 0;
     try {
       for (let node = state.queue.head; node; node = state.queue.head) {
         let held: Held | undefined;
@@ -534,19 +487,13 @@ export class FileLock implements LockProvider {
         if (held) {
           state.queue.remove(node);
           node.value.g.grant(held);
-          delay = this.#pollMin;
+          retry = 0;
           continue;
         }
-        await new Promise<void>((resolveSleep) => {
-          const timer = setTimeout(done, delay * (0.75 + Math.random() * 0.5));
-          function done() {
-            clearTimeout(timer);
-            state.wake = undefined;
-            resolveSleep();
-          }
-          state.wake = done;
-        });
-        delay = Math.min(delay * 2, this.#pollMax);
+        const sleep = pause(this.#clock, this.#pollDelay(++retry));
+        state.wake = sleep.wake;
+        await sleep.done;
+        state.wake = undefined;
       }
     } finally {
       state.polling = false;
@@ -561,6 +508,7 @@ export class FileLock implements LockProvider {
       token: held.token,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: this.#onRelease,
     });
     lease.held = held;
@@ -573,23 +521,21 @@ export class FileLock implements LockProvider {
       this.#armSince(RECORD_SINCE_AFTER_MS);
     }
     if (this.#checkInterval > 0 && !this.#checker) {
-      this.#checker = setInterval(() => this.#checkAll(), this.#checkInterval);
-      this.#checker.unref();
+      this.#checker = every(this.#clock, this.#checkInterval, () => this.#checkAll(), true);
     }
     emitAcquired(this.events, this.name, lease, started);
     return lease;
   }
 
   #armSince(ms: number): void {
-    this.#sinceTimer = setTimeout(() => this.#recordSince(), ms);
-    this.#sinceTimer.unref();
+    this.#sinceTimer = after(this.#clock, ms, () => this.#recordSince(), true);
   }
 
   /** Writes `since` of exclusive leases held RECORD_SINCE_AFTER_MS or longer (for holder()). */
   #recordSince(): void {
     this.#sinceTimer = undefined;
     if (this.#heldCount === 0) return;
-    const now = Date.now();
+    const now = this.#clock.now();
     let next = Infinity;
     for (const state of this.#states.values()) {
       for (const lease of state.leases) {
@@ -612,7 +558,7 @@ export class FileLock implements LockProvider {
 
   #checkAll(): void {
     if (this.#heldCount === 0) {
-      if (this.#checker) clearInterval(this.#checker);
+      this.#checker?.();
       this.#checker = undefined;
       return;
     }
@@ -651,7 +597,7 @@ export class FileLock implements LockProvider {
     return (async () => {
       try {
         for (let i = 0; i < 200; i++) {
-          await new Promise((r) => setTimeout(r, 1));
+          await pause(this.#clock, 1).done;
           if (unrecordShared(held.fd, held.token)) return;
         }
       } finally {
@@ -672,247 +618,4 @@ export class FileLock implements LockProvider {
       this.#maybeForget(state);
     }
   }
-}
-
-function positive(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) {
-    throw new TypeError(`FileLock: ${name} must be a number > 0, got ${describe(value)}`);
-  }
-  return value;
-}
-
-function nonNegative(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value >= 0) || !Number.isFinite(value)) {
-    throw new TypeError(`FileLock: ${name} must be a number >= 0, got ${describe(value)}`);
-  }
-  return value;
-}
-
-function nextToken(previous: bigint): bigint {
-  const floor = BigInt(Date.now()) * 1000n;
-  return previous >= floor ? previous + 1n : floor;
-}
-
-/** True when the file is the one of the cache, and nobody wrote it since our own last write. */
-function unchangedSince(
-  c: TokenCache,
-  st: { ino: number; dev: number; size: number; mtimeMs: number; ctimeMs: number },
-): boolean {
-  return (
-    st.size === c.size &&
-    st.mtimeMs === c.mtimeMs &&
-    st.ctimeMs === c.ctimeMs &&
-    st.ino === c.ino &&
-    st.dev === c.dev
-  );
-}
-
-/** The size a write sets when the file had `size`: the next step of the write count (see SIZE_BASE). */
-function nextSize(size: number): number {
-  const n = size >= SIZE_BASE && size < SIZE_BASE + SIZE_SPAN ? size - SIZE_BASE + 1 : 0;
-  return SIZE_BASE + (n % SIZE_SPAN);
-}
-
-/** Ends a write: moves the size one step (see SIZE_BASE) from `sizeBefore`. */
-function bumpSize(fd: number, sizeBefore: number): void {
-  ftruncateSync(fd, nextSize(sizeBefore));
-}
-
-const readBuf = Buffer.allocUnsafe(READ_SIZE);
-
-/** Record layout: `<token, 20 digits>\n<JSON record>\n`, then a hole up to the size (see SIZE_BASE). */
-function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
-  // most records are short: read a page first, the rest only when the record does not end there
-  let n = readSync(fd, readBuf, 0, 4096, 0);
-  let end = n > 21 ? readBuf.subarray(0, n).indexOf(10, 21) : -1;
-  if (end < 0 && n === 4096) {
-    n = readSync(fd, readBuf, 0, READ_SIZE, 0);
-    end = readBuf.subarray(0, n).indexOf(10, 21);
-  }
-  if (n < 21) return { token: 0n, record: undefined };
-  let token = 0n;
-  const digits = readBuf.toString('latin1', 0, 20).trim();
-  if (/^\d+$/.test(digits)) token = BigInt(digits);
-  let record: FileRecord | undefined;
-  if (end > 21) {
-    try {
-      const parsed = JSON.parse(readBuf.toString('utf8', 21, end)) as FileRecord;
-      if (parsed && parsed.v === 1 && Array.isArray(parsed.holders)) record = parsed;
-    } catch {
-      record = undefined;
-    }
-  }
-  return { token, record };
-}
-
-const tokenBuf = Buffer.alloc(20);
-
-/**
- * The exclusive holder's record never changes within a process except for the counter and
- * `since`, so it is a template written in one `pwrite`:
- * `<counter, 20 digits>\n{"v":1,"mode":"exclusive","holders":[{"pid":…,"host":…,"since":<13 chars>}]}\n`
- * (`since` right-aligned, `0` until the lease has been held RECORD_SINCE_AFTER_MS).
- */
-const EX_HEAD = Buffer.from(
-  `\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":`,
-);
-const EX_SINCE_AT = 20 + EX_HEAD.length;
-const exRecord = Buffer.alloc(EX_SINCE_AT + 13 + 4);
-EX_HEAD.copy(exRecord, 20);
-exRecord.write('}]}\n', EX_SINCE_AT + 13, 'latin1');
-const sinceBuf = Buffer.alloc(13);
-
-/**
- * An exclusive grant whose token cache is not valid (another descriptor or process wrote since,
- * or the reserved tokens are used up): advances the counter in the file by RESERVE tokens, writes
- * our holder record, moves the size one step and remembers the file's state after the write, so
- * the next grants of this key can take the reserved tokens without reading or writing.
- */
-function reserveExclusive(state: KeyState, fd: number, sizeBefore: number): bigint {
-  state.cache = undefined;
-  const now = Date.now();
-  const previous = readCounter(fd);
-  // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
-  if (typeof previous === 'number' && now < 1e13) {
-    const floor = now * 1000;
-    const first = previous >= floor ? previous + 1 : floor;
-    const hi = first + RESERVE - 1;
-    if (Number.isSafeInteger(hi)) {
-      writeDigits(exRecord, 0, 20, hi);
-      writeSince(exRecord, EX_SINCE_AT, 0);
-      writeAll(fd, exRecord, exRecord.length, 0);
-      bumpSize(fd, sizeBefore);
-      const st = fstatSync(fd);
-      state.cache = {
-        ino: st.ino,
-        dev: st.dev,
-        size: st.size,
-        mtimeMs: st.mtimeMs,
-        ctimeMs: st.ctimeMs,
-        next: first + 1,
-        hi,
-      };
-      return BigInt(first);
-    }
-  }
-  const next = nextToken(BigInt(previous));
-  const t = next.toString();
-  writeText(
-    fd,
-    `${t.padStart(20, '0')}\n{"v":1,"mode":"exclusive","holders":[{"pid":${process.pid},"host":${HOST_JSON},"since":0}]}\n`,
-  );
-  bumpSize(fd, sizeBefore);
-  return next;
-}
-
-/**
- * Writes `since` (0: not recorded) into the exclusive record of a file we hold exclusively; keeps
- * the token cache valid when it was (we are the only writer while we hold the lock).
- */
-function writeExclusiveSince(state: KeyState, fd: number, since: number): void {
-  const st = fstatSync(fd);
-  const c = state.cache;
-  const cacheValid = c !== undefined && unchangedSince(c, st);
-  writeSince(sinceBuf, 0, since);
-  writeAll(fd, sinceBuf, 13, EX_SINCE_AT);
-  bumpSize(fd, st.size);
-  if (cacheValid) {
-    const after = fstatSync(fd);
-    c.size = after.size;
-    c.mtimeMs = after.mtimeMs;
-    c.ctimeMs = after.ctimeMs;
-  } else state.cache = undefined;
-}
-
-/** Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
-function grantShared(fd: number): bigint | undefined {
-  if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
-  try {
-    // other shared holders write under the metadata lock too: the size is read under it
-    const sizeBefore = fstatSync(fd).size;
-    const { token, record } = readRecord(fd);
-    const next = nextToken(token);
-    const holders =
-      record?.mode === 'shared'
-        ? record.holders.filter((h) => h.host !== HOST || pidAlive(h.pid))
-        : [];
-    holders.push({ pid: process.pid, host: HOST, since: Date.now(), token: next.toString() });
-    writeRecord(fd, next, { v: 1, mode: 'shared', holders });
-    bumpSize(fd, sizeBefore);
-    return next;
-  } finally {
-    fsx.unlock(fd, META_OFFSET, 1);
-  }
-}
-
-/** Removes this shared holder from the record; false when the metadata lock is busy. */
-function unrecordShared(fd: number, token: bigint): boolean {
-  if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return false;
-  try {
-    const { token: counter, record } = readRecord(fd);
-    if (record?.mode === 'shared') {
-      const t = token.toString();
-      record.holders = record.holders.filter((h) => !(h.pid === process.pid && h.token === t));
-      const sizeBefore = fstatSync(fd).size;
-      writeRecord(fd, counter, record);
-      bumpSize(fd, sizeBefore);
-    }
-    return true;
-  } finally {
-    fsx.unlock(fd, META_OFFSET, 1);
-  }
-}
-
-/** The counter (first 20 bytes; 0 when missing or malformed), a number while it is safe. */
-function readCounter(fd: number): number | bigint {
-  const n = readSync(fd, tokenBuf, 0, 20, 0);
-  if (n < 20) return 0;
-  let value = 0;
-  for (let i = 0; i < 20; i++) {
-    const digit = tokenBuf[i]! - 48;
-    if (digit < 0 || digit > 9) return 0;
-    value = value * 10 + digit;
-  }
-  return Number.isSafeInteger(value) ? value : BigInt(tokenBuf.toString('latin1', 0, 20));
-}
-
-function writeDigits(buf: Buffer, offset: number, width: number, value: number): void {
-  for (let i = offset + width - 1; i >= offset; i--) {
-    buf[i] = 48 + (value % 10);
-    value = Math.floor(value / 10);
-  }
-}
-
-/** `value` right-aligned in 13 chars, spaces before it (valid JSON whitespace). */
-function writeSince(buf: Buffer, offset: number, value: number): void {
-  let i = offset + 12;
-  do {
-    buf[i--] = 48 + (value % 10);
-    value = Math.floor(value / 10);
-  } while (value > 0 && i >= offset);
-  while (i >= offset) buf[i--] = 32;
-}
-
-function writeAll(fd: number, buf: Buffer, len: number, position: number): void {
-  let off = 0;
-  while (off < len) off += writeSync(fd, buf, off, len - off, position + off);
-}
-
-function writeRecord(fd: number, token: bigint, record: FileRecord): void {
-  let text = JSON.stringify(record);
-  // the record stays below SIZE_BASE: a very long list of shared holders keeps its oldest ones
-  while (text.length * 3 > SIZE_BASE - 64 && record.holders.length > 1) {
-    record.holders.splice(1, Math.ceil(record.holders.length / 4));
-    text = JSON.stringify(record);
-  }
-  writeText(fd, `${token.toString().padStart(20, '0')}\n${text}\n`);
-}
-
-const writeBuf = Buffer.alloc(READ_SIZE);
-
-function writeText(fd: number, text: string): void {
-  // records fit the shared buffer (no allocation per grant)
-  writeAll(fd, writeBuf, writeBuf.write(text, 0, 'utf8'), 0);
 }

@@ -1,5 +1,6 @@
 export { Mutex, Semaphore, ReadWriteLock, KeyedLock } from './primitives.js';
-export type { Releaser, WaitOptions, RwPreference, RwOptions } from './primitives.js';
+export type { Releaser, WaitOptions, RwOptions, PrimitiveOptions } from './primitives.js';
+export type { RwPreference } from './rw-core.js';
 export { InProcessLockProvider, memoryLockProvider } from './memory.js';
 export type { InProcessLockOptions } from './memory.js';
 export { FileLock, encodeLockKey } from './file.js';
@@ -7,7 +8,9 @@ export type { FileLockOptions } from './file.js';
 export { TwoLevelLock } from './two-level.js';
 export type { TwoLevelLockOptions } from './two-level.js';
 export { describeHolder } from './common.js';
-export type { LockEvents, LockEmitter, LocksErrorCode, ProviderBaseOptions } from './common.js';
+export type { LockEvents, LockEmitter, ProviderBaseOptions } from './common.js';
+export { LocksError } from './errors.js';
+export type { LocksErrorCode } from './errors.js';
 export type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
 export { acquireAll, assertHeld, FencingGuard } from './all.js';
 export type { KeySpec, MultiLease } from './all.js';

@@ -1,14 +1,22 @@
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
+  validateClock,
   emitAcquired,
   newEmitter,
   validateRequest,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
-import { RwCore, type RwPreference } from './primitives.js';
+import { RwCore, checkPreference, type RwPreference } from './rw-core.js';
 
 /** Options of {@link InProcessLockProvider}. */
 export interface InProcessLockOptions extends ProviderBaseOptions {
@@ -33,12 +41,14 @@ export class InProcessLockProvider implements LockProvider {
   readonly name: string;
   #entries = new Map<string, Entry>();
   #preference: RwPreference;
+  readonly #clock: Clock;
   #counter = 0n;
 
   constructor(options: InProcessLockOptions = {}) {
     this.events = options.events ?? newEmitter();
     this.name = options.name ?? 'memory';
-    this.#preference = options.preference ?? 'fifo';
+    this.#preference = checkPreference(options.preference);
+    this.#clock = validateClock('InProcessLockProvider', options.clock);
   }
 
   /** Keys held or waited for now (idle keys are dropped). */
@@ -50,7 +60,7 @@ export class InProcessLockProvider implements LockProvider {
     const { mode, timeoutMs } = validateRequest('InProcessLockProvider', key, options);
     const { signal } = options;
     if (signal?.aborted) throw abortedError(key, signal.reason);
-    const started = Date.now();
+    const started = this.#clock.now();
     const entry = this.#entry(key);
     const wait = entry.core.acquire(mode, key, timeoutMs, signal);
     if (wait) {
@@ -75,7 +85,7 @@ export class InProcessLockProvider implements LockProvider {
       if (entry.core.idle && entry.leases.size === 0) this.#entries.delete(key);
       return undefined;
     }
-    return this.#grant(key, mode, entry, Date.now());
+    return this.#grant(key, mode, entry, this.#clock.now());
   }
 
   holder(key: string): Promise<LockHolder | undefined> {
@@ -108,7 +118,7 @@ export class InProcessLockProvider implements LockProvider {
   #entry(key: string): Entry {
     let entry = this.#entries.get(key);
     if (!entry) {
-      const created: Entry = { core: new RwCore(this.#preference), leases: new Set() };
+      const created: Entry = { core: new RwCore(this.#preference, this.#clock), leases: new Set() };
       created.core.onIdle = () => {
         if (created.leases.size === 0 && this.#entries.get(key) === created)
           this.#entries.delete(key);
@@ -125,6 +135,7 @@ export class InProcessLockProvider implements LockProvider {
       token: ++this.#counter,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: (l) => this.#free(key, entry, l),
     });
     entry.leases.add(lease);

@@ -5,13 +5,21 @@ import {
   validateRequest,
   validateTimeout,
   describe,
+  validateClock,
 } from './common.js';
 import { WaitQueue } from './queue.js';
+import { KeyedCores, RwCore, checkPreference, type RwPreference } from './rw-core.js';
 import { waitInQueue, type Grant } from './wait.js';
-import type { LockMode } from '@rigging/core';
+import type { Clock, LockMode } from '@rigging/core';
 
 /** Releases what was acquired. Safe to call twice (the second call is a no-op). */
 export type Releaser = () => void;
+
+/** Options of {@link Mutex} and {@link Semaphore}. */
+export interface PrimitiveOptions {
+  /** The clock wait timeouts run on (tests pass core's `manualClock()`). @default systemClock */
+  clock?: Clock;
+}
 
 /** Options of every wait in this package. */
 export interface WaitOptions {
@@ -20,8 +28,6 @@ export interface WaitOptions {
   /** Abort the wait (rejects with `locks.aborted`, `cause` = `signal.reason`). */
   signal?: AbortSignal | undefined;
 }
-
-const NOOP: Releaser = () => {};
 
 // ---------------------------------------------------------------------------------------------
 // Semaphore
@@ -39,14 +45,16 @@ interface SemWaiter {
 export class Semaphore {
   #value: number;
   readonly #max: number;
+  readonly #clock: Clock;
   #queue = new WaitQueue<SemWaiter>();
 
-  constructor(permits: number) {
+  constructor(permits: number, options: PrimitiveOptions = {}) {
     if (!Number.isInteger(permits) || permits < 1) {
       throw new TypeError(`Semaphore permits must be an integer >= 1, got ${describe(permits)}`);
     }
     this.#value = permits;
     this.#max = permits;
+    this.#clock = validateClock('Semaphore', options.clock);
   }
 
   /** Free permits now. */
@@ -88,14 +96,17 @@ export class Semaphore {
       this.#value -= weight;
       return Promise.resolve(this.#releaser(weight));
     }
-    return waitInQueue<Releaser>({ key: 'semaphore', timeoutMs, signal }, (g) => {
-      const node = this.#queue.push({ weight, g });
-      return () => {
-        const wasHead = this.#queue.head === node;
-        this.#queue.remove(node);
-        if (wasHead) this.#dispatch();
-      };
-    });
+    return waitInQueue<Releaser>(
+      { key: 'semaphore', timeoutMs, signal, clock: this.#clock },
+      (g) => {
+        const node = this.#queue.push({ weight, g });
+        return () => {
+          const wasHead = this.#queue.head === node;
+          this.#queue.remove(node);
+          if (wasHead) this.#dispatch();
+        };
+      },
+    );
   }
 
   async runExclusive<T>(
@@ -144,6 +155,11 @@ export class Semaphore {
 export class Mutex {
   #locked = false;
   #queue = new WaitQueue<Grant<Releaser>>();
+  readonly #clock: Clock;
+
+  constructor(options: PrimitiveOptions = {}) {
+    this.#clock = validateClock('Mutex', options.clock);
+  }
 
   isLocked(): boolean {
     return this.#locked;
@@ -174,10 +190,13 @@ export class Mutex {
       this.#locked = true;
       return Promise.resolve(this.#releaser());
     }
-    return waitInQueue<Releaser>({ key: 'mutex', timeoutMs, signal: options?.signal }, (g) => {
-      const node = this.#queue.push(g);
-      return () => this.#queue.remove(node);
-    });
+    return waitInQueue<Releaser>(
+      { key: 'mutex', timeoutMs, signal: options?.signal, clock: this.#clock },
+      (g) => {
+        const node = this.#queue.push(g);
+        return () => this.#queue.remove(node);
+      },
+    );
   }
 
   async runExclusive<T>(fn: () => T | Promise<T>, options?: WaitOptions): Promise<T> {
@@ -208,161 +227,8 @@ export class Mutex {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reader/writer core, shared by ReadWriteLock, KeyedLock and the in-process providers
-
-/**
- * Who goes first when a reader/writer lock is contended. Writers are never starved:
- * - `'fifo'` (default): strict arrival order; adjacent readers are admitted together.
- * - `'write'`: a waiting writer goes before every waiting reader (readers may wait long under a
- *   constant stream of writers).
- * - `'read'`: phase-fair; when a writer releases, every waiting reader is admitted at once
- *   (even those that came after waiting writers), then the oldest writer. New readers never
- *   overtake a waiting writer while readers hold the lock.
- */
-export type RwPreference = 'fifo' | 'write' | 'read';
-
-interface RwWaiter {
-  mode: LockMode;
-  g: Grant<void>;
-}
-
-/** @internal */
-export class RwCore {
-  readers = 0;
-  writer = false;
-  queue = new WaitQueue<RwWaiter>();
-  lastPhase: 'read' | 'write' = 'write';
-  readonly preference: RwPreference;
-  onIdle: (() => void) | undefined;
-
-  constructor(preference: RwPreference, onIdle?: () => void) {
-    this.preference = preference;
-    this.onIdle = onIdle;
-  }
-
-  get idle(): boolean {
-    return this.readers === 0 && !this.writer && this.queue.size === 0;
-  }
-
-  tryAcquire(mode: LockMode): boolean {
-    if (this.writer || this.queue.size > 0) return false;
-    if (mode === 'exclusive') {
-      if (this.readers > 0) return false;
-      this.writer = true;
-      this.lastPhase = 'write';
-    } else {
-      this.readers++;
-      this.lastPhase = 'read';
-    }
-    return true;
-  }
-
-  /**
-   * Takes the lock now (`undefined`) or queues; `timeoutMs` is validated by the caller and the
-   * caller rejects an already-aborted `signal` before calling.
-   */
-  acquire(
-    mode: LockMode,
-    key: string,
-    timeoutMs: number | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<void> | undefined {
-    if (this.tryAcquire(mode)) return undefined;
-    return waitInQueue<void>({ key, timeoutMs, signal }, (g) => {
-      const node = this.queue.push({ mode, g });
-      return () => {
-        this.queue.remove(node);
-        this.dispatch();
-        if (this.idle) this.onIdle?.();
-      };
-    });
-  }
-
-  release(mode: LockMode): void {
-    if (mode === 'exclusive') this.writer = false;
-    else this.readers--;
-    this.dispatch();
-    if (this.idle) this.onIdle?.();
-  }
-
-  dispatch(): void {
-    if (this.writer || this.queue.size === 0) return;
-    switch (this.preference) {
-      case 'fifo': {
-        for (let n = this.queue.head; n; n = this.queue.head) {
-          if (n.value.mode === 'exclusive') {
-            if (this.readers === 0) this.#grant(n.value, n);
-            return;
-          }
-          this.#grant(n.value, n);
-        }
-        return;
-      }
-      case 'write': {
-        const w = this.#firstWriter();
-        if (w) {
-          if (this.readers === 0) this.#grant(w.value, w);
-          return;
-        }
-        this.#grantAllReaders();
-        return;
-      }
-      case 'read': {
-        const w = this.#firstWriter();
-        if (this.readers > 0) {
-          if (!w) this.#grantAllReaders();
-          return;
-        }
-        const hasReader = this.#hasReader();
-        if (hasReader && (this.lastPhase === 'write' || !w)) this.#grantAllReaders();
-        else if (w) this.#grant(w.value, w);
-        return;
-      }
-    }
-  }
-
-  #firstWriter() {
-    for (const n of this.queue) if (n.value.mode === 'exclusive') return n;
-    return undefined;
-  }
-
-  #hasReader(): boolean {
-    for (const n of this.queue) if (n.value.mode === 'shared') return true;
-    return false;
-  }
-
-  #grantAllReaders(): void {
-    for (let n = this.queue.head; n;) {
-      const next = n.next;
-      if (n.value.mode === 'shared') this.#grant(n.value, n);
-      n = next;
-    }
-  }
-
-  #grant(w: RwWaiter, node: Parameters<WaitQueue<RwWaiter>['remove']>[0]): void {
-    this.queue.remove(node);
-    if (w.mode === 'exclusive') {
-      this.writer = true;
-      this.lastPhase = 'write';
-    } else {
-      this.readers++;
-      this.lastPhase = 'read';
-    }
-    w.g.grant();
-  }
-}
-
-function checkPreference(p: unknown): RwPreference {
-  if (p === undefined) return 'fifo';
-  if (p !== 'fifo' && p !== 'write' && p !== 'read') {
-    throw new TypeError(`preference must be 'fifo', 'write' or 'read', got ${describe(p)}`);
-  }
-  return p;
-}
-
 /** Options of {@link ReadWriteLock} and {@link KeyedLock}. */
-export interface RwOptions {
+export interface RwOptions extends PrimitiveOptions {
   /** @default 'fifo' */
   preference?: RwPreference;
 }
@@ -372,7 +238,10 @@ export class ReadWriteLock {
   #core: RwCore;
 
   constructor(options: RwOptions = {}) {
-    this.#core = new RwCore(checkPreference(options.preference));
+    this.#core = new RwCore(
+      checkPreference(options.preference),
+      validateClock('ReadWriteLock', options.clock),
+    );
   }
 
   /** Current shared holders. */
@@ -441,11 +310,13 @@ export class ReadWriteLock {
  * stays flat however many distinct keys pass through.
  */
 export class KeyedLock {
-  #locks = new Map<string, RwCore>();
-  readonly #preference: RwPreference;
+  readonly #locks: KeyedCores;
 
   constructor(options: RwOptions = {}) {
-    this.#preference = checkPreference(options.preference);
+    this.#locks = new KeyedCores(
+      checkPreference(options.preference),
+      validateClock('KeyedLock', options.clock),
+    );
   }
 
   /** Keys currently held or waited for. */
@@ -461,10 +332,8 @@ export class KeyedLock {
   tryAcquire(key: string, mode: LockMode = 'exclusive'): Releaser | undefined {
     validateKey(key);
     validateMode(mode);
-    const core = this.#core(key);
-    if (core.tryAcquire(mode)) return this.#releaser(core, mode);
-    if (core.idle) this.#locks.delete(key);
-    return undefined;
+    const core = this.#locks.tryAcquire(key, mode);
+    return core && this.#releaser(core, mode);
   }
 
   acquire(key: string, options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
@@ -477,7 +346,7 @@ export class KeyedLock {
     const { mode, timeoutMs } = request;
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
-    const core = this.#core(key);
+    const core = this.#locks.of(key);
     const wait = core.acquire(mode, key, timeoutMs, signal);
     if (!wait) return Promise.resolve(this.#releaser(core, mode));
     return wait.then(() => this.#releaser(core, mode));
@@ -504,18 +373,6 @@ export class KeyedLock {
     }
   }
 
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore(this.#preference);
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
-  }
-
   #releaser(core: RwCore, mode: LockMode): Releaser {
     let done = false;
     return () => {
@@ -525,5 +382,3 @@ export class KeyedLock {
     };
   }
 }
-
-export { NOOP as noopReleaser };

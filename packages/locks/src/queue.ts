@@ -1,4 +1,4 @@
-/** A node of a {@link WaitQueue}; `queue` is cleared when removed. */
+/** @internal A node of a {@link WaitQueue}; `queue` is cleared when removed. */
 export interface QueueNode<T> {
   value: T;
   prev: QueueNode<T> | undefined;
@@ -6,7 +6,7 @@ export interface QueueNode<T> {
   queued: boolean;
 }
 
-/** A FIFO with O(1) removal of any node (aborted waiters leave at once). */
+/** @internal A FIFO with O(1) removal of any node (aborted waiters leave at once). */
 export class WaitQueue<T> {
   head: QueueNode<T> | undefined;
   tail: QueueNode<T> | undefined;

@@ -1,18 +1,17 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { LockHolder, LockMode } from '@rigging/core';
-import { describe } from './common.js';
+import { positiveIntegerOption, positiveOption } from '@rigging/core';
+import type { Clock, LockHolder, LockMode } from '@rigging/core';
+import { closedError, describe, validateClock } from './common.js';
+import { LocksError } from './errors.js';
 import {
   Heartbeat,
   HOST,
   RemoteLockProvider,
-  num,
   parseHolder,
   type Backend,
   type Granted,
   type RemoteLockOptions,
 } from './remote.js';
-
-export type { LockEvents, LockEmitter } from './common.js';
 
 /**
  * The client the provider talks through: ioredis's `evalsha`/`eval` (an ioredis `Redis` or
@@ -142,27 +141,28 @@ interface Held {
 const TRANSIENT =
   /connection|ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|EHOSTUNREACH|closed|MaxRetriesPerRequest|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN/i;
 
-/** `acquire` after `close()`: never retried. */
-class ClosedError extends Error {
-  constructor() {
-    super('redisLockProvider: the provider was shut down by close()');
-    this.name = 'ClosedError';
-  }
-}
-
 class RedisBackend implements Backend {
   #client: RedisScriptClient;
   #prefix: string;
   #ttl: number;
   #leases = new Map<string, Held>();
   readonly #heartbeat: Heartbeat;
+  readonly #clock: Clock;
   #closed = false;
 
-  constructor(client: RedisScriptClient, prefix: string, ttlMs: number, heartbeatMs: number) {
+  constructor(
+    client: RedisScriptClient,
+    prefix: string,
+    ttlMs: number,
+    heartbeatMs: number,
+    clock: Clock,
+  ) {
     this.#client = client;
     this.#prefix = prefix;
     this.#ttl = ttlMs;
+    this.#clock = clock;
     this.#heartbeat = new Heartbeat(
+      clock,
       heartbeatMs,
       () => this.#leases.size > 0,
       () => this.#renew(),
@@ -190,10 +190,11 @@ class RedisBackend implements Backend {
   }
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    if (this.#closed) throw new ClosedError();
+    // never retried: see isTransient
+    if (this.#closed) throw closedError(OWNER);
     const keys = this.#keys(id);
     const leaseId = randomUUID();
-    const started = Date.now();
+    const started = this.#clock.now();
     const info = JSON.stringify({ pid: process.pid, host: HOST, since: started });
     const token = await this.#run(
       SCRIPTS.acquire,
@@ -229,7 +230,7 @@ class RedisBackend implements Backend {
     await Promise.all(
       [...this.#leases.values()].map(async (held) => {
         if (held.lost.signal.aborted) return;
-        const sent = Date.now();
+        const sent = this.#clock.now();
         try {
           const ok = await this.#run(
             SCRIPTS.renew,
@@ -240,7 +241,7 @@ class RedisBackend implements Backend {
           else held.lost.abort(new Error('lease expired or was taken before renewal'));
         } catch (error) {
           // Redis unreachable: the lease is gone once its TTL may have run out
-          if (Date.now() >= held.expiresAt) held.lost.abort(error);
+          if (this.#clock.now() >= held.expiresAt) held.lost.abort(error);
         }
       }),
     );
@@ -251,15 +252,16 @@ class RedisBackend implements Backend {
     const r = (await this.#run(SCRIPTS.holder, [keys.x, keys.s, keys.i], [])) as unknown[] | null;
     if (!Array.isArray(r) || r.length === 0) return undefined;
     const mode: LockMode = r[0] === 'shared' ? 'shared' : 'exclusive';
+    const now = this.#clock.now();
     let first: { pid?: number; host?: string; since: number } | undefined;
     for (const text of r.slice(1)) {
-      const info = { ...parseHolder(text), since: sinceOf(text) };
+      const info = { ...parseHolder(text), since: sinceOf(text) ?? now };
       if (!first || info.since < first.since) first = info;
     }
     return {
       mode,
       ...first,
-      since: first?.since ?? Date.now(),
+      since: first?.since ?? now,
       ...(mode === 'shared' ? { count: r.length - 1 } : {}),
     };
   }
@@ -283,12 +285,13 @@ class RedisBackend implements Backend {
   }
 }
 
-function sinceOf(text: unknown): number {
+/** The `since` a holder recorded, if any. */
+function sinceOf(text: unknown): number | undefined {
   try {
     const v = JSON.parse(String(text)) as { since?: unknown };
-    return typeof v.since === 'number' ? v.since : Date.now();
+    return typeof v.since === 'number' ? v.since : undefined;
   } catch {
-    return Date.now();
+    return undefined;
   }
 }
 
@@ -310,19 +313,19 @@ export class RedisLockProvider extends RemoteLockProvider {
         `redisLockProvider needs a Redis client with evalsha/eval (ioredis), got ${describe(client)}`,
       );
     }
-    const ttl = num(OWNER, 'ttlMs', options.ttlMs, 10_000, 1);
-    const heartbeat = num(
+    const ttl = positiveIntegerOption(OWNER, 'ttlMs', options.ttlMs, 10_000);
+    const heartbeat = positiveOption(
       OWNER,
       'heartbeatMs',
       options.heartbeatMs,
       Math.max(1, Math.floor(ttl / 3)),
-      1,
     );
     const prefix = options.prefix ?? 'rigging:locks:';
     if (typeof prefix !== 'string') {
       throw new TypeError(`${OWNER}: prefix must be a string, got ${describe(prefix)}`);
     }
-    super(OWNER, new RedisBackend(client, prefix, ttl, heartbeat), options, 'redis');
+    const clock = validateClock(OWNER, options.clock);
+    super(OWNER, new RedisBackend(client, prefix, ttl, heartbeat, clock), options, 'redis', clock);
     this.prefix = prefix;
   }
 
@@ -331,7 +334,7 @@ export class RedisLockProvider extends RemoteLockProvider {
   }
 
   protected isTransient(error: unknown): boolean {
-    if (error instanceof ClosedError) return false;
+    if (LocksError.isInstance(error)) return false;
     return TRANSIENT.test(String((error as Error | undefined)?.message ?? error));
   }
 }

@@ -1,10 +1,17 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import { backoffDelay, positiveOption } from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
-  describe,
   emitAcquired,
   newEmitter,
   timeoutError,
@@ -13,7 +20,8 @@ import {
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
-import { RwCore } from './primitives.js';
+import { KeyedCores, type RwCore } from './rw-core.js';
+import { after, every, type Cancel } from './timers.js';
 
 /** Options every remote (database, Redis) provider takes. */
 export interface RemoteLockOptions extends ProviderBaseOptions {
@@ -53,11 +61,13 @@ export interface Backend {
 /**
  * A heartbeat that runs `tick` every `ms` only while `busy()`: started on demand (no timer churn
  * per grant), it stops itself at the first tick with nothing to do. `ms <= 0` never runs.
+ * @internal
  */
 export class Heartbeat {
-  #timer: ReturnType<typeof setInterval> | undefined;
+  #cancel: Cancel | undefined;
 
   constructor(
+    readonly clock: Clock,
     readonly ms: number,
     private readonly busy: () => boolean,
     private readonly tick: () => Promise<void>,
@@ -65,25 +75,30 @@ export class Heartbeat {
 
   /** Starts the interval if there is work and it is not running. */
   start(): void {
-    if (this.ms <= 0 || this.#timer || !this.busy()) return;
-    this.#timer = setInterval(() => {
-      if (this.busy()) void this.tick();
-      else this.stop();
-    }, this.ms);
-    this.#timer.unref();
+    if (this.ms <= 0 || this.#cancel || !this.busy()) return;
+    this.#cancel = every(
+      this.clock,
+      this.ms,
+      () => {
+        if (this.busy()) void this.tick();
+        else this.stop();
+      },
+      true,
+    );
   }
 
   stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#cancel?.();
+    this.#cancel = undefined;
   }
 }
 
+/** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 
 const ids = new Map<string, string>();
 
-/** The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
+/** @internal The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */
 export function lockId(key: string): string {
   let id = ids.get(key);
   if (id === undefined) {
@@ -94,10 +109,12 @@ export function lockId(key: string): string {
   return id;
 }
 
+/** @internal Who this process is (`{ pid, host }`), as backends record it. */
 export function holderJson(): string {
   return JSON.stringify({ pid: process.pid, host: HOST });
 }
 
+/** @internal The `pid`/`host` of a recorded holder (empty when unreadable). */
 export function parseHolder(text: unknown): { pid?: number; host?: string } {
   try {
     const v = JSON.parse(String(text)) as { pid?: number; host?: string };
@@ -137,21 +154,6 @@ function watch(signal: AbortSignal, fn: () => void): () => void {
   return () => s.delete(fn);
 }
 
-/** A numeric option, with a `TypeError` naming the value. */
-export function num(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new TypeError(`${owner}: ${name} must be a number >= ${min}, got ${describe(value)}`);
-  }
-  return value;
-}
-
 /**
  * The part every remote provider shares: waiters of one process queue in memory per key (FIFO)
  * and only the front one talks to the backend — polling with bounded backoff, or woken by the
@@ -161,10 +163,10 @@ export abstract class RemoteLockProvider implements LockProvider {
   readonly events: LockEmitter;
   readonly name: string;
   readonly #owner: string;
+  readonly #clock: Clock;
   #backend: Backend;
-  #locks = new Map<string, RwCore>();
-  #pollMin: number;
-  #pollMax: number;
+  readonly #locks: KeyedCores;
+  readonly #pollDelay: (retry: number) => number;
   #fallbackPoll: number;
   /** Set once `ready()` resolved (it stays resolved): later grants skip awaiting it. */
   #isReady = false;
@@ -174,14 +176,19 @@ export abstract class RemoteLockProvider implements LockProvider {
     backend: Backend,
     options: RemoteLockOptions & { fallbackPollMs?: number },
     defaultName: string,
+    clock: Clock,
   ) {
-    this.#pollMin = num(owner, 'pollMinMs', options.pollMinMs, 2, 1);
-    this.#pollMax = Math.max(this.#pollMin, num(owner, 'pollMaxMs', options.pollMaxMs, 50, 1));
-    this.#fallbackPoll = num(owner, 'fallbackPollMs', options.fallbackPollMs, 250, 1);
+    const pollMin = positiveOption(owner, 'pollMinMs', options.pollMinMs, 2);
+    const pollMax = Math.max(pollMin, positiveOption(owner, 'pollMaxMs', options.pollMaxMs, 50));
+    // doubling from pollMinMs up to pollMaxMs, ±25% so that waiting processes spread out
+    this.#pollDelay = backoffDelay(owner, { initialMs: pollMin, maxMs: pollMax, jitter: 0.25 });
+    this.#fallbackPoll = positiveOption(owner, 'fallbackPollMs', options.fallbackPollMs, 250);
     this.events = options.events ?? newEmitter();
     this.name = options.name ?? defaultName;
     this.#backend = backend;
     this.#owner = owner;
+    this.#clock = clock;
+    this.#locks = new KeyedCores('fifo', clock);
   }
 
   /** Resolves once the backend is ready (schema created, scripts loaded). */
@@ -195,10 +202,10 @@ export abstract class RemoteLockProvider implements LockProvider {
     const { mode, timeoutMs } = validateRequest(this.#owner, key, options);
     const { signal } = options;
     if (signal?.aborted) throw abortedError(key, signal.reason);
-    const started = Date.now();
+    const started = this.#clock.now();
     const id = lockId(key);
     const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
+    const core = this.#locks.of(key);
     const wait = core.acquire(localMode, key, timeoutMs, signal);
     let emittedWaiting = false;
     const emitWaiting = async () => {
@@ -221,7 +228,7 @@ export abstract class RemoteLockProvider implements LockProvider {
         await this.ready();
         this.#isReady = true;
       }
-      let delay = this.#pollMin;
+      let retry = 0;
       let endWait: (() => Promise<void>) | undefined;
       try {
         for (;;) {
@@ -251,7 +258,8 @@ export abstract class RemoteLockProvider implements LockProvider {
               return this.#lease(key, mode, core, localMode, granted, started);
             }
             await emitWaiting();
-            const left = timeoutMs === undefined ? Infinity : timeoutMs - (Date.now() - started);
+            const left =
+              timeoutMs === undefined ? Infinity : timeoutMs - (this.#clock.now() - started);
             if (left <= 0) {
               throw timeoutError(
                 key,
@@ -268,18 +276,18 @@ export abstract class RemoteLockProvider implements LockProvider {
             }
             const pause = Math.min(
               left,
-              unsubscribe ? this.#fallbackPoll : delay * (0.75 + Math.random() * 0.5),
+              unsubscribe ? this.#fallbackPoll : this.#pollDelay(++retry),
             );
             await new Promise<void>((resolve, reject) => {
               const done = () => {
-                clearTimeout(timer);
+                cancelTimer();
                 signal?.removeEventListener('abort', onAbort);
                 wake = undefined;
               };
-              const timer = setTimeout(() => {
+              const cancelTimer = after(this.#clock, pause, () => {
                 done();
                 resolve();
-              }, pause);
+              });
               const onAbort = () => {
                 done();
                 reject(abortedError(key, signal?.reason));
@@ -290,7 +298,6 @@ export abstract class RemoteLockProvider implements LockProvider {
               };
               signal?.addEventListener('abort', onAbort, { once: true });
             });
-            delay = Math.min(delay * 2, this.#pollMax);
           } finally {
             unsubscribe?.();
           }
@@ -307,11 +314,8 @@ export abstract class RemoteLockProvider implements LockProvider {
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest(this.#owner, key, options);
     const localMode = this.#backend.localMode(mode);
-    const core = this.#core(key);
-    if (!core.tryAcquire(localMode)) {
-      if (core.idle) this.#locks.delete(key);
-      return undefined;
-    }
+    const core = this.#locks.tryAcquire(key, localMode);
+    if (!core) return undefined;
     try {
       await this.ready();
       const granted = await this.#backend.tryGrant(key, lockId(key), mode, false);
@@ -319,7 +323,7 @@ export abstract class RemoteLockProvider implements LockProvider {
         core.release(localMode);
         return undefined;
       }
-      return this.#lease(key, mode, core, localMode, granted, Date.now());
+      return this.#lease(key, mode, core, localMode, granted, this.#clock.now());
     } catch (error) {
       core.release(localMode);
       throw error;
@@ -335,18 +339,6 @@ export abstract class RemoteLockProvider implements LockProvider {
   /** Stops heartbeats and closes the backend's connection (held leases are then lost). */
   close(): Promise<void> {
     return this.#backend.close();
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore('fifo');
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
   }
 
   #lease(
@@ -369,6 +361,7 @@ export abstract class RemoteLockProvider implements LockProvider {
       token: granted.token,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: async () => {
         unwatch();
         try {

@@ -1,14 +1,22 @@
-import type { AcquireOptions, Lease, LockHolder, LockMode, LockProvider } from '@rigging/core';
+import type {
+  AcquireOptions,
+  Clock,
+  Lease,
+  LockHolder,
+  LockMode,
+  LockProvider,
+} from '@rigging/core';
 import {
   LeaseImpl,
   abortedError,
+  validateClock,
   emitAcquired,
   newEmitter,
   validateRequest,
   type LockEmitter,
 } from './common.js';
 import { FileLock, checkKeyOf, tryNow, type FileLockOptions } from './file.js';
-import { RwCore, type RwPreference } from './primitives.js';
+import { KeyedCores, checkPreference, type RwCore, type RwPreference } from './rw-core.js';
 
 /** Options of {@link TwoLevelLock}: those of {@link FileLock}, plus in-process fairness. */
 export interface TwoLevelLockOptions extends FileLockOptions {
@@ -27,15 +35,16 @@ export class TwoLevelLock implements LockProvider {
   readonly name: string;
   /** The file level (its own events are separate). */
   readonly file: FileLock;
-  #locks = new Map<string, RwCore>();
-  #preference: RwPreference;
+  readonly #locks: KeyedCores;
+  readonly #clock: Clock;
 
   constructor(options: TwoLevelLockOptions | string) {
     const opts: TwoLevelLockOptions = typeof options === 'string' ? { dir: options } : options;
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'two-level';
     this.file = new FileLock({ ...opts, events: newEmitter(), name: `${this.name}/file` });
-    this.#preference = opts.preference ?? 'fifo';
+    this.#clock = validateClock('TwoLevelLock', opts.clock);
+    this.#locks = new KeyedCores(checkPreference(opts.preference), this.#clock);
   }
 
   get dir(): string {
@@ -52,14 +61,14 @@ export class TwoLevelLock implements LockProvider {
     let timeoutMs: number | undefined;
     let core: RwCore;
     let wait: Promise<void> | undefined;
-    const started = Date.now();
+    const started = this.#clock.now();
     const { signal } = options;
     try {
       ({ mode, timeoutMs } = validateRequest('TwoLevelLock', key, options));
       // a key with a live in-process lock was checked when that lock was made
-      if (!this.#locks.has(key)) this.file[checkKeyOf](key);
+      if (!this.#locks.get(key)) this.file[checkKeyOf](key);
       if (signal?.aborted) throw abortedError(key, signal.reason);
-      core = this.#core(key);
+      core = this.#locks.of(key);
       wait = core.acquire(mode, key, timeoutMs, signal);
     } catch (error) {
       return Promise.reject(error);
@@ -110,7 +119,7 @@ export class TwoLevelLock implements LockProvider {
     const remaining =
       options.timeoutMs === undefined
         ? undefined
-        : Math.max(0, options.timeoutMs - (Date.now() - started));
+        : Math.max(0, options.timeoutMs - (this.#clock.now() - started));
     return this.file.acquire(key, { mode, timeoutMs: remaining, signal: options.signal }).then(
       (inner) => this.#wrap(key, mode, core, inner, started),
       (error: unknown) => {
@@ -123,11 +132,8 @@ export class TwoLevelLock implements LockProvider {
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest('TwoLevelLock', key, options);
     this.file[checkKeyOf](key);
-    const core = this.#core(key);
-    if (!core.tryAcquire(mode)) {
-      if (core.idle) this.#locks.delete(key);
-      return undefined;
-    }
+    const core = this.#locks.tryAcquire(key, mode);
+    if (!core) return undefined;
     let inner: Lease | undefined;
     try {
       inner = await this.file.tryAcquire(key, { mode });
@@ -139,7 +145,7 @@ export class TwoLevelLock implements LockProvider {
       core.release(mode);
       return undefined;
     }
-    return this.#wrap(key, mode, core, inner, Date.now());
+    return this.#wrap(key, mode, core, inner, this.#clock.now());
   }
 
   holder(key: string): Promise<LockHolder | undefined> {
@@ -148,18 +154,6 @@ export class TwoLevelLock implements LockProvider {
 
   close(): void {
     this.file.close();
-  }
-
-  #core(key: string): RwCore {
-    let core = this.#locks.get(key);
-    if (!core) {
-      const created = new RwCore(this.#preference);
-      created.onIdle = () => {
-        if (this.#locks.get(key) === created) this.#locks.delete(key);
-      };
-      this.#locks.set(key, (core = created));
-    }
-    return core;
   }
 
   #wrap(key: string, mode: LockMode, core: RwCore, inner: Lease, started: number): Lease {
@@ -175,6 +169,7 @@ export class TwoLevelLock implements LockProvider {
       token: inner.token,
       provider: this.name,
       events: this.events,
+      clock: this.#clock,
       onRelease: () => {
         unwatch();
         let pending: Promise<void> | undefined;

@@ -1,25 +1,30 @@
+import { systemClock, type Clock, type LockHolder } from '@rigging/core';
 import { abortedError, timeoutError } from './common.js';
-import type { LockHolder } from '@rigging/core';
+import { after, type Cancel } from './timers.js';
 
-/** What a queued waiter gets: call `grant` once it owns the lock. */
+/** @internal What a queued waiter gets: call `grant` once it owns the lock. */
 export interface Grant<T> {
   grant(value: T): void;
   /** Fails the wait (e.g. an I/O error while polling). */
   fail(error: unknown): void;
 }
 
+/** @internal What {@link waitInQueue} needs to know about a wait. */
 export interface WaitSpec {
   key: string;
   timeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
   /** Holder for the timeout message, where known. */
   holder?: () => LockHolder | undefined;
+  /** The clock the timeout runs on. @default systemClock */
+  clock?: Clock | undefined;
 }
 
 /**
  * Waits in a queue with timeout and abort. `enqueue` puts the waiter in its queue and returns the
  * function that takes it out again (called synchronously on timeout/abort, before rejecting, so
  * no waiter is left behind). Timer and abort listener are removed however the wait ends.
+ * @internal
  */
 export function waitInQueue<T>(
   spec: WaitSpec,
@@ -29,10 +34,10 @@ export function waitInQueue<T>(
   if (signal?.aborted) return Promise.reject(abortedError(key, signal.reason));
   return new Promise<T>((resolve, reject) => {
     let done = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancelTimer: Cancel | undefined;
     const cleanup = () => {
       done = true;
-      if (timer !== undefined) clearTimeout(timer);
+      cancelTimer?.();
       signal?.removeEventListener('abort', onAbort);
     };
     const cancel = enqueue({
@@ -55,12 +60,12 @@ export function waitInQueue<T>(
     }
     if (done) return;
     if (timeoutMs !== undefined) {
-      timer = setTimeout(() => {
+      cancelTimer = after(spec.clock ?? systemClock, timeoutMs, () => {
         if (done) return;
         cleanup();
         cancel();
         reject(timeoutError(key, timeoutMs, spec.holder?.()));
-      }, timeoutMs);
+      });
     }
     signal?.addEventListener('abort', onAbort, { once: true });
   });

@@ -1,7 +1,7 @@
 // The LockProvider contract, run against every provider (memory, file, two-level, each SQL backend).
 import { RiggingError, type Lease, type LockProvider } from '@rigging/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireAll, assertHeld } from '../src/index.js';
+import { LocksError, acquireAll, assertHeld } from '../src/index.js';
 import type { LockEvents } from '../src/index.js';
 import type { TypedEmitter } from '@rigging/core';
 
@@ -72,6 +72,7 @@ export function conformance(name: string, make: () => Promise<ConformanceTarget>
       const l1 = await a.acquire(key);
       const t = await b.acquire(key, { timeoutMs: 30 }).catch((e: unknown) => e);
       expect(RiggingError.hasCode(t, 'locks.timeout')).toBe(true);
+      expect(LocksError.isInstance(t)).toBe(true);
       const ac = new AbortController();
       const p = b.acquire(key, { signal: ac.signal }).catch((e: unknown) => e);
       setTimeout(() => ac.abort(new Error('stop')), 10);
@@ -195,7 +196,9 @@ export function conformance(name: string, make: () => Promise<ConformanceTarget>
         lease.lost.addEventListener('abort', () => resolve(lease.lost.reason), { once: true }),
       );
       await target.lose(lease);
-      expect(RiggingError.hasCode(await lost, 'locks.lost')).toBe(true);
+      const reason = await lost;
+      expect(RiggingError.hasCode(reason, 'locks.lost')).toBe(true);
+      expect(LocksError.isInstance(reason)).toBe(true);
       expect(() => assertHeld(lease)).toThrow(/lost/);
       const next = await b.acquire(key, { timeoutMs: 20_000 });
       expect(next.token).toBeGreaterThan(lease.token);

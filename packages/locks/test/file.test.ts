@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RiggingError } from '@rigging/core';
+import { RiggingError, manualClock } from '@rigging/core';
 import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileLock, TwoLevelLock, encodeLockKey } from '../src/index.js';
@@ -78,6 +78,15 @@ describe('FileLock', () => {
     await expect(locks.acquire('\ud800')).rejects.toThrow(TypeError);
     await expect(locks.acquire('k', { mode: 'read' as never })).rejects.toThrow(/"read"/);
     locks.close();
+  });
+
+  it('rejects bad options with a TypeError naming the option and the value', () => {
+    const dir = freshDir();
+    expect(() => new FileLock({ dir, pollMinMs: 0 })).toThrow(/FileLock: pollMinMs .* got 0/);
+    expect(() => new FileLock({ dir, pollMaxMs: Infinity })).toThrow(/pollMaxMs.*Infinity/);
+    expect(() => new FileLock({ dir, checkIntervalMs: -1 })).toThrow(/checkIntervalMs.*-1/);
+    expect(() => new FileLock({ dir, maxIdleFds: 1.5 })).toThrow(/maxIdleFds must be an integer/);
+    expect(() => new TwoLevelLock({ dir, preference: 'lifo' as never })).toThrow(/"lifo"/);
   });
 
   it('fires lease.lost when the lock file is replaced, and never reuses a replaced file', async () => {
@@ -210,24 +219,22 @@ describe('FileLock tokens and holder records', () => {
 
   it('holder() gives since: the call time for a young exclusive lease, the grant time later', async () => {
     const dir = freshDir();
-    const locks = new FileLock({ dir });
-    const other = new FileLock({ dir });
-    const before = Date.now();
+    const start = 1_700_000_000_000;
+    const clock = manualClock(start);
+    const locks = new FileLock({ dir, clock });
+    const other = new FileLock({ dir, clock });
     const a = await locks.acquire('k');
+    await clock.advance(10);
     const young = await other.holder('k');
-    expect(young).toMatchObject({ mode: 'exclusive', pid: process.pid });
-    expect(young!.since).toBeGreaterThanOrEqual(before);
-    await new Promise((r) => setTimeout(r, 120));
-    const old = await other.holder('k');
-    expect(old!.since).toBeGreaterThanOrEqual(before);
-    expect(old!.since).toBeLessThanOrEqual(before + 60);
+    expect(young).toMatchObject({ mode: 'exclusive', pid: process.pid, since: start + 10 });
+    await clock.advance(110); // past the recording delay: the holder wrote its grant time
+    expect(await other.holder('k')).toMatchObject({ since: start });
     await a.release();
     expect(await other.holder('k')).toBeUndefined();
     // a fast re-grant does not inherit the old since
     const b = await locks.acquire('k');
     expect(b.token).toBeGreaterThan(a.token);
-    const fresh = await other.holder('k');
-    expect(fresh!.since).toBeGreaterThanOrEqual(before + 120);
+    expect((await other.holder('k'))?.since).toBe(start + 120);
     await b.release();
     locks.close();
     other.close();

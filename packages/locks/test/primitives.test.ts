@@ -1,4 +1,4 @@
-import { RiggingError } from '@rigging/core';
+import { RiggingError, manualClock } from '@rigging/core';
 import { describe, expect, it } from 'vitest';
 import { KeyedLock, Mutex, ReadWriteLock, Semaphore, memoryLockProvider } from '../src/index.js';
 
@@ -223,4 +223,40 @@ describe('the wait contract of every primitive', () => {
       expect(p.locked()).toBe(false);
     });
   }
+});
+
+describe('timeouts on an injected clock', () => {
+  it('time out when the clock says so, with no real wait', async () => {
+    const clock = manualClock();
+    const m = new Mutex({ clock });
+    const keyed = new KeyedLock({ clock });
+    const provider = memoryLockProvider({ clock });
+    const release = await m.acquire();
+    const held = await keyed.acquire('k');
+    const lease = await provider.acquire('k');
+    const waits = [
+      m.acquire({ timeoutMs: 60_000 }),
+      keyed.acquire('k', { timeoutMs: 60_000 }),
+      provider.acquire('k', { timeoutMs: 60_000 }),
+    ].map((p) => p.catch((e: unknown) => e));
+    let settled = 0;
+    for (const w of waits) void w.then(() => settled++);
+    await clock.advance(59_999);
+    expect(settled).toBe(0);
+    await clock.advance(1);
+    for (const e of await Promise.all(waits)) {
+      expect(RiggingError.hasCode(e, 'locks.timeout')).toBe(true);
+    }
+    expect(m.waiting).toBe(0);
+    release();
+    held();
+    await lease.release();
+    expect(keyed.size).toBe(0);
+    expect(provider.size).toBe(0);
+  });
+
+  it('rejects a clock that is not one', () => {
+    expect(() => new Mutex({ clock: {} as never })).toThrow(/clock must be a Clock/);
+    expect(() => memoryLockProvider({ clock: 5 as never })).toThrow(TypeError);
+  });
 });

@@ -2,12 +2,20 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RiggingError } from '@rigging/core';
+import { RiggingError, manualClock } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
 import { spawnNode, sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocksError } from '../src/index.js';
 import { sqlLockProvider } from '../src/sql.js';
 import { conformance } from './conformance.js';
+
+/** Lets I/O callbacks run until `done()` (a renewal's query finishing), for at most 5 s. */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = performance.now() + 5000;
+  do await new Promise((r) => setTimeout(r, 2));
+  while (!done() && performance.now() < deadline);
+}
 
 const worker = fileURLToPath(new URL('./fixtures/sql-worker.ts', import.meta.url));
 const backends = await sqlBackends('locks');
@@ -76,6 +84,9 @@ for (const backend of backends) {
       await next.release();
       await lease.release(); // no-op
       await b.close();
+      // acquiring after close() fails at once instead of retrying
+      const closed = await a.acquire('closing').catch((e: unknown) => e);
+      expect(LocksError.hasCode(closed, 'locks.closed')).toBe(true);
     });
 
     it('never lets shared and exclusive holders of two sessions overlap', async () => {
@@ -229,16 +240,16 @@ for (const backend of backends) {
       }, 60_000);
 
       it('holder() tells pid, host and since; brief grants write nothing stale', async () => {
-        const a = sqlLockProvider(database);
-        const b = sqlLockProvider(database);
+        const clock = manualClock(Date.now());
+        const a = sqlLockProvider(database, { clock });
+        const b = sqlLockProvider(database, { clock });
         try {
-          const before = Date.now();
+          const before = clock.now();
           const lease = await a.acquire('pgholder');
-          await new Promise((r) => setTimeout(r, 200)); // past the recording delay
-          const h = await b.holder('pgholder');
-          expect(h).toMatchObject({ mode: 'exclusive', pid: process.pid, count: 1 });
-          expect(h!.since).toBeGreaterThanOrEqual(before);
-          expect(h!.since).toBeLessThanOrEqual(Date.now());
+          await clock.advance(100); // past the recording delay
+          let h = await b.holder('pgholder');
+          for (let i = 0; i < 100 && h?.since !== before; i++) h = await b.holder('pgholder');
+          expect(h).toMatchObject({ mode: 'exclusive', pid: process.pid, count: 1, since: before });
           await lease.release();
           expect(await b.holder('pgholder')).toBeUndefined();
           // a later brief grant is not described by the earlier record
@@ -291,16 +302,36 @@ for (const backend of backends) {
     }
 
     if (backend.kind.startsWith('sqlite')) {
-      it('lease expires when not renewed, and lost fires', async () => {
-        const a = sqlLockProvider(database, { ttlMs: 200, heartbeatMs: 10_000 });
-        const b = sqlLockProvider(database, { ttlMs: 200 });
-        const lease = await a.acquire('ttl');
-        const next = await b.acquire('ttl', { timeoutMs: 5000 });
-        expect(next.token).toBeGreaterThan(lease.token);
-        await next.release();
-        await lease.release();
-        await a.close();
-        await b.close();
+      it('leases expire and renew on the injected clock, with no real waits', async () => {
+        const clock = manualClock(Date.now());
+        const a = sqlLockProvider(database, { ttlMs: 200, heartbeatMs: 60_000, clock });
+        const b = sqlLockProvider(database, { ttlMs: 200, heartbeatMs: 50, clock });
+        try {
+          const lease = await a.acquire('ttl');
+          expect(await b.tryAcquire('ttl')).toBeUndefined();
+          await clock.advance(199);
+          expect(await b.tryAcquire('ttl')).toBeUndefined();
+          await clock.advance(2); // a never renewed: its lease is over
+          const next = await b.tryAcquire('ttl');
+          expect(next?.token).toBeGreaterThan(lease.token);
+          // a's next heartbeat finds its lease gone
+          expect(lease.lost.aborted).toBe(false);
+          await clock.advance(60_000);
+          await until(() => lease.lost.aborted);
+          expect(RiggingError.hasCode(lease.lost.reason, 'locks.lost')).toBe(true);
+          await lease.release();
+          // b renews every 50 ms: still held three TTLs later
+          for (let i = 0; i < 12; i++) {
+            await clock.advance(50);
+            await until(() => true);
+          }
+          expect(next?.lost.aborted).toBe(false);
+          expect(await a.tryAcquire('ttl')).toBeUndefined();
+          await next?.release();
+        } finally {
+          await a.close();
+          await b.close();
+        }
       });
     }
   });

@@ -13,22 +13,14 @@ import {
   throwIfAborted,
   type Clock,
   type Lease,
-  type LockHolder,
   type LockMode,
   type LockProvider,
   type Logger,
 } from '@rigging/core';
-import {
-  TMP,
-  dirNames,
-  progressFilePath,
-  readEntry,
-  readProgress,
-  sweepLeftovers,
-  unlinkIfAny,
-} from './disk.js';
+import { TMP, dirNames, progressFilePath, readEntry, sweepLeftovers, unlinkIfAny } from './disk.js';
 import { PackageCacheError } from './errors.js';
 import { installPackage } from './install.js';
+import { waitExplained } from './lock-wait.js';
 import { isIntegrityAlgorithm, type IntegrityAlgorithm } from './integrity.js';
 import { resolveLimits, type ResolvedLimits } from './limits.js';
 import { PackageIndex } from './lru-index.js';
@@ -44,7 +36,6 @@ import type {
   PackageEntry,
   PackageFetcher,
   PackageLockKind,
-  PackageProgress,
   PruneOptions,
   PruneResult,
 } from './types.js';
@@ -357,63 +348,23 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     lock: PackageLockKind,
     options: AcquireOptions,
   ): Promise<Lease> {
-    const locks = this.#locks;
-    const quick = await locks.tryAcquire(key, { mode });
+    const quick = await this.#locks.tryAcquire(key, { mode });
     if (quick) return quick;
-    const started = this.#clock.now();
-    const progressFile = lock === 'download' ? progressFilePath(this.root, ref) : undefined;
-    let lastProgress = -1;
-    let progressPid: number | undefined;
-    const report = async (done: boolean) => {
-      let holder: LockHolder | undefined;
-      try {
-        holder = done ? undefined : await locks.holder?.(key);
-      } catch {
-        holder = undefined;
-      }
-      this.emit('wait', {
-        ref,
-        lock,
-        mode,
-        key,
-        holder,
-        pid: holder?.pid ?? progressPid,
-        waitedMs: this.#clock.now() - started,
-        done,
-      });
-    };
-    const poll = async () => {
-      if (!progressFile) return;
-      const p = await readProgress(progressFile);
-      if (!p) return;
-      progressPid = p.pid;
-      if (p.received === lastProgress) return;
-      lastProgress = p.received;
-      const progress: PackageProgress = { ref, received: p.received, total: p.total, pid: p.pid };
-      this.emit('progress', progress);
-      options.onProgress?.(progress);
-    };
-    await poll();
-    await report(false);
-    const timers: NodeJS.Timeout[] = [];
-    const swallow = (p: Promise<void>) => {
-      p.catch((e: unknown) => this.#logger.debug({ err: e }, 'package-cache: wait report failed'));
-    };
-    timers.push(setInterval(() => swallow(report(false)), this.#waitReportMs));
-    if (progressFile) timers.push(setInterval(() => swallow(poll()), this.#progressIntervalMs));
-    for (const t of timers) t.unref();
-    const signal = options.signal
-      ? AbortSignal.any([options.signal, this.#closed.signal])
-      : this.#closed.signal;
-    try {
-      return await locks.acquire(key, { mode, signal });
-    } catch (error) {
-      if (signal.aborted) throw options.signal?.aborted ? options.signal.reason : signal.reason;
-      throw error;
-    } finally {
-      for (const t of timers) clearInterval(t);
-      await report(true);
-    }
+    return waitExplained(
+      {
+        locks: this.#locks,
+        clock: this.#clock,
+        logger: this.#logger,
+        waitReportMs: this.#waitReportMs,
+        progressIntervalMs: this.#progressIntervalMs,
+        closed: this.#closed.signal,
+        onWait: (w) => this.emit('wait', w),
+        onProgress: (p) => this.emit('progress', p),
+        progressFile: lock === 'download' ? progressFilePath(this.root, ref) : undefined,
+      },
+      { key, mode, ref, lock },
+      options,
+    );
   }
 
   /** The installed entry, from memory or the sidecar; `undefined` when the directory is absent. */

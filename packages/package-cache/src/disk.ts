@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isProcessAlive, type LockProvider, type Logger } from '@rigging/core';
-import { finalizeTree } from './extract.js';
+import { finalizeTree } from './tree.js';
 import { isSegment, metaPath, refKey, refPath, type PackageRef } from './ref.js';
 import type { Entry } from './types.js';
 
@@ -46,7 +46,10 @@ export async function readProgress(path: string): Promise<ProgressFile | undefin
   }
 }
 
-/** A package's entry from its sidecar (or, without one, from its directory); `undefined` if absent. @internal */
+/**
+ * A package's entry from its sidecar (or, without one, from its directory); `undefined` if absent.
+ * @internal
+ */
 export async function readEntry(root: string, ref: PackageRef): Promise<Entry | undefined> {
   const dir = refPath(root, ref);
   const metaFile = metaPath(root, ref);
@@ -133,7 +136,7 @@ export async function sweepLeftovers(
   }
 }
 
-/** @internal Names of valid ref segments that are directories under `dir`. */
+/** Names of valid ref segments that are directories under `dir`. @internal */
 export async function dirNames(dir: string): Promise<string[]> {
   try {
     const out: string[] = [];
@@ -147,7 +150,10 @@ export async function dirNames(dir: string): Promise<string[]> {
   }
 }
 
-/** @internal Removes a file if it is there: one system call, where `rm({ force: true })` makes three. */
+/**
+ * Removes a file if it is there: one system call, where `rm({ force: true })` makes three.
+ * @internal
+ */
 export async function unlinkIfAny(path: string): Promise<void> {
   try {
     await unlink(path);

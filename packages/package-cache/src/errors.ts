@@ -6,7 +6,10 @@ export type PackageCacheErrorCode =
   | 'package-cache.invalid_ref'
   /** The fetched bytes do not match the integrity (SRI) the fetcher announced. */
   | 'package-cache.integrity_mismatch'
-  /** An archive entry escapes the target, links outside it, or is a device/FIFO. */
+  /**
+   * An archive entry escapes the target, links outside it, is a device/FIFO, or has a path deeper
+   * than `maxPathDepth` or a name longer than `maxNameLength`.
+   */
   | 'package-cache.unsafe_archive'
   /** The archive, or what it expands to, is larger than `maxArchiveBytes` / `maxExpandedBytes`. */
   | 'package-cache.too_large'

@@ -8,9 +8,8 @@ import {
   throwIfAborted,
   type Backoff,
 } from '@rigging/core';
-import type { FetchContext, PackageFetcher } from './types.js';
+import type { FetchContext, FetchedPackage, PackageFetcher } from './types.js';
 import { PackageCacheError } from './errors.js';
-import type { FetchedPackage } from './extract.js';
 import { isSegment, type PackageRef } from './ref.js';
 
 /** Options of {@link httpFetcher}. */
@@ -67,7 +66,9 @@ export interface HttpFetcherOptions {
 
 const RETRYABLE = new Set([408, 425, 429, 500, 502, 503, 504]);
 
-/** The id to cache a package under for an ETag: the ETag itself when it is a safe name, else a hash. */
+/**
+ * The id to cache a package under for an ETag: the ETag itself when it is a safe name, else a hash.
+ */
 export function etagToId(etag: string): string {
   const clean = etag.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
   if (clean.length <= 64 && isSegment(clean)) return clean;
@@ -115,7 +116,9 @@ function settings(
   };
 }
 
-/** The wait before retry `retry` (from 1): the server's `Retry-After` (≤ 30 s), else the backoff. */
+/**
+ * The wait before retry `retry` (from 1): the server's `Retry-After` (≤ 30 s), else the backoff.
+ */
 function retryWait(s: Settings, retry: number, res?: Response): number {
   const retryAfter = res?.headers.get('retry-after');
   if (retryAfter && /^\d+$/.test(retryAfter)) return Math.min(Number(retryAfter) * 1000, 30_000);

@@ -4,6 +4,7 @@ export type {
   CachedPackage,
   EntriesOptions,
   FetchContext,
+  FetchedPackage,
   FetchResult,
   PackageCacheEvents,
   PackageCacheOptions,
@@ -15,7 +16,6 @@ export type {
   PruneOptions,
   PruneResult,
 } from './types.js';
-export type { FetchedPackage } from './extract.js';
 export { DEFAULT_ARCHIVE_LIMITS } from './limits.js';
 export type { ArchiveLimits } from './limits.js';
 export { PackageCacheError } from './errors.js';

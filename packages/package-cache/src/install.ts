@@ -5,11 +5,18 @@ import { join } from 'node:path';
 import { RiggingError, raceAbort, type Clock } from '@rigging/core';
 import { TMP, progressFilePath, unlinkIfAny, type Meta, type ProgressFile } from './disk.js';
 import { PackageCacheError } from './errors.js';
-import { finalizeTree, fsyncPath, materialize, type FetchedPackage } from './extract.js';
+import { materialize } from './extract.js';
+import { finalizeTree, fsyncPath } from './tree.js';
 import type { IntegrityAlgorithm } from './integrity.js';
 import type { ResolvedLimits } from './limits.js';
 import { metaPath, outdatedPath, refKey, refPath, type PackageRef } from './ref.js';
-import type { Entry, FetchResult, PackageFetcher, PackageProgress } from './types.js';
+import type {
+  Entry,
+  FetchedPackage,
+  FetchResult,
+  PackageFetcher,
+  PackageProgress,
+} from './types.js';
 
 /** What an install needs from the cache. @internal */
 export interface InstallContext {

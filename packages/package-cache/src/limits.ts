@@ -1,4 +1,5 @@
 import { positiveIntegerOption, positiveOption } from '@rigging/core';
+import { unsafe } from './entry-checks.js';
 import { PackageCacheError } from './errors.js';
 
 /**
@@ -25,13 +26,13 @@ export interface ArchiveLimits {
   maxNameLength?: number;
 }
 
-/** {@link ArchiveLimits} with every default applied. @internal */
+/** {@link ArchiveLimits} with every default applied. */
 export type ResolvedLimits = Required<ArchiveLimits>;
 
 const GiB = 1024 ** 3;
 
 /** The defaults of {@link ArchiveLimits}. */
-export const DEFAULT_ARCHIVE_LIMITS: Readonly<ResolvedLimits> = Object.freeze({
+export const DEFAULT_ARCHIVE_LIMITS: Readonly<Required<ArchiveLimits>> = Object.freeze({
   maxArchiveBytes: GiB,
   maxExpandedBytes: 4 * GiB,
   maxEntries: 100_000,
@@ -40,10 +41,15 @@ export const DEFAULT_ARCHIVE_LIMITS: Readonly<ResolvedLimits> = Object.freeze({
   maxNameLength: 255,
 });
 
-/** Inflated bytes below which the ratio is not judged (small archives compress unevenly). */
+/**
+ * Inflated bytes below which the ratio is not judged (small archives compress unevenly). @internal
+ */
 export const RATIO_FLOOR = 1024 * 1024;
 
-/** Validates `limits` (each field a positive number, integers where counted, or `Infinity`). @internal */
+/**
+ * Validates `limits` (each field a positive number, integers where counted, or `Infinity`).
+ * @internal
+ */
 export function resolveLimits(owner: string, limits: ArchiveLimits | undefined): ResolvedLimits {
   if (limits === undefined) return { ...DEFAULT_ARCHIVE_LIMITS };
   if (typeof limits !== 'object' || limits === null) {
@@ -134,17 +140,13 @@ export class ArchiveBudget {
     }
     const parts = path.split(/[\\/]+/).filter((p) => p !== '' && p !== '.');
     if (parts.length > this.limits.maxPathDepth) {
-      throw this.#badName(
-        path,
-        `is ${parts.length} levels deep (limit maxPathDepth ${this.limits.maxPathDepth})`,
-      );
+      const depth = `is ${parts.length} levels deep (limit maxPathDepth ${this.limits.maxPathDepth})`;
+      throw unsafe(this.what, depth, path);
     }
     for (const part of parts) {
       if (Buffer.byteLength(part) > this.limits.maxNameLength) {
-        throw this.#badName(
-          path,
-          `has a name longer than ${this.limits.maxNameLength} bytes (limit maxNameLength)`,
-        );
+        const long = `has a name longer than ${this.limits.maxNameLength} bytes (limit maxNameLength)`;
+        throw unsafe(this.what, long, path);
       }
     }
     this.#expanded += size;
@@ -157,14 +159,6 @@ export class ArchiveBudget {
         path,
       );
     }
-  }
-
-  #badName(entry: string, problem: string): PackageCacheError {
-    return new PackageCacheError(
-      'package-cache.unsafe_archive',
-      `refusing ${this.what}: entry ${JSON.stringify(entry)} ${problem}`,
-      { details: { problem, entry } },
-    );
   }
 }
 

@@ -1,8 +1,26 @@
 import type { Clock, LockHolder, LockMode, LockProvider, Logger } from '@rigging/core';
-import type { FetchedPackage } from './extract.js';
 import type { IntegrityAlgorithm } from './integrity.js';
 import type { ArchiveLimits } from './limits.js';
 import type { PackageRef } from './ref.js';
+
+/**
+ * What a fetcher hands back: the package as a stream, a buffer, or a path (archive or directory).
+ */
+export type FetchedPackage =
+  | {
+      /** The archive bytes (tar, tar.gz or zip). */
+      stream: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
+      /** SRI (`sha256-…`, `sha512-…`) the bytes must match. */
+      integrity?: string | undefined;
+      /** Expected size in bytes, for progress reports. */
+      size?: number | undefined;
+    }
+  | { buffer: Uint8Array; integrity?: string | undefined }
+  | {
+      /** An archive file, or a directory copied as is (integrity cannot apply to a directory). */
+      path: string;
+      integrity?: string | undefined;
+    };
 
 /** Download progress, in bytes. */
 export interface PackageProgress {
@@ -31,7 +49,10 @@ export interface FetchContext {
 export type FetchResult =
   FetchedPackage | Uint8Array | string | AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
 
-/** Fetches one package: a stream, a buffer, or a path (archive file or directory), plus an optional SRI. */
+/**
+ * Fetches one package: a stream, a buffer, or a path (archive file or directory), plus an optional
+ * SRI.
+ */
 export type PackageFetcher = (ref: PackageRef, context: FetchContext) => Promise<FetchResult>;
 
 /** Options of {@link PackageCache}. */
@@ -172,7 +193,10 @@ export interface PackageEntry {
   readonly integrity: string | undefined;
   /** Epoch ms of the install. */
   readonly installedAt: number;
-  /** Epoch ms of the last acquire or release seen by any process (stamped at most every `touchIntervalMs`). */
+  /**
+   * Epoch ms of the last acquire or release seen by any process (stamped at most every
+   * `touchIntervalMs`).
+   */
   readonly lastUsedAt: number;
   /** Leases on it that this process holds now. */
   readonly leasesHere: number;

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
 import {
@@ -11,6 +12,7 @@ import {
   type FetchedPackage,
   type PackageRef,
 } from '../src/index.js';
+import { ArchiveBudget } from '../src/limits.js';
 import { diskBytes, tarHeader, tarOf, tarOfEmptyFiles, tempDir, zipOf } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -160,14 +162,15 @@ describe('archive limits', () => {
   it('refuses paths deeper than maxPathDepth and names longer than maxNameLength', async () => {
     const deep = tarOf([{ name: Array.from({ length: 10 }, () => 'd').join('/') + '/f' }]);
     const long = tarOf([{ name: 'n'.repeat(90) }]);
-    expectCode(
-      (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error,
-      'package-cache.unsafe_archive',
-    );
-    expectCode(
-      (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error,
-      'package-cache.unsafe_archive',
-    );
+    const tooDeep = (await refusal(() => ({ buffer: deep }), { maxPathDepth: 8 })).error;
+    expectCode(tooDeep, 'package-cache.unsafe_archive');
+    expect((tooDeep as RiggingError).details).toEqual({
+      entry: 'd/d/d/d/d/d/d/d/d/d/f',
+      problem: 'is 11 levels deep (limit maxPathDepth 8)',
+    });
+    const tooLong = (await refusal(() => ({ stream: chunks(long) }), { maxNameLength: 80 })).error;
+    expectCode(tooLong, 'package-cache.unsafe_archive');
+    expect((tooLong as RiggingError).details).toMatchObject({ entry: 'n'.repeat(90) });
   });
 
   it.each([
@@ -220,5 +223,39 @@ describe('archive limits', () => {
     expect(make({ maxArchiveBytes: 'big' })).toThrow(/limits.maxArchiveBytes/);
     expect(make('x')).toThrow(/limits must be an object/);
     expect(make({ maxRatio: 1.5, maxEntries: Infinity })).not.toThrow();
+  });
+});
+
+describe('ArchiveBudget (property)', () => {
+  it('refuses exactly the first entry that crosses maxEntries or maxExpandedBytes', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.nat({ max: 1000 }), { maxLength: 40 }),
+        fc.integer({ min: 1, max: 30 }),
+        fc.integer({ min: 1, max: 20_000 }),
+        (sizes, maxEntries, maxExpandedBytes) => {
+          const limits = { ...DEFAULT_ARCHIVE_LIMITS, maxEntries, maxExpandedBytes };
+          const budget = new ArchiveBudget(limits, 'p');
+          let total = 0;
+          for (const [i, size] of sizes.entries()) {
+            total += size;
+            const expected =
+              i + 1 > maxEntries
+                ? 'package-cache.too_many_entries'
+                : total > maxExpandedBytes
+                  ? 'package-cache.too_large'
+                  : undefined;
+            let code: string | undefined;
+            try {
+              budget.entry(`f${i}`, size);
+            } catch (error) {
+              code = (error as RiggingError).code;
+            }
+            expect(code).toBe(expected);
+            if (code) return; // an extraction stops at its first refusal
+          }
+        },
+      ),
+    );
   });
 });

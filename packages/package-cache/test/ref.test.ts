@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
 import { validateRef } from '../src/index.js';
-import { linkProblem, relativePathProblem } from '../src/extract.js';
+import { linkProblem, relativePathProblem } from '../src/entry-checks.js';
 
 const root = '/var/cache/pkgs';
 const nasty = fc.oneof(

@@ -192,20 +192,18 @@ export class Engine extends TypedEmitter<EngineEvents> {
     options.signal?.throwIfAborted();
     const symbols = sensitiveSymbols(compiled);
     const storedInputs: JsonObject = {};
-    for (const [k, v] of Object.entries(inputs)) {
-      if (symbols.has(k)) storedInputs[k] = protect(v, this.#key);
+    for (const [symbol, value] of Object.entries(inputs)) {
+      if (symbols.has(symbol)) storedInputs[symbol] = protect(value, this.#key);
       else {
-        const why = explainNotJson(v, `inputs.${k}`);
+        const why = explainNotJson(value, `inputs.${symbol}`);
         if (why) {
           throw new TasksError(
             'tasks.result_not_serializable',
-            `flow input '${k}' is not JSON: ${why}`,
-            {
-              details: { input: k, reason: why },
-            },
+            `flow input '${symbol}' is not JSON: ${why}`,
+            { details: { input: symbol, reason: why } },
           );
         }
-        storedInputs[k] = v as Json;
+        storedInputs[symbol] = value as Json;
       }
     }
     return this.#own(flowId, async (lease) => {
@@ -255,9 +253,9 @@ export class Engine extends TypedEmitter<EngineEvents> {
       );
       const run = this.#start(compiled, flowId, lease, options.signal, symbols);
       const inputs: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(loaded.record.inputs)) {
-        const r = reveal(v, this.#key);
-        if (r.ok) inputs[k] = r.value;
+      for (const [symbol, stored] of Object.entries(loaded.record.inputs)) {
+        const revealed = reveal(stored, this.#key);
+        if (revealed.ok) inputs[symbol] = revealed.value;
       }
       Object.assign(inputs, options.inputs ?? {});
       run.inputs = inputs;

@@ -12,14 +12,18 @@ import { reveal } from './secrets.js';
  * failure), restoring from a log, and stopping (suspension, cancellation, lost ownership).
  */
 export class FlowRun extends RunRevert {
-  protected readonly onAbort = () => {
+  /** The caller's signal aborted: cancel (running tasks see their signal abort), then revert. */
+  readonly #onAbort = () => {
     if (!this.stopReason || this.stopReason === 'suspend') this.stopReason = 'cancel';
     this.controller.abort(this.signal?.reason);
   };
-  protected readonly onLost = () => {
+  /** The lease was lost: stop at the next task boundary; running reverts see their signal abort. */
+  readonly #onLost = () => {
     this.stopReason = 'lost';
     this.revertController.abort(this.lease?.lost.reason);
   };
+
+  /** Asks the run to stop at the next task boundary (the first reason given wins). */
   stop(reason: StopReason): void {
     this.stopReason ??= reason;
   }
@@ -141,14 +145,14 @@ export class FlowRun extends RunRevert {
   /** Runs the forward phase (if still in it), then reverts on failure. */
   async execute(): Promise<unknown> {
     const signal = this.signal;
-    signal?.addEventListener('abort', this.onAbort, { once: true });
-    this.lease?.lost.addEventListener('abort', this.onLost, { once: true });
-    if (signal?.aborted) this.onAbort();
-    if (this.lease?.lost.aborted) this.onLost();
+    signal?.addEventListener('abort', this.#onAbort, { once: true });
+    this.lease?.lost.addEventListener('abort', this.#onLost, { once: true });
+    if (signal?.aborted) this.#onAbort();
+    if (this.lease?.lost.aborted) this.#onLost();
     try {
       if (this.phase === 'forward') {
-        await this.forward();
-        this.throwIfStopped();
+        await this.#forward();
+        this.#throwIfStopped();
         if (this.failures.length === 0 && this.stopReason !== 'cancel') {
           await this.flowState('SUCCESS');
           return this.outputs();
@@ -164,7 +168,7 @@ export class FlowRun extends RunRevert {
         this.stopReason === 'cancel' || (this.cause !== undefined && this.cause.task === null);
       if (this.stopReason === 'cancel') this.stopReason = undefined; // reverting goes on after a cancellation
       await this.revertAll();
-      this.throwIfStopped();
+      this.#throwIfStopped();
       const failed = this.states.some((s) => s === 'REVERT_FAILURE');
       const failures = this.failures.length ? this.failures : this.cause ? [this.cause] : [];
       const reverts = [...this.reverts.values()];
@@ -180,21 +184,21 @@ export class FlowRun extends RunRevert {
         reverts,
       );
     } finally {
-      signal?.removeEventListener('abort', this.onAbort);
-      this.lease?.lost.removeEventListener('abort', this.onLost);
+      signal?.removeEventListener('abort', this.#onAbort);
+      this.lease?.lost.removeEventListener('abort', this.#onLost);
       this.settle();
     }
   }
 
-  protected throwIfStopped(): void {
+  #throwIfStopped(): void {
     if (this.fatal !== undefined) {
-      if (this.stopReason === 'lost') throw this.lostError(this.fatal);
+      if (this.stopReason === 'lost') throw this.#lostError(this.fatal);
       throw this.fatal;
     }
-    if (this.stopReason === 'lost') throw this.lostError();
+    if (this.stopReason === 'lost') throw this.#lostError();
   }
 
-  protected lostError(cause?: unknown): TasksError {
+  #lostError(cause?: unknown): TasksError {
     return new TasksError(
       'tasks.ownership_lost',
       `flow ${this.flowId} stopped: this engine lost its lease; whoever acquires it next can resume the flow`,
@@ -203,7 +207,7 @@ export class FlowRun extends RunRevert {
   }
 
   /** Runs every task not yet completed, in dependency order, `concurrency` at a time. */
-  protected async forward(): Promise<void> {
+  async #forward(): Promise<void> {
     const { atoms, rank } = this.compiled;
     const states = this.states;
     const waiting = new Int32Array(atoms.length);
@@ -233,9 +237,10 @@ export class FlowRun extends RunRevert {
           : -1,
       start: (index) => this.runAtom(index),
       done: (index, ok) => {
-        if (ok)
-          for (const successor of atoms[index]!.succs)
-            if (--waiting[successor]! === 0) ready.push(successor);
+        if (!ok) return;
+        for (const successor of atoms[index]!.succs) {
+          if (--waiting[successor]! === 0) ready.push(successor);
+        }
       },
       idle: async () => {
         const retry = this.flowRetry;

@@ -207,6 +207,43 @@ export function compile(root: Node): CompiledFlow {
           retry: undefined,
         }
       : root;
+  const top = root.kind === 'task' ? root : flow;
+  const { atoms, ranges, names } = flatten(flow, top);
+  const predSets = atoms.map(() => new Set<number>());
+  const { providers, externals } = dataEdges(flow, atoms, predSets);
+  structuralEdges(top, ranges, names, predSets);
+  for (const a of atoms) {
+    a.preds = [...predSets[a.index]!];
+    for (const p of a.preds) atoms[p]!.succs.push(a.index);
+  }
+  const order = topologicalOrder(flow, atoms);
+  const rank = new Array<number>(atoms.length);
+  for (const [i, a] of order.entries()) rank[a] = i;
+  const byName = new Map(atoms.map((a) => [a.name, a]));
+  const scopes: CompiledFlow['scopes'] = new Map();
+  for (const [node, [lo, hi]] of ranges) {
+    if (node.kind !== 'task' && node.retry)
+      scopes.set(node.name, { name: node.name, retry: node.retry, lo, hi });
+  }
+  const compiled: CompiledFlow = {
+    root: flow,
+    atoms,
+    byName,
+    externals,
+    providers,
+    order,
+    rank,
+    scopes,
+  };
+  cache.set(root, compiled);
+  return compiled;
+}
+
+/** The atoms of `top` in depth-first order, the atom range of every node, nodes by name. */
+function flatten(
+  flow: Flow,
+  top: Node,
+): { atoms: Atom[]; ranges: Map<Node, [number, number]>; names: Map<string, Node> } {
   const atoms: Atom[] = [];
   const ranges = new Map<Node, [number, number]>();
   const names = new Map<string, Node>();
@@ -239,8 +276,7 @@ export function compile(root: Node): CompiledFlow {
     if (ranges.has(n)) dup.push(n.name);
     ranges.set(n, [lo, atoms.length]);
   };
-  if (root.kind === 'task') collect(root, []);
-  else collect(flow, []);
+  collect(top, []);
   if (dup.length) {
     throw invalid(
       `flow '${flow.name}': duplicate task/flow names ${[...new Set(dup)].map((d) => `'${d}'`).join(', ')}`,
@@ -250,11 +286,21 @@ export function compile(root: Node): CompiledFlow {
       },
     );
   }
-  const predSets = atoms.map(() => new Set<number>());
-  const addEdge = (a: number, b: number) => {
-    if (a !== b) predSets[b]!.add(a);
-  };
-  // Data edges.
+  return { atoms, ranges, names };
+}
+
+/** Records that atom `before` runs before atom `after` (no self-edges). */
+function addPredecessor(predSets: Set<number>[], before: number, after: number): void {
+  if (before !== after) predSets[after]!.add(before);
+}
+
+/** Edges from each symbol's provider to the tasks requiring it; the flow's external inputs. */
+function dataEdges(
+  flow: Flow,
+  atoms: Atom[],
+  predSets: Set<number>[],
+): { providers: Map<string, number>; externals: Map<string, string[]> } {
+  const addEdge = (before: number, after: number) => addPredecessor(predSets, before, after);
   const providers = new Map<string, number>();
   const twice: { symbol: string; tasks: string[] }[] = [];
   for (const a of atoms) {
@@ -283,7 +329,17 @@ export function compile(root: Node): CompiledFlow {
       }
     }
   }
-  // Structural edges, inner flows first.
+  return { providers, externals };
+}
+
+/** Edges of linear flows (each child after the previous) and graph links, inner flows first. */
+function structuralEdges(
+  top: Node,
+  ranges: Map<Node, [number, number]>,
+  names: Map<string, Node>,
+  predSets: Set<number>[],
+): void {
+  const addEdge = (before: number, after: number) => addPredecessor(predSets, before, after);
   const rangeOf = (ref: Node | string, where: Flow): [number, number] => {
     const node = typeof ref === 'string' ? names.get(ref) : ref;
     const r = node && ranges.get(node);
@@ -339,13 +395,11 @@ export function compile(root: Node): CompiledFlow {
     }
     return ends(lo, hi);
   };
-  if (root.kind === 'task') structure(root);
-  else structure(flow);
-  for (const a of atoms) {
-    a.preds = [...predSets[a.index]!];
-    for (const p of a.preds) atoms[p]!.succs.push(a.index);
-  }
-  // Topological order (Kahn, smallest index first) and cycle detection.
+  structure(top);
+}
+
+/** Kahn's order (smallest index first); `tasks.invalid_flow` naming the tasks of a cycle. */
+function topologicalOrder(flow: Flow, atoms: Atom[]): number[] {
   const indeg = atoms.map((a) => a.preds.length);
   const heap = new MinHeap();
   for (const a of atoms) if (indeg[a.index] === 0) heap.push(a.index);
@@ -365,26 +419,7 @@ export function compile(root: Node): CompiledFlow {
       },
     );
   }
-  const rank = new Array<number>(atoms.length);
-  for (const [i, a] of order.entries()) rank[a] = i;
-  const byName = new Map(atoms.map((a) => [a.name, a]));
-  const scopes: CompiledFlow['scopes'] = new Map();
-  for (const [node, [lo, hi]] of ranges) {
-    if (node.kind !== 'task' && node.retry)
-      scopes.set(node.name, { name: node.name, retry: node.retry, lo, hi });
-  }
-  const compiled: CompiledFlow = {
-    root: flow,
-    atoms,
-    byName,
-    externals,
-    providers,
-    order,
-    rank,
-    scopes,
-  };
-  cache.set(root, compiled);
-  return compiled;
+  return order;
 }
 
 /**

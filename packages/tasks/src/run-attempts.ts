@@ -22,12 +22,12 @@ export class RunAttempts extends RunJournal {
     const params = this.paramsOf(index, task.retry?.paramsFor?.(attempt));
     const running = this.entryOf(index, 'RUNNING', false, undefined, undefined);
     const written = this.write(running);
-    if (written !== SETTLED) return this.runAfter(written, index, running, attempt, params);
+    if (written !== SETTLED) return this.#runAfter(written, index, running, attempt, params);
     this.applied(index, running, false, undefined);
-    return this.executeAtom(index, attempt, params);
+    return this.#executeAtom(index, attempt, params);
   }
 
-  protected async runAfter(
+  async #runAfter(
     written: Promise<void>,
     index: number,
     running: LogEntry,
@@ -36,11 +36,11 @@ export class RunAttempts extends RunJournal {
   ): Promise<boolean> {
     await written;
     this.applied(index, running, false, undefined);
-    return this.executeAtom(index, attempt, params);
+    return this.#executeAtom(index, attempt, params);
   }
 
   /** First attempt of atom `index` (RUNNING is durable). */
-  protected executeAtom(
+  #executeAtom(
     index: number,
     attempt: number,
     params: JsonObject | undefined,
@@ -53,38 +53,38 @@ export class RunAttempts extends RunJournal {
         this.inputsFor(index, params),
       );
     } catch (error) {
-      return this.attemptLoop(index, attempt, params, { threw: true, value: error });
+      return this.#attemptLoop(index, attempt, params, { threw: true, value: error });
     }
     if (result === undefined) result = null;
     if (isThenable(result) || Array.isArray(task.provides) || whyNotJson(result) !== undefined) {
-      return this.attemptLoop(index, attempt, params, { threw: false, value: result });
+      return this.#attemptLoop(index, attempt, params, { threw: false, value: result });
     }
     this.bind(index, result);
     const success = this.entryOf(index, 'SUCCESS', true, result, undefined);
     const written = this.write(success);
-    if (written !== SETTLED) return this.succeededAfter(written, index, success, result);
-    this.succeeded(index, success, result);
+    if (written !== SETTLED) return this.#succeededAfter(written, index, success, result);
+    this.#succeeded(index, success, result);
     return true;
   }
 
-  protected async succeededAfter(
+  async #succeededAfter(
     written: Promise<void>,
     index: number,
     success: LogEntry,
     result: unknown,
   ): Promise<boolean> {
     await written;
-    this.succeeded(index, success, result);
+    this.#succeeded(index, success, result);
     return true;
   }
 
-  protected succeeded(index: number, success: LogEntry, result: unknown): void {
+  #succeeded(index: number, success: LogEntry, result: unknown): void {
     this.applied(index, success, true, result);
     this.completedAt[index] = ++this.completedCount;
   }
 
   /** Attempts of atom `index` from the outcome of its first `execute` call (retries included). */
-  protected async attemptLoop(
+  async #attemptLoop(
     index: number,
     attempt: number,
     params: JsonObject | undefined,
@@ -115,24 +115,7 @@ export class RunAttempts extends RunJournal {
       }
       if (ok) {
         if (result === undefined) result = null;
-        const why = whyNotJson(result);
-        let bad: Error | undefined;
-        if (why) {
-          bad = new TasksError(
-            'tasks.result_not_serializable',
-            `task '${atom.name}' returned a value that is not JSON: ${why}`,
-            {
-              details: { task: atom.name, reason: why },
-            },
-          );
-        } else if (
-          Array.isArray(task.provides) &&
-          (typeof result !== 'object' || result === null)
-        ) {
-          bad = new TypeError(
-            `task '${atom.name}' provides ${JSON.stringify(task.provides)} but returned ${JSON.stringify(result)}, not an object`,
-          );
-        }
+        const bad = resultProblem(atom.name, task.provides, result);
         if (!bad) {
           this.bind(index, result);
           const success = this.entryOf(index, 'SUCCESS', true, result, undefined);
@@ -167,7 +150,7 @@ export class RunAttempts extends RunJournal {
         await this.transition(index, 'RUNNING');
         continue;
       }
-      const scope = decision.action === 'revertAll' ? undefined : this.flowRetryFor(index, error);
+      const scope = decision.action === 'revertAll' ? undefined : this.#flowRetryFor(index, error);
       if (scope && this.flowRetry === undefined) {
         // The task will run again with its flow: RETRYING (not FAILURE), so a resume re-runs it.
         // The flow's failed attempt is logged with it, atomically: a resume continues the count.
@@ -193,7 +176,7 @@ export class RunAttempts extends RunJournal {
   }
 
   /** The innermost enclosing flow whose retry controller retries, if any (counting its attempt). */
-  protected flowRetryFor(index: number, error: unknown): Omit<FlowRetry, 'failure'> | undefined {
+  #flowRetryFor(index: number, error: unknown): Omit<FlowRetry, 'failure'> | undefined {
     const atom = this.compiled.atoms[index]!;
     for (let level = atom.path.length - 1; level >= 0; level--) {
       const scope = this.compiled.scopes.get(atom.path[level]!);
@@ -223,4 +206,26 @@ export class RunAttempts extends RunJournal {
     }
     return undefined;
   }
+}
+
+/** Why a task's result cannot be stored (not JSON, or not the object its `provides` list needs). */
+function resultProblem(
+  name: string,
+  provides: string | readonly string[] | undefined,
+  result: unknown,
+): Error | undefined {
+  const why = whyNotJson(result);
+  if (why) {
+    return new TasksError(
+      'tasks.result_not_serializable',
+      `task '${name}' returned a value that is not JSON: ${why}`,
+      { details: { task: name, reason: why } },
+    );
+  }
+  if (Array.isArray(provides) && (typeof result !== 'object' || result === null)) {
+    return new TypeError(
+      `task '${name}' provides ${JSON.stringify(provides)} but returned ${JSON.stringify(result)}, not an object`,
+    );
+  }
+  return undefined;
 }

@@ -42,7 +42,7 @@ export class RunRevert extends RunAttempts {
         (tolerant || !failed)
           ? ready.pop()
           : -1,
-      start: (index) => this.revertAtom(index),
+      start: (index) => this.#revertAtom(index),
       done: (index, ok) => {
         if (!ok) failed = true;
         if (ok || tolerant) {
@@ -60,10 +60,7 @@ export class RunRevert extends RunAttempts {
     if (this.fatal === undefined && this.stopReason === 'suspend') await this.suspended();
   }
 
-  protected async revertAtom(
-    index: number,
-    cause: TaskFailure | undefined = this.cause,
-  ): Promise<boolean> {
+  async #revertAtom(index: number, cause: TaskFailure | undefined = this.cause): Promise<boolean> {
     const atom = this.compiled.atoms[index]!;
     const task = atom.task;
     if (task.revert) {
@@ -97,7 +94,7 @@ export class RunRevert extends RunAttempts {
     }
     done.sort((x, y) => this.completedAt[y]! - this.completedAt[x]!);
     for (const member of done) {
-      if (!(await this.revertAtom(member, scope.failure))) {
+      if (!(await this.#revertAtom(member, scope.failure))) {
         this.failures.push(scope.failure);
         return;
       }

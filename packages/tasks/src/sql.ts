@@ -137,47 +137,49 @@ function recordOf(r: FlowRow): FlowRecord {
   };
 }
 
-/**
- * A task log in a SQL database opened by `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB),
- * in tables prefixed `rigging_tasks_` created by `database.migrate('tasks', …)`. Every append is
- * one transaction, committed before it resolves; the fencing check and the append are atomic.
- * On SQLite, `synchronous = 'normal'` (WAL, the default of `openDatabase`) survives a process
- * crash; `'full'` also survives power loss.
- */
-export async function sqlLog(database: Database): Promise<TaskLog> {
-  if (!database || typeof database !== 'object' || !('db' in database)) {
-    throw new TypeError('sqlLog(database): pass a Database opened by @rigging/sql');
+type Db = Database<Tables>['db'];
+
+const LOG_COLUMNS = ['flow_id', 'seq', 'task', 'state', 'attempt', 'payload', 'at'] as const;
+const FLOW_COLUMNS = [
+  'flow_id',
+  'name',
+  'state',
+  'definition',
+  'inputs',
+  'writes',
+  'created_at',
+  'updated_at',
+] as const;
+
+/** The task log of {@link sqlLog}: one instance per database, its tables migrated. */
+class SqlTaskLog implements TaskLog {
+  readonly #database: Database;
+  readonly #db: Db;
+  /** better-sqlite3 reads integers beyond 2^53 lossily: fencing tokens are read as text. */
+  readonly #tokenText;
+
+  constructor(database: Database) {
+    this.#database = database;
+    this.#db = (database as Database<Tables>).db;
+    this.#tokenText =
+      database.dialect === 'sqlite' ? sql<string>`cast(token as text)` : sql<string>`token`;
   }
-  await database.migrate('tasks', migrations);
-  const db = (database as Database<Tables>).db;
-  // better-sqlite3 reads integers beyond 2^53 lossily: read fencing tokens as text.
-  const tokenText =
-    database.dialect === 'sqlite' ? sql<string>`cast(token as text)` : sql<string>`token`;
-  const logColumns = ['flow_id', 'seq', 'task', 'state', 'attempt', 'payload', 'at'] as const;
-  const flowColumns = [
-    'flow_id',
-    'name',
-    'state',
-    'definition',
-    'inputs',
-    'writes',
-    'created_at',
-    'updated_at',
-  ] as const;
-  const readLog = (flowId: string) =>
-    db
+
+  #readLog(flowId: string) {
+    return this.#db
       .selectFrom(LOG)
-      .select([...logColumns, tokenText.as('token')])
+      .select([...LOG_COLUMNS, this.#tokenText.as('token')])
       .where('flow_id', '=', flowId)
       .orderBy('seq')
       .execute();
+  }
 
   /** One statement, so one round trip: the fenced flow update and the inserts commit together or not at all. */
-  const appendPostgres = async (
+  async #appendPostgres(
     flowId: string,
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
-  ): Promise<void> => {
+  ): Promise<void> {
     const token = update.token;
     const sets = [sql`writes = writes + 1`, sql`updated_at = ${entries[entries.length - 1]!.at}`];
     if (update.state) sets.push(sql`state = ${update.state}`);
@@ -194,169 +196,188 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
       )
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
       select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)
-      where exists (select 1 from u)`.execute(db);
+      where exists (select 1 from u)`.execute(this.#db);
     if (Number(result.numAffectedRows ?? 0) === 0) {
-      const row = await db
+      const row = await this.#db
         .selectFrom(FLOWS)
-        .select(tokenText.as('token'))
+        .select(this.#tokenText.as('token'))
         .where('flow_id', '=', flowId)
         .executeTakeFirst();
       if (!row) throw notFound(flowId);
       throw fenced(flowId, token, big(row.token));
     }
-  };
+  }
 
   /**
    * SQLite, a task transition by the current owner: one autocommitted statement that inserts the
    * entry only while the flow's token is still the writer's (writers are serialized by SQLite, so
    * the check and the insert are atomic). Anything else takes the transactional path.
    */
-  const appendSqliteFast = async (
+  async #appendSqliteFast(
     flowId: string,
     entry: LogEntry,
     token: bigint | null | undefined,
-  ): Promise<boolean> => {
+  ): Promise<boolean> {
     const r = toRow(flowId, entry);
     const fence = token == null ? sql`token is null` : sql`token = ${token.toString()}`;
     const result = await sql`
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
       select ${r.flow_id}, ${r.seq}, ${r.task}, ${r.state}, ${r.attempt}, ${r.payload}, ${r.token}, ${r.at}
       where exists (select 1 from ${sql.table(FLOWS)} where flow_id = ${flowId} and ${fence})`.execute(
-      db,
+      this.#db,
     );
     return Number(result.numAffectedRows ?? 0) === 1;
-  };
+  }
 
-  return {
-    async create(record, entries) {
-      try {
-        await database.transaction(async (trx) => {
-          await (trx as typeof db)
-            .insertInto(FLOWS)
-            .values({
-              flow_id: record.flowId,
-              name: record.name,
-              state: record.state,
-              definition: JSON.stringify(record.definition),
-              inputs: JSON.stringify(record.inputs),
-              token: record.token === null ? null : record.token.toString(),
-              writes: 0,
-              created_at: record.createdAt,
-              updated_at: record.updatedAt,
-            })
+  async create(record: FlowRecord, entries: LogEntry[]): Promise<void> {
+    try {
+      await this.#database.transaction(async (trx) => {
+        await (trx as Db)
+          .insertInto(FLOWS)
+          .values({
+            flow_id: record.flowId,
+            name: record.name,
+            state: record.state,
+            definition: JSON.stringify(record.definition),
+            inputs: JSON.stringify(record.inputs),
+            token: record.token === null ? null : record.token.toString(),
+            writes: 0,
+            created_at: record.createdAt,
+            updated_at: record.updatedAt,
+          })
+          .execute();
+        if (entries.length) {
+          await (trx as Db)
+            .insertInto(LOG)
+            .values(entries.map((e) => toRow(record.flowId, e)))
             .execute();
-          if (entries.length) {
-            await (trx as typeof db)
-              .insertInto(LOG)
-              .values(entries.map((e) => toRow(record.flowId, e)))
-              .execute();
-          }
-        });
-      } catch (error) {
-        if (isUniqueViolation(error)) throw flowExists(record.flowId);
-        throw error;
-      }
-    },
+        }
+      });
+    } catch (error) {
+      if (isUniqueViolation(error)) throw flowExists(record.flowId);
+      throw error;
+    }
+  }
 
-    async append(flowId, entries, update) {
-      const token = update.token;
-      try {
-        if (database.dialect === 'postgres' && entries.length > 0) {
-          await appendPostgres(flowId, entries, update);
-          return;
-        }
-        if (database.dialect === 'sqlite' && entries.length === 1 && !update.state) {
-          if (await appendSqliteFast(flowId, entries[0]!, token)) return;
-        }
-        await database.transaction(async (trx) => {
-          const t = trx as typeof db;
-          let q = t
-            .updateTable(FLOWS)
-            .set((eb) => {
-              const set: Record<string, unknown> = { writes: eb('writes', '+', 1) };
-              if (update.state) set.state = update.state;
-              if (token != null) set.token = token.toString();
-              if (entries.length) set.updated_at = entries[entries.length - 1]!.at;
-              return set as never;
-            })
-            .where('flow_id', '=', flowId);
-          if (token != null) {
-            q = q.where((eb) =>
-              eb.or([eb('token', 'is', null), eb('token', '<=', token.toString() as never)]),
-            );
-          }
-          const res = await q.executeTakeFirst();
-          if (Number(res.numUpdatedRows) === 0) {
-            const row = await t
-              .selectFrom(FLOWS)
-              .select(tokenText.as('token'))
-              .where('flow_id', '=', flowId)
-              .executeTakeFirst();
-            if (!row) throw notFound(flowId);
-            throw fenced(flowId, token, big(row.token));
-          }
-          if (entries.length) {
-            await t
-              .insertInto(LOG)
-              .values(entries.map((e) => toRow(flowId, e)))
-              .execute();
-          }
-        });
-      } catch (error) {
-        if (isUniqueViolation(error)) {
-          throw new TasksError(
-            'tasks.fenced',
-            `flow ${flowId}: log position ${entries[0]?.seq ?? '?'} already written by another engine`,
-            { cause: error, details: { flowId } },
+  async append(
+    flowId: string,
+    entries: LogEntry[],
+    update: { state?: FlowState; token?: bigint | null },
+  ): Promise<void> {
+    const token = update.token;
+    try {
+      if (this.#database.dialect === 'postgres' && entries.length > 0) {
+        await this.#appendPostgres(flowId, entries, update);
+        return;
+      }
+      if (this.#database.dialect === 'sqlite' && entries.length === 1 && !update.state) {
+        if (await this.#appendSqliteFast(flowId, entries[0]!, token)) return;
+      }
+      await this.#database.transaction(async (trx) => {
+        const t = trx as Db;
+        let q = t
+          .updateTable(FLOWS)
+          .set((eb) => {
+            const set: Record<string, unknown> = { writes: eb('writes', '+', 1) };
+            if (update.state) set.state = update.state;
+            if (token != null) set.token = token.toString();
+            if (entries.length) set.updated_at = entries[entries.length - 1]!.at;
+            return set as never;
+          })
+          .where('flow_id', '=', flowId);
+        if (token != null) {
+          q = q.where((eb) =>
+            eb.or([eb('token', 'is', null), eb('token', '<=', token.toString() as never)]),
           );
         }
-        throw error;
-      }
-    },
-
-    async load(flowId) {
-      const row = await db
-        .selectFrom(FLOWS)
-        .select([...flowColumns, tokenText.as('token')])
-        .where('flow_id', '=', flowId)
-        .executeTakeFirst();
-      if (!row) return undefined;
-      const rows = await readLog(flowId);
-      return { record: recordOf(row), entries: rows.map(fromRow) };
-    },
-
-    async history(flowId) {
-      const rows = await readLog(flowId);
-      return rows.map(fromRow);
-    },
-
-    async flows(options = {}) {
-      const limit = nonNegativeIntegerOption('flows', 'limit', options.limit);
-      let q = db
-        .selectFrom(FLOWS)
-        .select(['flow_id', 'name', 'state', 'created_at', 'updated_at'])
-        .orderBy('created_at', 'desc')
-        .orderBy('flow_id');
-      if (options.states) {
-        if (options.states.length === 0) return [];
-        q = q.where('state', 'in', [...options.states]);
-      }
-      if (limit !== undefined) q = q.limit(limit);
-      const rows = await q.execute();
-      return rows.map((r): FlowSummary => ({
-        flowId: r.flow_id,
-        name: r.name,
-        state: r.state as FlowState,
-        createdAt: Number(r.created_at),
-        updatedAt: Number(r.updated_at),
-      }));
-    },
-
-    async remove(flowId) {
-      await database.transaction(async (trx) => {
-        await (trx as typeof db).deleteFrom(LOG).where('flow_id', '=', flowId).execute();
-        await (trx as typeof db).deleteFrom(FLOWS).where('flow_id', '=', flowId).execute();
+        const res = await q.executeTakeFirst();
+        if (Number(res.numUpdatedRows) === 0) {
+          const row = await t
+            .selectFrom(FLOWS)
+            .select(this.#tokenText.as('token'))
+            .where('flow_id', '=', flowId)
+            .executeTakeFirst();
+          if (!row) throw notFound(flowId);
+          throw fenced(flowId, token, big(row.token));
+        }
+        if (entries.length) {
+          await t
+            .insertInto(LOG)
+            .values(entries.map((e) => toRow(flowId, e)))
+            .execute();
+        }
       });
-    },
-  };
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        throw new TasksError(
+          'tasks.fenced',
+          `flow ${flowId}: log position ${entries[0]?.seq ?? '?'} already written by another engine`,
+          { cause: error, details: { flowId } },
+        );
+      }
+      throw error;
+    }
+  }
+
+  async load(flowId: string): Promise<{ record: FlowRecord; entries: LogEntry[] } | undefined> {
+    const row = await this.#db
+      .selectFrom(FLOWS)
+      .select([...FLOW_COLUMNS, this.#tokenText.as('token')])
+      .where('flow_id', '=', flowId)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const rows = await this.#readLog(flowId);
+    return { record: recordOf(row), entries: rows.map(fromRow) };
+  }
+
+  async history(flowId: string): Promise<LogEntry[]> {
+    const rows = await this.#readLog(flowId);
+    return rows.map(fromRow);
+  }
+
+  async flows(
+    options: { states?: readonly FlowState[]; limit?: number } = {},
+  ): Promise<FlowSummary[]> {
+    const limit = nonNegativeIntegerOption('flows', 'limit', options.limit);
+    let q = this.#db
+      .selectFrom(FLOWS)
+      .select(['flow_id', 'name', 'state', 'created_at', 'updated_at'])
+      .orderBy('created_at', 'desc')
+      .orderBy('flow_id');
+    if (options.states) {
+      if (options.states.length === 0) return [];
+      q = q.where('state', 'in', [...options.states]);
+    }
+    if (limit !== undefined) q = q.limit(limit);
+    const rows = await q.execute();
+    return rows.map((r): FlowSummary => ({
+      flowId: r.flow_id,
+      name: r.name,
+      state: r.state as FlowState,
+      createdAt: Number(r.created_at),
+      updatedAt: Number(r.updated_at),
+    }));
+  }
+
+  async remove(flowId: string): Promise<void> {
+    await this.#database.transaction(async (trx) => {
+      await (trx as Db).deleteFrom(LOG).where('flow_id', '=', flowId).execute();
+      await (trx as Db).deleteFrom(FLOWS).where('flow_id', '=', flowId).execute();
+    });
+  }
+}
+
+/**
+ * A task log in a SQL database opened by `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB),
+ * in tables prefixed `rigging_tasks_` created by `database.migrate('tasks', …)`. Every append is
+ * one transaction, committed before it resolves; the fencing check and the append are atomic.
+ * On SQLite, `synchronous = 'normal'` (WAL, the default of `openDatabase`) survives a process
+ * crash; `'full'` also survives power loss.
+ */
+export async function sqlLog(database: Database): Promise<TaskLog> {
+  if (!database || typeof database !== 'object' || !('db' in database)) {
+    throw new TypeError('sqlLog(database): pass a Database opened by @rigging/sql');
+  }
+  await database.migrate('tasks', migrations);
+  return new SqlTaskLog(database);
 }

@@ -1,7 +1,7 @@
 import { RiggingError, sleep } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
 import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
-import type { Database } from '@rigging/sql';
+import { isConnectionError, type Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 
 /** Payload of a container operation. */
@@ -29,6 +29,56 @@ export class ContainerError extends RiggingError<`minicloud.container_${string}`
 }
 
 type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<ContainerOpResult>;
+
+/**
+ * Runs one database write of a step, again after a lost connection (up to 5 tries, 200 ms apart,
+ * while `signal` holds): a pooled connection broken by a network cut fails once, the next one is
+ * new. Every write here is idempotent (an insert guarded by a read, updates, deletes, journal rows).
+ */
+async function transient<T>(write: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (attempt >= 5 || !isConnectionError(error) || signal.aborted) throw error;
+      await sleep(200, { signal });
+    }
+  }
+}
+
+/**
+ * Runs an op's flow, or resumes it when a worker that claimed the op before left it in the log:
+ * completed steps do not run again. While the flow's lock is held by its previous owner (a
+ * worker that died and whose lock has not expired yet, or one paused past its queue lease that
+ * still holds its database session), waits for it instead of failing the op; `signal` (the
+ * claim) ends the wait.
+ */
+async function runOrResume(
+  engine: Engine,
+  flowId: string,
+  flow: Flow<any, any>,
+  inputs: OpInputs,
+  signal: AbortSignal,
+): Promise<void> {
+  for (;;) {
+    try {
+      if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
+      else await engine.run(flow, { flowId, inputs });
+      return;
+    } catch (error) {
+      // A connection lost on the way (the host was cut off, the server restarted): resume from
+      // the log on a new connection, for as long as this worker still holds the op's claim.
+      // Another process holds the flow (busy) or created it between our read and our run
+      // (exists): look again and resume it.
+      const retry =
+        RiggingError.hasCode(error, 'tasks.flow_busy') ||
+        RiggingError.hasCode(error, 'tasks.flow_exists') ||
+        isConnectionError(error);
+      if (!retry || signal.aborted) throw error;
+      await sleep(250, { signal });
+    }
+  }
+}
 
 /** What every container-op flow gets. */
 interface OpInputs {
@@ -90,12 +140,12 @@ export function containerHandlers(
       async execute(ctx, inputs: AnyInputs) {
         const i = inputs as OpInputs;
         await work(i, ctx.signal, last);
-        return ((await apply(i)) ?? null) as never;
+        return ((await transient(() => apply(i), ctx.signal)) ?? null) as never;
       },
       ...(undo
         ? {
-            async revert(_ctx, { result, inputs }) {
-              await undo(inputs as OpInputs, result);
+            async revert(ctx, { result, inputs }) {
+              await transient(() => undo(inputs as OpInputs, result), ctx.signal);
             },
           }
         : {}),
@@ -174,7 +224,7 @@ export function containerHandlers(
   const handler =
     (op: ContainerOpType): Handler =>
     async (payload, ctx) => {
-      await journal('op-start', ctx.id);
+      await transient(() => journal('op-start', ctx.id), ctx.signal);
       const flowId = `op-${ctx.id}`;
       const flow = flows[op];
       onFlow?.(
@@ -183,13 +233,13 @@ export function containerHandlers(
         flow.children.map((c) => c.name),
       );
       try {
-        // A re-claimed op (its worker died) resumes the flow: completed steps do not run again.
-        if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
-        else
-          await engine.run(flow, {
-            flowId,
-            inputs: { container: ctx.key, op, payload: payload ?? {} },
-          });
+        await runOrResume(
+          engine,
+          flowId,
+          flow,
+          { container: ctx.key, op, payload: payload ?? {} },
+          ctx.signal,
+        );
       } catch (error) {
         if (error instanceof FlowFailed) {
           const cause = error.failures[0];
@@ -202,7 +252,7 @@ export function containerHandlers(
         }
         throw error;
       }
-      await journal('op', ctx.id);
+      await transient(() => journal('op', ctx.id), ctx.signal);
       return { name: ctx.key, state: STATE[op] };
     };
   return {

@@ -101,7 +101,8 @@ export const serve: Command = {
     'set, every API call needs one (Authorization: Bearer, X-Auth-Token for /placement). On a',
     'non-loopback address serve refuses to start without one, unless --insecure-no-auth.',
     'A client address with more than $MINICLOUD_AUTH_MAX_FAILURES (default 20) failed',
-    'authentications in a minute is refused (429) until the minute ends.',
+    'authentications in a minute is refused (429) until the minute ends. At most',
+    '$MINICLOUD_MAX_EVENT_STREAMS (default 100) dashboard event streams are served at once.',
   ],
   options: {
     port: { type: 'string' },
@@ -141,6 +142,9 @@ export const serve: Command = {
       logger,
       auth: new Auth({ tokens, mode, limiter: new FailureLimiter({ maxFailures }) }),
       metrics,
+      ...(process.env.MINICLOUD_MAX_EVENT_STREAMS
+        ? { maxEventStreams: intEnv('MINICLOUD_MAX_EVENT_STREAMS', 1, 100_000) }
+        : {}),
     });
     try {
       let url: string;

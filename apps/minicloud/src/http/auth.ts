@@ -214,7 +214,13 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
 
   app.delete(
     '/api/session',
-    { config: { access: 'public' }, schema: { summary: 'Sign the dashboard out' } },
+    {
+      config: { access: 'public' },
+      schema: {
+        summary: 'Sign the dashboard out',
+        response: { 204: { type: 'null', description: 'the cookie is cleared' } },
+      },
+    },
     async (_req, reply) => {
       void reply.header(
         'set-cookie',

@@ -32,11 +32,16 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   'minicloud.no_compute_node': 409,
   'minicloud.demo_running': 409,
   'locks.timeout': 409,
-  'package_cache.invalid_ref': 400,
+  'package-cache.invalid_ref': 400,
+  'package-cache.unsafe_archive': 400,
+  'package-cache.unsupported_format': 400,
+  'package-cache.too_large': 413,
+  'package-cache.too_many_entries': 413,
+  'package-cache.ratio_exceeded': 413,
   'async-queue.not_json': 400,
   'async-queue.unknown_type': 400,
   'async-queue.closed': 503,
-  'package_cache.closed': 503,
+  'package-cache.closed': 503,
 };
 
 /** Status and body for any error thrown while answering a request. */

@@ -85,6 +85,18 @@ export const uploadBody = {
   },
 } as const;
 
+/** A package upload in the repository (`fqn/version/id`). */
+export const packageRefSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['fqn', 'version', 'id'],
+  properties: {
+    fqn: { type: 'string' },
+    version: { type: 'string' },
+    id: { type: 'string' },
+  },
+} as const;
+
 export const packageParams = {
   type: 'object',
   required: ['fqn', 'version'],
@@ -141,3 +153,64 @@ export const flowsQuery = {
     state: { type: 'string', enum: [...taskStates] },
   },
 } as const;
+
+// ------------------------------------------------------------------ responses
+
+/** The body of every error answer: `{ error: { code, message } }`. */
+export const errorBody = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: {
+        code: { type: 'string', description: 'stable, e.g. minicloud.unauthorized' },
+        message: { type: 'string' },
+        details: {},
+      },
+    },
+  },
+} as const;
+
+/** A list of objects whose fields are described in the README (kept as the route returns them). */
+const listOf = (key: string) =>
+  ({
+    type: 'object',
+    required: [key],
+    properties: { [key]: { type: 'array', items: { type: 'object', additionalProperties: true } } },
+  }) as const;
+
+export const healthResponse = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['ok', 'uptimeMs', 'database', 'node', 'demoRunning', 'dashboardClients'],
+  properties: {
+    ok: { type: 'boolean' },
+    uptimeMs: { type: 'integer' },
+    database: { type: 'string', enum: ['sqlite', 'postgres', 'mysql'] },
+    node: { type: 'string' },
+    demoRunning: { type: 'boolean' },
+    dashboardClients: { type: 'integer' },
+  },
+} as const;
+
+export const environmentsResponse = listOf('environments');
+export const containersResponse = listOf('containers');
+export const queuesResponse = listOf('keys');
+export const flowsResponse = listOf('flows');
+export const providersResponse = listOf('nodes');
+
+/** An object described in the README, sent as the route builds it. */
+export const anyObject = { type: 'object', additionalProperties: true } as const;
+
+export const opAccepted = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['opId', 'key', 'type'],
+  properties: { opId: { type: 'string' }, key: { type: 'string' }, type: { type: 'string' } },
+} as const;
+
+/** A streamed answer (`text/event-stream`, `application/x-ndjson`). */
+export const streamed = (type: string, description: string) =>
+  ({ description, content: { [type]: { schema: { type: 'string' } } } }) as const;

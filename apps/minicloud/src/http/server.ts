@@ -4,6 +4,7 @@
  * `/api/events` and its built files at `/`.
  */
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import type { Logger } from '@rigging/core';
 import { createPlacementHandler } from '@rigging/reshape/http';
 import swagger from '@fastify/swagger';
@@ -14,13 +15,13 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { DashboardHub, serveStatic } from '../../dashboard/serve.js';
-import type { FlowState, TaskState } from '../../dashboard/src/state.js';
-import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType, PackageFile } from '../cloud/index.js';
 import type { Config } from '../config.js';
 import { TokenStore } from '../auth/tokens.js';
 import { Auth, installAuth } from './auth.js';
+import { ArchiveUploads, UPLOAD_LIMITS } from './archive-upload.js';
 import { dashboardDistDir } from './dashboard-dir.js';
+import { knownKey, seedFlows, seedQueueKeys } from './seed.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DemoRunner } from './demo.js';
 import { HttpError, toApiError } from './errors.js';
@@ -34,6 +35,17 @@ import {
   opBody,
   opParams,
   packageParams,
+  packageRefSchema,
+  anyObject,
+  opAccepted,
+  streamed,
+  healthResponse,
+  environmentsResponse,
+  containersResponse,
+  queuesResponse,
+  flowsResponse,
+  providersResponse,
+  errorBody,
   uploadBody,
 } from './schemas.js';
 
@@ -53,6 +65,8 @@ export interface ServerOptions {
    * (`mode: 'auto'`)
    */
   auth?: Auth;
+  /** Most dashboard event streams open at once (one more gets 503). @default 100 */
+  maxEventStreams?: number;
   /** Prometheus metrics served at `/metrics`. @default createMetrics(cloud), closed with the server */
   metrics?: Metrics;
 }
@@ -62,6 +76,8 @@ export interface MinicloudServer {
   readonly app: FastifyInstance;
   /** The dashboard's event hub (fed from `cloud.hub`). */
   readonly hub: DashboardHub;
+  /** Every route as `METHOD /url` (HEAD left out), and whether the OpenAPI document hides it. */
+  readonly routes: readonly { route: string; hidden: boolean }[];
   /** Starts listening; resolves with the base URL (`http://127.0.0.1:8787`). */
   listen(options: { host: string; port: number }): Promise<string>;
   /**
@@ -79,6 +95,18 @@ const UPLOAD_BODY_LIMIT = 16 * 1024 * 1024;
 /** Largest body of every other route. */
 const BODY_LIMIT = 64 * 1024;
 
+/** Media types of `POST /api/packages/{fqn}/{version}/archive`. */
+const ARCHIVE_TYPES = [
+  'application/gzip',
+  'application/x-gzip',
+  'application/x-tar',
+  'application/zip',
+  'application/octet-stream',
+];
+
+/** Time a client has to send a whole request (headers: a third of it). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 const PUBLIC = { access: 'public' } as const;
 const READ = { access: 'read' } as const;
 const DEPLOY = { access: 'deploy' } as const;
@@ -93,6 +121,8 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     // Refuse what the schemas do not describe instead of silently dropping or coercing it.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
+    // A client must send its whole request within this time (slow uploads, stalled bodies).
+    requestTimeout: REQUEST_TIMEOUT_MS,
     // Long keys are refused by the schemas with a clear 400, not by the router.
     routerOptions: { maxParamLength: 1000 },
     // Errors the router raises before a route runs (bad URL encoding, …): same body shape.
@@ -105,8 +135,13 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   });
 
+  app.server.headersTimeout = REQUEST_TIMEOUT_MS / 3;
+
   // ------------------------------------------------------------------ dashboard hub
-  const hub = new DashboardHub({ initial: cloud.hub.state });
+  const hub = new DashboardHub({
+    initial: cloud.hub.state,
+    maxClients: options.maxEventStreams ?? 100,
+  });
   const offHub = cloud.hub.onAny((_type, event) => hub.publish(event));
   await cloud.providerTree().catch(() => []);
   cloud.publishCache();
@@ -124,6 +159,24 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   });
 
   // ------------------------------------------------------------------ OpenAPI
+  // Every route documents the error answers it can give (before swagger reads the routes).
+  const routes: { route: string; hidden: boolean }[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method !== 'HEAD')
+        routes.push({ route: `${method} ${route.url}`, hidden: !!route.schema?.hide });
+    }
+    if (route.schema?.hide) return;
+    const access = route.config?.access ?? 'admin';
+    const errors: Record<number, typeof errorBody> = { 400: errorBody, 404: errorBody };
+    if (access !== 'public')
+      Object.assign(errors, { 401: errorBody, 403: errorBody, 429: errorBody });
+    if (route.method !== 'GET') Object.assign(errors, { 409: errorBody, 413: errorBody });
+    route.schema = {
+      ...route.schema,
+      response: { ...errors, ...(route.schema?.response as object | undefined) },
+    };
+  });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -176,29 +229,40 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.get(
     '/api/openapi.json',
-    { config: READ, schema: { summary: 'This document (OpenAPI 3.1)' } },
+    {
+      config: READ,
+      schema: { summary: 'This document (OpenAPI 3.1)', response: { 200: anyObject } },
+    },
     async () => app.swagger(),
   );
 
   // ------------------------------------------------------------------ health
   const started = Date.now();
-  app.get('/api/health', { config: PUBLIC }, async () => ({
-    ok: true,
-    uptimeMs: Date.now() - started,
-    database: cloud.database.dialect,
-    node: cloud.node.name,
-    demoRunning: demo.running,
-    dashboardClients: hub.clients,
-  }));
+  app.get(
+    '/api/health',
+    { config: PUBLIC, schema: { response: { 200: healthResponse } } },
+    async () => ({
+      ok: true,
+      uptimeMs: Date.now() - started,
+      database: cloud.database.dialect,
+      node: cloud.node.name,
+      demoRunning: demo.running,
+      dashboardClients: hub.clients,
+    }),
+  );
 
   // ------------------------------------------------------------------ environments
-  app.get('/api/environments', { config: READ }, async () => ({
-    environments: await cloud.environments(),
-  }));
+  app.get(
+    '/api/environments',
+    { config: READ, schema: { response: { 200: environmentsResponse } } },
+    async () => ({
+      environments: await cloud.environments(),
+    }),
+  );
 
   app.get(
     '/api/environments/:name',
-    { config: READ, schema: { params: envParams } },
+    { config: READ, schema: { params: envParams, response: { 200: anyObject } } },
     async (req) => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const env = (await cloud.environments()).find((e) => e.name === name);
@@ -209,7 +273,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.post(
     '/api/environments',
-    { config: DEPLOY, schema: { body: deployBody } },
+    { config: DEPLOY, schema: { body: deployBody, response: { 200: anyObject, 201: anyObject } } },
     async (req, reply) => {
       const body = (
         req as Req<{
@@ -231,7 +295,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
 
   app.delete(
     '/api/environments/:name',
-    { config: DEPLOY, schema: { params: envParams } },
+    { config: DEPLOY, schema: { params: envParams, response: { 200: anyObject } } },
     async (req) => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const report = await cloud.deleteEnvironment(name);
@@ -250,7 +314,11 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   // ------------------------------------------------------------------ packages
   app.post(
     '/api/packages',
-    { config: ADMIN, bodyLimit: UPLOAD_BODY_LIMIT, schema: { body: uploadBody } },
+    {
+      config: ADMIN,
+      bodyLimit: UPLOAD_BODY_LIMIT,
+      schema: { body: uploadBody, response: { 201: packageRefSchema } },
+    },
     async (req, reply) => {
       const body = (
         req as Req<{
@@ -277,9 +345,36 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   );
 
+  const uploads = new ArchiveUploads(join(options.config.dataDir, 'uploads'));
+  await app.register(async (scope) => {
+    scope.addContentTypeParser(
+      ARCHIVE_TYPES,
+      { parseAs: 'buffer', bodyLimit: UPLOAD_LIMITS.maxArchiveBytes },
+      (_req, body, done) => done(null, body),
+    );
+    scope.post(
+      '/api/packages/:fqn/:version/archive',
+      {
+        config: ADMIN,
+        bodyLimit: UPLOAD_LIMITS.maxArchiveBytes,
+        schema: {
+          summary: 'Upload a package as a tar, tar.gz or zip archive (bounded; see the README)',
+          params: packageParams,
+          consumes: ARCHIVE_TYPES,
+          response: { 201: packageRefSchema },
+        },
+      },
+      async (req, reply) => {
+        const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
+        const files = await uploads.unpack(fqn, version, req.body as Buffer);
+        return reply.status(201).send(await cloud.uploadPackage(fqn, version, files));
+      },
+    );
+  });
+
   app.get(
     '/api/packages/:fqn/:version',
-    { config: READ, schema: { params: packageParams } },
+    { config: READ, schema: { params: packageParams, response: { 200: anyObject } } },
     async (req) => {
       const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
       const current = await cloud.repository.current(fqn, version);
@@ -295,18 +390,25 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   );
 
   // ------------------------------------------------------------------ containers and ops
-  app.get('/api/containers', { config: READ }, async () => {
-    const containers = await cloud.containers();
-    return {
-      containers: await Promise.all(
-        containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
-      ),
-    };
-  });
+  app.get(
+    '/api/containers',
+    { config: READ, schema: { response: { 200: containersResponse } } },
+    async () => {
+      const containers = await cloud.containers();
+      return {
+        containers: await Promise.all(
+          containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
+        ),
+      };
+    },
+  );
 
   app.post(
     '/api/containers/:name/ops',
-    { config: DEPLOY, schema: { params: containerParams, body: opBody } },
+    {
+      config: DEPLOY,
+      schema: { params: containerParams, body: opBody, response: { 202: opAccepted } },
+    },
     async (req, reply) => {
       const r = req as Req<{
         Params: { name: string };
@@ -317,24 +419,36 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     },
   );
 
-  app.get('/api/ops/:id', { config: READ, schema: { params: opParams } }, async (req) => {
-    const { id } = (req as Req<{ Params: { id: string } }>).params;
-    const op = await cloud.queue.get(id);
-    if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
-    return op;
-  });
+  app.get(
+    '/api/ops/:id',
+    { config: READ, schema: { params: opParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { id } = (req as Req<{ Params: { id: string } }>).params;
+      const op = await cloud.queue.get(id);
+      if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
+      return op;
+    },
+  );
 
   // ------------------------------------------------------------------ queues
-  app.get('/api/queues', { config: READ }, async () => ({ keys: await cloud.queue.activeKeys() }));
+  app.get(
+    '/api/queues',
+    { config: READ, schema: { response: { 200: queuesResponse } } },
+    async () => ({ keys: await cloud.queue.activeKeys() }),
+  );
 
-  app.get('/api/queues/:key', { config: READ, schema: { params: keyParams } }, async (req) => {
-    const { key } = (req as Req<{ Params: { key: string } }>).params;
-    const info = await cloud.queue.inspect(key);
-    if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
-      throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
-    }
-    return info;
-  });
+  app.get(
+    '/api/queues/:key',
+    { config: READ, schema: { params: keyParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { key } = (req as Req<{ Params: { key: string } }>).params;
+      const info = await cloud.queue.inspect(key);
+      if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
+        throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+      }
+      return info;
+    },
+  );
 
   const queueAction = (action: 'resume' | 'discard') => async (req: FastifyRequest) => {
     const { key } = (req as Req<{ Params: { key: string } }>).params;
@@ -356,67 +470,102 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   };
   app.post(
     '/api/queues/:key/resume',
-    { config: DEPLOY, schema: { params: keyParams } },
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
     queueAction('resume'),
   );
   app.post(
     '/api/queues/:key/discard',
-    { config: DEPLOY, schema: { params: keyParams } },
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
     queueAction('discard'),
   );
 
   // ------------------------------------------------------------------ flows
-  app.get('/api/flows', { config: READ, schema: { querystring: flowsQuery } }, async (req) => {
-    const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
-    const flows = await cloud.engine.flows({
-      limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
-      ...(q.state ? { states: [q.state as never] } : {}),
-    });
-    return { flows };
-  });
+  app.get(
+    '/api/flows',
+    { config: READ, schema: { querystring: flowsQuery, response: { 200: flowsResponse } } },
+    async (req) => {
+      const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
+      const flows = await cloud.engine.flows({
+        limit: q.limit ? Number(q.limit) : DEFAULT_LIST_LIMIT,
+        ...(q.state ? { states: [q.state as never] } : {}),
+      });
+      return { flows };
+    },
+  );
 
-  app.get('/api/flows/:id', { config: READ, schema: { params: flowParams } }, async (req) => {
-    const { id } = (req as Req<{ Params: { id: string } }>).params;
-    const history = await cloud.engine.history(id);
-    if (history.length === 0) {
-      throw new HttpError(404, 'minicloud.flow_not_found', `no flow ${id} in the task log`);
-    }
-    const summary = (await cloud.engine.flows({ limit: 1000 })).find((f) => f.flowId === id);
-    const last = history[history.length - 1]!;
-    return {
-      flowId: id,
-      name: summary?.name ?? null,
-      state: summary?.state ?? null,
-      createdAt: summary?.createdAt ?? history[0]!.at,
-      updatedAt: summary?.updatedAt ?? last.at,
-      history: history.map((e) => ({
-        seq: e.seq,
-        task: e.task,
-        state: e.state,
-        attempt: e.attempt ?? null,
-        at: e.at,
-        ...(e.failure ? { failure: e.failure } : {}),
-        ...(e.result !== undefined ? { result: e.result } : {}),
-      })),
-    };
-  });
+  app.get(
+    '/api/flows/:id',
+    { config: READ, schema: { params: flowParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { id } = (req as Req<{ Params: { id: string } }>).params;
+      const history = await cloud.engine.history(id);
+      if (history.length === 0) {
+        throw new HttpError(404, 'minicloud.flow_not_found', `no flow ${id} in the task log`);
+      }
+      const summary = (await cloud.engine.flows({ limit: 1000 })).find((f) => f.flowId === id);
+      const last = history[history.length - 1]!;
+      return {
+        flowId: id,
+        name: summary?.name ?? null,
+        state: summary?.state ?? null,
+        createdAt: summary?.createdAt ?? history[0]!.at,
+        updatedAt: summary?.updatedAt ?? last.at,
+        history: history.map((e) => ({
+          seq: e.seq,
+          task: e.task,
+          state: e.state,
+          attempt: e.attempt ?? null,
+          at: e.at,
+          ...(e.failure ? { failure: e.failure } : {}),
+          ...(e.result !== undefined ? { result: e.result } : {}),
+        })),
+      };
+    },
+  );
 
   // ------------------------------------------------------------------ providers
-  app.get('/api/providers', { config: READ }, async () => ({ nodes: await cloud.providerTree() }));
+  app.get(
+    '/api/providers',
+    { config: READ, schema: { response: { 200: providersResponse } } },
+    async () => ({ nodes: await cloud.providerTree() }),
+  );
 
   // ------------------------------------------------------------------ demo
   const demo = new DemoRunner(cloud, options.config);
-  app.post('/api/demo', { config: ADMIN }, async (req, reply) => {
-    demo.check();
-    reply.hijack();
-    await demo.run(req.raw, reply.raw);
-  });
+  app.post(
+    '/api/demo',
+    {
+      config: ADMIN,
+      schema: {
+        summary: 'Run the demo story in this server',
+        response: { 200: streamed('application/x-ndjson', 'the story, one JSON message a line') },
+      },
+    },
+    async (req, reply) => {
+      demo.check();
+      reply.hijack();
+      await demo.run(req.raw, reply.raw);
+    },
+  );
 
   // ------------------------------------------------------------------ dashboard events
-  app.get('/api/events', { config: READ }, (req, reply) => {
-    reply.hijack();
-    hub.handle(req.raw, reply.raw);
-  });
+  app.get(
+    '/api/events',
+    {
+      config: READ,
+      schema: {
+        summary: 'The dashboard event stream',
+        response: {
+          200: streamed('text/event-stream', 'a snapshot, then every change'),
+          503: errorBody,
+        },
+      },
+    },
+    (req, reply) => {
+      reply.hijack();
+      hub.handle(req.raw, reply.raw);
+    },
+  );
 
   // ------------------------------------------------------------------ Placement API
   await app.register(async (scope) => {
@@ -471,6 +620,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   return {
     app,
     hub,
+    routes,
     async listen({ host, port }) {
       await app.listen({ host, port });
       const address = app.server.address() as AddressInfo;
@@ -482,6 +632,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
         const closed = app.close();
         offHub();
         if (!options.metrics) metrics.close();
+        await uploads.close();
         hub.close();
         await demo.drain(options.closeGraceMs ?? 30_000);
         const force = setTimeout(() => app.server.closeAllConnections(), 5_000);
@@ -494,65 +645,4 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
       return closing;
     },
   };
-}
-
-/** A key the dashboard has seen, or a container's: idle rather than unknown. */
-async function knownKey(cloud: Cloud, hub: DashboardHub, key: string): Promise<boolean> {
-  if (hub.state.queues.some((k) => k.key === key)) return true;
-  return (await cloud.containers()).some((c) => c.name === key);
-}
-
-/** Keys that are not idle at startup (e.g. blocked before a restart), for the first snapshot. */
-async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
-  const active = await cloud.queue.activeKeys().catch(() => []);
-  for (const { key } of active) {
-    if (hub.state.queues.some((k) => k.key === key)) continue;
-    const state = await cloud.queueKey(key).catch(() => undefined);
-    if (!state) continue;
-    hub.publish({ type: 'queue:key', key: state });
-  }
-}
-
-/**
- * Recent flows from the task log that this process has not seen (e.g. before a restart), rebuilt
- * from their history for the first snapshot, so the Flows view is not empty after a restart.
- */
-async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<void> {
-  const flows = await cloud.engine.flows({ limit }).catch(() => []);
-  for (const f of flows.reverse()) {
-    if (hub.state.flows.some((x) => x.id === f.flowId)) continue;
-    const history = await cloud.engine.history(f.flowId).catch(() => []);
-    const tasks = new Map<string, TaskState>();
-    let failure: FlowState['failure'] = null;
-    for (const e of history) {
-      if (!e.task) continue;
-      const prev = tasks.get(e.task);
-      const state = TASK_STATES[e.state] ?? 'pending';
-      const ended = state !== 'running' && state !== 'reverting' && state !== 'pending';
-      tasks.set(e.task, {
-        name: e.task,
-        state,
-        startedAt: prev?.startedAt ?? (state === 'pending' ? null : e.at),
-        endedAt: ended ? e.at : null,
-        attempts: e.attempt ?? prev?.attempts ?? 1,
-        error: e.failure?.message ?? prev?.error ?? null,
-      });
-      if (e.state === 'FAILURE' && e.failure && !failure) {
-        failure = { task: e.task, message: e.failure.message };
-      }
-    }
-    const state = FLOW_STATES[f.state] ?? 'pending';
-    hub.publish({
-      type: 'flow:update',
-      flow: {
-        id: f.flowId,
-        name: f.name,
-        state,
-        startedAt: f.createdAt,
-        endedAt: ['succeeded', 'failed', 'reverted'].includes(state) ? f.updatedAt : null,
-        tasks: [...tasks.values()],
-        failure,
-      },
-    });
-  }
 }

@@ -1,4 +1,4 @@
-import { systemClock, type Clock, type Logger, type SerializedError } from '@rigging/core';
+import { systemClock, type Clock, type SerializedError } from '@rigging/core';
 import type { Database } from '@rigging/sql';
 import { isUniqueViolation, sql } from '../sql-peer.js';
 import type {
@@ -76,7 +76,6 @@ export class SqlQueueBackend implements QueueBackend {
   readonly #neighbours: Set<LocalListener>;
   readonly #batcher = new SucceedBatcher((items) => this.#succeedMany(items));
   #clock: Clock = systemClock;
-  #logger: Logger | undefined;
   #me: LocalListener | undefined;
   #listening: Promise<void> | undefined;
   #closed = false;
@@ -119,7 +118,6 @@ export class SqlQueueBackend implements QueueBackend {
 
   async attach(context: BackendContext): Promise<void> {
     this.#clock = context.clock;
-    this.#logger = context.logger;
     await this.#database.migrate('async-queue', migrations);
     this.#me = { wake: () => context.wake(), settled: (id) => context.settled(id) };
     this.#neighbours.add(this.#me);

@@ -38,10 +38,12 @@ export class QueueStore {
     return this.database.transaction(fn, { retries: 20 });
   }
 
+  /** Tells other processes `payload` when `trx` commits (PostgreSQL; elsewhere a no-op). */
   notify(trx: Db, payload: string): Promise<void> {
     return this.dialect.notify(trx, payload);
   }
 
+  /** The key's row, locked until the transaction ends when `lock` (and the dialect locks rows). */
   async keyRow(trx: Db, key: string, lock: boolean): Promise<KeyRow | undefined> {
     let q = trx
       .selectFrom(KEYS)
@@ -52,6 +54,7 @@ export class QueueStore {
     return (await q.executeTakeFirst()) as KeyRow | undefined;
   }
 
+  /** The op's row, in any queue (callers check `queue`). */
   async opRow(trx: Db, id: string): Promise<OpRow | undefined> {
     return (await trx.selectFrom(OPS).selectAll().where('id', '=', id).executeTakeFirst()) as
       OpRow | undefined;
@@ -189,6 +192,7 @@ export class QueueStore {
     return { op, cancelled, blocked: true };
   }
 
+  /** The public status of a key row (`queued`, `<type>-in-progress`, `blocked`, `idle`). */
   async statusOf(trx: Db, k: KeyRow | undefined): Promise<KeyStatus> {
     if (!k) return 'idle';
     switch (k.state) {

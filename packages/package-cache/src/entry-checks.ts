@@ -1,0 +1,52 @@
+import { posix } from 'node:path';
+import { PackageCacheError } from './errors.js';
+
+// What makes an archive entry unsafe, whatever the format.
+
+/** A `package-cache.unsafe_archive` error for `entry` (or the whole archive). @internal */
+export function unsafe(what: string, problem: string, entry?: string): PackageCacheError {
+  return new PackageCacheError(
+    'package-cache.unsafe_archive',
+    `refusing ${what}: ${entry === undefined ? '' : `entry ${JSON.stringify(entry)} `}${problem}`,
+    { details: entry === undefined ? { problem } : { problem, entry } },
+  );
+}
+
+/**
+ * Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`.
+ * @internal
+ */
+export function relativePathProblem(p: string): string | undefined {
+  if (p === '') return 'has an empty name';
+  if (p.includes('\0')) return 'contains NUL';
+  if (p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p)) return 'is absolute';
+  let depth = 0;
+  for (const part of p.split(/[\\/]+/)) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      depth--;
+      if (depth < 0) return 'escapes the package directory';
+    } else depth++;
+  }
+  return undefined;
+}
+
+/** Why a link entry is unsafe, or `undefined`. Symlinks resolve from their directory. @internal */
+export function linkProblem(
+  entryPath: string,
+  linkpath: string,
+  kind: 'symlink' | 'hardlink',
+): string | undefined {
+  if (linkpath === '') return 'is a link to nothing';
+  if (kind === 'hardlink') {
+    const p = relativePathProblem(linkpath);
+    if (p) return `is a hard link that ${p}`;
+    if (linkpath.split(/[\\/]+/).includes('..')) return 'is a hard link with ".." in its target';
+    return undefined;
+  }
+  if (linkpath.startsWith('/') || linkpath.startsWith('\\') || /^[A-Za-z]:/.test(linkpath))
+    return `is a symlink to an absolute path (${linkpath})`;
+  const resolved = posix.join(posix.dirname(entryPath.replace(/\\/g, '/')), linkpath);
+  const p = relativePathProblem(resolved);
+  return p ? `is a symlink pointing outside (${linkpath})` : undefined;
+}

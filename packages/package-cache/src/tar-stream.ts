@@ -1,0 +1,131 @@
+import { once } from 'node:events';
+import { Gunzip } from 'minizlib';
+import { Unpack } from 'tar';
+import { throwIfAborted } from '@rigging/core';
+import { PackageCacheError } from './errors.js';
+import { ArchiveBudget } from './limits.js';
+import { linkProblem, relativePathProblem, unsafe } from './entry-checks.js';
+
+// Tar (and tar.gz) extraction through node-tar, for streams and archives the fast path declines.
+
+const TAR_TYPES = new Set([
+  'File',
+  'OldFile',
+  'ContiguousFile',
+  'Directory',
+  'GNUDumpDir',
+  'SymbolicLink',
+  'Link',
+]);
+
+/** Extracts a tar (gzipped when `gzipped`) through node-tar, checking every entry. @internal */
+export async function untar(
+  chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  gzipped: boolean,
+  target: string,
+  budget: ArchiveBudget,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const { what } = budget;
+  let refused: PackageCacheError | undefined;
+  const unpack = new Unpack({
+    cwd: target,
+    strict: true,
+    preserveOwner: false,
+    filter: (path, entry) => {
+      if (refused) return false;
+      const type = 'type' in entry ? String(entry.type) : 'File';
+      let problem: string | undefined;
+      if (!TAR_TYPES.has(type)) problem = `is a ${type} (only files, directories and links)`;
+      else problem = relativePathProblem(path);
+      if (!problem && 'linkpath' in entry && (type === 'SymbolicLink' || type === 'Link')) {
+        problem = linkProblem(
+          path,
+          String(entry.linkpath ?? ''),
+          type === 'Link' ? 'hardlink' : 'symlink',
+        );
+      }
+      if (problem) {
+        refused = unsafe(what, problem, path);
+        return false;
+      }
+      try {
+        budget.entry(path, 'size' in entry && typeof entry.size === 'number' ? entry.size : 0);
+      } catch (error) {
+        refused = error as PackageCacheError;
+        return false;
+      }
+      return true;
+    },
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    unpack.on('close', () => resolve());
+    unpack.on('error', (e: unknown) => reject(e));
+  });
+  done.catch(() => {});
+  try {
+    // A gzipped tar is inflated here rather than in node-tar, to account for every inflated byte.
+    for await (const chunk of gzipped ? inflate(chunks, budget) : chunks) {
+      throwIfAborted(signal);
+      if (refused) break;
+      if (!unpack.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
+        await Promise.race([once(unpack, 'drain'), done]);
+      }
+    }
+    if (refused) throw refused;
+    unpack.end();
+    await done;
+  } catch (error) {
+    if (refused) throw refused;
+    if (PackageCacheError.isInstance(error)) throw error;
+    if (signal?.aborted) throw signal.reason;
+    const e = error as { code?: string; tarCode?: string; message?: string };
+    if (e.code === 'TAR_SYMLINK_ERROR' || e.tarCode === 'TAR_ENTRY_ERROR') {
+      throw unsafe(what, e.message ?? 'tar refused an entry');
+    }
+    throw new PackageCacheError(
+      'package-cache.unsupported_format',
+      `${what}: not a valid tar archive (${e.message ?? String(error)})`,
+      { cause: error },
+    );
+  }
+  if (refused) throw refused;
+}
+
+/** Largest slice of compressed bytes inflated at once (deflate expands at most ~1032×). */
+const INFLATE_SLICE = 16 * 1024;
+
+/**
+ * Inflates gzip chunks, accounting for every compressed and inflated byte in `budget`, which
+ * throws as soon as the ratio is exceeded: the input is fed in small slices, so a bomb never
+ * inflates more than ~16 MiB past that point. minizlib inflates on this thread, as node-tar does
+ * (a thread-pool trip per chunk, as with Node's streaming zlib, costs more than the inflation).
+ */
+async function* inflate(
+  chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  budget: ArchiveBudget,
+): AsyncGenerator<Buffer> {
+  const out: Buffer[] = [];
+  let failed: unknown;
+  const gunzip = new Gunzip({});
+  gunzip.on('data', (chunk: Buffer) => out.push(chunk));
+  gunzip.on('error', (error: unknown) => (failed ??= error));
+  const drain = function* (): Generator<Buffer> {
+    if (failed !== undefined) throw failed;
+    for (let chunk = out.shift(); chunk; chunk = out.shift()) {
+      budget.inflated(chunk.byteLength);
+      yield chunk;
+    }
+  };
+  for await (const chunk of chunks) {
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    for (let at = 0; at < bytes.length; at += INFLATE_SLICE) {
+      const slice = bytes.subarray(at, at + INFLATE_SLICE);
+      budget.compressed(slice.byteLength);
+      gunzip.write(slice);
+      yield* drain();
+    }
+  }
+  gunzip.end();
+  yield* drain();
+}
