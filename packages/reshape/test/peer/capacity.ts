@@ -214,6 +214,27 @@ export const CAPACITY_STEPS: Step[] = [
     '1.28',
   ],
   [
+    'inventory with reserved equal to total before 1.26',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/inventories`,
+    () => inventories(4, { VCPU: { total: 16, reserved: 16 } }),
+    '1.25',
+  ],
+  [
+    'one inventory with reserved equal to total before 1.26',
+    'PUT',
+    (i) => `/resource_providers/${i.other}/inventories/VCPU`,
+    () => ({ resource_provider_generation: 4, total: 16, reserved: 16 }),
+    '1.25',
+  ],
+  [
+    'POST an inventory with reserved equal to total before 1.26',
+    'POST',
+    (i) => `/resource_providers/${i.other}/inventories`,
+    () => ({ resource_class: 'DISK_GB', total: 16, reserved: 16 }),
+    '1.25',
+  ],
+  [
     'PUT one inventory of a class the provider has none of',
     'PUT',
     (i) => `/resource_providers/${i.other}/inventories/DISK_GB`,
