@@ -88,11 +88,12 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
         for (const f of result.faults) {
           expect(f.notTakenOver, `${f.kind} ${f.host}`).toEqual([]);
         }
-        // The partitioned and the paused worker came back and had their stale writes refused.
-        const refused = result.faults
-          .filter((f) => f.kind !== 'kill' && f.inFlight.length > 0)
-          .map((f) => f.staleRefusals.length);
-        for (const n of refused) expect(n).toBeGreaterThan(0);
+        // A victim that comes back either finds its claim lost and stops, or writes and is
+        // refused (counted in staleRefusals); an accepted stale write would show above as an
+        // effect applied twice or out of order.
+        for (const f of result.faults) {
+          expect(f.takeoverMs.length + f.finishedByVictim.length).toBe(f.inFlight.length);
+        }
         // Nothing the run made is left behind.
         const { stdout: netns } = await run('ip', ['netns', 'list']);
         for (const host of result.hosts) expect(netns).not.toContain(host.ns);
