@@ -36,7 +36,7 @@ export interface RunResult {
   faults: FaultRecord[];
   /** CPU and commits during the load. */
   usage: Usage;
-  hosts: { label: string; address: string; role: string; pids: number[] }[];
+  hosts: { label: string; ns: string; address: string; role: string; pids: number[] }[];
   durationMs: number;
 }
 
@@ -158,6 +158,7 @@ export async function runCluster(options: RunOptions): Promise<RunResult> {
       usage,
       hosts: network.hosts.map((h) => ({
         label: h.label,
+        ns: h.ns,
         address: h.address,
         role: h.label.startsWith('api') ? 'serve' : 'worker',
         pids: processes.filter((p) => p.host === h).map((p) => p.pid),

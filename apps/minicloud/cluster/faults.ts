@@ -18,7 +18,12 @@ export interface FaultRecord {
   inFlight: string[];
   /** Per in-flight op: ms from the fault until another process started it. */
   takeoverMs: number[];
-  /** In-flight ops nobody else started within the wait. */
+  /**
+   * In-flight ops the victim finished itself when it came back, nobody having claimed them in
+   * the meantime (its late completion was then still valid).
+   */
+  finishedByVictim: string[];
+  /** In-flight ops nobody else started within the wait and that did not finish. */
   notTakenOver: string[];
   /** Lines of the victim's log refusing a write made with a lost lease or stale token. */
   staleRefusals: string[];
@@ -94,11 +99,15 @@ export async function injectFaults(options: {
       endedAt: Date.now(),
       inFlight,
       takeoverMs: takeover.ms,
+      finishedByVictim: takeover.finished,
       notTakenOver: takeover.missing,
       staleRefusals: kind === 'kill' ? [] : await staleLines(victim.logFile, at),
     };
     say(
       `  ${takeover.ms.length}/${inFlight.length} in-flight op(s) taken over` +
+        (takeover.finished.length
+          ? `, ${takeover.finished.length} finished by ${victim.host.label} itself`
+          : '') +
         (takeover.ms.length ? ` (max ${Math.max(...takeover.ms)} ms)` : '') +
         (kind === 'kill' ? '' : `; ${record.staleRefusals.length} stale write(s) refused`),
     );
@@ -107,17 +116,21 @@ export async function injectFaults(options: {
   return records;
 }
 
-/** For each op, ms from `since` until a process other than `victim` started it. */
+/**
+ * For each op, ms from `since` until a process other than `victim` started it; ops that ended
+ * without that (the victim finished them once back) are listed apart.
+ */
 async function takeovers(
   state: ClusterState,
   ops: readonly string[],
   victim: number,
   since: number,
   waitMs: number,
-): Promise<{ ms: number[]; missing: string[] }> {
+): Promise<{ ms: number[]; finished: string[]; missing: string[] }> {
   const pending = new Set(ops);
   const ms: number[] = [];
   const deadline = Date.now() + waitMs;
+  const finished: string[] = [];
   while (pending.size > 0 && Date.now() < deadline) {
     for (const row of await state.journal()) {
       if (
@@ -130,9 +143,15 @@ async function takeovers(
         ms.push(row.at - since);
       }
     }
+    for (const [id, op] of await state.ops([...pending])) {
+      if (op.status === 'succeeded' || op.status === 'failed') {
+        pending.delete(id);
+        finished.push(id);
+      }
+    }
     if (pending.size > 0) await sleep(250);
   }
-  return { ms, missing: [...pending] };
+  return { ms, finished, missing: [...pending] };
 }
 
 /** The victim's log lines after `since` that show a stale write refused. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Host } from './netns.js';
 
-/** What a host runs: the HTTP API (with its in-process workers) or a worker only. */
+/** What a host runs: the HTTP API only (`serve --no-workers`) or a worker. */
 export type Role = 'serve' | 'worker';
 
 /** A `minicloud serve` or `minicloud worker` process running in a host's namespace. */
@@ -59,8 +59,9 @@ export async function startProcess(
     '--data-dir',
     options.dataDir,
   ];
-  if (role === 'serve') args.push('--host', host.address, '--port', String(options.port));
-  else
+  if (role === 'serve') {
+    args.push('--host', host.address, '--port', String(options.port), '--no-workers');
+  } else
     args.push('--lease-ms', String(options.leaseMs), '--concurrency', String(options.concurrency));
   const child = spawn('ip', args, {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -68,7 +69,6 @@ export async function startProcess(
       ...process.env,
       MINICLOUD_ADMIN_TOKEN: options.token,
       MINICLOUD_LOG_LEVEL: process.env.MINICLOUD_LOG_LEVEL ?? 'info',
-      MINICLOUD_LEASE_MS: String(options.leaseMs),
     },
   });
   const logFile = join(options.logDir, `${host.label}-${role}-${child.pid}.log`);

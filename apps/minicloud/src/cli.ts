@@ -1,3 +1,5 @@
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { RiggingError } from '@rigging/core';
 import { commands, type Command } from './commands/index.js';
@@ -98,4 +100,18 @@ function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ').trim();
 }
 
-process.exitCode = await main(process.argv.slice(2));
+/**
+ * True when this module is the program node runs (`node dist/cli.js`, or the `minicloud` bin
+ * through its symlink), false when it is imported (tests, embedding).
+ */
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) process.exitCode = await main(process.argv.slice(2));

@@ -1,10 +1,11 @@
 // Runs the built CLI (dist/cli.js) as a user would.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { main } from '../src/cli.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-cli-'));
@@ -35,6 +36,32 @@ function minicloud(args: string[], options: { cwd?: string; env?: NodeJS.Process
     );
   });
 }
+
+describe('the CLI module', () => {
+  it('is importable without running: main() runs with the given argv and output', async () => {
+    // Importing it above ran nothing (no exit code set, nothing printed).
+    expect(process.exitCode).toBeUndefined();
+    const lines: string[] = [];
+    const errors: string[] = [];
+    const out = { line: (text: string) => lines.push(text), step: () => {} };
+    expect(await main(['--help'], out, (line) => errors.push(line))).toBe(0);
+    expect(lines.join('\n')).toMatch(/^Usage: minicloud <command> \[options\]$/m);
+    expect(await main(['nope'], out, (line) => errors.push(line))).toBe(2);
+    expect(errors).toEqual([expect.stringMatching(/unknown command 'nope'.*see minicloud --help/)]);
+  });
+
+  it('runs when started through a symlink, as the installed `minicloud` bin is', async () => {
+    const link = join(tmp, 'minicloud-bin.js');
+    symlinkSync(cli, link);
+    const r = await new Promise<Result>((resolve) => {
+      execFile(process.execPath, [link, '--help'], { cwd: tmp }, (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+      });
+    });
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout).toMatch(/^Usage: minicloud <command>/m);
+  });
+});
 
 describe('minicloud', () => {
   it('--help lists the commands and exits 0', async () => {

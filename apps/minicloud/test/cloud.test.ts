@@ -1,10 +1,12 @@
 // The Cloud composition in-process: its API, bad input, and the dashboard-shaped event hub.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RiggingError } from '@rigging/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCloud, type Cloud, type DashboardEvent } from '../src/cloud/index.js';
+import { CommandError, MinicloudError } from '../src/errors.js';
 import { APP, appFiles } from '../src/steps/deploy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'minicloud-cloud-'));
@@ -49,6 +51,7 @@ describe('openCloud', { timeout: 60_000 }, () => {
       ['io.x', '1.0', [{ path: 'a\\b', content: 'x' }]],
       ['io.x', '1.0', [{ path: 'a//b', content: 'x' }]],
       ['io.x', '1.0', [file, file]],
+      ['io.x', '1.0', [file, { path: 'manifest.json/inner', content: 'x' }]],
     ] as const) {
       expect(await code(cloud.uploadPackage(fqn, version, files as never))).toBe(
         'minicloud.invalid_input',
@@ -58,6 +61,10 @@ describe('openCloud', { timeout: 60_000 }, () => {
       'minicloud.invalid_input',
     );
     expect(await code(cloud.deleteEnvironment('nope'))).toBe('minicloud.env_not_found');
+    // The domain's own error class, not the CLI's.
+    const notFound = await cloud.deleteEnvironment('nope').catch((error: unknown) => error);
+    expect(notFound).toBeInstanceOf(MinicloudError);
+    expect(notFound).not.toBeInstanceOf(CommandError);
     expect(await code(cloud.offlineReshape())).toBe('minicloud.no_compute_node');
   });
 
@@ -184,5 +191,27 @@ describe('openCloud', { timeout: 60_000 }, () => {
     );
     expect(events.some((e) => e.type === 'plan:object')).toBe(true);
     expect(await cloud.environments()).toEqual([]);
+  });
+
+  it('an upload reaches the cache byte for byte: nested paths, binary content; a re-upload replaces it', async () => {
+    const bytes = Uint8Array.from({ length: 1500 }, (_, i) => (i * 7) % 256);
+    const files = [
+      { path: 'manifest.json', content: '{"name":"nested"}' },
+      { path: 'bin/tool', content: bytes },
+      { path: 'etc/deep/er/conf.txt', content: 'é\n' },
+    ];
+    const first = await cloud.uploadPackage('io.test.Nested', '1.0', files);
+    const got = await cloud.prefetchPackage('io.test.Nested', '1.0');
+    expect(got).toMatchObject({ ref: first, hit: false, removed: [], keptInUse: [] });
+    await using pkg = await cloud.packages.acquire(first);
+    expect(new Uint8Array(await readFile(join(pkg.path, 'bin/tool')))).toEqual(bytes);
+    expect(await readFile(join(pkg.path, 'etc/deep/er/conf.txt'), 'utf8')).toBe('é\n');
+    expect(await readFile(join(pkg.path, 'manifest.json'), 'utf8')).toBe('{"name":"nested"}');
+    // Only the current upload is served; the repository keeps no staging files.
+    const second = await cloud.uploadPackage('io.test.Nested', '1.0', files.slice(0, 1));
+    expect(second.id).not.toBe(first.id);
+    expect(readdirSync(join(cloud.repository.dir, 'io.test.Nested', '1.0'))).toEqual([
+      `${second.id}.tar`,
+    ]);
   });
 });

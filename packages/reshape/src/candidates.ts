@@ -3,6 +3,7 @@
  * `GET /allocation_candidates?resources=…&required=…&in_tree=…&limit=…`), computed over the
  * providers of a {@link ReshapeStore}.
  */
+import { positiveIntegerOption } from '@rigging/core';
 import { capacityOf, type Inventory, type ResourceProvider, type Resources } from './model.js';
 import type { ReshapeStore } from './store.js';
 
@@ -41,7 +42,13 @@ export async function allocationCandidates(
   query: CandidateQuery,
 ): Promise<Candidates> {
   const nested = query.nested ?? true;
-  const maxPerTree = query.maxPerTree ?? 1000;
+  const maxPerTree = positiveIntegerOption(
+    'allocationCandidates',
+    'maxPerTree',
+    query.maxPerTree,
+    1000,
+  );
+  const limit = positiveIntegerOption('allocationCandidates', 'limit', query.limit);
   const providers = await store.listProviders(
     query.inTree === undefined ? {} : { inTree: query.inTree },
   );
@@ -121,8 +128,8 @@ export async function allocationCandidates(
     walk(0);
   }
   let kept = requests;
-  if (query.limit !== undefined && query.limit < requests.length) {
-    kept = requests.slice(0, query.limit);
+  if (limit !== undefined && limit < requests.length) {
+    kept = requests.slice(0, limit);
     treesUsed.clear();
     providersUsed.clear();
     for (const r of kept)

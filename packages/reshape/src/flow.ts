@@ -1,4 +1,10 @@
-import { RiggingError, silentLogger, throwIfAborted, type Logger } from '@rigging/core';
+import {
+  positiveIntegerOption,
+  RiggingError,
+  silentLogger,
+  throwIfAborted,
+  type Logger,
+} from '@rigging/core';
 import { ReshapeFailed, ReshapeNeeded } from './errors.js';
 import type {
   AllocationsInput,
@@ -249,9 +255,7 @@ export async function retryOnConflict<S, T>(
   mutate: (state: S) => Promise<T>,
   options: RetryOnConflictOptions = {},
 ): Promise<T> {
-  const attempts = options.attempts ?? 3;
-  if (!Number.isInteger(attempts) || attempts < 1)
-    throw new TypeError(`attempts must be a positive integer, got ${String(attempts)}`);
+  const attempts = positiveIntegerOption('retryOnConflict', 'attempts', options.attempts, 3);
   for (let attempt = 1; ; attempt++) {
     throwIfAborted(options.signal);
     const state = await refetch();

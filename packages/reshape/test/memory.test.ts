@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../src/index.js';
+import { allocationCandidates, memoryStore, retryOnConflict } from '../src/index.js';
+import { createPlacementHandler } from '../src/http/index.js';
 import { conformance } from './conformance/index.js';
 
 describe('memoryStore', () => {
@@ -34,5 +35,24 @@ describe('offlineReshape', () => {
     );
     expect(result.reshaped).toBe(true);
     expect((await store.getUsages(result.tree.data('gpu').uuid)).usages).toEqual({ VGPU: 2 });
+  });
+});
+
+describe('options', () => {
+  it('refuses bad options with a TypeError naming them, before doing anything', async () => {
+    const store = memoryStore();
+    let calls = 0;
+    const refetch = async () => {
+      calls++;
+      return 0;
+    };
+    await expect(retryOnConflict(refetch, async () => 1, { attempts: 0 })).rejects.toThrow(
+      /attempts/,
+    );
+    expect(calls).toBe(0);
+    await expect(
+      allocationCandidates(store, { resources: { VCPU: 1 }, limit: 1.5 }),
+    ).rejects.toThrow(TypeError);
+    expect(() => createPlacementHandler(store, { maxBodyBytes: -1 })).toThrow(/maxBodyBytes/);
   });
 });

@@ -1,51 +1,49 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { RiggingError, silentLogger, sleep, type Logger } from '@rigging/core';
-import { createQueue, type HandlerContext, type Queue } from '@rigging/async-queue';
+import { silentLogger, systemClock, type Logger } from '@rigging/core';
+import { createQueue, type Queue } from '@rigging/async-queue';
 import { sqlBackend } from '@rigging/async-queue/sql';
 import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
-import { PackageCache, type CachedPackage } from '@rigging/package-cache';
+import { PackageCache, type PackageRef } from '@rigging/package-cache';
 import { httpFetcher } from '@rigging/package-cache/fetchers';
 import type { ReshapeStore } from '@rigging/reshape';
 import { sqlStore } from '@rigging/reshape/sql';
-import { Engine, FlowFailed, type LogEntry } from '@rigging/tasks';
+import { Engine } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { openDatabase, type Database } from '@rigging/sql';
-import type {
-  CacheEntry,
-  CacheLockHolder,
-  ProviderNode,
-  QueueKeyState,
-  ReshapeRecord,
-} from '../../dashboard/src/state.js';
-import { CommandError } from '../errors.js';
+import type { ProviderNode, QueueKeyState } from '../../dashboard/src/state.js';
+import { MinicloudError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
+import { CacheView, type CacheCounters } from './cache-view.js';
+import { NODE_1, type ComputeNodeSpec, type ReshapeOutcome } from './compute.js';
 import {
-  findNode,
-  NODE_1,
-  reshapeNode,
-  treeSnapshot,
-  type ComputeNodeSpec,
-  type ReshapeOutcome,
-} from './compute.js';
-import {
-  CONTAINER_OPS,
   containerHandlers,
   type ContainerOpPayload,
   type ContainerOpResult,
   type ContainerOpType,
 } from './containers.js';
 import {
-  deployFlow,
-  deployTaskNames,
-  DEPLOY_FLOW,
-  type DeployFaults,
-  type DeployInputs,
-} from './deploy.js';
+  EnvironmentFlows,
+  type DeleteResult,
+  type DeployOptions,
+  type DeployResult,
+  type FlowHandlers,
+} from './environments.js';
 import { CloudHub } from './events.js';
-import { outcomeOf, unwrapOpError, type TaskUpdate } from './flows.js';
-import { PackageRepository, type PackageFile, type PackageRef } from './repository.js';
-import { teardownEnvironment, type TeardownHooks, type TeardownReport } from './teardown.js';
+import { PackageRepository, type PackageFile } from './repository.js';
+import type { TeardownHooks } from './teardown.js';
+import { Closers, DEFAULT_CACHE_MAX_BYTES, invalid, MiniCloud, publishTree } from './mini-cloud.js';
+import { every, watchQueues } from './watch.js';
+
+export type { CacheCounters } from './cache-view.js';
+export type {
+  DeleteResult,
+  DeployOptions,
+  DeployPayload,
+  DeployResult,
+  FlowHandlers,
+} from './environments.js';
+export type { ContainerOpResult, ReshapeOutcome };
 
 /** Options of {@link openCloud}. */
 export interface CloudOptions {
@@ -88,37 +86,6 @@ export interface CloudOptions {
   node?: ComputeNodeSpec;
 }
 
-/** Options of {@link Cloud.deployEnvironment}. */
-export interface DeployOptions {
-  /** The application package (its current upload in the repository is used). */
-  package: { fqn: string; version: string };
-  faults?: DeployFaults;
-  /** How long to wait for the environment's lock. @default 30000 */
-  lockTimeoutMs?: number;
-  signal?: AbortSignal;
-  /** Called once the package is in the cache, before the flow runs. */
-  onPackage?(pkg: PackageRef & { hit: boolean; path: string }): void;
-  /** Each task transition, read live from the durable task log (whichever process runs it). */
-  onTask?(update: TaskUpdate): void;
-}
-
-/** What {@link Cloud.deployEnvironment} did (a failed flow is a result, not an exception). */
-export interface DeployResult {
-  env: string;
-  flowId: string;
-  ok: boolean;
-  package: PackageRef & { hit: boolean; path: string };
-  /** Task names with more than one attempt, e.g. `{ 'vm-2': 2 }`. */
-  retried: Record<string, number>;
-  /** When `ok` is false: the failed task and message. */
-  failure: { task: string | null; message: string } | null;
-  /** When `ok` is false: tasks reverted, in the order they were reverted. */
-  reverted: string[];
-  /** VM → GPU provider it got a VGPU on. */
-  vms: Record<string, string>;
-  durationMs: number;
-}
-
 /** What {@link Cloud.prefetchPackage} did. */
 export interface PrefetchResult {
   ref: PackageRef;
@@ -131,43 +98,8 @@ export interface PrefetchResult {
 
 /** Container statuses as the queue reports them. */
 export type ContainerStatus = Awaited<ReturnType<Queue<ContainerHandlers>['keyStatus']>>;
+/** The handlers of the container-op queue (key = container name). */
 export type ContainerHandlers = ReturnType<typeof containerHandlers>;
-
-/** What a `deploy` op carries (the producer picks the flow id, so a takeover resumes it). */
-export interface DeployPayload {
-  env: string;
-  flowId: string;
-  package: { fqn: string; version: string };
-  faults: DeployInputs['faults'];
-  lockTimeoutMs: number;
-}
-
-/** What {@link Cloud.deleteEnvironment} did. */
-export type DeleteResult = TeardownReport & {
-  /** The package the environment was deployed from. */
-  package: PackageRef;
-  /** That package, when this teardown removed its outdated copy from the cache. */
-  packageRemoved: PackageRef | null;
-  /** Object states in the order they happened (replayed to the caller's hooks). */
-  objects: [string, 'destroying' | 'destroyed' | 'failed'][];
-  /** `[subscriber, publisher]` notifications in the order they ran (replayed likewise). */
-  notifications: [string, string][];
-};
-
-/** The handlers of the flows queue: deployments and teardowns, keyed `env:<name>`. */
-export interface FlowHandlers {
-  [type: string]: (payload: any, ctx: HandlerContext) => Promise<unknown>;
-  deploy(payload: DeployPayload, ctx: HandlerContext): Promise<DeployResult>;
-  delete(payload: { env: string }, ctx: HandlerContext): Promise<DeleteResult>;
-}
-
-/** Counters of the package cache as the app sees them. */
-export interface CacheCounters {
-  hits: number;
-  misses: number;
-  downloads: number;
-  removed: { ref: PackageRef; reason: string }[];
-}
 
 /**
  * The composition of every package into one control plane: database, reshape store, task
@@ -243,11 +175,41 @@ export interface Cloud extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-const ENV_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
-const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
-function invalid(message: string): CommandError {
-  return new CommandError('minicloud.invalid_input', message);
+/** Opens the repository (served unless told not to) and the package cache fetching from it. */
+async function openPackages(
+  options: CloudOptions,
+  database: Database<MinicloudTables>,
+  dataDir: string,
+  logger: Logger,
+  closers: Closers,
+): Promise<{ repository: PackageRepository; packages: PackageCache }> {
+  const repository = new PackageRepository(database, join(dataDir, 'repository'));
+  closers.add(() => repository.close());
+  if (options.serveRepository !== false) {
+    await repository.listen(
+      typeof options.serveRepository === 'object' ? options.serveRepository : {},
+    );
+  }
+  const noRepository = (): never => {
+    throw new MinicloudError(
+      'minicloud.no_repository',
+      'the package repository is not being served',
+    );
+  };
+  const packages = await PackageCache.open({
+    root: join(dataDir, 'packages'),
+    maxBytes: options.cacheMaxBytes ?? DEFAULT_CACHE_MAX_BYTES,
+    logger: logger.child({ component: 'package-cache' }),
+    durable: false,
+    fetch: httpFetcher({
+      url: options.packageUrl ?? repository.urlTemplate ?? noRepository,
+      retries: 2,
+      retryDelayMs: 100,
+      timeoutMs: 10_000,
+    }),
+  });
+  closers.add(() => packages.close());
+  return { repository, packages };
 }
 
 /** Opens (and migrates) everything a minicloud process needs. Close it with `await using`. */
@@ -255,25 +217,23 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
   if (!options.database && !options.databaseUrl)
     throw invalid('openCloud: databaseUrl or database is required');
   if (!options.dataDir) throw invalid('openCloud: dataDir is required');
+  const leaseMs = options.leaseMs ?? 10_000;
+  if (!Number.isInteger(leaseMs) || leaseMs < 500)
+    throw invalid(`leaseMs must be an integer >= 500, got ${String(options.leaseMs)}`);
   const logger = options.logger ?? silentLogger;
+  const clock = systemClock;
   const dataDir = resolve(options.dataDir);
-  const ownsDatabase = !options.database;
+  const closers = new Closers(logger);
   const database = options.database ?? (await openDatabase<MinicloudTables>(options.databaseUrl!));
-  const closers: (() => Promise<void>)[] = [];
-  if (ownsDatabase) closers.push(() => database.close());
+  if (!options.database) closers.add(() => database.close());
   try {
     await database.migrate(NAMESPACE, migrations);
     await mkdir(join(dataDir, 'packages'), { recursive: true });
     const hub = new CloudHub();
     const node = options.node ?? NODE_1;
-
     const reshape = await sqlStore(database);
-    const leaseMs = options.leaseMs ?? 10_000;
-    if (!Number.isInteger(leaseMs) || leaseMs < 500)
-      throw invalid(`leaseMs must be an integer >= 500, got ${String(options.leaseMs)}`);
     const locks = sqlLockProvider(database, { name: 'minicloud', ttlMs: leaseMs });
-    closers.push(() => locks.close());
-
+    closers.add(() => locks.close());
     const engine = new Engine({
       log: await sqlLog(database),
       locks,
@@ -282,597 +242,75 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     engine.on('task:state', (e) => hub.taskState(e));
     engine.on('flow:state', (e) => hub.flowState(e));
 
-    const repository = new PackageRepository(database, join(dataDir, 'repository'));
-    closers.push(() => repository.close());
-    if (options.serveRepository !== false) {
-      await repository.listen(
-        typeof options.serveRepository === 'object' ? options.serveRepository : {},
-      );
-    }
-    const packageUrl = options.packageUrl;
-    const packages = await PackageCache.open({
-      root: join(dataDir, 'packages'),
-      maxBytes: options.cacheMaxBytes ?? 256 * 1024 * 1024,
-      logger: logger.child({ component: 'package-cache' }),
-      durable: false,
-      fetch: httpFetcher({
-        url: (ref) => {
-          const template = packageUrl ?? repository.urlTemplate;
-          if (!template)
-            throw new CommandError(
-              'minicloud.no_repository',
-              'the package repository is not being served',
-            );
-          return template
-            .replace(/\{fqn\}/g, encodeURIComponent(ref.fqn))
-            .replace(/\{version\}/g, encodeURIComponent(ref.version))
-            .replace(/\{id\}/g, encodeURIComponent(ref.id));
-        },
-        retries: 2,
-        retryDelayMs: 100,
-        timeoutMs: 10_000,
-      }),
-    });
-    closers.push(() => packages.close());
-
-    const counters: CacheCounters = { hits: 0, misses: 0, downloads: 0, removed: [] };
-    const entries = new Map<string, CacheEntry>();
-    const inUse = new Map<string, number>();
-    const refKey = (r: PackageRef) => `${r.fqn}/${r.version}/${r.id}`;
-    // The cache's locks as this process knows them: its usage leases (shared), its downloads
-    // (exclusive) and the holders it waits for in other processes.
-    const holders = new Map<string, CacheLockHolder>();
-    const hold = (key: string, holder: CacheLockHolder | undefined) => {
-      if (holder) holders.set(key, holder);
-      else holders.delete(key);
-    };
-    packages.on('wait', (w) => {
-      hold(
-        `wait:${w.key}`,
-        w.done
-          ? undefined
-          : {
-              key: w.key,
-              pid: w.pid ?? null,
-              mode: w.lock === 'download' ? 'exclusive' : 'shared',
-              since: Date.now() - w.waitedMs,
-              owner: `another process (waited for ${w.waitedMs} ms)`,
-            },
-      );
-      publishCache();
-    });
-    const publishCache = () => {
-      const s = packages.stats();
-      hub.publish({
-        type: 'cache:update',
-        cache: {
-          capBytes: options.cacheMaxBytes ?? 256 * 1024 * 1024,
-          bytesUsed: s.bytes,
-          hits: counters.hits,
-          misses: counters.misses,
-          entries: [...entries.values()].map((e) => ({ ...e, inUse: inUse.get(refKey(e)) ?? 0 })),
-          locks: [...holders.values()],
-        },
-      });
-    };
-    packages.on('hit', (e) => {
-      const k = refKey(e.ref);
-      const prev = entries.get(k);
-      entries.set(k, { ...e.ref, bytes: prev?.bytes ?? 0, inUse: 0, lastUsedAt: Date.now() });
-    });
-    packages.on('download', (e) => {
-      counters.downloads++;
-      hold(`download:${refKey(e.ref)}`, undefined);
-      entries.set(refKey(e.ref), { ...e.ref, bytes: e.size, inUse: 0, lastUsedAt: Date.now() });
-      hub.publish({ type: 'cache:download-done', id: refKey(e.ref) });
-    });
-    packages.on('progress', (p) => {
-      const key = `download:${refKey(p.ref)}`;
-      if (p.pid === process.pid && !holders.has(key)) {
-        hold(key, {
-          key,
-          pid: process.pid,
-          mode: 'exclusive',
-          since: Date.now(),
-          owner: 'download',
-        });
-        publishCache();
-      }
-      hub.publish({
-        type: 'cache:download',
-        download: {
-          id: refKey(p.ref),
-          fqn: p.ref.fqn,
-          version: p.ref.version,
-          bytesDone: p.received,
-          bytesTotal: p.total ?? null,
-        },
-      });
-    });
-    packages.on('remove', (e) => {
-      counters.removed.push({ ref: e.ref, reason: e.reason });
-      entries.delete(refKey(e.ref));
-      publishCache();
-    });
-
-    const handlers = containerHandlers(database, engine, (id, name, tasks) =>
-      hub.flowStarted(id, name, tasks),
+    const { repository, packages } = await openPackages(
+      options,
+      database,
+      dataDir,
+      logger,
+      closers,
     );
+    const cache = new CacheView({
+      packages,
+      repository,
+      database,
+      hub,
+      clock,
+      capBytes: options.cacheMaxBytes ?? DEFAULT_CACHE_MAX_BYTES,
+    });
+
+    const worker = options.worker ?? true;
     const queue = createQueue({
       backend: sqlBackend(database),
-      handlers,
+      handlers: containerHandlers(database, engine, (id, name, tasks) =>
+        hub.flowStarted(id, name, tasks),
+      ),
       concurrency: options.queueConcurrency ?? 3,
       policy: 'stop',
-      worker: options.worker ?? true,
+      worker,
       leaseMs,
       closeGraceMs: 3000,
       logger: logger.child({ component: 'async-queue' }),
     });
-    closers.push(() => queue.close());
+    closers.add(() => queue.close());
     queue.onAny((event, payload) =>
       hub.queueEvent(event, payload as unknown as Record<string, unknown>),
     );
 
-    const nodeUuid = () => findNode(reshape, node.name);
-    const envLeases = new Map<string, CachedPackage>();
-    closers.push(async () => {
-      for (const p of envLeases.values()) await p.release();
-      envLeases.clear();
-    });
-    const flow = deployFlow({
+    const environments = new EnvironmentFlows({
       database,
       reshape,
-      nodeUuid: async () => {
-        const uuid = await nodeUuid();
-        if (!uuid)
-          throw new CommandError(
-            'minicloud.no_compute_node',
-            `compute node ${node.name} does not exist; run the startup reshape first`,
-          );
-        return uuid;
-      },
+      engine,
+      locks,
+      hub,
+      cache,
+      node,
+      clock,
+      leaseMs,
+      providerTree: () => publishTree(reshape, node, hub),
     });
-
-    const providerTree = async (): Promise<ProviderNode[]> => {
-      const uuid = await nodeUuid();
-      const nodes = uuid ? await treeSnapshot(reshape, uuid) : [];
-      hub.publish({ type: 'providers:tree', nodes });
-      return nodes;
-    };
-
-    const runReshape = async (seed: boolean, offline: boolean): Promise<ReshapeOutcome> => {
-      const outcome = await reshapeNode(reshape, node, {
-        seed,
-        offline,
-        logger: logger.child({ component: 'reshape' }),
-      });
-      if (outcome.reshaped) {
-        const record: ReshapeRecord = {
-          at: Date.now(),
-          node: node.name,
-          reason: outcome.needed ?? 'reshape',
-          before: outcome.before,
-          after: outcome.after,
-          allocationsMoved: outcome.movedConsumers.length,
-        };
-        hub.publish({ type: 'providers:reshape', reshape: record });
-      } else {
-        hub.publish({ type: 'providers:tree', nodes: outcome.after });
-      }
-      return outcome;
-    };
-
-    const acquireRef = async (ref: PackageRef, signal?: AbortSignal) => {
-      const pkg = await packages.acquire(ref, signal ? { signal } : {});
-      const n = (inUse.get(refKey(ref)) ?? 0) + 1;
-      inUse.set(refKey(ref), n);
-      const key = `usage:${refKey(ref)}`;
-      hold(key, {
-        key,
-        pid: process.pid,
-        mode: 'shared',
-        since: holders.get(key)?.since ?? Date.now(),
-        owner: `${n} lease(s) in this process`,
-      });
-      publishCache();
-      return pkg;
-    };
-    const acquirePackage = async (fqn: string, version: string, signal?: AbortSignal) => {
-      const current = await repository.current(fqn, version);
-      if (!current) {
-        throw new CommandError(
-          'minicloud.package_not_found',
-          `package ${fqn} ${version} is not in the repository; upload it first`,
-        );
-      }
-      return acquireRef({ fqn, version, id: current.id }, signal);
-    };
-    const releasePackage = async (pkg: CachedPackage) => {
-      await pkg.release();
-      const k = refKey(pkg.ref);
-      const n = Math.max(0, (inUse.get(k) ?? 1) - 1);
-      inUse.set(k, n);
-      const held = holders.get(`usage:${k}`);
-      if (n === 0) hold(`usage:${k}`, undefined);
-      else if (held) held.owner = `${n} lease(s) in this process`;
-      publishCache();
-    };
-
-    const checkEnv = (env: unknown): string => {
-      if (typeof env !== 'string' || !ENV_NAME.test(env)) {
-        throw invalid(
-          `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
-        );
-      }
-      return env;
-    };
-    const envRow = (env: string) =>
-      database.db
-        .selectFrom('minicloud_environments')
-        .selectAll()
-        .where('name', '=', env)
-        .executeTakeFirst();
-    const parseRef = (text: string): PackageRef => {
-      const [fqn = '', version = '', id = ''] = text.split('/');
-      return { fqn, version, id };
-    };
-
-    /** Removes `ref` from the cache when it is outdated and no environment uses it any more. */
-    const cleanOutdated = async (ref: PackageRef): Promise<boolean> => {
-      const current = await repository.current(ref.fqn, ref.version);
-      if (current?.id === ref.id) return false;
-      const users = await database.db
-        .selectFrom('minicloud_environments')
-        .select('name')
-        .where('package', '=', refKey(ref))
-        .execute();
-      if (users.length > 0) return false;
-      return packages.remove(ref);
-    };
-
-    /**
-     * Runs (or, after a takeover, resumes) a flow; waits out a dead owner's lock lease. The
-     * queue's `signal` is not the flow's: aborting it (this worker closes, or lost its claim)
-     * suspends the flow at the next task boundary for another worker, it does not revert it.
-     */
-    const runOrResume = async (flowId: string, inputs: DeployInputs, signal: AbortSignal) => {
-      for (;;) {
-        try {
-          if (await engine.log.load(flowId)) return await engine.resume(flowId, flow);
-          return await engine.run(flow, { inputs, flowId });
-        } catch (error) {
-          // A process that died still holds the flow's lock until its lease expires.
-          if (!RiggingError.hasCode(error, 'tasks.flow_busy') || signal.aborted) throw error;
-          await sleep(Math.min(500, leaseMs / 4), { signal });
-        }
-      }
-    };
-
-    /** The `deploy` op: on whichever worker claims it (first run or takeover). */
-    const deployHandler = async (p: DeployPayload, ctx: HandlerContext): Promise<DeployResult> => {
-      const started = Date.now();
-      await using _lock = await locks.acquire(`minicloud:env:${p.env}`, {
-        timeoutMs: p.lockTimeoutMs,
-        signal: ctx.signal,
-      });
-      const existing = await envRow(p.env);
-      if (existing && existing.flow_id !== p.flowId) {
-        throw new CommandError(
-          'minicloud.env_exists',
-          `environment ${p.env} already exists (${existing.state}); delete it first`,
-        );
-      }
-      // A takeover keeps the package the first owner deployed with (even if re-uploaded since).
-      const pkg = existing
-        ? await acquireRef(parseRef(existing.package), ctx.signal)
-        : await acquirePackage(p.package.fqn, p.package.version, ctx.signal);
-      const ref = { fqn: pkg.ref.fqn, version: pkg.ref.version, id: pkg.ref.id };
-      if (!existing) {
-        await database.db
-          .insertInto('minicloud_environments')
-          .values({
-            name: p.env,
-            state: 'deploying',
-            package: refKey(ref),
-            flow_id: p.flowId,
-            updated_at: Date.now(),
-          })
-          .execute();
-      }
-      const inputs: DeployInputs = {
-        env: p.env,
-        packagePath: pkg.path,
-        packageRef: ref,
-        packageHit: pkg.hit,
-        node: node.name,
-        faults: p.faults,
-      };
-      localFlows.add(p.flowId);
-      if (localFlows.size > 1000) localFlows.delete(localFlows.values().next().value!);
-      hub.flowStarted(p.flowId, `${DEPLOY_FLOW} ${p.env}`, deployTaskNames());
-      // The queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is
-      // suspended at a task boundary (not reverted) and the op handed back for another worker.
-      const onAbort = () => void engine.suspend(p.flowId);
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-      let failed: FlowFailed | undefined;
-      try {
-        await runOrResume(p.flowId, inputs, ctx.signal);
-      } catch (error) {
-        await releasePackage(pkg);
-        if (!(error instanceof FlowFailed)) {
-          // Suspended or interrupted: leave the row and the log for the next owner.
-          if (ctx.signal.aborted) throw error;
-          await database.db
-            .deleteFrom('minicloud_environments')
-            .where('name', '=', p.env)
-            .execute();
-          throw error;
-        }
-        failed = error;
-      } finally {
-        ctx.signal.removeEventListener('abort', onAbort);
-      }
-      if (failed) {
-        // Every resource was reverted: the environment is gone.
-        await database.db.deleteFrom('minicloud_environments').where('name', '=', p.env).execute();
-      } else {
-        await database.db
-          .updateTable('minicloud_environments')
-          .set({ state: 'deployed', updated_at: Date.now() })
-          .where('name', '=', p.env)
-          .execute();
-        envLeases.set(p.env, pkg);
-      }
-      await providerTree().catch(() => []);
-      const outcome = outcomeOf(await engine.history(p.flowId));
-      return {
-        env: p.env,
-        flowId: p.flowId,
-        ...outcome,
-        package: { ...ref, hit: pkg.hit, path: pkg.path },
-        durationMs: Date.now() - started,
-      };
-    };
-
-    /** The `delete` op: the destroy-graph teardown, on whichever worker claims it. */
-    const deleteHandler = async (
-      p: { env: string },
-      ctx: HandlerContext,
-    ): Promise<DeleteResult> => {
-      await using _lock = await locks.acquire(`minicloud:env:${p.env}`, {
-        timeoutMs: 30_000,
-        signal: ctx.signal,
-      });
-      const row = await envRow(p.env);
-      if (!row) throw new CommandError('minicloud.env_not_found', `no environment named ${p.env}`);
-      await database.db
-        .updateTable('minicloud_environments')
-        .set({ state: 'deleting', updated_at: Date.now() })
-        .where('name', '=', p.env)
-        .execute();
-      let planId = '';
-      const objects: DeleteResult['objects'] = [];
-      const notifications: DeleteResult['notifications'] = [];
-      const report = await teardownEnvironment(database, reshape, p.env, {
-        onNotify(subscriber, publisher) {
-          notifications.push([subscriber, publisher]);
-        },
-        onPlan(plan) {
-          planId = plan.id;
-          hub.publish({ type: 'plan:set', plan });
-        },
-        onObject(id, state) {
-          objects.push([id, state]);
-          hub.publish({ type: 'plan:object', planId, id, state });
-        },
-      });
-      // The environment row is gone; its package is released by whichever process holds it
-      // (here at once, elsewhere by that process's reconcile tick).
-      const ref = parseRef(row.package);
-      const removedBefore = counters.removed.length;
-      const pkg = envLeases.get(p.env);
-      if (pkg) {
-        envLeases.delete(p.env);
-        await releasePackage(pkg); // the cache may drop an outdated copy on its last release
-      }
-      await cleanOutdated(ref);
-      const packageRemoved = counters.removed
-        .slice(removedBefore)
-        .some((r) => refKey(r.ref) === refKey(ref))
-        ? ref
-        : null;
-      await providerTree();
-      return { ...report, package: ref, packageRemoved, objects, notifications };
-    };
-
-    const flowHandlers: FlowHandlers = { deploy: deployHandler, delete: deleteHandler };
+    closers.add(() => environments.releaseAll());
     const flows = createQueue({
       backend: sqlBackend(database, { name: 'minicloud-flows' }),
-      handlers: flowHandlers,
+      handlers: environments.handlers,
       concurrency: options.flowConcurrency ?? 2,
       policy: 'continue',
-      worker: options.worker ?? true,
+      worker,
       leaseMs,
       closeGraceMs: 5000,
       logger: logger.child({ component: 'flows' }),
     });
-    closers.push(() => flows.close());
+    closers.add(() => flows.close());
 
-    const queueKey = async (key: string): Promise<QueueKeyState> => {
-      const info = await queue.inspect(key);
-      const failed = info.blockedBy ? await queue.get(info.blockedBy) : undefined;
-      return {
-        key,
-        status: info.status,
-        running: info.running ? { id: info.running.id, type: info.running.type } : null,
-        pending: info.pending.map((o) => ({ id: o.id, type: o.type, enqueuedAt: o.createdAt })),
-        lastFailure: failed
-          ? {
-              opId: failed.id,
-              type: failed.type,
-              message: failed.error?.message ?? 'failed',
-              at: failed.finishedAt ?? Date.now(),
-            }
-          : null,
-      };
-    };
-    const watchMs = options.watchQueuesMs ?? (options.worker === false ? 1000 : 0);
-    if (watchMs > 0) {
-      let busy = false;
-      const watch = setInterval(() => {
-        if (busy) return;
-        busy = true;
-        void (async () => {
-          const active = await queue.activeKeys({ limit: 200 });
-          const keys = new Set([...active.map((k) => k.key), ...hub.busyKeys]);
-          for (const key of keys) {
-            const next = await queueKey(key);
-            const previous = hub.state.queues.find((k) => k.key === key)?.lastFailure ?? null;
-            hub.queueSnapshot({ ...next, lastFailure: next.lastFailure ?? previous });
-          }
-        })()
-          .catch((error: unknown) => logger.warn({ err: error }, 'minicloud: queue watch failed'))
-          .finally(() => (busy = false));
-      }, watchMs);
-      watch.unref();
-      closers.push(() => Promise.resolve(clearInterval(watch)));
-    }
-
+    const watchMs = options.watchQueuesMs ?? (worker ? 0 : 1000);
+    if (watchMs > 0) closers.add(watchQueues(queue, hub, { everyMs: watchMs, clock, logger }));
     // Packages of environments deleted by another process are released here within a second.
-    const reconcile = setInterval(() => {
-      void (async () => {
-        for (const [env, pkg] of envLeases) {
-          if (await envRow(env)) continue;
-          envLeases.delete(env);
-          await releasePackage(pkg);
-          await cleanOutdated(pkg.ref);
-        }
-      })().catch((error: unknown) => logger.warn({ err: error }, 'minicloud: reconcile failed'));
-    }, 1000);
-    reconcile.unref();
-    closers.push(() => Promise.resolve(clearInterval(reconcile)));
+    closers.add(every(1000, 'reconcile', logger, () => environments.reconcile()));
 
-    const localFlows = new Set<string>();
-    /** Follows a flow's durable log while `done` is pending: live progress from any process. */
-    const follow = (
-      flowId: string,
-      o: { onTask?: ((u: TaskUpdate) => void) | undefined; onPackage?: DeployOptions['onPackage'] },
-      done: Promise<unknown>,
-    ): Promise<void> => {
-      let seq = 0;
-      let announced = false;
-      let finished = false;
-      void done.finally(() => (finished = true)).catch(() => {});
-      // Flows run by this process reach the hub through the engine's own events.
-      const remote = () => !localFlows.has(flowId);
-      const tick = async () => {
-        if (!announced && o.onPackage) {
-          const loaded = await engine.log.load(flowId);
-          if (loaded) {
-            announced = true;
-            const i = loaded.record.inputs as unknown as DeployInputs;
-            o.onPackage({ ...i.packageRef, hit: i.packageHit, path: i.packagePath });
-          }
-        }
-        const entries: LogEntry[] = await engine.history(flowId);
-        for (const e of entries) {
-          if (e.seq <= seq) continue;
-          seq = e.seq;
-          if (e.task === null) {
-            if (remote()) hub.flowState({ flowId, flow: DEPLOY_FLOW, state: e.state, at: e.at });
-            continue;
-          }
-          if (e.subflow) continue;
-          const update: TaskUpdate = {
-            task: e.task,
-            state: e.state,
-            attempt: e.attempt ?? 1,
-            at: e.at,
-            failure: e.failure,
-            result: e.result,
-          };
-          if (remote()) hub.taskState({ flowId, flow: DEPLOY_FLOW, ...update });
-          o.onTask?.(update);
-        }
-      };
-      return (async () => {
-        while (!finished) {
-          await tick().catch(() => {});
-          await Promise.race([sleep(100), done.catch(() => {})]);
-        }
-        await tick().catch(() => {});
-        localFlows.delete(flowId);
-      })();
-    };
-
-    async function deployEnvironment(env: string, o: DeployOptions): Promise<DeployResult> {
-      checkEnv(env);
-      if (!o?.package?.fqn || !o.package.version)
-        throw invalid('package.fqn and package.version are required');
-      const stepMs = o.faults?.stepMs;
-      if (stepMs != null && (!Number.isInteger(stepMs) || stepMs < 0 || stepMs > 60_000))
-        throw invalid(`faults.stepMs must be an integer from 0 to 60000, got ${String(stepMs)}`);
-      const flowId = `deploy-${env}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-      const payload: DeployPayload = {
-        env,
-        flowId,
-        package: { fqn: o.package.fqn, version: o.package.version },
-        faults: {
-          vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
-          failStep: o.faults?.failStep ?? null,
-          stallOnce: o.faults?.stallOnce ?? null,
-          stepMs: o.faults?.stepMs ?? null,
-        },
-        lockTimeoutMs: o.lockTimeoutMs ?? 30_000,
-      };
-      const done = flows.call(
-        `env:${env}`,
-        { type: 'deploy', payload },
-        o.signal ? { signal: o.signal } : {},
-      );
-      const following = follow(flowId, o, done);
-      try {
-        const result = await done;
-        await following;
-        if (result.package.hit) counters.hits++;
-        else counters.misses++;
-        publishCache();
-        return result;
-      } catch (error) {
-        await following;
-        throw unwrapOpError(error);
-      }
-    }
-
-    async function deleteEnvironment(
-      env: string,
-      hooks: TeardownHooks = {},
-    ): Promise<DeleteResult> {
-      checkEnv(env);
-      let result: DeleteResult;
-      try {
-        result = await flows.call(`env:${env}`, { type: 'delete', payload: { env } });
-      } catch (error) {
-        throw unwrapOpError(error);
-      }
-      // Replayed for the caller (the teardown may have run in another process).
-      hooks.onPlan?.(result.plan, result.planText);
-      for (const [subscriber, publisher] of result.notifications) {
-        hooks.onNotify?.(subscriber, publisher);
-      }
-      for (const [id, state] of result.objects) hooks.onObject?.(id, state);
-      if (result.plan.id !== hub.state.plan?.id) {
-        hub.publish({ type: 'plan:set', plan: result.plan });
-        for (const [id, state] of result.objects)
-          hub.publish({ type: 'plan:object', planId: result.plan.id, id, state });
-      }
-      return result;
-    }
-
-    const cloud: Cloud = {
+    return new MiniCloud({
       database,
       dataDir,
       logger,
+      clock,
       reshape,
       locks,
       engine,
@@ -882,93 +320,12 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       repository,
       hub,
       node,
-      cacheCounters: counters,
-      nodeUuid,
-      providerTree,
-      startupReshape: (o = {}) => runReshape(o.seed ?? true, false),
-      offlineReshape: () => runReshape(false, true),
-
-      async uploadPackage(fqn, version, files) {
-        const ref = await repository.upload(fqn, version, files);
-        return { fqn: ref.fqn, version: ref.version, id: ref.id };
-      },
-
-      async prefetchPackage(fqn, version) {
-        const before = counters.removed.length;
-        const pkg = await acquirePackage(fqn, version);
-        if (pkg.hit) counters.hits++;
-        else counters.misses++;
-        await releasePackage(pkg); // publishes the counters
-        const removed = counters.removed.slice(before).map((r) => r.ref);
-        // In use by an environment, whichever process deployed it.
-        const keptInUse = (await cloud.environments())
-          .map((e) => parseRef(e.package))
-          .filter((r) => r.fqn === fqn && r.version === version && r.id !== pkg.ref.id);
-        return { ref: pkg.ref, hit: pkg.hit, removed, keptInUse };
-      },
-
-      deployEnvironment,
-      deleteEnvironment,
-
-      async environments() {
-        const rows = await database.db
-          .selectFrom('minicloud_environments')
-          .selectAll()
-          .orderBy('name')
-          .execute();
-        return rows.map((r) => ({
-          name: r.name,
-          state: r.state,
-          package: r.package,
-          flowId: r.flow_id,
-        }));
-      },
-
-      async castContainerOp(container, type, payload = {}) {
-        if (typeof container !== 'string' || !CONTAINER_NAME.test(container)) {
-          throw invalid(
-            `container name must be 1-128 letters, digits, '_', '.' or '-', got ${JSON.stringify(container)}`,
-          );
-        }
-        if (!CONTAINER_OPS.includes(type)) {
-          throw invalid(
-            `container operation must be one of ${CONTAINER_OPS.join(', ')}, got ${JSON.stringify(type)}`,
-          );
-        }
-        return queue.cast(container, { type, payload } as never);
-      },
-
-      async containers() {
-        const rows = await database.db
-          .selectFrom('minicloud_containers')
-          .selectAll()
-          .orderBy('name')
-          .execute();
-        return rows.map((r) => ({ name: r.name, image: r.image, state: r.state }));
-      },
-
-      queueKey,
-      publishCache,
-
-      async close() {
-        for (const close of closers.splice(0).reverse()) {
-          try {
-            await close();
-          } catch (error) {
-            logger.warn({ err: error }, 'minicloud: error while closing');
-          }
-        }
-      },
-      [Symbol.asyncDispose]() {
-        return cloud.close();
-      },
-    };
-    return cloud;
+      cache,
+      environments,
+      closers,
+    });
   } catch (error) {
-    for (const close of closers.splice(0).reverse()) await close().catch(() => {});
+    await closers.closeAll();
     throw error;
   }
 }
-
-export type { ContainerOpResult, ReshapeOutcome };
-export { RiggingError };

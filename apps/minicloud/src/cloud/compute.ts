@@ -10,7 +10,7 @@ import {
   type TreeAllocations,
 } from '@rigging/reshape';
 import type { ProviderNode } from '../../dashboard/src/state.js';
-import { CommandError } from '../errors.js';
+import { MinicloudError } from '../errors.js';
 
 /** The simulated compute node: its name, physical GPUs and VGPUs per GPU. */
 export interface ComputeNodeSpec {
@@ -133,9 +133,7 @@ export async function treeSnapshot(store: ReshapeStore, rootUuid: string): Promi
 }
 
 /** Per consumer, the total of each resource class (to check nothing was lost in a reshape). */
-export function allocationTotals(
-  allocations: TreeAllocations,
-): Map<string, Record<string, number>> {
+function allocationTotals(allocations: TreeAllocations): Map<string, Record<string, number>> {
   const out = new Map<string, Record<string, number>>();
   for (const [consumer, a] of Object.entries(allocations)) {
     const totals: Record<string, number> = {};
@@ -204,7 +202,7 @@ export async function reshapeNode(
   if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
   else rootUuid = await findNode(reshape, node.name);
   if (!rootUuid) {
-    throw new CommandError(
+    throw new MinicloudError(
       'minicloud.no_compute_node',
       `compute node ${node.name} is not in the database; nothing to reshape`,
     );

@@ -1,6 +1,7 @@
 import { RiggingError, sleep } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
 import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
+import { runOrResume } from './flows.js';
 import { isConnectionError, type Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 
@@ -42,40 +43,6 @@ async function transient<T>(write: () => Promise<T>, signal: AbortSignal): Promi
     } catch (error) {
       if (attempt >= 5 || !isConnectionError(error) || signal.aborted) throw error;
       await sleep(200, { signal });
-    }
-  }
-}
-
-/**
- * Runs an op's flow, or resumes it when a worker that claimed the op before left it in the log:
- * completed steps do not run again. While the flow's lock is held by its previous owner (a
- * worker that died and whose lock has not expired yet, or one paused past its queue lease that
- * still holds its database session), waits for it instead of failing the op; `signal` (the
- * claim) ends the wait.
- */
-async function runOrResume(
-  engine: Engine,
-  flowId: string,
-  flow: Flow<any, any>,
-  inputs: OpInputs,
-  signal: AbortSignal,
-): Promise<void> {
-  for (;;) {
-    try {
-      if (await engine.log.load(flowId)) await engine.resume(flowId, flow);
-      else await engine.run(flow, { flowId, inputs });
-      return;
-    } catch (error) {
-      // A connection lost on the way (the host was cut off, the server restarted): resume from
-      // the log on a new connection, for as long as this worker still holds the op's claim.
-      // Another process holds the flow (busy) or created it between our read and our run
-      // (exists): look again and resume it.
-      const retry =
-        RiggingError.hasCode(error, 'tasks.flow_busy') ||
-        RiggingError.hasCode(error, 'tasks.flow_exists') ||
-        isConnectionError(error);
-      if (!retry || signal.aborted) throw error;
-      await sleep(250, { signal });
     }
   }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { RiggingError, sleep } from '@rigging/core';
 import { retryOnConflict, type ReshapeStore } from '@rigging/reshape';
 import { linearFlow, task, times, unorderedFlow, type Flow } from '@rigging/tasks';
+import { refKey, type PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { gpuName } from './compute.js';
@@ -28,7 +29,7 @@ export interface DeployFaults {
 export interface DeployInputs {
   env: string;
   packagePath: string;
-  packageRef: { fqn: string; version: string; id: string };
+  packageRef: PackageRef;
   /** Whether the package was already in the cache (for progress output; no task needs it). */
   packageHit: boolean;
   node: string;
@@ -53,14 +54,14 @@ type AnyInputs = any;
 
 export const DEPLOY_FLOW = 'deploy-environment';
 /** Resources of one VM in the reshape store. */
-export const VM_RESOURCES = { root: { VCPU: 2, MEMORY_MB: 4096, DISK_GB: 20 }, gpu: { VGPU: 1 } };
+const VM_RESOURCES = { root: { VCPU: 2, MEMORY_MB: 4096, DISK_GB: 20 }, gpu: { VGPU: 1 } };
 /** Simulated duration of one step. */
 const STEP_MS = 40;
 /** How long a `stallOnce` task hangs (the chaos demo kills its process long before). */
 const STALL_MS = 120_000;
 
 /** A stable UUID for (flow, task), so a re-run of a task after a crash writes the same consumer. */
-export function consumerUuid(flowId: string, name: string): string {
+function consumerUuid(flowId: string, name: string): string {
   const h = createHash('sha256').update(`${flowId}/${name}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
@@ -255,11 +256,10 @@ export function deployFlow(
         port: number;
       };
       const id = `${inputs.env}/app-config`;
-      const ref = inputs.packageRef;
       await put(id, inputs.env, 'app-config', {
         app: manifest.name,
         port: manifest.port,
-        package: `${ref.fqn}/${ref.version}/${ref.id}`,
+        package: refKey(inputs.packageRef),
       });
       return { id, app: manifest.name, port: manifest.port };
     },

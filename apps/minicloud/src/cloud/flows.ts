@@ -1,6 +1,7 @@
-import { RiggingError, type SerializedError } from '@rigging/core';
-import type { LogEntry } from '@rigging/tasks';
-import { CommandError } from '../errors.js';
+import { RiggingError, sleep, type SerializedError } from '@rigging/core';
+import { isConnectionError } from '@rigging/sql';
+import type { Engine, Flow, LogEntry } from '@rigging/tasks';
+import { MinicloudError } from '../errors.js';
 
 /** One task transition as a deployment reports it (live, from the durable task log). */
 export interface TaskUpdate {
@@ -59,8 +60,40 @@ export function unwrapOpError(error: unknown): unknown {
   if (RiggingError.isInstance(cause)) return cause;
   if (typeof cause.code === 'string') {
     return cause.code.startsWith('minicloud.')
-      ? new CommandError(cause.code as `minicloud.${string}`, cause.message)
+      ? new MinicloudError(cause.code as `minicloud.${string}`, cause.message)
       : new RiggingError(cause.code, cause.message);
   }
   return error;
+}
+
+/**
+ * Runs a flow, or resumes it when an earlier owner (a worker that died, was cut off or paused
+ * past its lease) left it in the task log: completed tasks do not run again. Waits instead of
+ * failing while another process holds the flow's lock (`tasks.flow_busy`: a dead owner's lock
+ * not expired yet, or a paused one that still holds its database session) or created the flow
+ * between our read and our run (`tasks.flow_exists`), and after a lost database connection
+ * (resumed from the log on a new one). `signal` (the queue's claim) ends the waiting.
+ * @returns what `run`/`resume` resolve with.
+ */
+export async function runOrResume<R>(
+  engine: Engine,
+  flowId: string,
+  flow: Flow<any, any>,
+  inputs: Record<string, unknown>,
+  signal: AbortSignal,
+  pollMs = 250,
+): Promise<R> {
+  for (;;) {
+    try {
+      if (await engine.log.load(flowId)) return (await engine.resume(flowId, flow)) as R;
+      return (await engine.run(flow, { flowId, inputs })) as R;
+    } catch (error) {
+      const retry =
+        RiggingError.hasCode(error, 'tasks.flow_busy') ||
+        RiggingError.hasCode(error, 'tasks.flow_exists') ||
+        isConnectionError(error);
+      if (!retry || signal.aborted) throw error;
+      await sleep(pollMs, { signal });
+    }
+  }
 }

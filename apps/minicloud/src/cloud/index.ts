@@ -14,6 +14,7 @@ export type {
   PrefetchResult,
   ReshapeOutcome,
 } from './cloud.js';
+export { MinicloudError } from '../errors.js';
 export { CloudHub } from './events.js';
 export type {
   CloudEvents,
@@ -36,7 +37,8 @@ export { CONTAINER_OPS, ContainerError } from './containers.js';
 export type { ContainerOpPayload, ContainerOpResult, ContainerOpType } from './containers.js';
 export { DEPLOY_FLOW, deployFlow, deployTaskNames } from './deploy.js';
 export type { DeployFaults, DeployInputs } from './deploy.js';
-export { PackageRepository, tarArchive } from './repository.js';
-export type { PackageFile, PackageRef } from './repository.js';
+export { PackageRepository } from './repository.js';
+export type { PackageFile } from './repository.js';
+export type { PackageRef } from '@rigging/package-cache';
 export { teardownEnvironment, toDashboardPlan } from './teardown.js';
 export type { TeardownHooks, TeardownReport } from './teardown.js';

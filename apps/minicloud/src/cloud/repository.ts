@@ -1,19 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import type { PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
-import { CommandError } from '../errors.js';
+import { create as createTar } from 'tar';
+import { MinicloudError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
-
-/** A package as the cache knows it: `{fqn}/{version}/{id}` (id = the upload). */
-export interface PackageRef {
-  fqn: string;
-  version: string;
-  id: string;
-}
 
 /** One file of an uploaded package. */
 export interface PackageFile {
@@ -32,7 +27,7 @@ export const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
  * NUL) or be absurd. Throws `minicloud.invalid_input` naming the culprit.
  */
 export function checkUpload(fqn: unknown, version: unknown, files: unknown): void {
-  const bad = (message: string) => new CommandError('minicloud.invalid_input', message);
+  const bad = (message: string) => new MinicloudError('minicloud.invalid_input', message);
   if (typeof fqn !== 'string' || !FQN.test(fqn) || fqn.includes('..')) {
     throw bad(
       `package fqn must be 1-128 letters, digits, '.', '_' or '-', got ${JSON.stringify(fqn)}`,
@@ -47,6 +42,7 @@ export function checkUpload(fqn: unknown, version: unknown, files: unknown): voi
     throw bad('a package needs 1 to 10000 files');
   }
   const seen = new Set<string>();
+  const dirs = new Set<string>();
   let bytes = 0;
   for (const f of files as PackageFile[]) {
     const path = (f as { path?: unknown } | null)?.path;
@@ -64,6 +60,8 @@ export function checkUpload(fqn: unknown, version: unknown, files: unknown): voi
     }
     if (seen.has(path)) throw bad(`file ${path} appears twice`);
     seen.add(path);
+    const segments = path.split('/');
+    for (let i = 1; i < segments.length; i++) dirs.add(segments.slice(0, i).join('/'));
     const content = f.content as unknown;
     if (typeof content !== 'string' && !(content instanceof Uint8Array)) {
       throw bad(`file ${path}: content must be a string or bytes`);
@@ -71,39 +69,44 @@ export function checkUpload(fqn: unknown, version: unknown, files: unknown): voi
     bytes += typeof content === 'string' ? Buffer.byteLength(content) : content.byteLength;
     if (bytes > MAX_UPLOAD_BYTES) throw bad(`a package may hold at most ${MAX_UPLOAD_BYTES} bytes`);
   }
+  for (const dir of dirs) {
+    if (seen.has(dir)) throw bad(`${dir} is both a file and a directory`);
+  }
 }
 
-/** Builds a POSIX ustar archive (regular files only), which the package cache extracts. */
-export function tarArchive(files: readonly PackageFile[], mtime = 0): Buffer {
-  const blocks: Buffer[] = [];
-  for (const f of files) {
-    const body = typeof f.content === 'string' ? Buffer.from(f.content) : Buffer.from(f.content);
-    const h = Buffer.alloc(512);
-    if (Buffer.byteLength(f.path) > 100) throw new TypeError(`tar: path too long: ${f.path}`);
-    h.write(f.path, 0, 100, 'utf8');
-    h.write('0000644\0', 100);
-    h.write('0000000\0', 108);
-    h.write('0000000\0', 116);
-    h.write(`${body.length.toString(8).padStart(11, '0')}\0`, 124);
-    h.write(
-      `${Math.floor(mtime / 1000)
-        .toString(8)
-        .padStart(11, '0')}\0`,
-      136,
+/**
+ * Writes `files` as a tar archive at `file` (node-tar, portable headers): the files are staged
+ * in a temporary directory next to it, which is removed afterwards.
+ */
+async function writeArchive(files: readonly PackageFile[], file: string): Promise<void> {
+  const staging = await mkdtemp(join(dirname(file), '.staging-'));
+  try {
+    for (const f of files) {
+      const path = join(staging, f.path);
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, f.content);
+    }
+    await createTar(
+      { cwd: staging, file, portable: true },
+      files.map((f) => f.path),
     );
-    h.write('        ', 148);
-    h.write('0', 156);
-    h.write('ustar\0', 257);
-    h.write('00', 263);
-    let sum = 0;
-    for (const b of h) sum += b;
-    h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
-    blocks.push(h, body);
-    const pad = (512 - (body.length % 512)) % 512;
-    if (pad) blocks.push(Buffer.alloc(pad));
+  } catch (error) {
+    await rm(file, { force: true });
+    throw error;
+  } finally {
+    await rm(staging, { recursive: true, force: true });
   }
-  blocks.push(Buffer.alloc(1024));
-  return Buffer.concat(blocks);
+}
+
+/** The `sha256-<base64>` integrity and the size of a file. */
+async function digest(file: string): Promise<{ integrity: string; size: number }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
+    hash.update(chunk);
+    size += chunk.length;
+  }
+  return { integrity: `sha256-${hash.digest('base64')}`, size };
 }
 
 /**
@@ -161,14 +164,14 @@ export class PackageRepository {
     files: readonly PackageFile[],
   ): Promise<PackageRef & { size: number; integrity: string }> {
     checkUpload(fqn, version, files);
-    const archive = tarArchive(files);
     const id = `upload-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
-    const integrity = `sha256-${createHash('sha256').update(archive).digest('base64')}`;
     const dir = join(this.dir, fqn, version);
     await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, `${id}.tar`), archive);
+    const file = join(dir, `${id}.tar`);
+    await writeArchive(files, file);
+    const { integrity, size } = await digest(file);
     const previous = await this.current(fqn, version);
-    const row = { fqn, version, id, size: archive.length, integrity, uploaded_at: Date.now() };
+    const row = { fqn, version, id, size, integrity, uploaded_at: Date.now() };
     await this.#database.transaction(async (trx) => {
       await trx
         .deleteFrom('minicloud_packages')
@@ -180,7 +183,7 @@ export class PackageRepository {
     if (previous && previous.id !== id) {
       await rm(join(dir, `${previous.id}.tar`), { force: true });
     }
-    return { fqn, version, id, size: archive.length, integrity };
+    return { fqn, version, id, size, integrity };
   }
 
   /** Answers `GET /packages/{fqn}/{version}/{id}`; resolves false when the path is not one. */

@@ -84,12 +84,14 @@ export const serve: Command = {
   name: 'serve',
   summary: 'run the HTTP API, the Placement API and the dashboard (in-process workers)',
   usage: [
-    'Usage: minicloud serve [--port <n>] [--host <h>] [--insecure-no-auth] [--database <url>]',
-    '                       [--data-dir <dir>]',
+    'Usage: minicloud serve [--port <n>] [--host <h>] [--insecure-no-auth] [--no-workers]',
+    '                       [--database <url>] [--data-dir <dir>]',
     '',
     `  --port <n>        port to listen on; 0 picks a free one (default: $MINICLOUD_PORT, else ${DEFAULT_PORT})`,
     `  --host <h>        address to listen on (default: $MINICLOUD_HOST, else ${DEFAULT_HOST})`,
     '  --insecure-no-auth  listen on a non-loopback address with no token configured',
+    '  --no-workers      run no container-op or flow workers in this process: the API only,',
+    '                    for `minicloud worker` processes (on any host) to do the work',
     '  --database <url>  where minicloud keeps its state (default: $MINICLOUD_DATABASE_URL,',
     '                    else sqlite:.minicloud/minicloud.db)',
     '',
@@ -108,6 +110,7 @@ export const serve: Command = {
     port: { type: 'string' },
     host: { type: 'string' },
     'insecure-no-auth': { type: 'boolean' },
+    'no-workers': { type: 'boolean' },
   },
   async run({ config, out, values }) {
     const port =
@@ -123,7 +126,12 @@ export const serve: Command = {
     const signalled = untilSignal();
 
     await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
-    await using cloud = await openCloud({ database, dataDir: config.dataDir, logger });
+    await using cloud = await openCloud({
+      database,
+      dataDir: config.dataDir,
+      logger,
+      ...(values['no-workers'] === true ? { worker: false } : {}),
+    });
     const tokens = new TokenStore(database, {
       adminToken: process.env[ADMIN_TOKEN_ENV] || undefined,
     });

@@ -4,6 +4,7 @@ import { CommandError, UsageError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import type { Command } from './types.js';
 
+/** `minicloud token create|list|revoke`: API tokens in the minicloud database. */
 export const token: Command = {
   name: 'token',
   summary: 'create, list and revoke API tokens (admin, member, reader)',

@@ -181,6 +181,7 @@ const listOf = (key: string) =>
     properties: { [key]: { type: 'array', items: { type: 'object', additionalProperties: true } } },
   }) as const;
 
+/** `GET /api/health`. */
 export const healthResponse = {
   type: 'object',
   additionalProperties: false,
@@ -195,15 +196,21 @@ export const healthResponse = {
   },
 } as const;
 
+/** `GET /api/environments`. */
 export const environmentsResponse = listOf('environments');
+/** `GET /api/containers`. */
 export const containersResponse = listOf('containers');
+/** `GET /api/queues`. */
 export const queuesResponse = listOf('keys');
+/** `GET /api/flows`. */
 export const flowsResponse = listOf('flows');
+/** `GET /api/providers`. */
 export const providersResponse = listOf('nodes');
 
 /** An object described in the README, sent as the route builds it. */
 export const anyObject = { type: 'object', additionalProperties: true } as const;
 
+/** `202` of `POST /api/containers/:name/ops`: the op was queued. */
 export const opAccepted = {
   type: 'object',
   additionalProperties: false,

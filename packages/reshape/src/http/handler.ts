@@ -3,6 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { positiveIntegerOption } from '@rigging/core';
 import type { ReshapeStore } from '../store.js';
 import { fromStoreError, HttpError, TITLES } from './errors.js';
 import {
@@ -84,7 +85,12 @@ export function createPlacementHandler(
   const base = (options.basePath ?? '').replace(/\/+$/, '');
   if (base && !base.startsWith('/'))
     throw new TypeError(`basePath must start with /, got ${JSON.stringify(options.basePath)}`);
-  const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024;
+  const maxBody = positiveIntegerOption(
+    'createPlacementHandler',
+    'maxBodyBytes',
+    options.maxBodyBytes,
+    16 * 1024 * 1024,
+  );
   const routes = buildRoutes(store);
 
   async function handle(

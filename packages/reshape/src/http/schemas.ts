@@ -35,7 +35,10 @@ const INVENTORY_FIELDS: Record<string, Schema> = {
   allocation_ratio: { type: 'number', exclusiveMinimum: 0, maximum: 3.40282e38 },
 };
 const RC_KEY: Schema = { type: 'string', pattern: RC_NAME, maxLength: 255 };
-const INVENTORY = object(INVENTORY_FIELDS, ['total']);
+/** An inventory in `PUT …/inventories` (a generation there is allowed, and ignored). */
+const INVENTORY = object({ ...INVENTORY_FIELDS, resource_provider_generation: GENERATION }, [
+  'total',
+]);
 const INVENTORY_DICT = dict(RC_KEY, INVENTORY);
 const RESOURCES = dict(RC_KEY, int(1), 1);
 
@@ -109,7 +112,7 @@ const BODIES = {
             resource_class: RC_KEY,
             resource_provider_generation: GENERATION,
           },
-          ['total', 'resource_class', 'resource_provider_generation'],
+          ['total', 'resource_class'],
         ),
     ],
   ],

@@ -35,7 +35,7 @@ export function allocationCases(suite: { store: ReshapeStore }): void {
       );
       expect(e.details).toMatchObject({ capacity: 6, used: 7 });
       expect((await store.getUsages(rp.uuid)).usages).toEqual({ VCPU: 6 });
-      // Shrinking one's own allocation is always allowed.
+      // Shrinking one's own allocation within capacity is allowed.
       await store.setAllocations(a, {
         projectId: P,
         userId: U,

@@ -1,4 +1,6 @@
 /** A provider's inventories, all at once or one resource class at a time. */
+import type { InventoryInput } from '../../model.js';
+import { atLeast, type Version } from '../microversion.js';
 import { HttpError } from '../errors.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 import {
@@ -29,6 +31,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             const o = body as { inventories: Obj; resource_provider_generation: number };
             const generation = o.resource_provider_generation;
             const inventories = toInventories(o.inventories);
+            checkReserved(version, p.uuid, inventories);
             const r = await call(() => store.setInventories(p.uuid, { generation, inventories }));
             return inventoriesReply(r.generation, r.inventories);
           },
@@ -40,8 +43,9 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             check.body('createInventory', version, body);
             const o = body as Obj;
             const rc = o.resource_class as string;
-            const generation = o.resource_provider_generation as number;
             const inv = toInventory(o);
+            checkReserved(version, p.uuid, { [o.resource_class as string]: inv });
+            // As Placement: a generation in the body is not checked (adding a class is safe).
             const current = await call(() => store.getInventories(p.uuid));
             if (current.inventories[rc])
               throw new HttpError(
@@ -50,7 +54,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
               );
             const r = await call(() =>
               store.setInventories(p.uuid, {
-                generation,
+                generation: current.generation,
                 inventories: { ...current.inventories, [rc]: inv },
               }),
             );
@@ -101,12 +105,19 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             const o = body as Obj;
             const generation = o.resource_provider_generation as number;
             const inv = toInventory(o);
+            checkReserved(version, p.uuid, { [rc]: inv });
             if (!/^[A-Z0-9_]+$/.test(rc) || rc.length > 255)
               throw new HttpError(
                 400,
                 `Unknown resource class in inventory for resource provider ${p.uuid}: ${rc}`,
               );
             const current = await call(() => store.getInventories(p.uuid));
+            // Updates an existing inventory only (after the generation check, as Placement).
+            if (!current.inventories[rc] && generation === current.generation)
+              throw new HttpError(
+                400,
+                `No inventory record with resource class for resource provider ${p.uuid}: ${rc}`,
+              );
             const r = await call(() =>
               store.setInventories(p.uuid, {
                 generation,
@@ -139,4 +150,22 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
       },
     },
   ];
+}
+
+/**
+ * Before microversion 1.26 an inventory must keep some capacity (reserved < total); from 1.26
+ * reserved may equal total. Above total is refused by the store at any version.
+ */
+function checkReserved(
+  version: Version,
+  uuid: string,
+  inventories: Record<string, InventoryInput>,
+): void {
+  if (atLeast(version, [1, 26])) return;
+  for (const [rc, inv] of Object.entries(inventories))
+    if ((inv.reserved ?? 0) >= inv.total)
+      throw new HttpError(
+        400,
+        `Unable to update inventory for resource provider ${uuid}: Invalid inventory for '${rc}' on resource provider '${uuid}'. The reserved value is greater than or equal to total.`,
+      );
 }

@@ -1,0 +1,116 @@
+/**
+ * The container and queue routes of `minicloud serve`: containers, container ops (cast to the
+ * per-container queue), ops by id, active queue keys, and resume/discard of blocked keys.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DashboardHub } from '../../dashboard/serve.js';
+import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.js';
+import { HttpError } from './errors.js';
+import {
+  anyObject,
+  containerParams,
+  containersResponse,
+  keyParams,
+  opAccepted,
+  opBody,
+  opParams,
+  queuesResponse,
+} from './schemas.js';
+import { knownKey } from './seed.js';
+
+type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
+
+const READ = { access: 'read' } as const;
+const DEPLOY = { access: 'deploy' } as const;
+
+/** Adds the `/api/containers`, `/api/ops` and `/api/queues` routes. */
+export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: DashboardHub): void {
+  app.get(
+    '/api/containers',
+    { config: READ, schema: { response: { 200: containersResponse } } },
+    async () => {
+      const containers = await cloud.containers();
+      return {
+        containers: await Promise.all(
+          containers.map(async (c) => ({ ...c, status: await cloud.queue.keyStatus(c.name) })),
+        ),
+      };
+    },
+  );
+
+  app.post(
+    '/api/containers/:name/ops',
+    {
+      config: DEPLOY,
+      schema: { params: containerParams, body: opBody, response: { 202: opAccepted } },
+    },
+    async (req, reply) => {
+      const r = req as Req<{
+        Params: { name: string };
+        Body: { type: ContainerOpType; payload?: ContainerOpPayload };
+      }>;
+      const opId = await cloud.castContainerOp(r.params.name, r.body.type, r.body.payload ?? {});
+      return reply.status(202).send({ opId, key: r.params.name, type: r.body.type });
+    },
+  );
+
+  app.get(
+    '/api/ops/:id',
+    { config: READ, schema: { params: opParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { id } = (req as Req<{ Params: { id: string } }>).params;
+      const op = await cloud.queue.get(id);
+      if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
+      return op;
+    },
+  );
+
+  // ------------------------------------------------------------------ queues
+  app.get(
+    '/api/queues',
+    { config: READ, schema: { response: { 200: queuesResponse } } },
+    async () => ({ keys: await cloud.queue.activeKeys() }),
+  );
+
+  app.get(
+    '/api/queues/:key',
+    { config: READ, schema: { params: keyParams, response: { 200: anyObject } } },
+    async (req) => {
+      const { key } = (req as Req<{ Params: { key: string } }>).params;
+      const info = await cloud.queue.inspect(key);
+      if (info.status === 'idle' && !info.running && !(await knownKey(cloud, hub, key))) {
+        throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+      }
+      return info;
+    },
+  );
+
+  const queueAction = (action: 'resume' | 'discard') => async (req: FastifyRequest) => {
+    const { key } = (req as Req<{ Params: { key: string } }>).params;
+    const status = await cloud.queue.keyStatus(key);
+    if (status !== 'blocked') {
+      if (status === 'idle' && !(await knownKey(cloud, hub, key))) {
+        throw new HttpError(404, 'queue.unknown-key', `no queue key ${JSON.stringify(key)}`);
+      }
+      throw new HttpError(409, 'queue.not-blocked', `${key} is ${status}, not blocked`);
+    }
+    if (action === 'resume') {
+      if (!(await cloud.queue.resume(key))) {
+        throw new HttpError(409, 'queue.not-blocked', `${key} is no longer blocked`);
+      }
+      return { ok: true, key, action };
+    }
+    const cancelled = await cloud.queue.discard(key);
+    return { ok: true, key, action, cancelled };
+  };
+  app.post(
+    '/api/queues/:key/resume',
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
+    queueAction('resume'),
+  );
+  app.post(
+    '/api/queues/:key/discard',
+    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
+    queueAction('discard'),
+  );
+}
