@@ -31,7 +31,7 @@ export interface ClaimOptions {
   limit: number;
   /** How long each claim lasts without a heartbeat, in milliseconds. */
   leaseMs: number;
-  /** The claiming worker's id, recorded on the op. */
+  /** The claiming worker's id (durable backends record it with the claim). */
   workerId: string;
   /** Only this key's head op (sync mode). */
   key?: string | undefined;
