@@ -19,7 +19,7 @@ export interface EnqueueInput {
 export interface Claim {
   /** The claimed op (status `running`, `attempts` already counted). */
   op: OpInfo;
-  /** The fencing token of this claim (the op's counter, advanced on every claim). */
+  /** The fencing token of this claim; every claim of the op gets a higher one. */
   token: number;
   /** Durable backends: announce the outcome to other processes (a `call` waits for it). */
   announce?: boolean | undefined;

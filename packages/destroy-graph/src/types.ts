@@ -168,7 +168,7 @@ export interface GraphSnapshot {
     owner?: string;
     /** The value as JSON (through the type's `toJSON`, if any); absent when `undefined`. */
     value?: Json;
-    /** Present when the object was destroyed (and resurrected). */
+    /** Present when the object is marked destroyed. */
     destroyed?: true;
     /** References by property name; absent when the object has none. */
     props?: Record<

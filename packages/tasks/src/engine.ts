@@ -93,7 +93,7 @@ export interface Incompatibility {
   added: string[];
   /** Tasks in the stored definition (after renames) that the current one lacks. */
   removed: string[];
-  /** Tasks whose position relative to the tasks before them changed. */
+  /** Tasks that now come before a task they came after in the stored definition. */
   reordered: string[];
   /** Tasks whose major version (the part before the first dot) changed. */
   versions: {

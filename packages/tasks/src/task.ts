@@ -94,7 +94,7 @@ export interface Task<I = any, O = any> {
 
 const NAME = /^[^\s][^\n]{0,199}$/;
 
-/** @internal A task or flow name (non-empty, ≤ 200 chars, no newline); a `TypeError` otherwise. */
+/** @internal A task or flow name (≤ 200 chars, no newline, not starting with whitespace); a `TypeError` otherwise. */
 export function checkName(what: string, name: unknown): string {
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(
