@@ -3,9 +3,13 @@ import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from './types.js';
 
 /** What a backend stores for a new op. */
 export interface EnqueueInput {
+  /** The key the op is ordered under. */
   key: string;
+  /** The op type (the handler's name). */
   type: string;
+  /** The handler's input (JSON for durable backends). */
   payload: unknown;
+  /** An enqueue whose idempotency key matches a retained op's returns that op instead (`created: false`). */
   idempotencyKey?: string | undefined;
   /** Someone is waiting for the outcome (`call`): a durable backend may announce it. */
   waited?: boolean | undefined;
@@ -13,7 +17,9 @@ export interface EnqueueInput {
 
 /** A claimed op. `token` is the fencing token: completions carrying an older one are refused. */
 export interface Claim {
+  /** The claimed op (status `running`, `attempts` already counted). */
   op: OpInfo;
+  /** The fencing token of this claim; every claim of the op gets a higher one. */
   token: number;
   /** Durable backends: announce the outcome to other processes (a `call` waits for it). */
   announce?: boolean | undefined;
@@ -21,32 +27,55 @@ export interface Claim {
 
 /** Options of {@link QueueBackend.claim}. */
 export interface ClaimOptions {
+  /** At most this many claims (one per key). */
   limit: number;
+  /** How long each claim lasts without a heartbeat, in milliseconds. */
   leaseMs: number;
+  /** The claiming worker's id (durable backends record it with the claim). */
   workerId: string;
   /** Only this key's head op (sync mode). */
   key?: string | undefined;
+  /** An op whose lease expired this many times is failed as poison instead of re-claimed. */
   maxLeaseExpiries: number;
+  /** A poisoned op blocks its key and cancels its queued ops (the queue's policy is `stop`). */
   stopOnPoison: boolean;
 }
 
 /** Changes a completion made, for events. */
 export interface Completion {
+  /** The op as it is after the completion. */
   op: OpInfo;
   /** Ops cancelled because `op` failed under `stop`. */
   cancelled: OpInfo[];
   /** True when the key is now blocked. */
   blocked: boolean;
   /** What `succeed(…, next)` claimed in the same transaction, if the backend does that. */
-  next?: { claims: Claim[]; poisoned: Completion[] } | undefined;
+  next?:
+    | {
+        /** The ops claimed. */
+        claims: Claim[];
+        /** Ops failed as poison while claiming. */
+        poisoned: Completion[];
+      }
+    | undefined;
 }
 
 /** How the queue tells the backend to settle a failed attempt. */
-export type FailOutcome = { retryAt: number } | { stop: boolean };
+export type FailOutcome =
+  | {
+      /** Queue the op again, runnable from this epoch ms. */
+      retryAt: number;
+    }
+  | {
+      /** Fail the op for good; `true` also cancels the key's queued ops and blocks the key. */
+      stop: boolean;
+    };
 
 /** What a backend learns from its queue when attached. */
 export interface BackendContext {
+  /** The queue's clock (op timestamps, leases, retry times). */
   clock: Clock;
+  /** The queue's logger. */
   logger: Logger;
   /** Call when new work may be claimable (another process enqueued, …). */
   wake(): void;
@@ -59,18 +88,30 @@ export interface BackendContext {
  * the conformance suite checks any implementation. Methods are atomic per call.
  */
 export interface QueueBackend {
+  /** The backend's name, for diagnostics: `'memory'`, or `'sql:<dialect>'`. */
   readonly kind: string;
   /** True when ops survive a process crash (enables leases, heartbeats and result polling). */
   readonly durable: boolean;
+  /** Called once by the queue before any other call; prepares storage (for example runs migrations). */
   attach(context: BackendContext): Promise<void>;
   /** Stores an op; resolves once it is durable. `created: false` for an idempotent repeat. */
-  enqueue(input: EnqueueInput): Promise<{ op: OpInfo; created: boolean }>;
+  enqueue(input: EnqueueInput): Promise<{
+    /** The stored op (or the retained one with the same idempotency key). */
+    op: OpInfo;
+    /** False when an idempotent repeat returned an existing op. */
+    created: boolean;
+  }>;
   /**
    * Claims up to `limit` runnable head ops, one per key, keys in round-robin order (the key that
    * waited longest first). Expired claims are re-claimed; an op whose lease expired
    * `maxLeaseExpiries` times is failed as poison instead (returned in `poisoned`).
    */
-  claim(options: ClaimOptions): Promise<{ claims: Claim[]; poisoned: Completion[] }>;
+  claim(options: ClaimOptions): Promise<{
+    /** The ops claimed. */
+    claims: Claim[];
+    /** Ops failed as poison instead of re-claimed. */
+    poisoned: Completion[];
+  }>;
   /** Extends leases; returns the claims that are no longer held (same objects). */
   heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>>;
   /**
@@ -90,11 +131,21 @@ export interface QueueBackend {
   resume(key: string): Promise<boolean>;
   /** Cancels every queued op of the key and unblocks it; returns the cancelled ops. */
   discard(key: string): Promise<OpInfo[]>;
+  /** The op, while retained. */
   get(id: string): Promise<OpInfo | undefined>;
+  /** The key's status, its running op and its pending ops in order. */
   inspect(key: string): Promise<KeyInfo>;
+  /** The key's status now. */
   keyStatus(key: string): Promise<KeyStatus>;
   /** Keys that are not idle (queued, in progress or blocked), at most `limit`. */
-  activeKeys(limit: number): Promise<{ key: string; status: KeyStatus }[]>;
+  activeKeys(limit: number): Promise<
+    {
+      /** The key. */
+      key: string;
+      /** Its status now. */
+      status: KeyStatus;
+    }[]
+  >;
   /** Failed ops still retained, newest first. */
   deadLetters(limit: number): Promise<OpInfo[]>;
   /** Deletes finished ops outside `retention`; returns how many. */
@@ -103,5 +154,6 @@ export interface QueueBackend {
   nextDueAt(): Promise<number | undefined>;
   /** Polling interval for durable backends without push (0 = push only). */
   readonly pollMs: number;
+  /** Stops the backend's own activity (listeners, timers); never closes a caller's database. */
   close(): Promise<void>;
 }

@@ -34,7 +34,9 @@ export type QueueOptions<H extends Handlers> = CommonQueueOptions<H>;
 
 /** A per-key ordered queue. */
 export interface Queue<H extends Handlers> extends AsyncDisposable {
+  /** Where ops are stored (the `backend` option, or a fresh memory backend). */
   readonly backend: QueueBackend;
+  /** This instance's name in claims and events (the `workerId` option, or `<hostname>:<pid>:<random>`). */
   readonly workerId: string;
   /** `'sync'` when ops run inline in `cast`/`call`. */
   readonly mode: 'async' | 'sync';
@@ -57,9 +59,17 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
   wait(id: string, options?: WaitOptions): Promise<unknown>;
   /** The op, while retained. */
   get(id: string): Promise<OpInfo | undefined>;
+  /** The key's status now (`idle` when it has nothing pending). */
   keyStatus(key: string): Promise<KeyStatus>;
   /** Keys that are not idle — queued, `<type>-in-progress` or `blocked` — for dashboards. @default limit 1000 */
-  activeKeys(options?: { limit?: number }): Promise<{ key: string; status: KeyStatus }[]>;
+  activeKeys(options?: { limit?: number }): Promise<
+    {
+      /** The key. */
+      key: string;
+      /** Its status now. */
+      status: KeyStatus;
+    }[]
+  >;
   /** The key's status, its running op and its pending ops in order. */
   inspect(key: string): Promise<KeyInfo>;
   /** Unblocks a `blocked` key: held ops run. False when it was not blocked. */
@@ -75,8 +85,11 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
    * `timeoutMs` rejects with `async-queue.timeout`; `signal` with its reason.
    */
   onIdle(options?: WaitOptions): Promise<void>;
+  /** Subscribes to `event`; returns the function that unsubscribes. */
   on<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
+  /** Subscribes to the next `event` only; returns the function that unsubscribes. */
   once<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
+  /** Subscribes to every event (name and payload); returns the function that unsubscribes. */
   onAny(
     listener: <K extends keyof QueueEvents>(event: K, payload: QueueEvents[K]) => void,
   ): () => void;

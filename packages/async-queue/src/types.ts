@@ -14,7 +14,9 @@ export type KeyStatus = 'idle' | 'queued' | 'blocked' | `${string}-in-progress`;
 export interface HandlerContext {
   /** The op id. */
   readonly id: string;
+  /** The op's key. */
   readonly key: string;
+  /** The op type (the handler's name). */
   readonly type: string;
   /** 1 for the first run, 2 for the first retry or re-claim, … */
   readonly attempt: number;
@@ -34,7 +36,9 @@ export type Handlers = Record<string, Handler>;
 /** An op for handlers `H`: `{ type, payload, idempotencyKey? }`. */
 export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & string> = {
   [K in T]: {
+    /** The op type: which handler runs it. */
     type: K;
+    /** The handler's first argument (JSON for durable backends). */
     payload: Parameters<H[K]>[0];
     /**
      * Enqueues with the same idempotency key (per queue name) return the first op's id instead
@@ -49,16 +53,23 @@ export type ResultOf<H extends Handlers, T extends keyof H> = Awaited<ReturnType
 
 /** A snapshot of one op. */
 export interface OpInfo {
+  /** The op id. */
   id: string;
+  /** The key whose ops run in order. */
   key: string;
+  /** The op type (the handler's name). */
   type: string;
+  /** The handler's input. */
   payload: unknown;
+  /** Where the op is in its life. */
   status: OpStatus;
   /** How many times a worker started it (claims, including re-claims after a crash). */
   attempts: number;
   /** Epoch milliseconds. */
   createdAt: number;
+  /** Epoch milliseconds at which the latest attempt started. */
   startedAt?: number | undefined;
+  /** Epoch milliseconds at which the op succeeded, failed or was cancelled. */
   finishedAt?: number | undefined;
   /** The handler's result (`succeeded`). */
   result?: unknown;
@@ -66,6 +77,7 @@ export interface OpInfo {
   error?: SerializedError | undefined;
   /** The failed op whose `stop` policy cancelled this one (`cancelled`). */
   cancelledBy?: string | undefined;
+  /** The idempotency key given at enqueue, if any. */
   idempotencyKey?: string | undefined;
   /**
    * `true` when the op was accepted while its key is `blocked` (status `queued`): it is held,
@@ -77,7 +89,9 @@ export interface OpInfo {
 
 /** What `inspect(key)` returns. */
 export interface KeyInfo {
+  /** The key. */
   key: string;
+  /** The key's status now. */
   status: KeyStatus;
   /** The failed op that blocked the key (`blocked`). */
   blockedBy?: string | undefined;
@@ -129,47 +143,134 @@ export interface RetentionOptions {
 
 /** Typed events of a queue (what this queue instance did or observed). */
 export interface QueueEvents {
+  /** An op was stored (or an idempotent repeat returned an existing one). */
   'op:queued': {
+    /** The op id. */
     id: string;
+    /** The op's key. */
     key: string;
+    /** The op type (its handler's name). */
     type: string;
+    /** True when the idempotency key matched a retained op: nothing was added. */
     deduplicated: boolean;
     /** The key is `blocked`: the op is held until `resume`/`discard`. */
     held?: boolean | undefined;
   };
-  'op:started': { id: string; key: string; type: string; attempt: number; workerId: string };
-  'op:succeeded': {
+  /** This queue's worker started an attempt of an op. */
+  'op:started': {
+    /** The op id. */
     id: string;
+    /** The op's key. */
     key: string;
+    /** The op type (its handler's name). */
     type: string;
+    /** The attempt, from 1. */
     attempt: number;
+    /** The worker running it (the `workerId` option). */
+    workerId: string;
+  };
+  /** An op's handler returned. */
+  'op:succeeded': {
+    /** The op id. */
+    id: string;
+    /** The op's key. */
+    key: string;
+    /** The op type (its handler's name). */
+    type: string;
+    /** The attempt, from 1. */
+    attempt: number;
+    /** What the handler returned. */
     result: unknown;
+    /** Milliseconds from the start of the attempt to its recorded success (queue clock). */
     durationMs: number;
   };
+  /** An attempt failed and the op will be retried. */
   'op:retrying': {
+    /** The op id. */
     id: string;
+    /** The op's key. */
     key: string;
+    /** The op type (its handler's name). */
     type: string;
+    /** The attempt that failed, from 1. */
     attempt: number;
+    /** What the handler threw, serialized. */
     error: SerializedError;
+    /** Epoch milliseconds (queue clock) at which the op becomes runnable again. */
     retryAt: number;
   };
-  'op:failed': { id: string; key: string; type: string; attempt: number; error: SerializedError };
-  'op:cancelled': {
+  /** An op's last attempt failed: the op is `failed`. */
+  'op:failed': {
+    /** The op id. */
     id: string;
+    /** The op's key. */
     key: string;
+    /** The op type (its handler's name). */
+    type: string;
+    /** The attempt that failed, from 1. */
+    attempt: number;
+    /** What the handler threw, serialized. */
+    error: SerializedError;
+  };
+  /** A queued op was cancelled (by a failure under the `stop` policy, or by `discard`). */
+  'op:cancelled': {
+    /** The op id. */
+    id: string;
+    /** The op's key. */
+    key: string;
+    /** The op type (its handler's name). */
     type: string;
     /** The failed op id (stop policy), or `discard`. */
     cause: string;
   };
   /** A completion from a stale claim was refused (the lease had expired and the op moved on). */
-  'op:refused': { id: string; key: string; type: string; attempt: number };
+  'op:refused': {
+    /** The op id. */
+    id: string;
+    /** The op's key. */
+    key: string;
+    /** The op type (its handler's name). */
+    type: string;
+    /** The attempt the stale claim ran, from 1. */
+    attempt: number;
+  };
   /** Given back unfinished (graceful close); another worker will run it. */
-  'op:released': { id: string; key: string; type: string };
-  'key:status': { key: string; status: KeyStatus };
-  'key:blocked': { key: string; opId: string; error: SerializedError };
-  'key:resumed': { key: string };
-  'key:discarded': { key: string; cancelled: string[] };
+  'op:released': {
+    /** The op id. */
+    id: string;
+    /** The op's key. */
+    key: string;
+    /** The op type (its handler's name). */
+    type: string;
+  };
+  /** A key's status changed (as this queue saw it). */
+  'key:status': {
+    /** The key. */
+    key: string;
+    /** Its new status. */
+    status: KeyStatus;
+  };
+  /** An op failed under the `stop` policy: its key holds new ops until `resume`/`discard`. */
+  'key:blocked': {
+    /** The key. */
+    key: string;
+    /** The failed op that blocked it. */
+    opId: string;
+    /** What the failed op threw, serialized. */
+    error: SerializedError;
+  };
+  /** `resume(key)` unblocked a key; its held ops become runnable. */
+  'key:resumed': {
+    /** The key. */
+    key: string;
+  };
+  /** `discard(key)` cancelled a key's queued ops and unblocked it. */
+  'key:discarded': {
+    /** The key. */
+    key: string;
+    /** Ids of the cancelled ops. */
+    cancelled: string[];
+  };
 }
 
 /** Options shared by every queue. */
@@ -183,6 +284,7 @@ export interface CommonQueueOptions<H extends Handlers> {
   concurrency?: number;
   /** `'sync'` runs ops inline in the caller of `cast`/`call` (as `concurrency: 0`). @default 'async' */
   mode?: 'async' | 'sync';
+  /** One handler per op type; enqueuing a type without one throws `async-queue.unknown_type`. */
   handlers: H;
   /** @default 'stop' */
   policy?: Policy;

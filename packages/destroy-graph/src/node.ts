@@ -8,6 +8,7 @@ export type ReferenceKind = 'persistent' | 'runtime';
 export interface DestroyContext {
   /** Aborts when the run is aborted or this object's `timeoutMs` elapses. */
   readonly signal: AbortSignal;
+  /** The graph the object belongs to. */
   readonly graph: ObjectGraph;
   /** Index of the plan group being destroyed. */
   readonly group: number;
@@ -17,7 +18,9 @@ export interface DestroyContext {
 export interface NotifyContext {
   /** The object that subscribed (the one whose handler runs). */
   readonly subscriber: GraphObject;
+  /** Aborts when the run is aborted or this handler's `timeoutMs` elapses. */
   readonly signal: AbortSignal;
+  /** The graph both objects belong to. */
   readonly graph: ObjectGraph;
   /** Index of the publisher's plan group. */
   readonly group: number;
@@ -37,6 +40,7 @@ export type DestructionHandler = (
 
 /** An object of an {@link ObjectGraph}. Handles are stable: the same object is always the same handle. */
 export interface GraphObject<V = unknown> {
+  /** Unique within its graph. */
   readonly id: string;
   /** Type name (see {@link ObjectGraph.defineType}). */
   readonly type: string;
@@ -44,6 +48,7 @@ export interface GraphObject<V = unknown> {
   readonly value: V;
   /** Direct owner, or `null` (ownership is a tree). */
   readonly owner: GraphObject | null;
+  /** The graph the object belongs to. */
   readonly graph: ObjectGraph;
 }
 

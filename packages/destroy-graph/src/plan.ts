@@ -30,11 +30,27 @@ export interface PlanCycle {
 
 /** The JSON form of a {@link DestructionPlan} (`JSON.stringify(plan)`). */
 export interface PlanJSON {
+  /** Identifies the format. */
   format: 'rigging.destroy-plan';
+  /** Version of the format. */
   version: 1;
+  /** Number of objects planned. */
   objects: number;
-  groups: Array<{ index: number; objects: Array<{ id: string; type: string }> }>;
+  /** Groups in destruction order. */
+  groups: Array<{
+    /** The group's index (0 is destroyed first). */
+    index: number;
+    /** The group's objects, in tie order. */
+    objects: Array<{
+      /** The object's id. */
+      id: string;
+      /** The object's type. */
+      type: string;
+    }>;
+  }>;
+  /** Cycles found (see {@link DestructionPlan.cycles}). */
   cycles: PlanCycle[];
+  /** Every ordering constraint (see {@link DestructionPlan.edges}). */
   edges: PlanEdge[];
 }
 
@@ -43,6 +59,7 @@ export interface PlanJSON {
  * objects within a group in parallel. Data only: nothing has happened yet.
  */
 export class DestructionPlan {
+  /** The graph the plan was made for. */
   readonly graph: ObjectGraph;
   /** Groups in destruction order; within a group, ownership depth (deepest first), then id. */
   readonly groups: ReadonlyArray<readonly GraphObject[]>;
@@ -82,6 +99,7 @@ export class DestructionPlan {
     return this.#edges;
   }
 
+  /** The plan as JSON, for `JSON.stringify(plan)` (edges are computed if not yet). */
   toJSON(): PlanJSON {
     return {
       format: 'rigging.destroy-plan',
@@ -128,6 +146,7 @@ export class DestructionPlan {
     return lines.join('\n');
   }
 
+  /** The same as {@link DestructionPlan.format}. */
   toString(): string {
     return this.format();
   }

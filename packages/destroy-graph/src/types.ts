@@ -25,9 +25,11 @@ export interface TypeDefinition<V = any> {
 export interface AddOptions<V> {
   /** Unique id. @default `${type}-${n}` */
   id?: string;
+  /** The object's type (defined with {@link ObjectGraph.defineType} or the `types` option). */
   type: string;
   /** The owner (an object or its id). Ownership is a tree and does not change. @default null */
   owner?: GraphObject | string | null;
+  /** The application's value for this object (see {@link GraphObject.value}). @default undefined */
   value?: V;
   /** Makes the object a root. @default false */
   root?: boolean;
@@ -63,19 +65,27 @@ export interface DestroyOptions {
 
 /** One failure of a run. */
 export interface RunFailure {
+  /** The object being destroyed (the publisher, for `notify`). */
   id: string;
+  /** Which step failed: a subscriber's handler (`notify`) or a destroy function (`destroy`). */
   step: 'notify' | 'destroy';
+  /** The subscriber whose handler failed (`notify` only). */
   subscriber?: string;
+  /** True when the function's `timeoutMs` elapsed. */
   timedOut: boolean;
+  /** What was thrown, serialized. */
   error: SerializedError;
 }
 
 /** What a run did. Run the same plan again to resume: destroyed objects are skipped. */
 export interface DestroyReport {
+  /** The run's number (1, 2, … per graph), as in its events. */
   runId: number;
+  /** `completed`, `stopped` (the `stop` policy after a failure) or `aborted` (the signal). */
   status: RunStatus;
   /** Destroyed by this run, in completion order. */
   destroyed: string[];
+  /** Every failure of the run, in the order they happened. */
   failed: RunFailure[];
   /** Not destroyed (not attempted, failed, or interrupted). */
   pending: string[];
@@ -87,6 +97,7 @@ export interface DestroyReport {
 
 /** A pin: the object counts as referenced from a stack frame while the pin is held. */
 export interface Pin extends Disposable, AsyncDisposable {
+  /** The pinned object. */
   readonly object: GraphObject;
   /** Idempotent. */
   release(): void;
@@ -94,11 +105,17 @@ export interface Pin extends Disposable, AsyncDisposable {
 
 /** Why an object is (not) going to be destroyed. */
 export interface Explanation {
+  /** The object's id. */
   id: string;
+  /** The object's type. */
   type: string;
+  /** `live`, `doomed` (planned for destruction) or `destroyed`. */
   state: 'live' | 'doomed' | 'destroyed';
+  /** True when the object is a root. */
   root: boolean;
+  /** True when a static property of a type refers to it. */
   static: boolean;
+  /** How many pins hold it now. */
   pins: number;
   /** Reachable through persistent references from roots and statics. */
   persistentlyReachable: boolean;
@@ -107,32 +124,85 @@ export interface Explanation {
   /** A shortest path (ids, root first) that keeps it alive, if any. */
   path: string[] | null;
   /** Direct references to it. */
-  referencedBy: Array<{ id: string; property: string; kind: ReferenceKind }>;
+  referencedBy: Array<{
+    /** The referring object's id. */
+    id: string;
+    /** The referring property. */
+    property: string;
+    /** The property's reference kind. */
+    kind: ReferenceKind;
+  }>;
   /** Collected by `collect({ scope })` for these scopes. */
   collectedBy: Array<'persistent' | 'complete'>;
   /** Objects it must be destroyed after (owned objects, publishers it depends on). */
-  after: Array<{ id: string; reason: 'owns' | 'depends on' }>;
+  after: Array<{
+    /** The other object's id. */
+    id: string;
+    /** This object owns it, or depends on it (subscribed to its destruction). */
+    reason: 'owns' | 'depends on';
+  }>;
   /** Objects that must be destroyed after it (owner, subscribers). */
-  before: Array<{ id: string; reason: 'owned by' | 'dependency of' }>;
+  before: Array<{
+    /** The other object's id. */
+    id: string;
+    /** This object is owned by it, or it depends on this object. */
+    reason: 'owned by' | 'dependency of';
+  }>;
   /** The same, in a sentence or two. */
   text: string;
 }
 
 /** The JSON form of a graph ({@link ObjectGraph.serialize}). */
 export interface GraphSnapshot {
+  /** Identifies the format. */
   format: 'rigging.destroy-graph';
+  /** Version of the format. */
   version: 1;
+  /** Every object in the graph. */
   objects: Array<{
+    /** The object's id. */
     id: string;
+    /** The object's type. */
     type: string;
+    /** The owner's id; absent for an object without owner. */
     owner?: string;
+    /** The value as JSON (through the type's `toJSON`, if any); absent when `undefined`. */
     value?: Json;
+    /** Present when the object is marked destroyed. */
     destroyed?: true;
-    props?: Record<string, { kind: ReferenceKind; to: string | string[] | null }>;
+    /** References by property name; absent when the object has none. */
+    props?: Record<
+      string,
+      {
+        /** The property's reference kind. */
+        kind: ReferenceKind;
+        /** The target id, the target ids of a list property, or `null`. */
+        to: string | string[] | null;
+      }
+    >;
   }>;
+  /** Root ids, an id repeated once per root count. */
   roots: string[];
-  statics: Array<{ type: string; name: string; to: string }>;
-  subscriptions: Array<{ publisher: string; subscriber: string; count: number; handler?: string }>;
+  /** Static properties of types ({@link ObjectGraph.setStatic}). */
+  statics: Array<{
+    /** The type the property belongs to. */
+    type: string;
+    /** The property's name. */
+    name: string;
+    /** The target's id. */
+    to: string;
+  }>;
+  /** Destruction dependencies ({@link ObjectGraph.subscribeDestruction}). */
+  subscriptions: Array<{
+    /** The publisher's id. */
+    publisher: string;
+    /** The subscriber's id. */
+    subscriber: string;
+    /** How many subscribes are not yet matched by an unsubscribe. */
+    count: number;
+    /** The name of the subscriber type's handler; absent for a function handler or none. */
+    handler?: string;
+  }>;
 }
 
 /** Options of the {@link ObjectGraph} constructor and {@link ObjectGraph.deserialize}. */

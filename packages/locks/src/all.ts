@@ -8,8 +8,15 @@ import {
 } from './common.js';
 import { LocksError } from './errors.js';
 
-/** A key for {@link acquireAll}: a string (exclusive) or a key with its mode. */
-export type KeySpec = string | { key: string; mode?: LockMode };
+/** A key for {@link acquireAll}: a string (taken in the call's `mode`) or a key with its own mode. */
+export type KeySpec =
+  | string
+  | {
+      /** The lock key. */
+      key: string;
+      /** The mode for this key. @default the `mode` option of {@link acquireAll} (itself `'exclusive'`) */
+      mode?: LockMode;
+    };
 
 /** The leases taken by {@link acquireAll}, released together. */
 export interface MultiLease extends AsyncDisposable {

@@ -7,36 +7,58 @@ import { LocksError } from './errors.js';
 export interface LockEvents {
   /** A wait started because the lock was taken; `holder` says by whom, where the backend can tell. */
   'lock:waiting': {
+    /** The `name` of the provider that emitted the event. */
     provider: string;
+    /** The lock key. */
     key: string;
+    /** `'shared'` or `'exclusive'`. */
     mode: LockMode;
+    /** Who holds the lock (pid, host, since), or `undefined` where the backend cannot tell. */
     holder: LockHolder | undefined;
     /** Epoch ms at which the wait started. */
     since: number;
   };
+  /** A lease was granted. */
   'lock:acquired': {
+    /** The `name` of the provider that emitted the event. */
     provider: string;
+    /** The lock key. */
     key: string;
+    /** `'shared'` or `'exclusive'`. */
     mode: LockMode;
+    /** The lease's fencing token. */
     token: bigint;
     /** Milliseconds spent waiting (0 when granted at once). */
     waitedMs: number;
   };
+  /** A lease was released by its holder. */
   'lock:released': {
+    /** The `name` of the provider that emitted the event. */
     provider: string;
+    /** The lock key. */
     key: string;
+    /** `'shared'` or `'exclusive'`. */
     mode: LockMode;
+    /** The lease's fencing token. */
     token: bigint;
+    /** Milliseconds the lease was held. */
     heldMs: number;
     /** True when the lease had been lost before: the release was a no-op. */
     afterLoss: boolean;
   };
+  /** A held lease was lost (session gone, lease expired, lock file replaced); `lease.lost` aborted. */
   'lock:lost': {
+    /** The `name` of the provider that emitted the event. */
     provider: string;
+    /** The lock key. */
     key: string;
+    /** `'shared'` or `'exclusive'`. */
     mode: LockMode;
+    /** The lease's fencing token. */
     token: bigint;
+    /** Milliseconds the lease was held. */
     heldMs: number;
+    /** Why ownership was lost, in words. */
     reason: string;
   };
 }

@@ -150,8 +150,11 @@ function isErrno(error: unknown, code: string): boolean {
  * file is deleted by hand.
  */
 export class FileLock implements LockProvider {
+  /** The lock directory, as an absolute path. */
   readonly dir: string;
+  /** The emitter of this provider's `lock:*` events (the `events` option, or a new one). */
   readonly events: LockEmitter;
+  /** The provider's name, as its events report it (the `name` option, default `'file'`). */
   readonly name: string;
   readonly #pollDelay: (retry: number) => number;
   #checkInterval: number;

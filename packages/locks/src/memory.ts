@@ -37,7 +37,9 @@ interface Entry {
  * key). `revoke(key)` simulates a lost lease, for tests of lease-loss handling.
  */
 export class InProcessLockProvider implements LockProvider {
+  /** The emitter of this provider's `lock:*` events (the `events` option, or a new one). */
   readonly events: LockEmitter;
+  /** The provider's name, as its events report it (the `name` option, default `'memory'`). */
   readonly name: string;
   #entries = new Map<string, Entry>();
   #preference: RwPreference;

@@ -67,6 +67,7 @@ export class Semaphore {
     return this.#queue.size;
   }
 
+  /** True when no permit is free. */
   isLocked(): boolean {
     return this.#value <= 0;
   }
@@ -81,6 +82,12 @@ export class Semaphore {
     return undefined;
   }
 
+  /**
+   * Takes `weight` permits (default 1), waiting in FIFO order.
+   * @param options - `weight` (an integer in 1..permits, else a `TypeError`), `timeoutMs`, `signal`.
+   * @returns An idempotent releaser that gives the permits back.
+   * @throws `locks.timeout` when `timeoutMs` elapses; `locks.aborted` when `signal` aborts.
+   */
   acquire(options: WaitOptions & { weight?: number } = {}): Promise<Releaser> {
     const weight = options.weight ?? 1;
     let timeoutMs: number | undefined;
@@ -109,6 +116,7 @@ export class Semaphore {
     );
   }
 
+  /** Runs `fn` while holding `weight` permits (see {@link Semaphore.acquire}), released when it settles. */
   async runExclusive<T>(
     fn: () => T | Promise<T>,
     options: WaitOptions & { weight?: number } = {},
@@ -161,20 +169,28 @@ export class Mutex {
     this.#clock = validateClock('Mutex', options.clock);
   }
 
+  /** True while the mutex is held. */
   isLocked(): boolean {
     return this.#locked;
   }
 
+  /** Number of queued waiters. */
   get waiting(): number {
     return this.#queue.size;
   }
 
+  /** Takes the mutex without waiting; `undefined` when it is held. */
   tryAcquire(): Releaser | undefined {
     if (this.#locked) return undefined;
     this.#locked = true;
     return this.#releaser();
   }
 
+  /**
+   * Takes the mutex, waiting in FIFO order.
+   * @returns An idempotent releaser.
+   * @throws `locks.timeout` when `timeoutMs` elapses; `locks.aborted` when `signal` aborts.
+   */
   acquire(options?: WaitOptions): Promise<Releaser> {
     let timeoutMs: number | undefined;
     if (options) {
@@ -199,6 +215,7 @@ export class Mutex {
     );
   }
 
+  /** Runs `fn` while holding the mutex, released when it settles. */
   async runExclusive<T>(fn: () => T | Promise<T>, options?: WaitOptions): Promise<T> {
     const release = await this.acquire(options);
     try {
@@ -249,19 +266,27 @@ export class ReadWriteLock {
     return this.#core.readers;
   }
 
+  /** True while a writer (exclusive holder) holds the lock. */
   get writer(): boolean {
     return this.#core.writer;
   }
 
+  /** Number of queued waiters. */
   get waiting(): number {
     return this.#core.queue.size;
   }
 
+  /** Takes the lock in `mode` (default `'exclusive'`) without waiting; `undefined` when not available now. */
   tryAcquire(mode: LockMode = 'exclusive'): Releaser | undefined {
     validateMode(mode);
     return this.#core.tryAcquire(mode) ? this.#releaser(mode) : undefined;
   }
 
+  /**
+   * Takes the lock in `mode` (default `'exclusive'`), waiting per the lock's {@link RwPreference}.
+   * @returns An idempotent releaser.
+   * @throws `locks.timeout` when `timeoutMs` elapses; `locks.aborted` when `signal` aborts.
+   */
   acquire(options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
     let mode: LockMode;
     let timeoutMs: number | undefined;
@@ -278,10 +303,12 @@ export class ReadWriteLock {
     return wait.then(() => this.#releaser(mode));
   }
 
+  /** Runs `fn` while holding the lock exclusively, released when it settles. */
   runExclusive<T>(fn: () => T | Promise<T>, options: WaitOptions = {}): Promise<T> {
     return this.#run(fn, { ...options, mode: 'exclusive' });
   }
 
+  /** Runs `fn` while holding the lock shared, released when it settles. */
   runShared<T>(fn: () => T | Promise<T>, options: WaitOptions = {}): Promise<T> {
     return this.#run(fn, { ...options, mode: 'shared' });
   }
@@ -324,11 +351,13 @@ export class KeyedLock {
     return this.#locks.size;
   }
 
+  /** True while `key` is held in any mode. */
   isLocked(key: string): boolean {
     const core = this.#locks.get(key);
     return core !== undefined && (core.writer || core.readers > 0);
   }
 
+  /** Takes `key` in `mode` (default `'exclusive'`) without waiting; `undefined` when not available now. */
   tryAcquire(key: string, mode: LockMode = 'exclusive'): Releaser | undefined {
     validateKey(key);
     validateMode(mode);
@@ -336,6 +365,11 @@ export class KeyedLock {
     return core && this.#releaser(core, mode);
   }
 
+  /**
+   * Takes `key` in `mode` (default `'exclusive'`).
+   * @returns An idempotent releaser.
+   * @throws `TypeError` for a bad key, mode or timeout; `locks.timeout` when `timeoutMs` elapses; `locks.aborted` when `signal` aborts.
+   */
   acquire(key: string, options: WaitOptions & { mode?: LockMode } = {}): Promise<Releaser> {
     let request: { mode: LockMode; timeoutMs: number | undefined };
     try {
@@ -352,10 +386,12 @@ export class KeyedLock {
     return wait.then(() => this.#releaser(core, mode));
   }
 
+  /** Runs `fn` while holding `key` exclusively, released when it settles. */
   runExclusive<T>(key: string, fn: () => T | Promise<T>, options: WaitOptions = {}): Promise<T> {
     return this.#run(key, fn, { ...options, mode: 'exclusive' });
   }
 
+  /** Runs `fn` while holding `key` shared, released when it settles. */
   runShared<T>(key: string, fn: () => T | Promise<T>, options: WaitOptions = {}): Promise<T> {
     return this.#run(key, fn, { ...options, mode: 'shared' });
   }

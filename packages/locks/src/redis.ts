@@ -18,7 +18,9 @@ import {
  * `Cluster` is one). The provider never closes it.
  */
 export interface RedisScriptClient {
+  /** Runs a cached Lua script by its SHA1 (`EVALSHA sha numkeys ...keys ...args`). */
   evalsha(...args: never[]): Promise<unknown>;
+  /** Runs a Lua script (`EVAL script numkeys ...keys ...args`); used when the script is not cached yet. */
   eval(...args: never[]): Promise<unknown>;
 }
 
@@ -296,10 +298,11 @@ function sinceOf(text: unknown): number | undefined {
 }
 
 /**
- * A {@link LockProvider} over Redis (see {@link redisLockProvider}). Waiters of one process queue
+ * A {@link @rigging/core!LockProvider} over Redis (see {@link redisLockProvider}). Waiters of one process queue
  * in memory per key; only the front one polls Redis.
  */
 export class RedisLockProvider extends RemoteLockProvider {
+  /** Prefix of every Redis key this provider uses (the `prefix` option, default `'rigging:locks:'`). */
   readonly prefix: string;
   protected readonly lostReason = 'lease could not be renewed';
 

@@ -160,7 +160,9 @@ function watch(signal: AbortSignal, fn: () => void): () => void {
  * backend — with timeout and abort; grants become leases whose `lost` follows the backend's.
  */
 export abstract class RemoteLockProvider implements LockProvider {
+  /** The emitter of this provider's `lock:*` events (the `events` option, or a new one). */
   readonly events: LockEmitter;
+  /** The provider's name, as its events report it (the `name` option or the provider's default). */
   readonly name: string;
   readonly #owner: string;
   readonly #clock: Clock;

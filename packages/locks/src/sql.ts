@@ -35,10 +35,11 @@ export interface SqlLockOptions extends ProviderBaseOptions {
 export { lockMigrations } from './sql-migrations.js';
 
 /**
- * A {@link LockProvider} over a `Database` from `@rigging/sql` (see {@link sqlLockProvider}).
+ * A {@link @rigging/core!LockProvider} over a `Database` from `@rigging/sql` (see {@link sqlLockProvider}).
  * Waiters of one process queue in memory per key; only the front one talks to the database.
  */
 export class SqlLockProvider extends RemoteLockProvider {
+  /** The database's dialect, which picked the backend: session advisory locks on PostgreSQL, named locks (`GET_LOCK`) on MySQL, a lease table on SQLite. */
   readonly dialect: Database['dialect'];
   protected readonly lostReason: string;
   #database: Database;

@@ -31,7 +31,9 @@ export interface TwoLevelLockOptions extends FileLockOptions {
  * come from the file level.
  */
 export class TwoLevelLock implements LockProvider {
+  /** The emitter of this provider's `lock:*` events (the `events` option, or a new one). */
   readonly events: LockEmitter;
+  /** The provider's name, as its events report it (the `name` option, default `'two-level'`). */
   readonly name: string;
   /** The file level (its own events are separate). */
   readonly file: FileLock;
@@ -47,6 +49,7 @@ export class TwoLevelLock implements LockProvider {
     this.#locks = new KeyedCores(checkPreference(opts.preference), this.#clock);
   }
 
+  /** The lock directory of the file level, as an absolute path. */
   get dir(): string {
     return this.file.dir;
   }
@@ -152,6 +155,7 @@ export class TwoLevelLock implements LockProvider {
     return this.file.holder(key);
   }
 
+  /** Closes the file level's cached descriptors and stops its lost-lease checker (held leases stay held). */
   close(): void {
     this.file.close();
   }

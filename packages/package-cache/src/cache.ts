@@ -45,6 +45,7 @@ import type {
  * `root`: usage locks keep packages in use on disk, download locks make exactly one of them fetch.
  */
 export class PackageCache extends TypedEmitter<PackageCacheEvents> {
+  /** The cache directory (the `root` option, resolved to an absolute path). */
   readonly root: string;
   readonly #fetch: PackageFetcher;
   readonly #maxBytes: number;
@@ -330,6 +331,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
     this.#ownLocks?.close();
   }
 
+  /** The same as {@link PackageCache.close}, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

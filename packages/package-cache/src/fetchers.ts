@@ -307,6 +307,7 @@ async function* body(
 export interface RevalidateOptions {
   /** The ETag you have; sent as `If-None-Match`. */
   etag?: string | undefined;
+  /** Extra request headers (authorization, …). */
   headers?: Record<string, string>;
   /** @default 'HEAD' */
   method?: 'HEAD' | 'GET';
@@ -318,7 +319,9 @@ export interface RevalidateOptions {
   retryDelayMs?: number;
   /** @default 30000 */
   timeoutMs?: number;
+  /** Aborts the request (and its retries); the call rejects with `signal.reason`. */
   signal?: AbortSignal;
+  /** @default globalThis.fetch */
   fetch?: typeof globalThis.fetch;
 }
 
@@ -330,6 +333,7 @@ export interface RevalidateResult {
   etag: string | undefined;
   /** The cache id for that ETag ({@link etagToId}); undefined when the server sends no ETag. */
   id: string | undefined;
+  /** The response's HTTP status (304, or a 2xx). */
   status: number;
 }
 

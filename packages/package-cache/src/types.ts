@@ -15,15 +15,22 @@ export type FetchedPackage =
       /** Expected size in bytes, for progress reports. */
       size?: number | undefined;
     }
-  | { buffer: Uint8Array; integrity?: string | undefined }
+  | {
+      /** The archive bytes (tar, tar.gz or zip). */
+      buffer: Uint8Array;
+      /** SRI (`sha256-…`, `sha512-…`) the bytes must match. */
+      integrity?: string | undefined;
+    }
   | {
       /** An archive file, or a directory copied as is (integrity cannot apply to a directory). */
       path: string;
+      /** SRI the archive file's bytes must match (a directory with one is refused with a `TypeError`). */
       integrity?: string | undefined;
     };
 
 /** Download progress, in bytes. */
 export interface PackageProgress {
+  /** The package being downloaded. */
   readonly ref: PackageRef;
   /** Bytes received so far. */
   readonly received: number;
@@ -135,8 +142,11 @@ export interface PackageCacheEvents {
    * while it lasts, and once more with `done: true`.
    */
   wait: {
+    /** The package whose lock is waited for. */
     ref: PackageRef;
+    /** Which lock: `usage` (held while a package is in use) or `download`. */
     lock: PackageLockKind;
+    /** The mode waited for (`shared` usage, `exclusive` download). */
     mode: LockMode;
     /** The provider key waited for. */
     key: string;
@@ -144,36 +154,61 @@ export interface PackageCacheEvents {
     holder: LockHolder | undefined;
     /** pid of the holder (from the provider, else from the download's progress file). */
     pid: number | undefined;
+    /** Milliseconds waited so far (the total with `done`). */
     waitedMs: number;
+    /** True on the last report of this wait (the lock was granted, or the wait failed). */
     done: boolean;
   };
   /** Download progress (this process's downloads and, for waiters, other processes' ones). */
   progress: PackageProgress;
   /** A package was found installed. */
-  hit: { ref: PackageRef; path: string };
+  hit: {
+    /** The package. */
+    ref: PackageRef;
+    /** Its directory. */
+    path: string;
+  };
   /** This process downloaded and installed a package. */
   download: {
+    /** The package. */
     ref: PackageRef;
+    /** Its directory. */
     path: string;
+    /** Bytes of the extracted files. */
     size: number;
+    /** SRI of the fetched bytes (`undefined` for a directory or with `integrityAlgorithm: 'none'`). */
     integrity: string | undefined;
+    /** Milliseconds from the fetch to the installed package (cache clock). */
     durationMs: number;
   };
   /** A package was removed from disk. */
   remove: {
+    /** The package. */
     ref: PackageRef;
+    /**
+     * `outdated` (a newer id of the same fqn/version was installed), `older-version` (a newer
+     * version, under `olderVersions: 'remove'`), `evicted` (over `maxBytes`), `idle` (unused for
+     * `idleTtlMs`) or `removed` (by {@link PackageCache.remove}).
+     */
     reason: 'outdated' | 'older-version' | 'evicted' | 'idle' | 'removed';
+    /** Bytes freed. */
     size: number;
   };
 }
 
 /** Counters and totals, as seen by this process (`prune()` and `refresh()` rescan the disk). */
 export interface PackageCacheStats {
+  /** Installed packages known to this process. */
   entries: number;
+  /** Their total size in bytes. */
   bytes: number;
+  /** Acquires that found the package installed. */
   hits: number;
+  /** Acquires that did not (they downloaded it, or waited for another caller's download). */
   misses: number;
+  /** Packages this process downloaded and installed. */
   downloads: number;
+  /** Packages this process removed for `maxBytes` or `idleTtlMs`. */
   evictions: number;
   /** Leases this process holds now. */
   inUse: number;
@@ -181,9 +216,13 @@ export interface PackageCacheStats {
 
 /** One installed package, as listed by {@link PackageCache.entries}. */
 export interface PackageEntry {
+  /** `{ fqn, version, id }` of the package. */
   readonly ref: PackageRef;
+  /** The package's fully qualified name. */
   readonly fqn: string;
+  /** The package's version. */
   readonly version: string;
+  /** The package's id (an upload id or an ETag-derived id). */
   readonly id: string;
   /** `{root}/{fqn}/{version}/{id}`. */
   readonly path: string;
@@ -228,6 +267,7 @@ export interface EntriesOptions {
 
 /** A package in use: its directory stays intact until released. */
 export interface CachedPackage extends AsyncDisposable {
+  /** `{ fqn, version, id }` of the package. */
   readonly ref: PackageRef;
   /** The package directory, `{root}/{fqn}/{version}/{id}`. */
   readonly path: string;
@@ -245,6 +285,7 @@ export interface CachedPackage extends AsyncDisposable {
 
 /** Options of {@link PackageCache.acquire}. */
 export interface AcquireOptions {
+  /** Gives up the call: it rejects with `signal.reason`, and a download it runs is aborted. */
   signal?: AbortSignal | undefined;
   /** Progress of the download this call triggers or waits for (also from other processes). */
   onProgress?: ((progress: PackageProgress) => void) | undefined;
@@ -260,10 +301,13 @@ export interface PruneOptions {
 
 /** What a prune did. */
 export interface PruneResult {
+  /** Packages removed. */
   removed: PackageRef[];
   /** Candidates kept because they were in use. */
   inUse: PackageRef[];
+  /** Installed packages after the prune. */
   entries: number;
+  /** Their total size in bytes. */
   bytes: number;
 }
 

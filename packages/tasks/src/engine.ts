@@ -38,9 +38,9 @@ export interface EngineOptions {
   locks?: LockProvider;
   /** Tasks run (and are reverted) in parallel up to this many. @default 1 */
   concurrency?: number;
-  /** @default silentLogger */
+  /** Where the engine logs; tasks get a child bound to `flowId` and `task`. @default silentLogger */
   logger?: Logger;
-  /** @default systemClock */
+  /** The clock of event timestamps, log records and retry delays. @default systemClock */
   clock?: Clock;
   /**
    * When a revert fails: `'stop'` reverting and report (the flow stays resumable), or continue
@@ -55,6 +55,7 @@ export interface EngineOptions {
 
 /** Options of {@link Engine.run}. */
 export interface RunOptions<I> {
+  /** The flow's inputs: every symbol its tasks require that no task provides (JSON values). */
   inputs: I;
   /** @default a random UUID */
   flowId?: string;
@@ -80,16 +81,29 @@ export type MigrateHook = (
 export interface ResumeOptions {
   /** Inputs to supply again (e.g. redacted sensitive inputs); merged over the stored ones. */
   inputs?: Record<string, unknown>;
+  /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
   signal?: AbortSignal;
+  /** Maps a log written by an older flow definition onto the current one; without it any difference fails with `tasks.incompatible_log`. */
   migrate?: MigrateHook;
 }
 
 /** Differences found between a stored flow definition and the current one. */
 export interface Incompatibility {
+  /** Tasks in the current definition that the stored one lacks. */
   added: string[];
+  /** Tasks in the stored definition (after renames) that the current one lacks. */
   removed: string[];
+  /** Tasks that now come before a task they came after in the stored definition. */
   reordered: string[];
-  versions: { task: string; from: string; to: string }[];
+  /** Tasks whose major version (the part before the first dot) changed. */
+  versions: {
+    /** The task's name. */
+    task: string;
+    /** The stored version. */
+    from: string;
+    /** The current version. */
+    to: string;
+  }[];
 }
 
 function major(v: string): string {
@@ -142,7 +156,9 @@ function sensitiveSymbols(c: CompiledFlow): ReadonlySet<string> {
  * exact reverse order of completion.
  */
 export class Engine extends TypedEmitter<EngineEvents> {
+  /** Where transitions are recorded (the `log` option, or a fresh in-memory log). */
   readonly log: TaskLog;
+  /** Tasks run (and are reverted) in parallel up to this many (the `concurrency` option, default 1). */
   readonly concurrency: number;
   readonly #locks: LockProvider | undefined;
   readonly #logger: Logger;

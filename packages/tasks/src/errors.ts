@@ -34,12 +34,17 @@ export class TasksError extends RiggingError<TasksErrorCode> {
 export interface TaskFailure extends SerializedError {
   /** The task that failed (or `null` for a flow-level cause such as cancellation). */
   task: string | null;
+  /** The error's JSON `details` (set by every `RiggingError` that has some), when present. */
+  details?: Json;
 }
 
 /** The outcome of reverting one task after a failure. */
 export interface RevertOutcome {
+  /** The task's name. */
   task: string;
+  /** `REVERTED`, `REVERT_FAILURE`, or `PENDING` when a revert failure stopped the rollback before this task. */
   state: 'REVERTED' | 'REVERT_FAILURE' | 'PENDING';
+  /** Why the revert failed (on `REVERT_FAILURE`). */
   failure?: TaskFailure;
 }
 
@@ -50,6 +55,7 @@ export interface RevertOutcome {
  */
 export class FlowFailed extends TasksError {
   override readonly name: string = 'FlowFailed';
+  /** The id of the flow run that failed. */
   readonly flowId: string;
   /** The failures that caused the rollback (the first one first). */
   readonly failures: TaskFailure[];

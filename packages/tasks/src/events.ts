@@ -3,14 +3,19 @@ import type { FlowState, TaskState } from './log.js';
 
 /** Payload of `task:state`. */
 export interface TaskStateEvent {
+  /** The flow run's id. */
   flowId: string;
   /** The flow's name. */
   flow: string;
+  /** The task's name. */
   task: string;
+  /** The state the task entered. */
   state: TaskState;
+  /** The attempt, from 1. */
   attempt: number;
   /** The result (on SUCCESS; `'[redacted]'` for sensitive tasks). */
   result?: unknown;
+  /** The error (on FAILURE, RETRYING, CANCELLED and REVERT_FAILURE). */
   failure?: TaskFailure;
   /** Epoch milliseconds (engine clock). */
   at: number;
@@ -18,10 +23,15 @@ export interface TaskStateEvent {
 
 /** Payload of `flow:state`. */
 export interface FlowStateEvent {
+  /** The flow run's id. */
   flowId: string;
+  /** The flow's name. */
   flow: string;
+  /** The state the flow entered. */
   state: FlowState;
+  /** The failure that caused the rollback (on REVERTING, REVERT_FAILURE, REVERTED, CANCELLED). */
   failure?: TaskFailure;
+  /** Epoch milliseconds (engine clock). */
   at: number;
 }
 

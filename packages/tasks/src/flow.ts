@@ -5,16 +5,25 @@ import type { RetryController } from './retry.js';
 
 /** A flow of tasks and subflows. `I` are its external inputs, `O` the symbols it provides. */
 export interface Flow<I = any, O = any> {
+  /** How children run: in sequence (`linear`), in parallel (`unordered`), or by dependencies (`graph`). */
   readonly kind: 'linear' | 'unordered' | 'graph';
+  /** Unique within the enclosing flow; recorded in the log. */
   readonly name: string;
   /** Recorded in the log. @default 1 */
   readonly version: string;
+  /** The tasks and subflows, in the order given. */
   readonly children: readonly Node[];
+  /** Explicit edges (graph flows only; empty otherwise). */
   readonly links: readonly Link[];
   /** Retries the whole flow (after reverting it) when one of its tasks fails for good. */
   readonly retry: RetryController | undefined;
   /** Phantom types (never set). */
-  readonly __types?: { in: I; out: O };
+  readonly __types?: {
+    /** The flow's external inputs. */
+    in: I;
+    /** The symbols the flow provides. */
+    out: O;
+  };
 }
 
 /** Anything a flow can hold. */
@@ -22,13 +31,17 @@ export type Node = Task | Flow;
 
 /** An explicit edge of a graph flow: `from` (every task of it) runs before `to`. */
 export interface Link {
+  /** Discriminates a link from a task or flow. */
   readonly kind: 'link';
+  /** The node (or its name) that completes first. */
   readonly from: Node | string;
+  /** The node (or its name) that starts after `from`. */
   readonly to: Node | string;
 }
 
 /** Options of a flow when given instead of its name. */
 export interface FlowOptions {
+  /** Unique within the enclosing flow; recorded in the log. */
   name: string;
   /** @default 1 */
   version?: string | number;

@@ -2,12 +2,15 @@ import type { Engine, FlowStateEvent, TaskStateEvent } from './engine.js';
 
 /** Durations measured by {@link timingListener}, in milliseconds (engine clock). */
 export interface TaskTiming {
+  /** The flow run's id. */
   flowId: string;
+  /** The task's name. */
   task: string;
   /** RUNNING → SUCCESS/FAILURE (the last attempt; retries included from the first RUNNING). */
   executeMs?: number;
   /** REVERTING → REVERTED/REVERT_FAILURE. */
   revertMs?: number;
+  /** The attempt number of the last RUNNING seen (0 before the task ran). */
   attempts: number;
 }
 

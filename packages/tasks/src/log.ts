@@ -20,22 +20,34 @@ export type FlowState = TaskState;
 
 /** The shape of a flow definition, recorded when a flow starts (for upgrade checks). */
 export interface FlowDefinition {
+  /** The root flow's name. */
   flow: string;
+  /** The root flow's version. */
   version: string;
   /** Every task in topological order. */
-  tasks: { name: string; version: string }[];
+  tasks: {
+    /** The task's name. */
+    name: string;
+    /** The task's version. */
+    version: string;
+  }[];
 }
 
 /** The stored record of one flow. */
 export interface FlowRecord {
+  /** The flow run's id. */
   flowId: string;
+  /** The root flow's name. */
   name: string;
+  /** The flow's current state. */
   state: FlowState;
+  /** The flow's shape when it started (checked on resume). */
   definition: FlowDefinition;
   /** The flow inputs (sensitive ones redacted or encrypted). */
   inputs: JsonObject;
   /** The highest fencing token that wrote to this flow, if any. */
   token: bigint | null;
+  /** Epoch milliseconds at which the flow started. */
   createdAt: number;
   /** Time of the last write; SQL logs may only move it on flow-level transitions. */
   updatedAt: number;
@@ -45,12 +57,15 @@ export interface FlowRecord {
 export interface LogEntry {
   /** Position in the flow's log, from 1. */
   seq: number;
+  /** The task (or retried sub-flow) name; `null` for the flow itself. */
   task: string | null;
+  /** The state entered. */
   state: TaskState;
   /** Attempt number of the task (from 1; 0 on the `PENDING` entry that resets a task when its flow is retried). */
   attempt?: number;
   /** The task's result (on SUCCESS; sensitive results redacted or encrypted). */
   result?: Json;
+  /** The error (on FAILURE, RETRYING, CANCELLED and REVERT_FAILURE; the rollback's cause on flow entries). */
   failure?: TaskFailure;
   /** The fencing token of the writer, when it held a lease. */
   token?: bigint | null;
@@ -66,10 +81,15 @@ export interface LogEntry {
 
 /** Summary of a flow for listings. */
 export interface FlowSummary {
+  /** The flow run's id. */
   flowId: string;
+  /** The root flow's name. */
   name: string;
+  /** The flow's current state. */
   state: FlowState;
+  /** Epoch milliseconds at which the flow started. */
   createdAt: number;
+  /** Epoch milliseconds of the last write (see {@link FlowRecord.updatedAt}). */
   updatedAt: number;
 }
 
@@ -88,7 +108,15 @@ export interface TaskLog {
     update: { state?: FlowState; token?: bigint | null },
   ): Promise<void>;
   /** The flow and its whole log, in `seq` order; `undefined` when unknown. */
-  load(flowId: string): Promise<{ record: FlowRecord; entries: LogEntry[] } | undefined>;
+  load(flowId: string): Promise<
+    | {
+        /** The flow's record. */
+        record: FlowRecord;
+        /** Every entry of the flow, in `seq` order. */
+        entries: LogEntry[];
+      }
+    | undefined
+  >;
   /** The audit trail of a flow, in `seq` order (empty when unknown). */
   history(flowId: string): Promise<LogEntry[]>;
   /** Flows, newest first, optionally in given states. */

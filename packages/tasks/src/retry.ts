@@ -3,25 +3,40 @@ import type { Backoff, JsonObject } from '@rigging/core';
 
 /** What to do after a task attempt failed. */
 export type RetryDecision =
-  | { action: 'retry'; delayMs?: number; params?: JsonObject }
-  /** Give up on this task: the flow reverts (the default without a controller). */
-  | { action: 'revert' }
-  /** Give up and revert the whole flow, whatever enclosing flows would otherwise decide. */
-  | { action: 'revertAll' };
+  | {
+      /** Run the task again. */
+      action: 'retry';
+      /** Milliseconds to wait before the next attempt. @default 0 */
+      delayMs?: number;
+      /** The parameter set merged into the next attempt's inputs. */
+      params?: JsonObject;
+    }
+  | {
+      /** Give up on this task: the flow reverts (the default without a controller). */
+      action: 'revert';
+    }
+  | {
+      /** Give up and revert the whole flow, whatever enclosing flows would otherwise decide. */
+      action: 'revertAll';
+    };
 
 /** Facts a controller decides on. */
 export interface RetryContext {
+  /** The task's name. */
   task: string;
   /** The attempt that just failed, from 1. */
   attempt: number;
+  /** What `execute` threw. */
   error: unknown;
 }
 
 /** Decides whether a failed task is retried. Controllers are stateless: the attempt number comes from the log. */
 export interface RetryController {
+  /** The controller's kind (`'times'`, `'alternatives'`, `'revertAll'` or a custom name). */
   readonly kind: 'times' | 'alternatives' | 'revertAll' | (string & {});
   /** Parameters merged into the inputs of attempt `attempt` (from 1). */
   paramsFor?(attempt: number): JsonObject | undefined;
+  /** Called after each failed attempt; says whether to retry or revert. */
   onFailure(context: RetryContext): RetryDecision;
 }
 

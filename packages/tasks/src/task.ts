@@ -6,7 +6,9 @@ import type { RetryController } from './retry.js';
 export interface TaskContext {
   /** Aborts when the flow is cancelled; pass it on to whatever the task waits for. */
   readonly signal: AbortSignal;
+  /** The engine's logger, as a child bound to `flowId` and `task`. */
   readonly logger: Logger;
+  /** The id of the running flow. */
   readonly flowId: string;
   /** The task's name. */
   readonly task: string;
@@ -22,6 +24,7 @@ export interface RevertArgs<I, R> {
   result: R;
   /** The failure that caused the rollback. */
   failure: TaskFailure | undefined;
+  /** The task's inputs, as `execute` received them. */
   inputs: I;
 }
 
@@ -62,21 +65,36 @@ export interface TaskSpec<Req extends string, I, R, P extends Provides | undefin
 
 /** A task: the atom of a flow. `I` are the inputs it needs, `O` the symbols it provides. */
 export interface Task<I = any, O = any> {
+  /** Discriminates a task from a {@link Flow}. */
   readonly kind: 'task';
+  /** Unique within a flow; recorded in the log. */
   readonly name: string;
+  /** The spec's `version` as a string (`'1'` when omitted). */
   readonly version: string;
+  /** Symbols taken from flow inputs or upstream `provides`. */
   readonly requires: readonly string[];
+  /** Symbols the result is bound to; `undefined` when the task provides nothing. */
   readonly provides: Provides | undefined;
+  /** Decides about retries when `execute` throws; `undefined`: no retry. */
   readonly retry: RetryController | undefined;
+  /** What is never stored in clear (see {@link TaskSpec.sensitive}); `false` when omitted. */
   readonly sensitive: boolean | readonly string[];
+  /** The spec's `execute`. */
   readonly execute: (ctx: TaskContext, inputs: any) => unknown;
+  /** The spec's `revert`; `undefined` when the task has nothing to undo. */
   readonly revert: ((ctx: TaskContext, args: RevertArgs<any, any>) => unknown) | undefined;
   /** Phantom types (never set). */
-  readonly __types?: { in: I; out: O };
+  readonly __types?: {
+    /** The inputs the task needs. */
+    in: I;
+    /** The symbols the task provides. */
+    out: O;
+  };
 }
 
 const NAME = /^[^\s][^\n]{0,199}$/;
 
+/** @internal A task or flow name (≤ 200 chars, no newline, not starting with whitespace); a `TypeError` otherwise. */
 export function checkName(what: string, name: unknown): string {
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(
