@@ -59,10 +59,28 @@ interface FileRecord {
   holders: HolderRecord[];
 }
 
-/** The token after `previous`, never below the clock in microseconds (`now` in ms). */
+/**
+ * The highest token this process has granted, any key: a key whose lock file was replaced (its
+ * counter lost) still gets a token above every earlier grant of this process, even within the
+ * same millisecond.
+ */
+let lastIssued = 0n;
+
+/** Records a token this process grants; returns it. @internal */
+export function issued(token: bigint): bigint {
+  if (token > lastIssued) lastIssued = token;
+  return token;
+}
+
+/**
+ * The token after `previous`, never below the clock in microseconds (`now` in ms) nor below this
+ * process's last grant.
+ */
 function nextToken(previous: bigint, now: number): bigint {
   const floor = BigInt(Math.floor(now)) * 1000n;
-  return previous >= floor ? previous + 1n : floor;
+  let next = previous >= floor ? previous + 1n : floor;
+  if (next <= lastIssued) next = lastIssued + 1n;
+  return issued(next);
 }
 
 /** @internal True when the file is the one of the cache, and nobody wrote it since our own last write. */
@@ -182,9 +200,10 @@ export function reserveExclusive(
   // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
   if (typeof previous === 'number' && now < 1e13) {
     const floor = Math.floor(now) * 1000;
-    const first = previous >= floor ? previous + 1 : floor;
+    const after = Number(lastIssued) + 1; // this process's grants, any key (a replaced file)
+    const first = Math.max(previous >= floor ? previous + 1 : floor, after);
     const hi = first + RESERVE - 1;
-    if (Number.isSafeInteger(hi)) {
+    if (Number.isSafeInteger(hi) && Number.isSafeInteger(after)) {
       writeDigits(exRecord, 0, 20, hi);
       writeSince(exRecord, EX_SINCE_AT, 0);
       writeAll(fd, exRecord, exRecord.length, 0);
@@ -199,7 +218,7 @@ export function reserveExclusive(
         next: first + 1,
         hi,
       };
-      return BigInt(first);
+      return issued(BigInt(first));
     }
   }
   const next = nextToken(BigInt(previous), now);

@@ -42,6 +42,7 @@ import { fsx, loadNative } from './file-native.js';
 import {
   LOCK_OFFSET,
   grantShared,
+  issued,
   readHolder,
   reserveExclusive,
   unchangedSince,
@@ -443,7 +444,7 @@ export class FileLock implements LockProvider {
           const c = state.cache;
           if (c !== undefined && c.next <= c.hi && unchangedSince(c, st)) {
             // nobody wrote the file since our last write: the counter there is still our `hi`
-            token = BigInt(c.next++);
+            token = issued(BigInt(c.next++));
           } else token = reserveExclusive(state, fd, st.size, this.#clock.now());
         } else {
           state.cache = undefined;

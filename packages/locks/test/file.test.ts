@@ -1,4 +1,12 @@
-import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+  readdirSync,
+} from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -238,6 +246,20 @@ describe('FileLock tokens and holder records', () => {
     await b.release();
     locks.close();
     other.close();
+  });
+  it('a lock file replaced under its holder still gives the next holder a greater token, in the same millisecond', async () => {
+    const dir = freshDir();
+    const clock = manualClock(1_700_000_000_000); // time stands still: only the token logic orders
+    const a = new FileLock({ dir, clock });
+    const b = new FileLock({ dir, clock });
+    const first = await a.acquire('k');
+    unlinkSync(a.pathOf('k')); // the counter is gone with the file
+    const next = await b.acquire('k', { timeoutMs: 20_000 });
+    expect(next.token).toBeGreaterThan(first.token);
+    await next.release();
+    await first.release();
+    a.close();
+    b.close();
   });
 });
 
