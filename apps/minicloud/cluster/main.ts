@@ -171,9 +171,9 @@ async function main(argv: string[]): Promise<number> {
   }
   if (scaling) {
     console.log(
-      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms |',
+      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms | machine busy | PostgreSQL cores | commits/s |',
     );
-    console.log('| --: | --: | --: | --: | --: | --: | --: |');
+    console.log('| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
     for (const { api, workers, result } of results) {
       const v = result.verdict;
       console.log(
