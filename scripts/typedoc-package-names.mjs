@@ -1,5 +1,6 @@
 // TypeDoc plugin: names each entry-point module after the import specifier a user writes
-// (`packages/locks/src/sql.ts` becomes `@rigging/locks/sql`) instead of its source path.
+// (`packages/locks/src/sql.ts` becomes `@rigging/locks/sql`, and a folder entry
+// `packages/reshape/src/http/index.ts` becomes `@rigging/reshape/http`) instead of its source path.
 import { Converter, ReflectionKind } from 'typedoc';
 
 /** @param {import('typedoc').Application} app */
@@ -9,6 +10,7 @@ export function load(app) {
     const match = /^([^/]+)\/src(?:\/(.+))?$/.exec(reflection.name);
     if (!match) return;
     const [, pkg, subpath] = match;
-    reflection.name = `@rigging/${pkg}${subpath && subpath !== 'index' ? `/${subpath}` : ''}`;
+    const entry = subpath?.replace(/(?:^|\/)index$/, '');
+    reflection.name = `@rigging/${pkg}${entry ? `/${entry}` : ''}`;
   });
 }

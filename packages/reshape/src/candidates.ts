@@ -9,6 +9,7 @@ import type { ReshapeStore } from './store.js';
 
 /** A request: amounts per class, trait constraints, optional tree and limit. */
 export interface CandidateQuery {
+  /** The amount needed per resource class. */
   resources: Resources;
   /** Every inner list is an any-of; all lists must be satisfied by the providers together. */
   required?: string[][];
@@ -18,17 +19,31 @@ export interface CandidateQuery {
   inTree?: string;
   /** Resources of one request may come from several providers of one tree. @default true */
   nested?: boolean;
+  /** At most this many allocation requests are returned, in the order found. @default unlimited */
   limit?: number;
   /** At most this many combinations are examined per tree. @default 1000 */
   maxPerTree?: number;
 }
 
+/** One provider in play in {@link Candidates}, with what it has and what is used. */
 export interface ProviderSummary {
+  /** The provider. */
   provider: ResourceProvider;
-  resources: Record<string, { capacity: number; used: number }>;
+  /** Per resource class of its inventories. */
+  resources: Record<
+    string,
+    {
+      /** (total − reserved) × allocation ratio, rounded down. */
+      capacity: number;
+      /** The amount allocated now. */
+      used: number;
+    }
+  >;
+  /** Its trait names. */
   traits: string[];
 }
 
+/** The answer of {@link allocationCandidates}. */
 export interface Candidates {
   /** Each: the providers and amounts of one way to satisfy the request. */
   allocationRequests: Record<string, Resources>[];

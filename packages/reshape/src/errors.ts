@@ -48,8 +48,11 @@ export class ReshapeFailed extends ReshapeError {
 
 /** One problem found while checking a write (see `reshapeDryRun`). */
 export interface Problem {
+  /** The code the write would fail with. */
   code: ReshapeErrorCode;
+  /** A human-readable explanation. */
   message: string;
+  /** The identifiers and figures involved (provider, consumer, resource class, amounts). */
   details: { [key: string]: string | number | null };
 }
 

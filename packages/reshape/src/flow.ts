@@ -37,12 +37,15 @@ export interface UpdateProviderTreeOptions {
   startup?: boolean;
   /** @default silentLogger */
   logger?: Logger;
+  /** Aborts before the tree is read and before it is flushed; rejects with its reason. */
   signal?: AbortSignal;
 }
 
+/** What {@link updateProviderTree} wrote. */
 export interface UpdateProviderTreeResult {
   /** The tree as flushed, with the generations the store now has. */
   tree: ProviderTree;
+  /** The changes from the stored tree to the driver's. */
   diff: TreeDiff;
   /** True when allocations were moved with a reshape. */
   reshaped: boolean;
@@ -243,6 +246,7 @@ export function reshapeDryRun(store: ReshapeStore, req: ReshapeRequest): Promise
 export interface RetryOnConflictOptions {
   /** Total attempts. @default 3 */
   attempts?: number;
+  /** Checked before every attempt; an aborted signal rejects with its reason. */
   signal?: AbortSignal;
 }
 

@@ -2,10 +2,13 @@ import { ReshapeError } from './errors.js';
 
 /** A resource provider: a node of a provider tree. */
 export interface ResourceProvider {
+  /** The provider's identifier, lower-case with dashes. */
   uuid: string;
+  /** The provider's name, unique among providers. */
   name: string;
   /** `null` for a root. */
   parentProviderUuid: string | null;
+  /** The root of the provider's tree (its own uuid for a root). */
   rootProviderUuid: string;
   /** Bumped by every change of the provider's inventories, traits or allocations. */
   generation: number;
@@ -13,6 +16,7 @@ export interface ResourceProvider {
 
 /** The inventory of one resource class on one provider. */
 export interface Inventory {
+  /** The amount of the resource the provider has, an integer of at least 1. */
   total: number;
   /** @default 0 */
   reserved: number;
@@ -27,7 +31,10 @@ export interface Inventory {
 }
 
 /** An inventory as given by callers: everything but `total` has Placement's default. */
-export type InventoryInput = Partial<Inventory> & { total: number };
+export type InventoryInput = Partial<Inventory> & {
+  /** The amount of the resource the provider has, an integer of at least 1. */
+  total: number;
+};
 
 /** Amounts per resource class (`{ VCPU: 2, MEMORY_MB: 512 }`). */
 export type Resources = Record<string, number>;
@@ -37,12 +44,15 @@ export type AllocationMap = Record<string, Resources>;
 
 /** Everything allocated to one consumer. */
 export interface ConsumerAllocations {
+  /** The project the consumer belongs to. */
   projectId: string;
+  /** The user the consumer belongs to. */
   userId: string;
   /** `null` when the consumer does not exist yet (no allocations). */
   consumerGeneration: number | null;
   /** The consumer's type (`INSTANCE`, `MIGRATION`…, Placement 1.38), absent when it has none. */
   consumerType?: string;
+  /** The consumer's allocations, per provider uuid. */
   allocations: AllocationMap;
 }
 
@@ -52,14 +62,18 @@ export interface ConsumerAllocations {
  * Empty `allocations` delete the consumer.
  */
 export interface AllocationsInput {
+  /** The project the consumer belongs to. */
   projectId: string;
+  /** The user the consumer belongs to. */
   userId: string;
+  /** The consumer generation the caller last saw; `null`: new consumer; omitted: unchecked. */
   consumerGeneration?: number | null;
   /**
    * The consumer's type, `[A-Z0-9_]+` (Placement 1.38: `INSTANCE`, `MIGRATION`…). Omitted: an
    * existing consumer keeps its type, a new one has none (reported as `unknown` over HTTP).
    */
   consumerType?: string;
+  /** The new allocations, per provider uuid; empty deletes the consumer. */
   allocations: AllocationMap;
 }
 
@@ -70,18 +84,30 @@ export interface TotalUsages {
   /** Consumers with at least one allocation. */
   consumerCount: number;
   /** The same per consumer type; consumers without a type are under `unknown`. */
-  byConsumerType: Record<string, { usages: Resources; consumerCount: number }>;
+  byConsumerType: Record<
+    string,
+    {
+      /** Per resource class, over the consumers of this type. */
+      usages: Resources;
+      /** Consumers of this type with at least one allocation. */
+      consumerCount: number;
+    }
+  >;
 }
 
 /** Inventories of one provider with the provider generation they were read at. */
 export interface ProviderInventories {
+  /** The provider generation the inventories were read at. */
   generation: number;
+  /** The inventories, per resource class. */
   inventories: Record<string, Inventory>;
 }
 
 /** A replacement of one provider's inventories, checked against `generation`. */
 export interface InventoriesInput {
+  /** The provider generation the caller last saw; a different one fails the write. */
   generation: number;
+  /** The new inventories, per resource class; a class left out is removed. */
   inventories: Record<string, InventoryInput>;
 }
 
@@ -90,7 +116,9 @@ export interface InventoriesInput {
  * every listed consumer, after checking every generation, capacity and unit constraint.
  */
 export interface ReshapeRequest {
+  /** New inventories, per provider uuid. */
   inventories?: Record<string, InventoriesInput>;
+  /** New allocations, per consumer uuid. */
   allocations?: Record<string, AllocationsInput>;
 }
 
@@ -133,6 +161,7 @@ export const CUSTOM_NAME = /^CUSTOM_[A-Z0-9_]+$/;
 export const TRAIT_NAME = /^[A-Z][A-Z0-9_]*$/;
 const UUID = /^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/;
 
+/** Whether `name` is one of {@link STANDARD_RESOURCE_CLASSES}. */
 export function isStandardResourceClass(name: string): boolean {
   return STANDARD.has(name);
 }

@@ -19,11 +19,15 @@ import type {
 export interface ProviderFilter {
   /** Only providers of the tree containing this provider. */
   inTree?: string;
+  /** Only the provider with exactly this name. */
   name?: string;
+  /** Only the provider with this uuid. */
   uuid?: string;
 }
 
+/** A new provider, for {@link ReshapeStore.createProvider}. */
 export interface CreateProviderInput {
+  /** Unique among providers; 1 to 200 characters. */
   name: string;
   /** @default a random UUID */
   uuid?: string;
@@ -31,7 +35,9 @@ export interface CreateProviderInput {
   parentProviderUuid?: string | null;
 }
 
+/** Changes to a provider, for {@link ReshapeStore.updateProvider}. */
 export interface UpdateProviderInput {
+  /** A new name, unique among providers; unchanged when omitted. */
   name?: string;
   /** Moves the provider (and its subtree) under another parent; `null` makes it a root. */
   parentProviderUuid?: string | null;
@@ -45,14 +51,33 @@ export interface ReshapeReport {
   problems: Problem[];
   /** Providers whose inventories would change, before and after. */
   inventories: {
+    /** The provider. */
     uuid: string;
+    /** Its inventories now, per resource class. */
     before: Record<string, Inventory>;
+    /** Its inventories after the write. */
     after: Record<string, Inventory>;
   }[];
   /** Consumers whose allocations would change, before and after. */
-  allocations: { consumer: string; before: AllocationMap; after: AllocationMap }[];
+  allocations: {
+    /** The consumer's uuid. */
+    consumer: string;
+    /** Its allocations now, per provider uuid. */
+    before: AllocationMap;
+    /** Its allocations after the write (empty: the consumer is deleted). */
+    after: AllocationMap;
+  }[];
   /** Usage per provider and class that would change. */
-  usages: { uuid: string; resourceClass: string; before: number; after: number }[];
+  usages: {
+    /** The provider. */
+    uuid: string;
+    /** The resource class. */
+    resourceClass: string;
+    /** The amount used now. */
+    before: number;
+    /** The amount used after the write. */
+    after: number;
+  }[];
 }
 
 /**
@@ -60,7 +85,14 @@ export interface ReshapeReport {
  * checked (generations, capacity, min/max/step, in-use inventory).
  */
 export interface ReshapeStore extends AsyncDisposable {
+  /**
+   * Creates a provider at generation 0, as a root or under an existing parent.
+   *
+   * @throws {@link ReshapeError} `reshape.duplicate` when the uuid or name is taken,
+   * `reshape.provider_not_found` when the parent does not exist, `reshape.invalid_input`.
+   */
   createProvider(input: CreateProviderInput): Promise<ResourceProvider>;
+  /** A provider by uuid; `undefined` when it does not exist. */
   getProvider(uuid: string): Promise<ResourceProvider | undefined>;
   /** Providers ordered so that parents come before their children. */
   listProviders(filter?: ProviderFilter): Promise<ResourceProvider[]>;
@@ -72,6 +104,11 @@ export interface ReshapeStore extends AsyncDisposable {
   /** Refuses a provider with children or allocations. */
   deleteProvider(uuid: string): Promise<void>;
 
+  /**
+   * A provider's inventories with its generation.
+   *
+   * @throws {@link ReshapeError} `reshape.provider_not_found`.
+   */
   getInventories(uuid: string): Promise<ProviderInventories>;
   /** Replaces every inventory of a provider (generation-checked); returns the new state. */
   setInventories(
@@ -79,30 +116,74 @@ export interface ReshapeStore extends AsyncDisposable {
     input: { generation: number; inventories: Record<string, InventoryInput> },
   ): Promise<ProviderInventories>;
 
-  getTraits(uuid: string): Promise<{ generation: number; traits: string[] }>;
+  /** A provider's traits, sorted, with its generation. */
+  getTraits(uuid: string): Promise<{
+    /** The provider generation the traits were read at. */
+    generation: number;
+    /** The trait names, sorted. */
+    traits: string[];
+  }>;
+  /**
+   * Replaces a provider's traits and bumps its generation.
+   *
+   * @throws {@link ReshapeError} `reshape.concurrent_update` when `generation` is not the
+   * provider's, `reshape.trait_not_found` for a `CUSTOM_*` trait not created yet.
+   */
   setTraits(
     uuid: string,
-    input: { generation: number; traits: string[] },
-  ): Promise<{ generation: number; traits: string[] }>;
+    input: {
+      /** The provider generation the caller last saw. */
+      generation: number;
+      /** The new trait names. */
+      traits: string[];
+    },
+  ): Promise<{
+    /** The provider's new generation. */
+    generation: number;
+    /** The trait names, sorted. */
+    traits: string[];
+  }>;
   /** Standard trait names are accepted as they are; `CUSTOM_*` ones must be created first. */
   listTraits(): Promise<string[]>;
+  /** Creates a `CUSTOM_*` trait; false when it already existed. */
   createTrait(name: string): Promise<boolean>;
 
   /** The aggregates (uuids) a provider belongs to, sorted. */
-  getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }>;
+  getAggregates(uuid: string): Promise<{
+    /** The provider generation the aggregates were read at. */
+    generation: number;
+    /** The aggregate uuids, sorted. */
+    aggregates: string[];
+  }>;
   /**
    * Replaces a provider's aggregates. With `generation`, checked against it and the generation
    * is bumped (Placement 1.19+); without, neither (Placement before 1.19).
    */
   setAggregates(
     uuid: string,
-    input: { generation?: number; aggregates: string[] },
-  ): Promise<{ generation: number; aggregates: string[] }>;
+    input: {
+      /** The provider generation the caller last saw (Placement 1.19+). */
+      generation?: number;
+      /** The new aggregate uuids. */
+      aggregates: string[];
+    },
+  ): Promise<{
+    /** The provider's generation after the write. */
+    generation: number;
+    /** The aggregate uuids, sorted. */
+    aggregates: string[];
+  }>;
 
   /** Standard classes and the custom ones created. */
   listResourceClasses(): Promise<string[]>;
   /** Creates a `CUSTOM_*` class; false when it already existed. */
   createResourceClass(name: string): Promise<boolean>;
+  /**
+   * Deletes a custom resource class.
+   *
+   * @throws {@link ReshapeError} `reshape.resource_class_not_found` for a standard or unknown
+   * class, `reshape.resource_class_in_use` while a provider has inventory of it.
+   */
   deleteResourceClass(name: string): Promise<void>;
 
   /** A consumer's allocations; `undefined` when it has none. */
@@ -112,11 +193,19 @@ export interface ReshapeStore extends AsyncDisposable {
   /** Deletes a consumer's allocations; `reshape.consumer_not_found` when it has none. */
   deleteAllocations(consumer: string, options?: { consumerGeneration?: number }): Promise<void>;
   /** Allocations of every consumer on one provider. */
-  getProviderAllocations(
-    uuid: string,
-  ): Promise<{ generation: number; allocations: Record<string, Resources> }>;
+  getProviderAllocations(uuid: string): Promise<{
+    /** The provider generation the allocations were read at. */
+    generation: number;
+    /** Amounts per resource class, per consumer uuid. */
+    allocations: Record<string, Resources>;
+  }>;
   /** Total usage per class on one provider (classes with inventory appear, possibly 0). */
-  getUsages(uuid: string): Promise<{ generation: number; usages: Resources }>;
+  getUsages(uuid: string): Promise<{
+    /** The provider generation the usages were read at. */
+    generation: number;
+    /** Amount used per resource class. */
+    usages: Resources;
+  }>;
   /** Usage of the consumers of a project (and user), in total and per consumer type. */
   getTotalUsages(filter: { projectId: string; userId?: string }): Promise<TotalUsages>;
   /**
@@ -133,6 +222,10 @@ export interface ReshapeStore extends AsyncDisposable {
   /** Runs every check of {@link reshape} and reports, without writing. */
   checkReshape(req: ReshapeRequest): Promise<ReshapeReport>;
 
+  /**
+   * Closes the store; safe to call twice. The in-memory store refuses later calls; the SQL
+   * store leaves its `Database` open (it belongs to the caller).
+   */
   close(): Promise<void>;
 }
 

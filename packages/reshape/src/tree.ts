@@ -5,27 +5,62 @@ import type { ReshapeStore } from './store.js';
 
 /** One provider of a {@link ProviderTree}. */
 export interface TreeProvider {
+  /** The provider's uuid, lower-case with dashes. */
   uuid: string;
+  /** The provider's name, unique in the tree. */
   name: string;
+  /** The parent's uuid; `null` for a root. */
   parentUuid: string | null;
   /** The generation read from the store; `null` for a provider not yet in the store. */
   generation: number | null;
+  /** Inventories per resource class, with Placement's defaults filled in. */
   inventories: Record<string, Inventory>;
+  /** Trait names, sorted, without duplicates. */
   traits: string[];
 }
 
 /** What changed from one tree to another (see {@link ProviderTree.diff}). */
 export interface TreeDiff {
+  /** Providers only in the new tree, parents first. */
   added: TreeProvider[];
+  /** Providers only in the old tree, children first. */
   removed: TreeProvider[];
-  moved: { uuid: string; from: string | null; to: string | null }[];
-  renamed: { uuid: string; from: string; to: string }[];
-  inventories: {
+  /** Providers whose parent changed. */
+  moved: {
+    /** The provider. */
     uuid: string;
+    /** The old parent's uuid; `null`: it was a root. */
+    from: string | null;
+    /** The new parent's uuid; `null`: it becomes a root. */
+    to: string | null;
+  }[];
+  /** Providers whose name changed. */
+  renamed: {
+    /** The provider. */
+    uuid: string;
+    /** The old name. */
+    from: string;
+    /** The new name. */
+    to: string;
+  }[];
+  /** Providers whose inventories changed, added providers with inventories included. */
+  inventories: {
+    /** The provider. */
+    uuid: string;
+    /** The old inventories, per resource class (empty for an added provider). */
     before: Record<string, Inventory>;
+    /** The new inventories, per resource class. */
     after: Record<string, Inventory>;
   }[];
-  traits: { uuid: string; before: string[]; after: string[] }[];
+  /** Providers whose traits changed, added providers with traits included. */
+  traits: {
+    /** The provider. */
+    uuid: string;
+    /** The old trait names, sorted. */
+    before: string[];
+    /** The new trait names, sorted. */
+    after: string[];
+  }[];
 }
 
 function clone(p: TreeProvider): TreeProvider {
@@ -158,6 +193,12 @@ export class ProviderTree {
     p.parentUuid = np.uuid;
   }
 
+  /**
+   * Renames a provider (uuid or name).
+   *
+   * @throws {@link ReshapeError} `reshape.duplicate` when another provider has `name`,
+   * `reshape.provider_not_found`.
+   */
   rename(ref: string, name: string): void {
     const p = this.#get(ref);
     const other = this.#find(name);
@@ -166,6 +207,7 @@ export class ProviderTree {
     p.name = name;
   }
 
+  /** Whether the tree has a provider with this uuid or name. */
   exists(ref: string): boolean {
     return this.#find(ref) !== undefined;
   }
@@ -190,6 +232,7 @@ export class ProviderTree {
     return !sameInventories(this.#get(ref).inventories, out);
   }
 
+  /** Replaces a provider's traits (duplicates dropped, sorted). */
   updateTraits(ref: string, traits: readonly string[]): void {
     this.#get(ref).traits = [...new Set(traits)].sort();
   }
@@ -199,11 +242,13 @@ export class ProviderTree {
     this.#get(ref).generation = generation;
   }
 
+  /** Copies of the direct children of a provider (uuid or name). */
   children(ref: string): TreeProvider[] {
     const p = this.#get(ref);
     return [...this.#providers.values()].filter((c) => c.parentUuid === p.uuid).map(clone);
   }
 
+  /** Copies of every root provider. */
   roots(): TreeProvider[] {
     return [...this.#providers.values()].filter((p) => p.parentUuid === null).map(clone);
   }
@@ -219,6 +264,7 @@ export class ProviderTree {
     return out;
   }
 
+  /** The number of providers in the tree. */
   get size(): number {
     return this.#providers.size;
   }

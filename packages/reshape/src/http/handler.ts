@@ -29,6 +29,7 @@ const ERROR_CODE_VERSION: Version = [1, 23];
 
 /** Who a request is from, as decided by {@link PlacementHandlerOptions.auth}. */
 export interface AuthResult {
+  /** The caller's roles; every endpoint but `GET /` requires `admin`. */
   roles: string[];
 }
 
@@ -47,8 +48,12 @@ export interface PlacementHandlerOptions {
    * @default undefined
    */
   auth?:
-    | { token: string }
     | {
+        /** The one token accepted; a caller sending it is admin. */
+        token: string;
+      }
+    | {
+        /** Decides who sends `token`; `undefined` refuses the request (401). */
         validate(
           token: string,
           req: IncomingMessage,

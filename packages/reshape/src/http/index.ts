@@ -1,7 +1,9 @@
 /**
  * `@rigging/reshape/http`: a Placement-compatible subset of the REST API over any
- * {@link ReshapeStore}, on plain `node:http` request/response objects (mountable in Express,
- * Fastify's raw handlers, or its own server).
+ * {@link @rigging/reshape!ReshapeStore}, on plain `node:http` request/response objects
+ * (mountable in Express, Fastify's raw handlers, or its own server).
+ *
+ * @module
  */
 export {
   createPlacementHandler,

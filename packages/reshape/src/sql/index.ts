@@ -4,6 +4,8 @@
  * first, then providers, each in uuid order) with `SELECT … FOR UPDATE` under READ COMMITTED,
  * so concurrent writers on the same providers or consumers queue instead of interleaving;
  * SQLite serializes writers with `BEGIN IMMEDIATE`.
+ *
+ * @module
  */
 export { migrations } from './schema.js';
 export { sqlStore, type SqlStoreOptions } from './store.js';
