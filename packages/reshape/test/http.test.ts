@@ -318,6 +318,10 @@ describe('Placement HTTP API', () => {
     r = await api('GET', '/allocations', undefined, '1.0');
     expect(r.status).toBe(405);
     expect((await api('POST', '/allocations', {}, '1.12')).status).toBe(404);
+    const rp = randomUUID();
+    expect(
+      (await api('DELETE', `/resource_providers/${rp}/inventories`, undefined, '1.4')).status,
+    ).toBe(405);
 
     const res = await fetch(`${base}/resource_providers`, {
       method: 'POST',

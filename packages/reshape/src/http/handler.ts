@@ -152,7 +152,9 @@ export function createPlacementHandler(
         (entry.min && !atLeast(version, entry.min)) ||
         (entry.max && compare(version, entry.max) > 0)
       )
-        throw new HttpError(404, 'The resource could not be found.');
+        throw entry.outside === 405
+          ? new HttpError(405, `The method specified is not allowed for this resource.`)
+          : new HttpError(404, 'The resource could not be found.');
       if (method === 'GET') checkAccept(req);
       const body = entry.body ? await readJson(req, preread, maxBody) : undefined;
       const params = m.slice(1).map((p) => decodeURIComponent(p));
