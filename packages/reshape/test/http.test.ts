@@ -310,6 +310,46 @@ describe('Placement HTTP API', () => {
     );
   });
 
+  it('answers the statuses Placement answers to odd requests', async () => {
+    let r = await api('GET', '/allocations');
+    expect(r.status).toBe(405);
+    expect(r.body.errors[0].title).toBe('Method Not Allowed');
+    expect(r.headers.get('allow')).toBe('POST');
+    r = await api('GET', '/allocations', undefined, '1.0');
+    expect(r.status).toBe(405);
+    expect((await api('POST', '/allocations', {}, '1.12')).status).toBe(404);
+    const rp = randomUUID();
+    expect(
+      (await api('DELETE', `/resource_providers/${rp}/inventories`, undefined, '1.4')).status,
+    ).toBe(405);
+
+    const res = await fetch(`${base}/resource_providers`, {
+      method: 'POST',
+      headers: { 'x-auth-token': 'admin' },
+      body: new TextEncoder().encode('I want a resource provider please'),
+    });
+    expect(res.headers.get('content-type')).toBe('application/json');
+    const err = ((await res.json()) as { errors: { status: number; detail: string }[] }).errors[0]!;
+    expect(err.status).toBe(400);
+    expect(err.detail).toContain('content-type header required');
+
+    r = await api('GET', '/', undefined, '0.5');
+    expect(r.status).toBe(406);
+    expect(r.body.errors[0].detail).toContain('Unacceptable version header: 0.5');
+    expect((await api('GET', '/', undefined, '1.40')).status).toBe(406);
+
+    const text = { accept: 'text/plain' };
+    r = await api('POST', '/resource_classes', { whoa: 'bad' }, '1.39', text);
+    expect(r.status).toBe(400);
+    expect((await api('GET', '/moo', undefined, '1.39', text)).status).toBe(404);
+    expect((await api('GET', '/traits', undefined, '1.39', text)).status).toBe(406);
+
+    r = await api('GET', '/traits?name=in_abc');
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toContain('Badly formatted name parameter');
+    expect((await api('GET', '/traits?name=in:CUSTOM_NONE')).body.traits).toEqual([]);
+  });
+
   it('never answers 500 to random JSON bodies', { timeout: 90_000 }, async () => {
     const rp = randomUUID();
     await api('POST', '/resource_providers', { name: 'fuzz', uuid: rp });

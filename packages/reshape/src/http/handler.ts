@@ -112,19 +112,11 @@ export function createPlacementHandler(
       path = path.slice(base.length) || '/';
     }
     if (path.length > 1) path = path.replace(/\/+$/, '');
-    let version: Version = [1, 0];
+    const version = parseVersion(req);
     const headers: Record<string, string> = {};
-    try {
-      version = parseVersion(req);
-    } catch (error) {
-      if (path === '/' && error instanceof HttpError && error.status !== 400) version = [1, 0];
-      else throw error;
-    }
     headers['openstack-api-version'] = `placement ${fmt(version)}`;
     headers.vary = 'openstack-api-version';
-    const accept = req.headers.accept;
-    if (accept && !/application\/json|\*\/\*|application\/\*/i.test(accept))
-      throw Object.assign(new HttpError(406, 'Only application/json is provided'), { version });
+    checkContentType(req);
     const method = (req.method ?? 'GET').toUpperCase();
     if (path === '/') {
       if (method !== 'GET' && method !== 'HEAD')
@@ -147,21 +139,23 @@ export function createPlacementHandler(
     for (const route of routes) {
       const m = route.pattern.exec(path);
       if (!m) continue;
-      const allowed = Object.entries(route.methods).filter(
-        ([, r]) => (!r.min || atLeast(version, r.min)) && (!r.max || compare(version, r.max) <= 0),
-      );
-      if (allowed.length === 0) throw new HttpError(404, 'The resource could not be found.');
-      const entry = allowed.find(([name]) => name === method)?.[1];
+      const entry = route.methods[method];
       if (!entry) {
         throw new HttpError(
           405,
           `The method specified is not allowed for this resource.`,
           undefined,
-          {
-            allow: allowed.map(([n]) => n).join(', '),
-          },
+          { allow: Object.keys(route.methods).join(', ') },
         );
       }
+      if (
+        (entry.min && !atLeast(version, entry.min)) ||
+        (entry.max && compare(version, entry.max) > 0)
+      )
+        throw entry.outside === 405
+          ? new HttpError(405, `The method specified is not allowed for this resource.`)
+          : new HttpError(404, 'The resource could not be found.');
+      if (method === 'GET') checkAccept(req);
       const body = entry.body ? await readJson(req, preread, maxBody) : undefined;
       const params = m.slice(1).map((p) => decodeURIComponent(p));
       const reply = await entry.handler({
@@ -265,6 +259,23 @@ async function authorize(
   if (!result) throw new HttpError(401, 'The request you have made requires authentication.');
   if (!result.roles.includes('admin'))
     throw new HttpError(403, 'Policy does not allow this action to be performed.');
+}
+
+/** Placement's check before routing: a request with a body must name its content type (400). */
+function checkContentType(req: IncomingMessage): void {
+  const length = req.headers['content-length'];
+  if (length === undefined || length === '') return;
+  if (!/^\d+$/.test(length.trim()))
+    throw new HttpError(400, 'content-length header must be an integer');
+  if (Number(length) > 0 && !req.headers['content-type'])
+    throw new HttpError(400, 'content-type header required when content-length > 0');
+}
+
+/** A `GET` answering JSON refuses an `accept` header that excludes it (406), as Placement's do. */
+function checkAccept(req: IncomingMessage): void {
+  const accept = req.headers.accept;
+  if (accept && !/application\/json|\*\/\*|application\/\*/i.test(accept))
+    throw new HttpError(406, 'Only application/json is provided');
 }
 
 /** The request's JSON body: `preread` when a framework already read it, else read from `req`. */

@@ -30,12 +30,15 @@ export interface Reply {
 export type Handler = (ctx: Ctx) => Promise<Reply>;
 
 /**
- * A path and its methods; `min`/`max`: the microversions a method exists in; `body`: it takes a
- * JSON body. @internal
+ * A path and its methods; `min`/`max`: the microversions a method exists in (outside them: 404,
+ * or `outside`); `body`: it takes a JSON body. @internal
  */
 export interface Route {
   pattern: RegExp;
-  methods: Record<string, { min?: Version; max?: Version; handler: Handler; body?: boolean }>;
+  methods: Record<
+    string,
+    { min?: Version; max?: Version; outside?: 405; handler: Handler; body?: boolean }
+  >;
 }
 
 /** One path segment, captured. @internal */

@@ -80,6 +80,7 @@ export const ALLOCATE: Step[] = [
   ],
   ['get allocations 1.28', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.28'],
   ['get allocations 1.0', 'GET', (i) => `/allocations/${i.c1}`, undefined, '1.0'],
+  ['get allocations without a consumer', 'GET', () => '/allocations', undefined, '1.28'],
   ['get allocations of nobody', 'GET', () => `/allocations/${randomUUID()}`, undefined, '1.28'],
   [
     'provider allocations',

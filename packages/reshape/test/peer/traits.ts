@@ -4,6 +4,7 @@ import { A, peerName, type Step } from './helpers.js';
 /** @internal */
 export const TRAITS: Step[] = [
   ['create trait', 'PUT', (i) => `/traits/${peerName(i)}`, undefined, '1.6'],
+  ['list traits with a badly formatted name', 'GET', () => '/traits?name=in_abc', undefined, '1.6'],
   [
     'set unknown trait',
     'PUT',

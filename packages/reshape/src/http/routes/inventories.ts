@@ -70,6 +70,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
         },
         DELETE: {
           min: V(1, 5),
+          outside: 405,
           handler: async ({ params }) => {
             const p = await provider(params[0]!);
             const current = await call(() => store.getInventories(p.uuid));

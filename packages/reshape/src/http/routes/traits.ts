@@ -55,6 +55,11 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
           min: V(1, 6),
           handler: async ({ query, version }) => {
             const { name } = check.query('listTraits', version, query) as { name?: string };
+            if (name !== undefined && !name.includes(':'))
+              throw new HttpError(
+                400,
+                `Badly formatted name parameter. Expected name query string parameter in form: ?name=[in|startswith]:[name1,name2|prefix]. Got: "${name}"`,
+              );
             let traits = await call(() => store.listTraits());
             if (name?.startsWith('startswith:'))
               traits = traits.filter((t) => t.startsWith(name.slice(11)));
