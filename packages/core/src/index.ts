@@ -18,6 +18,7 @@ export {
   nonNegativeIntegerOption,
   timeoutOption,
 } from './options.js';
+export type { OptionValidator } from './options.js';
 export { isProcessAlive } from './process.js';
 export { backoffDelay } from './backoff.js';
 export type { Backoff, BackoffSettings } from './backoff.js';

@@ -23,99 +23,39 @@ function check(
 }
 
 /**
+ * A validator of one rule: returns `value` when it holds, `fallback` when `value` is `undefined`,
+ * and throws a `TypeError` naming `owner`, `name` and the value otherwise.
+ */
+export interface OptionValidator {
+  (owner: string, name: string, value: unknown, fallback: number): number;
+  (owner: string, name: string, value: unknown, fallback?: undefined): number | undefined;
+}
+
+function validator(rule: string, ok: (n: number) => boolean): OptionValidator {
+  return ((owner: string, name: string, value: unknown, fallback?: number) =>
+    value === undefined ? fallback : check(owner, name, value, ok, rule)) as OptionValidator;
+}
+
+/**
  * A finite number > 0, or `fallback` when `value` is `undefined`.
  * @example positiveOption('Queue', 'pollMs', options.pollMs, 1000)
  */
-export function positiveOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-): number;
-export function positiveOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: undefined,
-): number | undefined;
-export function positiveOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: number,
-): number | undefined {
-  if (value === undefined) return fallback;
-  return check(owner, name, value, (n) => n > 0, 'a finite number > 0');
-}
+export const positiveOption = validator('a finite number > 0', (n) => n > 0);
 
 /** A finite number >= 0, or `fallback` when `value` is `undefined`. */
-export function nonNegativeOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-): number;
-export function nonNegativeOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: undefined,
-): number | undefined;
-export function nonNegativeOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: number,
-): number | undefined {
-  if (value === undefined) return fallback;
-  return check(owner, name, value, (n) => n >= 0, 'a finite number >= 0');
-}
+export const nonNegativeOption = validator('a finite number >= 0', (n) => n >= 0);
 
 /** An integer >= 1, or `fallback` when `value` is `undefined`. */
-export function positiveIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-): number;
-export function positiveIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: undefined,
-): number | undefined;
-export function positiveIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: number,
-): number | undefined {
-  if (value === undefined) return fallback;
-  return check(owner, name, value, (n) => Number.isInteger(n) && n >= 1, 'an integer >= 1');
-}
+export const positiveIntegerOption = validator(
+  'an integer >= 1',
+  (n) => Number.isInteger(n) && n >= 1,
+);
 
 /** An integer >= 0, or `fallback` when `value` is `undefined`. */
-export function nonNegativeIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-): number;
-export function nonNegativeIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: undefined,
-): number | undefined;
-export function nonNegativeIntegerOption(
-  owner: string,
-  name: string,
-  value: unknown,
-  fallback?: number,
-): number | undefined {
-  if (value === undefined) return fallback;
-  return check(owner, name, value, (n) => Number.isInteger(n) && n >= 0, 'an integer >= 0');
-}
+export const nonNegativeIntegerOption = validator(
+  'an integer >= 0',
+  (n) => Number.isInteger(n) && n >= 0,
+);
 
 /**
  * A wait's `timeoutMs`: `undefined` (wait forever), or a number >= 0 (`Infinity` allowed, 0 means
