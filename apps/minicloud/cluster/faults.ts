@@ -132,16 +132,9 @@ async function takeovers(
   const deadline = Date.now() + waitMs;
   const finished: string[] = [];
   while (pending.size > 0 && Date.now() < deadline) {
-    for (const row of await state.journal()) {
-      if (
-        row.kind === 'op-start' &&
-        row.pid !== victim &&
-        row.at >= since &&
-        pending.has(row.ref)
-      ) {
-        pending.delete(row.ref);
-        ms.push(row.at - since);
-      }
+    for (const [ref, at] of await state.startedByOthers([...pending], victim, since)) {
+      pending.delete(ref);
+      ms.push(at - since);
     }
     for (const [id, op] of await state.ops([...pending])) {
       if (op.status === 'succeeded' || op.status === 'failed') {

@@ -50,6 +50,21 @@ export class ClusterState {
     return rows.map((r) => r.ref);
   }
 
+  /** For each of `refs` started by a process other than `pid` since `since`: the first start. */
+  async startedByOthers(
+    refs: readonly string[],
+    pid: number,
+    since: number,
+  ): Promise<Map<string, number>> {
+    if (refs.length === 0) return new Map();
+    const { rows } = await sql<{ ref: string; at: string }>`
+      select ref, min(at) as at from minicloud_journal
+      where kind = 'op-start' and pid <> ${pid} and at >= ${since} and ref in (${sql.join(refs)})
+      group by ref
+    `.execute(this.database.db);
+    return new Map(rows.map((r) => [r.ref, Number(r.at)]));
+  }
+
   async ops(ids: readonly string[]): Promise<Map<string, OpRow>> {
     const out = new Map<string, OpRow>();
     for (let i = 0; i < ids.length; i += 500) {

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { sql } from '@rigging/sql';
 import type { HostProcess } from './processes.js';
 import type { ClusterState } from './state.js';
@@ -37,7 +37,6 @@ async function processTicks(pid: number): Promise<number> {
 }
 
 async function postgresTicks(): Promise<number> {
-  const { readdir } = await import('node:fs/promises');
   let ticks = 0;
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
