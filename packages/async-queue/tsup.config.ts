@@ -1,10 +1,4 @@
 import { defineConfig } from 'tsup';
+import { packageBuild } from '../../config/tsup.base';
 
-export default defineConfig({
-  entry: ['src/index.ts', 'src/sql.ts'],
-  format: ['esm'],
-  target: 'node20',
-  dts: true,
-  sourcemap: true,
-  clean: true,
-});
+export default defineConfig({ ...packageBuild, entry: ['src/index.ts', 'src/sql.ts'] });

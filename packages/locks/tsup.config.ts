@@ -1,10 +1,7 @@
 import { defineConfig } from 'tsup';
+import { packageBuild } from '../../config/tsup.base';
 
 export default defineConfig({
+  ...packageBuild,
   entry: ['src/index.ts', 'src/sql.ts', 'src/redis.ts'],
-  format: ['esm'],
-  target: 'node20',
-  dts: true,
-  sourcemap: true,
-  clean: true,
 });
