@@ -1,4 +1,4 @@
-import { RiggingError, type RiggingErrorOptions } from '@rigging/core';
+import { RiggingError } from '@rigging/core';
 
 /** Every error code `@rigging/async-queue` throws or records. */
 export type QueueErrorCode =
@@ -32,7 +32,4 @@ export type QueueErrorCode =
  */
 export class QueueError extends RiggingError<QueueErrorCode> {
   override readonly name = 'QueueError';
-  constructor(code: QueueErrorCode, message: string, options?: RiggingErrorOptions) {
-    super(code, message, options);
-  }
 }

@@ -1,5 +1,4 @@
 import { RiggingError } from '@rigging/core';
-import type { RiggingErrorOptions } from '@rigging/core';
 
 /** Stable codes of {@link DestroyGraphError}. */
 export type DestroyGraphErrorCode =
@@ -12,8 +11,4 @@ export type DestroyGraphErrorCode =
 /** Every error this package throws on purpose. */
 export class DestroyGraphError extends RiggingError<DestroyGraphErrorCode> {
   override readonly name = 'DestroyGraphError';
-
-  constructor(code: DestroyGraphErrorCode, message: string, options: RiggingErrorOptions = {}) {
-    super(code, message, options);
-  }
 }

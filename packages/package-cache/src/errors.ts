@@ -1,4 +1,4 @@
-import { RiggingError, type RiggingErrorOptions } from '@rigging/core';
+import { RiggingError } from '@rigging/core';
 
 /** Every error code thrown by `@rigging/package-cache`. */
 export type PackageCacheErrorCode =
@@ -31,8 +31,4 @@ export type PackageCacheErrorCode =
 /** The error class of this package; branch on `code`. */
 export class PackageCacheError extends RiggingError<PackageCacheErrorCode> {
   override readonly name = 'PackageCacheError';
-
-  constructor(code: PackageCacheErrorCode, message: string, options?: RiggingErrorOptions) {
-    super(code, message, options);
-  }
 }

@@ -21,9 +21,6 @@ export type ReshapeErrorCode =
 /** The error of every failed store operation; branch on `code`. */
 export class ReshapeError extends RiggingError<ReshapeErrorCode> {
   override readonly name: string = 'ReshapeError';
-  constructor(code: ReshapeErrorCode, message: string, options?: RiggingErrorOptions) {
-    super(code, message, options);
-  }
 }
 
 /**

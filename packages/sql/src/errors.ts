@@ -1,4 +1,4 @@
-import { RiggingError, type RiggingErrorOptions } from '@rigging/core';
+import { RiggingError } from '@rigging/core';
 
 /** Every error code `@rigging/sql` throws. */
 export type SqlErrorCode =
@@ -20,12 +20,4 @@ export type SqlErrorCode =
 export class SqlError extends RiggingError<SqlErrorCode> {
   /** Always `'SqlError'`. */
   override readonly name = 'SqlError';
-  /**
-   * @param code - one of {@link SqlErrorCode}
-   * @param message - a sentence for people
-   * @param options - `cause` and JSON `details`
-   */
-  constructor(code: SqlErrorCode, message: string, options?: RiggingErrorOptions) {
-    super(code, message, options);
-  }
 }

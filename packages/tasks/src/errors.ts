@@ -1,9 +1,4 @@
-import {
-  RiggingError,
-  type Json,
-  type RiggingErrorOptions,
-  type SerializedError,
-} from '@rigging/core';
+import { RiggingError, type Json, type SerializedError } from '@rigging/core';
 
 /** Every error code of @rigging/tasks. */
 export type TasksErrorCode =
@@ -25,9 +20,6 @@ export type TasksErrorCode =
 /** An error of @rigging/tasks (see {@link TasksErrorCode}). */
 export class TasksError extends RiggingError<TasksErrorCode> {
   override readonly name: string = 'TasksError';
-  constructor(code: TasksErrorCode, message: string, options: RiggingErrorOptions = {}) {
-    super(code, message, options);
-  }
 }
 
 /** A failure as stored in the log and handed to `revert`: the serialized error plus the task. */
