@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Migration } from '@rigging/sql';
+import { identityPrimaryKey, type ColumnType, type Generated, type Migration } from '@rigging/sql';
 
 /** Epoch ms (PostgreSQL and MySQL return bigint columns as strings). */
 type Millis = ColumnType<number | string, number, number>;
@@ -87,13 +87,7 @@ export const migrations: Migration[] = [
     up: async (db, { dialect }) => {
       await db.schema
         .createTable('minicloud_runs')
-        .addColumn('id', 'integer', (c) =>
-          dialect === 'postgres'
-            ? c.generatedAlwaysAsIdentity().primaryKey()
-            : dialect === 'mysql'
-              ? c.autoIncrement().primaryKey()
-              : c.primaryKey(),
-        )
+        .addColumn('id', 'integer', identityPrimaryKey(dialect))
         .addColumn('command', 'varchar(64)', (c) => c.notNull())
         .addColumn('status', 'varchar(16)', (c) => c.notNull())
         .addColumn('started_at', 'bigint', (c) => c.notNull())

@@ -3,7 +3,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, type Generated, type Migration } from '@rigging/sql';
+import { identityPrimaryKey, openDatabase, type Generated, type Migration } from '@rigging/sql';
 
 interface Tables {
   notes_note: { id: Generated<number>; title: string; created_at: number };
@@ -15,13 +15,7 @@ const migrations: Migration[] = [
     up: async (db, { dialect }) => {
       await db.schema
         .createTable('notes_note')
-        .addColumn('id', 'integer', (c) =>
-          dialect === 'postgres'
-            ? c.generatedAlwaysAsIdentity().primaryKey()
-            : dialect === 'mysql'
-              ? c.autoIncrement().primaryKey()
-              : c.primaryKey(),
-        )
+        .addColumn('id', 'integer', identityPrimaryKey(dialect))
         .addColumn('title', 'varchar(200)', (c) => c.notNull())
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .execute();

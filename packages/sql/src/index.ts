@@ -1,6 +1,7 @@
 export { openDatabase } from './database.js';
 export type { Database, OpenDatabaseOptions, TransactionOptions } from './database.js';
 export type { Migration, MigrateResult } from './migrate.js';
+export { identityPrimaryKey } from './columns.js';
 export type { Session, Notification, QueryResult } from './session.js';
 export { SqlError } from './errors.js';
 export type { SqlErrorCode } from './errors.js';
