@@ -71,7 +71,7 @@ export class ClusterState {
       const chunk = ids.slice(i, i + 500);
       const { rows } = await sql<Record<string, unknown>>`
         select id, op_key, status, attempts, created_at, started_at, finished_at, error
-        from rigging_queue_ops where id in (${sql.join(chunk)})
+        from rigging_async_queue_ops where id in (${sql.join(chunk)})
       `.execute(this.database.db);
       for (const r of rows) {
         const n = (v: unknown) => (v == null ? undefined : Number(v));

@@ -40,8 +40,9 @@ function dialectOf(database: Database, options: SqlBackendOptions): QueueDialect
 
 /**
  * The durable jobboard over `@rigging/sql` (SQLite, PostgreSQL, MySQL/MariaDB). Tables
- * `rigging_queue_ops` and `rigging_queue_keys`, created by `database.migrate('async-queue')` on
- * first use. Many queue instances, in many processes, may share one database and queue name.
+ * `rigging_async_queue_ops` and `rigging_async_queue_keys`, created by
+ * `database.migrate('async-queue')` on first use (and renamed from 0.1.0's `rigging_queue_*`).
+ * Many queue instances, in many processes, may share one database and queue name.
  * The database stays the caller's: closing the queue does not close it.
  */
 export function sqlBackend(database: Database, options: SqlBackendOptions = {}): QueueBackend {

@@ -72,7 +72,7 @@ for (const b of backends) {
         await children[0]!.exited;
         while (
           (await count(
-            `select count(*) as c from rigging_queue_ops where queue = 'crash' and status = 'succeeded'`,
+            `select count(*) as c from rigging_async_queue_ops where queue = 'crash' and status = 'succeeded'`,
           )) <
           KEYS * OPS
         ) {
@@ -81,7 +81,7 @@ for (const b of backends) {
         }
         // every op succeeded exactly once as far as the board is concerned
         const ops = (await database.db
-          .selectFrom('rigging_queue_ops')
+          .selectFrom('rigging_async_queue_ops')
           .select(['id', 'op_key', 'seq', 'status', 'attempts', 'expiries', 'payload'])
           .where('queue', '=', name)
           .execute()) as {
@@ -96,7 +96,7 @@ for (const b of backends) {
         expect(ops.every((o) => o.status === 'succeeded')).toBe(true);
         // per-key order of completions: in enqueue (seq) order, finish times never go back
         const finishes = (await database.db
-          .selectFrom('rigging_queue_ops')
+          .selectFrom('rigging_async_queue_ops')
           .select(['op_key', 'seq', 'finished_at'])
           .where('queue', '=', name)
           .orderBy('op_key')

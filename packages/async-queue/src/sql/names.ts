@@ -1,17 +1,52 @@
 // Names of the SQL backend's database objects, shared by the schema, its PL/pgSQL functions and
 // the queries.
 
-/** Ops, one row each. @internal */
-export const OPS = 'rigging_queue_ops';
-/** Keys, one row each: state, pending count, lease and fencing token of the running op. @internal */
-export const KEYS = 'rigging_queue_keys';
-/** PostgreSQL NOTIFY channel of every queue (payloads name the queue). @internal */
-export const CHANNEL = 'rigging_queue';
-/** PostgreSQL functions; a changed signature gets a new version. @internal */
-export const SUCCEED_FN = 'rigging_queue_succeed_v1';
+/** The names of one generation of the backend's database objects. @internal */
+export interface SchemaNames {
+  /** What every name starts with, index names too. */
+  readonly prefix: string;
+  /** Ops, one row each. */
+  readonly ops: string;
+  /** Keys, one row each: state, pending count, lease and fencing token of the running op. */
+  readonly keys: string;
+  /** PostgreSQL NOTIFY channel of every queue (payloads name the queue). */
+  readonly channel: string;
+  /** PostgreSQL functions; a changed signature gets a new version. */
+  readonly succeedFn: string;
+  readonly claimFn: string;
+  readonly succeedManyFn: string;
+  readonly enqueueFn: string;
+}
+
+const namesWithPrefix = (prefix: string): SchemaNames => ({
+  prefix,
+  ops: `${prefix}_ops`,
+  keys: `${prefix}_keys`,
+  channel: prefix,
+  succeedFn: `${prefix}_succeed_v1`,
+  claimFn: `${prefix}_claim_v1`,
+  succeedManyFn: `${prefix}_succeed_many_v1`,
+  enqueueFn: `${prefix}_enqueue_v1`,
+});
+
+/**
+ * The names 0.1.0 gave its objects: the migrations before `rigging-async-queue-prefix` create
+ * them, and that one renames them to {@link NAMES}. @internal
+ */
+export const NAMES_0_1 = namesWithPrefix('rigging_queue');
+
+/** The names of the schema's objects today: the package's prefix, `rigging_async_queue_`. @internal */
+export const NAMES = namesWithPrefix('rigging_async_queue');
+
 /** @internal */
-export const CLAIM_FN = 'rigging_queue_claim_v1';
+export const OPS = NAMES.ops;
 /** @internal */
-export const SUCCEED_MANY_FN = 'rigging_queue_succeed_many_v1';
+export const KEYS = NAMES.keys;
 /** @internal */
-export const ENQUEUE_FN = 'rigging_queue_enqueue_v1';
+export const CHANNEL = NAMES.channel;
+/** @internal */
+export const CLAIM_FN = NAMES.claimFn;
+/** @internal */
+export const SUCCEED_MANY_FN = NAMES.succeedManyFn;
+/** @internal */
+export const ENQUEUE_FN = NAMES.enqueueFn;

@@ -1,16 +1,18 @@
 // The PL/pgSQL functions of the PostgreSQL backend: its hot statements, planned once per
 // connection. Installed (and replaced) by the migrations in `schema.ts`; the function names carry
-// a version so that a changed signature is a new function.
-import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, OPS, SUCCEED_FN, SUCCEED_MANY_FN } from './names.js';
+// a version so that a changed signature is a new function. Each text takes the names of the
+// objects it creates and reads: the migrations of 0.1.0 install them under its names, migration
+// `rigging-async-queue-prefix` again under today's.
+import type { SchemaNames } from './names.js';
 
 /**
  * PostgreSQL: the claim CTEs of the first functions below: `k` (up to `p_n` ready keys, locked,
  * skipping locked ones; `guard` may add a condition), `h` (their head ops, always found through
  * the `(queue, op_key, status, seq)` index), `u` (those ops, claimed) and `g` (their keys,
- * running). Superseded by {@link CLAIM_BY_KEY_FUNCTION} (migration `pg-functions-by-key`).
+ * running). Superseded by {@link claimByKeyFunction} (migration `pg-functions-by-key`).
  */
-const claimCteText = (guard: string) => `k as (
-    select queue, op_key, token from ${KEYS}
+const claimCteText = (n: SchemaNames, guard: string) => `k as (
+    select queue, op_key, token from ${n.keys}
     where queue = p_queue and state = 'ready' and avail_at <= p_at
 ${guard}    order by turn, op_key
     limit p_n
@@ -18,20 +20,20 @@ ${guard}    order by turn, op_key
   ), h as (
     select o.id, o.op_key, k.token + 1 as next_token
     from k cross join lateral (
-      select o.id, o.op_key from ${OPS} o
+      select o.id, o.op_key from ${n.ops} o
       where o.queue = k.queue and o.op_key = k.op_key and o.status = 'queued'
       order by o.seq
       limit 1
     ) as o
   ), u as (
-    update ${OPS} as o
+    update ${n.ops} as o
     set status = 'running', token = h.next_token, attempts = o.attempts + 1,
         worker = p_worker, started_at = p_at
     from h
     where o.id = h.id and o.status = 'queued'
     returning o.*
   ), g as (
-    update ${KEYS} as kk
+    update ${n.keys} as kk
     set state = 'running', running_op = u.id, running_type = u.type, token = u.token,
         lease_until = p_lease_until, pending = kk.pending - 1
     from u
@@ -46,28 +48,28 @@ ${guard}    order by turn, op_key
  * held), `notified`, `picked` (a key locked for the next claim, or null) and the claimed op's
  * columns (null when the picked key's head could not be claimed here).
  */
-export const SUCCEED_FUNCTION = `
-create or replace function ${SUCCEED_FN}(
+export const succeedFunction = (n: SchemaNames): string => `
+create or replace function ${n.succeedFn}(
   p_queue text, p_key text, p_op text, p_token integer, p_result text, p_at bigint,
   p_notice text, p_n integer, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
 begin
   return query
   with fin as (
-    update ${KEYS}
+    update ${n.keys}
     set state = case when pending > 0 then 'ready' else 'idle' end,
         running_op = null, running_type = null, avail_at = 0, turn = p_at
     where queue = p_queue and op_key = p_key and state = 'running'
       and running_op = p_op and token = p_token
     returning op_key
   ), fo as (
-    update ${OPS}
+    update ${n.ops}
     set status = 'succeeded', result = p_result, error = null, finished_at = p_at
     where id = p_op and exists (select 1 from fin)
     returning id
   ), n as (
-    select pg_notify('${CHANNEL}', p_notice) from fo where p_notice is not null
-  ), ${claimCteText('      and exists (select 1 from fin)\n')}  select row_to_json(c) from (
+    select pg_notify('${n.channel}', p_notice) from fo where p_notice is not null
+  ), ${claimCteText(n, '      and exists (select 1 from fin)\n')}  select row_to_json(c) from (
     select (select count(*) from fin) as ok, (select count(*) from n) as notified, x.*
     from (select 1 as one) as one left join (
       select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
@@ -81,13 +83,13 @@ $fn$`;
  * picked key: `picked` and the claimed op's columns (null when its head could not be claimed
  * here).
  */
-export const CLAIM_FUNCTION = `
-create or replace function ${CLAIM_FN}(
+export const claimFunction = (n: SchemaNames): string => `
+create or replace function ${n.claimFn}(
   p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
 begin
   return query
-  with ${claimCteText('')}  select row_to_json(x) from (
+  with ${claimCteText(n, '')}  select row_to_json(x) from (
     select k.op_key as picked, u.* from k left join u on u.op_key = k.op_key
   ) as x;
 end
@@ -100,36 +102,36 @@ $fn$`;
  * planner's statistics say. (The set-based version joined key rows on `op_key`, which on fresh,
  * not yet analyzed tables was planned as a scan of every key of the queue per statement.) One
  * JSON row per picked key: `picked` and the claimed op's columns (none when its head could not be
- * claimed here). Replaces the body of {@link CLAIM_FUNCTION}; same signature and rows.
+ * claimed here). Replaces the body of {@link claimFunction}; same signature and rows.
  */
-export const CLAIM_BY_KEY_FUNCTION = `
-create or replace function ${CLAIM_FN}(
+export const claimByKeyFunction = (n: SchemaNames): string => `
+create or replace function ${n.claimFn}(
   p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
 declare
   r record;
-  o ${OPS};
+  o ${n.ops};
 begin
   if p_n <= 0 then return; end if;
   for r in
-    select k.op_key, k.token from ${KEYS} k
+    select k.op_key, k.token from ${n.keys} k
     where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
     order by k.turn, k.op_key
     limit p_n
     for update skip locked
   loop
-    update ${OPS} as x
+    update ${n.ops} as x
     set status = 'running', token = r.token + 1, attempts = x.attempts + 1,
         worker = p_worker, started_at = p_at
     where x.id = (
-      select y.id from ${OPS} y
+      select y.id from ${n.ops} y
       where y.queue = p_queue and y.op_key = r.op_key and y.status = 'queued'
       order by y.seq
       limit 1
     ) and x.status = 'queued'
     returning x.* into o;
     if found then
-      update ${KEYS} as kk
+      update ${n.keys} as kk
       set state = 'running', running_op = o.id, running_type = o.type, token = o.token,
           lease_until = p_lease_until, pending = kk.pending - 1
       where kk.queue = p_queue and kk.op_key = r.op_key;
@@ -149,8 +151,8 @@ $fn$`;
  * the further rows are those of the claim function. The claim sees the keys just finished
  * (ready again, newest turn).
  */
-export const SUCCEED_MANY_FUNCTION = `
-create or replace function ${SUCCEED_MANY_FN}(
+export const succeedManyFunction = (n: SchemaNames): string => `
+create or replace function ${n.succeedManyFn}(
   p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
@@ -166,19 +168,19 @@ begin
     select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
   loop
     select k.state, k.running_op, k.token into v_state, v_op, v_token
-    from ${KEYS} k
+    from ${n.keys} k
     where k.queue = p_queue and k.op_key = p_keys[v_i]
     for update;
     if found and v_state = 'running' and v_op = p_ops[v_i] and v_token = p_tokens[v_i] then
-      update ${KEYS} as kk
+      update ${n.keys} as kk
       set state = case when kk.pending > 0 then 'ready' else 'idle' end,
           running_op = null, running_type = null, avail_at = 0, turn = p_at
       where kk.queue = p_queue and kk.op_key = p_keys[v_i];
-      update ${OPS} as o
+      update ${n.ops} as o
       set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at
       where o.id = p_ops[v_i];
       if p_notices[v_i] is not null then
-        perform pg_notify('${CHANNEL}', p_notices[v_i]);
+        perform pg_notify('${n.channel}', p_notices[v_i]);
       end if;
       v_ok := v_ok || v_i;
       if p_next[v_i] then v_n := v_n + 1; end if;
@@ -186,7 +188,7 @@ begin
   end loop;
   return next json_build_object('ok', v_ok);
   if v_n > 0 then
-    return query select * from ${CLAIM_FN}(p_queue, v_n, p_at, p_lease_until, p_worker);
+    return query select * from ${n.claimFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
   end if;
 end
 $fn$`;
@@ -197,8 +199,8 @@ $fn$`;
  * workers are woken (NOTIFY) when the key was idle. Returns `{ state, next_seq }` of the key.
  * A function, so that the statement is planned once per connection, not on every enqueue.
  */
-export const ENQUEUE_FUNCTION = `
-create or replace function ${ENQUEUE_FN}(
+export const enqueueFunction = (n: SchemaNames): string => `
+create or replace function ${n.enqueueFn}(
   p_queue text, p_key text, p_id text, p_type text, p_payload text, p_idem text,
   p_announce integer, p_at bigint
 ) returns json language plpgsql as $fn$
@@ -207,7 +209,7 @@ declare
   v_seq bigint;
   v_pending integer;
 begin
-  insert into ${KEYS} as kk (queue, op_key, state, next_seq, pending, avail_at, turn)
+  insert into ${n.keys} as kk (queue, op_key, state, next_seq, pending, avail_at, turn)
   values (p_queue, p_key, 'ready', 1, 1, 0, p_at)
   on conflict (queue, op_key) do update set
     next_seq = kk.next_seq + 1,
@@ -216,12 +218,12 @@ begin
     turn = case when kk.state = 'idle' then p_at else kk.turn end,
     state = case when kk.state = 'idle' then 'ready' else kk.state end
   returning kk.state, kk.next_seq, kk.pending into v_state, v_seq, v_pending;
-  insert into ${OPS} (id, queue, op_key, seq, type, payload, status, attempts, expiries, token,
+  insert into ${n.ops} (id, queue, op_key, seq, type, payload, status, attempts, expiries, token,
                       idempotency_key, announce, created_at)
   values (p_id, p_queue, p_key, v_seq, p_type, p_payload, 'queued', 0, 0, 0, p_idem, p_announce,
           p_at);
   if v_state = 'ready' and v_pending = 1 then
-    perform pg_notify('${CHANNEL}', 'n:' || p_queue);
+    perform pg_notify('${n.channel}', 'n:' || p_queue);
   end if;
   return json_build_object('state', v_state, 'next_seq', v_seq);
 end

@@ -6,24 +6,31 @@ import { sql } from '../sql-peer.js';
 import type { EnqueueInput } from '../backend.js';
 import type { OpInfo, OpStatus } from '../types.js';
 import {
-  CLAIM_BY_KEY_FUNCTION,
-  CLAIM_FUNCTION,
-  ENQUEUE_FUNCTION,
-  SUCCEED_FUNCTION,
-  SUCCEED_MANY_FUNCTION,
+  claimByKeyFunction,
+  claimFunction,
+  enqueueFunction,
+  succeedFunction,
+  succeedManyFunction,
 } from './pg-functions.js';
-import { KEYS, OPS } from './names.js';
+import { NAMES_0_1 } from './names.js';
+import { renameToPackagePrefix } from './rename-prefix.js';
 
 /** The Kysely handle the backend queries through (its tables are not typed). @internal */
 export type Db = Kysely<any>;
 
-/** The schema of `@rigging/async-queue/sql` (namespace `async-queue`). */
+/** The names the migrations of 0.1.0 create: `rigging-async-queue-prefix` renames them. */
+const V1 = NAMES_0_1;
+
+/**
+ * The schema of `@rigging/async-queue/sql` (namespace `async-queue`). An applied migration never
+ * changes: those of 0.1.0 create its names, as they did then.
+ */
 export const migrations: readonly Migration[] = [
   {
     name: 'create-queue-tables',
     async up(db) {
       await db.schema
-        .createTable(OPS)
+        .createTable(V1.ops)
         .addColumn('id', 'varchar(36)', (c) => c.primaryKey())
         .addColumn('queue', 'varchar(64)', (c) => c.notNull())
         .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
@@ -45,23 +52,23 @@ export const migrations: readonly Migration[] = [
         .addColumn('finished_at', 'bigint')
         .execute();
       await db.schema
-        .createIndex('rigging_queue_ops_key')
-        .on(OPS)
+        .createIndex(`${V1.ops}_key`)
+        .on(V1.ops)
         .columns(['queue', 'op_key', 'status', 'seq'])
         .execute();
       await db.schema
-        .createIndex('rigging_queue_ops_idem')
-        .on(OPS)
+        .createIndex(`${V1.ops}_idem`)
+        .on(V1.ops)
         .columns(['queue', 'idempotency_key'])
         .unique()
         .execute();
       await db.schema
-        .createIndex('rigging_queue_ops_finished')
-        .on(OPS)
+        .createIndex(`${V1.ops}_finished`)
+        .on(V1.ops)
         .columns(['queue', 'status', 'finished_at'])
         .execute();
       await db.schema
-        .createTable(KEYS)
+        .createTable(V1.keys)
         .addColumn('queue', 'varchar(64)', (c) => c.notNull())
         .addColumn('op_key', 'varchar(255)', (c) => c.notNull())
         .addColumn('state', 'varchar(16)', (c) => c.notNull())
@@ -74,11 +81,11 @@ export const migrations: readonly Migration[] = [
         .addColumn('token', 'integer', (c) => c.notNull().defaultTo(0))
         .addColumn('lease_until', 'bigint', (c) => c.notNull().defaultTo(0))
         .addColumn('blocked_by', 'varchar(36)')
-        .addPrimaryKeyConstraint('rigging_queue_keys_pk', ['queue', 'op_key'])
+        .addPrimaryKeyConstraint(`${V1.keys}_pk`, ['queue', 'op_key'])
         .execute();
       await db.schema
-        .createIndex('rigging_queue_keys_turn')
-        .on(KEYS)
+        .createIndex(`${V1.keys}_turn`)
+        .on(V1.keys)
         .columns(['queue', 'state', 'turn'])
         .execute();
     },
@@ -90,7 +97,7 @@ export const migrations: readonly Migration[] = [
     name: 'pg-succeed-function',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
-      await sql.raw(SUCCEED_FUNCTION).execute(db);
+      await sql.raw(succeedFunction(V1)).execute(db);
     },
   },
   {
@@ -98,7 +105,7 @@ export const migrations: readonly Migration[] = [
     name: 'pg-claim-function',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
-      await sql.raw(CLAIM_FUNCTION).execute(db);
+      await sql.raw(claimFunction(V1)).execute(db);
     },
   },
   {
@@ -107,7 +114,7 @@ export const migrations: readonly Migration[] = [
     name: 'pg-succeed-many-function',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
-      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+      await sql.raw(succeedManyFunction(V1)).execute(db);
     },
   },
   {
@@ -121,24 +128,24 @@ export const migrations: readonly Migration[] = [
     async up(db, { dialect }) {
       if (dialect === 'mysql') {
         await db.schema
-          .createIndex('rigging_queue_keys_turn_key')
-          .on(KEYS)
+          .createIndex(`${V1.keys}_turn_key`)
+          .on(V1.keys)
           .columns(['queue', 'state', 'turn', 'op_key'])
           .execute();
-        await db.schema.dropIndex('rigging_queue_keys_turn').on(KEYS).execute();
+        await db.schema.dropIndex(`${V1.keys}_turn`).on(V1.keys).execute();
         return;
       }
       await sql
         .raw(
-          `create index rigging_queue_keys_ready on ${KEYS} (queue, turn, op_key) where state = 'ready'`,
+          `create index ${V1.keys}_ready on ${V1.keys} (queue, turn, op_key) where state = 'ready'`,
         )
         .execute(db);
       await sql
         .raw(
-          `create index rigging_queue_keys_running on ${KEYS} (queue, lease_until) where state = 'running'`,
+          `create index ${V1.keys}_running on ${V1.keys} (queue, lease_until) where state = 'running'`,
         )
         .execute(db);
-      await db.schema.dropIndex('rigging_queue_keys_turn').execute();
+      await db.schema.dropIndex(`${V1.keys}_turn`).execute();
     },
   },
   {
@@ -146,8 +153,8 @@ export const migrations: readonly Migration[] = [
     name: 'pg-functions-by-key',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
-      await sql.raw(CLAIM_BY_KEY_FUNCTION).execute(db);
-      await sql.raw(SUCCEED_MANY_FUNCTION).execute(db);
+      await sql.raw(claimByKeyFunction(V1)).execute(db);
+      await sql.raw(succeedManyFunction(V1)).execute(db);
     },
   },
   {
@@ -155,12 +162,13 @@ export const migrations: readonly Migration[] = [
     name: 'pg-enqueue-function',
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
-      await sql.raw(ENQUEUE_FUNCTION).execute(db);
+      await sql.raw(enqueueFunction(V1)).execute(db);
     },
   },
+  renameToPackagePrefix,
 ];
 
-/** A row of `rigging_queue_ops` as drivers return it (bigints may come as strings). @internal */
+/** A row of `rigging_async_queue_ops` as drivers return it (bigints may come as strings). @internal */
 export interface OpRow {
   id: string;
   queue: string;
@@ -183,7 +191,7 @@ export interface OpRow {
   finished_at: number | string | null;
 }
 
-/** A row of `rigging_queue_keys`. @internal */
+/** A row of `rigging_async_queue_keys`. @internal */
 export interface KeyRow {
   queue: string;
   op_key: string;
