@@ -29,11 +29,20 @@ import {
   totalUsages,
   type ReshapeStore,
   type ProviderFilter,
+  type StoreOptions,
 } from './store.js';
-import { checkCustomName, checkTraits, conflict, conflictGeneration, notFound } from './shared.js';
+import {
+  checkCustomName,
+  checkTraits,
+  conflict,
+  conflictGeneration,
+  notFound,
+  standardTraitsOption,
+} from './shared.js';
 
 /** A store in process memory. Every operation is atomic (it runs without yielding). */
-export function memoryStore(): ReshapeStore {
+export function memoryStore(options: StoreOptions = {}): ReshapeStore {
+  const standardTraits = standardTraitsOption('memoryStore', options.standardTraits);
   const providers = new Map<string, ResourceProvider>();
   const names = new Map<string, string>();
   const inventories = new Map<string, Record<string, Inventory>>();
@@ -291,16 +300,17 @@ export function memoryStore(): ReshapeStore {
       open();
       const rp = provider(uuid);
       if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
-      checkTraits(input.traits, (t) => customTraits.has(t));
+      checkTraits(input.traits, standardTraits, (t) => customTraits.has(t));
       traits.set(rp.uuid, new Set(input.traits));
       providers.set(rp.uuid, { ...rp, generation: rp.generation + 1 });
       return { generation: rp.generation + 1, traits: [...input.traits].sort() };
     },
     async listTraits() {
       open();
-      const used = new Set<string>(customTraits);
-      for (const set of traits.values()) for (const t of set) used.add(t);
-      return [...used].sort();
+      const names = new Set<string>(customTraits);
+      if (standardTraits) for (const t of standardTraits) names.add(t);
+      else for (const set of traits.values()) for (const t of set) names.add(t);
+      return [...names].sort();
     },
     async createTrait(name) {
       open();

@@ -33,16 +33,53 @@ export function checkCustomName(name: unknown, what: string): asserts name is st
   }
 }
 
-/** Standard trait names are accepted by shape; custom ones must exist. */
-export function checkTraits(list: unknown, customExists: (t: string) => boolean): void {
+/**
+ * The `standardTraits` option of a store, checked: a set of well-formed names, none `CUSTOM_*`;
+ * `undefined` when the option is not given.
+ */
+export function standardTraitsOption(
+  owner: string,
+  value: Iterable<string> | undefined,
+): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || !(Symbol.iterator in value))
+    throw new TypeError(`${owner}: standardTraits must be an iterable of trait names`);
+  const out = new Set<string>();
+  for (const name of value as Iterable<unknown>) {
+    if (typeof name !== 'string' || !TRAIT_NAME.test(name) || name.length > 255)
+      throw new TypeError(
+        `${owner}: standardTraits must hold trait names matching ${String(TRAIT_NAME)}, got ${JSON.stringify(name)}`,
+      );
+    if (CUSTOM_NAME.test(name))
+      throw new TypeError(
+        `${owner}: standardTraits must not hold custom traits, got ${JSON.stringify(name)}`,
+      );
+    out.add(name);
+  }
+  return out;
+}
+
+/**
+ * Checks the traits a provider is given. Every name must be well-formed; a `CUSTOM_*` one must
+ * have been created, and, when the store has a `standard` list, any other must be in it (without
+ * one, any other well-formed name is taken as standard). Unknown names are reported together.
+ */
+export function checkTraits(
+  list: unknown,
+  standard: ReadonlySet<string> | undefined,
+  customExists: (t: string) => boolean,
+): void {
   if (!Array.isArray(list))
     throw new ReshapeError('reshape.invalid_input', 'traits must be an array of names');
+  const unknown: string[] = [];
   for (const t of list) {
     if (typeof t !== 'string' || !TRAIT_NAME.test(t) || t.length > 255)
       throw new ReshapeError('reshape.invalid_input', `invalid trait name ${JSON.stringify(t)}`);
-    if (CUSTOM_NAME.test(t) && !customExists(t))
-      throw new ReshapeError('reshape.trait_not_found', `trait ${t} does not exist`, {
-        details: { trait: t },
-      });
+    const exists = CUSTOM_NAME.test(t) ? customExists(t) : (standard?.has(t) ?? true);
+    if (!exists && !unknown.includes(t)) unknown.push(t);
   }
+  if (unknown.length)
+    throw new ReshapeError('reshape.trait_not_found', `No such trait(s): ${unknown.join(', ')}`, {
+      details: { traits: unknown },
+    });
 }

@@ -12,20 +12,30 @@ import {
   type Inventory,
   type Resources,
 } from '../model.js';
-import { checkCustomName, checkTraits, conflictGeneration, notFound } from '../shared.js';
+import {
+  checkCustomName,
+  checkTraits,
+  conflictGeneration,
+  notFound,
+  standardTraitsOption,
+} from '../shared.js';
 import {
   buildReport,
   checkAggregates,
   parentsFirst,
   totalUsages,
   type ReshapeStore,
+  type StoreOptions,
 } from '../store.js';
 import { plan, prepare } from '../engine.js';
 import { migrations, T } from './schema.js';
 import { chunks, sqlQueries, toInventory, toProvider, type ProviderRecord } from './queries.js';
 
-/** Options of {@link sqlStore}. */
-export interface SqlStoreOptions {
+/**
+ * Options of {@link sqlStore}. `standardTraits` is not stored: give every store over one database
+ * the same list.
+ */
+export interface SqlStoreOptions extends StoreOptions {
   /** Apply the schema migrations first. @default true */
   migrate?: boolean;
 }
@@ -35,6 +45,7 @@ export async function sqlStore(
   database: Database,
   options: SqlStoreOptions = {},
 ): Promise<ReshapeStore> {
+  const standardTraits = standardTraitsOption('sqlStore', options.standardTraits);
   if (options.migrate ?? true) await database.migrate('reshape', migrations);
   const {
     db,
@@ -233,7 +244,7 @@ export async function sqlStore(
           ).map((r) => r.name),
         );
         if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
-        checkTraits(input.traits, (t) => custom.has(t));
+        checkTraits(input.traits, standardTraits, (t) => custom.has(t));
         const traits = [...new Set(input.traits)].sort();
         await trx.deleteFrom(T.traits).where('provider_uuid', '=', rp.uuid).execute();
         if (traits.length)
@@ -253,10 +264,15 @@ export async function sqlStore(
       const custom = (await db.selectFrom(T.customTraits).select('name').execute()) as {
         name: string;
       }[];
-      const used = (await db.selectFrom(T.traits).select('trait').distinct().execute()) as {
-        trait: string;
-      }[];
-      return [...new Set([...custom.map((r) => r.name), ...used.map((r) => r.trait)])].sort();
+      const names = new Set(custom.map((r) => r.name));
+      if (standardTraits) for (const t of standardTraits) names.add(t);
+      else {
+        const used = (await db.selectFrom(T.traits).select('trait').distinct().execute()) as {
+          trait: string;
+        }[];
+        for (const r of used) names.add(r.trait);
+      }
+      return [...names].sort();
     },
     async createTrait(name) {
       checkCustomName(name, 'trait');
