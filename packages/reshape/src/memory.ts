@@ -42,6 +42,13 @@ import {
 import {
   checkCustomName,
   checkTraits,
+  consumerNotFound,
+  deletedConsumer,
+  movedUnderDescendant,
+  providerHasChildren,
+  providerInUse,
+  resourceClassInUse,
+  resourceClassNotFound,
   conflict,
   conflictGeneration,
   notFound,
@@ -247,12 +254,7 @@ class MemoryStore implements ReshapeStore {
       } else {
         const np = this.provider(input.parentProviderUuid);
         for (let a: ResourceProvider | undefined = np; a;) {
-          if (a.uuid === rp.uuid)
-            throw new ReshapeError(
-              'reshape.invalid_input',
-              `cannot move resource provider ${rp.uuid} under its own descendant ${np.uuid}`,
-              { details: { uuid: rp.uuid, parent: np.uuid } },
-            );
+          if (a.uuid === rp.uuid) throw movedUnderDescendant(rp.uuid, np.uuid);
           a = a.parentProviderUuid ? this.providers.get(a.parentProviderUuid) : undefined;
         }
         parent = np.uuid;
@@ -289,19 +291,9 @@ class MemoryStore implements ReshapeStore {
     this.open();
     const rp = this.provider(uuid);
     for (const p of this.providers.values()) {
-      if (p.parentProviderUuid === rp.uuid)
-        throw new ReshapeError(
-          'reshape.provider_has_children',
-          `resource provider ${rp.uuid} has children; delete them first`,
-          { details: { uuid: rp.uuid, child: p.uuid } },
-        );
+      if (p.parentProviderUuid === rp.uuid) throw providerHasChildren(rp.uuid, p.uuid);
     }
-    if ((this.byProvider.get(rp.uuid)?.size ?? 0) > 0)
-      throw new ReshapeError(
-        'reshape.provider_in_use',
-        `resource provider ${rp.uuid} still has allocations`,
-        { details: { uuid: rp.uuid } },
-      );
+    if ((this.byProvider.get(rp.uuid)?.size ?? 0) > 0) throw providerInUse(rp.uuid);
     this.providers.delete(rp.uuid);
     this.names.delete(rp.name);
     this.inventories.delete(rp.uuid);
@@ -382,21 +374,9 @@ class MemoryStore implements ReshapeStore {
   async deleteResourceClass(name: string): Promise<void> {
     this.open();
     checkResourceClassName(name);
-    if (!this.customClasses.has(name))
-      throw new ReshapeError(
-        'reshape.resource_class_not_found',
-        isStandardResourceClass(name)
-          ? `${name} is a standard resource class and cannot be deleted`
-          : `resource class ${name} does not exist`,
-        { details: { resourceClass: name } },
-      );
+    if (!this.customClasses.has(name)) throw resourceClassNotFound(name);
     for (const [rp, inv] of this.inventories) {
-      if (inv[name])
-        throw new ReshapeError(
-          'reshape.resource_class_in_use',
-          `resource class ${name} has inventory on resource provider ${rp}`,
-          { details: { resourceClass: name, uuid: rp } },
-        );
+      if (inv[name]) throw resourceClassInUse(name, rp);
     }
     this.customClasses.delete(name);
   }
@@ -409,14 +389,7 @@ class MemoryStore implements ReshapeStore {
   async setAllocations(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     this.write({ allocations: { [uuid]: input } });
-    return (
-      this.consumerView(uuid) ?? {
-        projectId: input.projectId,
-        userId: input.userId,
-        consumerGeneration: null,
-        allocations: {},
-      }
-    );
+    return this.consumerView(uuid) ?? deletedConsumer(input);
   }
 
   async deleteAllocations(
@@ -426,10 +399,7 @@ class MemoryStore implements ReshapeStore {
     this.open();
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     const row = this.consumers.get(uuid);
-    if (!row)
-      throw new ReshapeError('reshape.consumer_not_found', `consumer ${uuid} has no allocations`, {
-        details: { consumer: uuid },
-      });
+    if (!row) throw consumerNotFound(uuid);
     this.write({
       allocations: {
         [uuid]: {

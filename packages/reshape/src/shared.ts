@@ -1,5 +1,12 @@
 import { ReshapeError } from './errors.js';
-import { CUSTOM_NAME, TRAIT_NAME, type ResourceProvider } from './model.js';
+import {
+  CUSTOM_NAME,
+  isStandardResourceClass,
+  TRAIT_NAME,
+  type AllocationsInput,
+  type ConsumerAllocations,
+  type ResourceProvider,
+} from './model.js';
 
 export function notFound(uuid: string): ReshapeError {
   return new ReshapeError(
@@ -21,6 +28,66 @@ export function conflictGeneration(rp: ResourceProvider, expected: number): Resh
     `resource provider ${rp.uuid} is at generation ${rp.generation}, not ${expected}: it changed since it was read`,
     { details: { entity: 'provider', uuid: rp.uuid, expected, actual: rp.generation } },
   );
+}
+
+/** Moving `uuid` under `parent`, one of its descendants. */
+export function movedUnderDescendant(uuid: string, parent: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.invalid_input',
+    `cannot move resource provider ${uuid} under its own descendant ${parent}`,
+    { details: { uuid, parent } },
+  );
+}
+
+export function providerHasChildren(uuid: string, child: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.provider_has_children',
+    `resource provider ${uuid} has children; delete them first`,
+    { details: { uuid, child } },
+  );
+}
+
+export function providerInUse(uuid: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.provider_in_use',
+    `resource provider ${uuid} still has allocations`,
+    { details: { uuid } },
+  );
+}
+
+/** Deleting `name`, a standard or unknown resource class. */
+export function resourceClassNotFound(name: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.resource_class_not_found',
+    isStandardResourceClass(name)
+      ? `${name} is a standard resource class and cannot be deleted`
+      : `resource class ${name} does not exist`,
+    { details: { resourceClass: name } },
+  );
+}
+
+export function resourceClassInUse(name: string, uuid: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.resource_class_in_use',
+    `resource class ${name} has inventory on resource provider ${uuid}`,
+    { details: { resourceClass: name, uuid } },
+  );
+}
+
+export function consumerNotFound(uuid: string): ReshapeError {
+  return new ReshapeError('reshape.consumer_not_found', `consumer ${uuid} has no allocations`, {
+    details: { consumer: uuid },
+  });
+}
+
+/** What `setAllocations` returns when it deleted the consumer (empty allocations). */
+export function deletedConsumer(input: AllocationsInput): ConsumerAllocations {
+  return {
+    projectId: input.projectId,
+    userId: input.userId,
+    consumerGeneration: null,
+    allocations: {},
+  };
 }
 
 export function checkCustomName(name: unknown, what: string): asserts name is string {

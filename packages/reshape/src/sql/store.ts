@@ -1,11 +1,9 @@
 /** The {@link ReshapeStore} over SQL: every method is one transaction of {@link SqlQueries}. */
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
-import { ReshapeError } from '../errors.js';
 import {
   checkName,
   checkResourceClassName,
-  isStandardResourceClass,
   normalizeUuid,
   STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
@@ -22,6 +20,13 @@ import {
 import {
   checkCustomName,
   checkTraits,
+  consumerNotFound,
+  deletedConsumer,
+  movedUnderDescendant,
+  providerHasChildren,
+  providerInUse,
+  resourceClassInUse,
+  resourceClassNotFound,
   conflictGeneration,
   notFound,
   standardTraitsOption,
@@ -130,12 +135,7 @@ class SqlStore implements ReshapeStore {
           const np = await this.q.lockedProvider(trx, input.parentProviderUuid);
           let cursor: string | null = np.uuid;
           while (cursor) {
-            if (cursor === rp.uuid)
-              throw new ReshapeError(
-                'reshape.invalid_input',
-                `cannot move resource provider ${rp.uuid} under its own descendant ${np.uuid}`,
-                { details: { uuid: rp.uuid, parent: np.uuid } },
-              );
+            if (cursor === rp.uuid) throw movedUnderDescendant(rp.uuid, np.uuid);
             const up = (await trx
               .selectFrom(T.providers)
               .select('parent_uuid')
@@ -188,27 +188,13 @@ class SqlStore implements ReshapeStore {
         .select('uuid')
         .where('parent_uuid', '=', rp.uuid)
         .executeTakeFirst()) as { uuid: string } | undefined;
-      if (child)
-        throw new ReshapeError(
-          'reshape.provider_has_children',
-          `resource provider ${rp.uuid} has children; delete them first`,
-          {
-            details: { uuid: rp.uuid, child: child.uuid },
-          },
-        );
+      if (child) throw providerHasChildren(rp.uuid, child.uuid);
       const used = await trx
         .selectFrom(T.allocations)
         .select('consumer_uuid')
         .where('provider_uuid', '=', rp.uuid)
         .executeTakeFirst();
-      if (used)
-        throw new ReshapeError(
-          'reshape.provider_in_use',
-          `resource provider ${rp.uuid} still has allocations`,
-          {
-            details: { uuid: rp.uuid },
-          },
-        );
+      if (used) throw providerInUse(rp.uuid);
       await trx.deleteFrom(T.inventories).where('provider_uuid', '=', rp.uuid).execute();
       await trx.deleteFrom(T.traits).where('provider_uuid', '=', rp.uuid).execute();
       await trx.deleteFrom(T.aggregates).where('provider_uuid', '=', rp.uuid).execute();
@@ -322,27 +308,13 @@ class SqlStore implements ReshapeStore {
         .select('name')
         .where('name', '=', name)
         .executeTakeFirst();
-      if (!exists)
-        throw new ReshapeError(
-          'reshape.resource_class_not_found',
-          isStandardResourceClass(name)
-            ? `${name} is a standard resource class and cannot be deleted`
-            : `resource class ${name} does not exist`,
-          { details: { resourceClass: name } },
-        );
+      if (!exists) throw resourceClassNotFound(name);
       const inv = (await trx
         .selectFrom(T.inventories)
         .select('provider_uuid')
         .where('resource_class', '=', name)
         .executeTakeFirst()) as { provider_uuid: string } | undefined;
-      if (inv)
-        throw new ReshapeError(
-          'reshape.resource_class_in_use',
-          `resource class ${name} has inventory on resource provider ${inv.provider_uuid}`,
-          {
-            details: { resourceClass: name, uuid: inv.provider_uuid },
-          },
-        );
+      if (inv) throw resourceClassInUse(name, inv.provider_uuid);
       await trx.deleteFrom(T.classes).where('name', '=', name).execute();
     });
   }
@@ -354,14 +326,7 @@ class SqlStore implements ReshapeStore {
   async setAllocations(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     await this.q.write({ allocations: { [uuid]: input } });
-    return (
-      (await this.q.consumerView(this.q.db, uuid)) ?? {
-        projectId: input.projectId,
-        userId: input.userId,
-        consumerGeneration: null,
-        allocations: {},
-      }
-    );
+    return (await this.q.consumerView(this.q.db, uuid)) ?? deletedConsumer(input);
   }
 
   async deleteAllocations(
@@ -370,10 +335,7 @@ class SqlStore implements ReshapeStore {
   ): Promise<void> {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     const row = await this.q.consumerView(this.q.db, uuid);
-    if (!row)
-      throw new ReshapeError('reshape.consumer_not_found', `consumer ${uuid} has no allocations`, {
-        details: { consumer: uuid },
-      });
+    if (!row) throw consumerNotFound(uuid);
     await this.q.write({
       allocations: {
         [uuid]: {
