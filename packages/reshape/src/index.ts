@@ -26,6 +26,7 @@ export type {
   ProviderFilter,
   CreateProviderInput,
   UpdateProviderInput,
+  StoreOptions,
 } from './store.js';
 export { memoryStore } from './memory.js';
 export { ProviderTree } from './tree.js';

@@ -6,6 +6,7 @@ import {
   type PlanOptions,
   type AllocationRow,
   type ConsumerRow,
+  type ConsumerWrite,
   type Snapshot,
 } from './engine.js';
 import {
@@ -14,12 +15,16 @@ import {
   isStandardResourceClass,
   normalizeUuid,
   STANDARD_RESOURCE_CLASSES,
+  type AllocationsInput,
   type ConsumerAllocations,
   type Inventory,
+  type InventoryInput,
+  type ProviderInventories,
   type ResourceProvider,
   type ReshapeRequest,
   type ReshapeResult,
   type Resources,
+  type TotalUsages,
 } from './model.js';
 import {
   buildReport,
@@ -27,105 +32,114 @@ import {
   parentsFirst,
   rowsToMap,
   totalUsages,
-  type ReshapeStore,
+  type CreateProviderInput,
   type ProviderFilter,
+  type ReshapeReport,
+  type ReshapeStore,
+  type StoreOptions,
+  type UpdateProviderInput,
 } from './store.js';
-import { checkCustomName, checkTraits, conflict, conflictGeneration, notFound } from './shared.js';
+import {
+  checkCustomName,
+  checkTraits,
+  consumerNotFound,
+  deletedConsumer,
+  movedUnderDescendant,
+  providerHasChildren,
+  providerInUse,
+  resourceClassInUse,
+  resourceClassNotFound,
+  conflict,
+  conflictGeneration,
+  notFound,
+  standardTraitsOption,
+} from './shared.js';
 
 /** A store in process memory. Every operation is atomic (it runs without yielding). */
-export function memoryStore(): ReshapeStore {
-  const providers = new Map<string, ResourceProvider>();
-  const names = new Map<string, string>();
-  const inventories = new Map<string, Record<string, Inventory>>();
-  const traits = new Map<string, Set<string>>();
-  const consumers = new Map<string, ConsumerRow>();
-  const allocations = new Map<string, AllocationRow[]>();
-  const byProvider = new Map<string, Map<string, AllocationRow[]>>();
-  const customClasses = new Set<string>();
-  const customTraits = new Set<string>();
-  const aggregates = new Map<string, string[]>();
-  let closed = false;
+export function memoryStore(options: StoreOptions = {}): ReshapeStore {
+  return new MemoryStore(standardTraitsOption('memoryStore', options.standardTraits));
+}
 
-  const open = (): void => {
-    if (closed) throw new ReshapeError('reshape.invalid_input', 'the store is closed');
-  };
-  const provider = (uuid: string): ResourceProvider => {
-    const p = providers.get(normalizeUuid(uuid, 'provider uuid'));
+/** The state of {@link memoryStore} and its methods. */
+class MemoryStore implements ReshapeStore {
+  private readonly providers = new Map<string, ResourceProvider>();
+  /** Provider uuid by name. */
+  private readonly names = new Map<string, string>();
+  private readonly inventories = new Map<string, Record<string, Inventory>>();
+  private readonly traits = new Map<string, Set<string>>();
+  private readonly consumers = new Map<string, ConsumerRow>();
+  /** Allocation rows by consumer. */
+  private readonly allocations = new Map<string, AllocationRow[]>();
+  /** Allocation rows by provider, then consumer. */
+  private readonly byProvider = new Map<string, Map<string, AllocationRow[]>>();
+  private readonly customClasses = new Set<string>();
+  private readonly customTraits = new Set<string>();
+  private readonly aggregates = new Map<string, string[]>();
+  private closed = false;
+
+  constructor(private readonly standardTraits: ReadonlySet<string> | undefined) {}
+
+  private open(): void {
+    if (this.closed) throw new ReshapeError('reshape.invalid_input', 'the store is closed');
+  }
+
+  private provider(uuid: string): ResourceProvider {
+    const p = this.providers.get(normalizeUuid(uuid, 'provider uuid'));
     if (!p) throw notFound(uuid);
     return p;
-  };
-  const classExists = (rc: string): boolean => isStandardResourceClass(rc) || customClasses.has(rc);
-  const usageOf = (rp: string): Map<string, number> => {
+  }
+
+  private usageOf(rp: string): Map<string, number> {
     const out = new Map<string, number>();
-    for (const rows of byProvider.get(rp)?.values() ?? [])
+    for (const rows of this.byProvider.get(rp)?.values() ?? [])
       for (const r of rows) out.set(r.rc, (out.get(r.rc) ?? 0) + r.used);
     return out;
-  };
-  const copy = (p: ResourceProvider): ResourceProvider => ({ ...p });
+  }
 
-  function snapshot(req: ReturnType<typeof prepare>): Snapshot {
+  private snapshot(req: ReturnType<typeof prepare>): Snapshot {
     const uuids = new Set(req.providers);
     const consumerRows = new Map<string, ConsumerRow>();
     const old = new Map<string, AllocationRow[]>();
     for (const c of req.req.allocations.keys()) {
-      const row = consumers.get(c);
+      const row = this.consumers.get(c);
       if (row) consumerRows.set(c, row);
-      const rows = allocations.get(c) ?? [];
+      const rows = this.allocations.get(c) ?? [];
       old.set(c, rows);
       for (const r of rows) uuids.add(r.rp);
     }
-    const snapProviders = new Map<string, ResourceProvider>();
-    const snapInventories = new Map<string, Record<string, Inventory>>();
+    const providers = new Map<string, ResourceProvider>();
+    const inventories = new Map<string, Record<string, Inventory>>();
     const usage = new Map<string, Map<string, number>>();
     for (const uuid of uuids) {
-      const p = providers.get(uuid);
+      const p = this.providers.get(uuid);
       if (!p) continue;
-      snapProviders.set(uuid, p);
-      snapInventories.set(uuid, inventories.get(uuid) ?? {});
-      usage.set(uuid, usageOf(uuid));
+      providers.set(uuid, p);
+      inventories.set(uuid, this.inventories.get(uuid) ?? {});
+      usage.set(uuid, this.usageOf(uuid));
     }
     return {
-      providers: snapProviders,
-      inventories: snapInventories,
+      providers,
+      inventories,
       usage,
       consumers: consumerRows,
       oldAllocations: old,
-      resourceClassExists: classExists,
+      resourceClassExists: (rc) => isStandardResourceClass(rc) || this.customClasses.has(rc),
     };
   }
 
-  function write(request: ReshapeRequest, planOptions: PlanOptions = {}): ReshapeResult {
-    open();
+  /** Checks and applies a write of inventories and allocations. */
+  private write(request: ReshapeRequest, planOptions: PlanOptions = {}): ReshapeResult {
+    this.open();
     const prepared = prepare(request);
-    const snap = snapshot(prepared);
-    const p = plan(snap, prepared.req, planOptions);
+    const p = plan(this.snapshot(prepared), prepared.req, planOptions);
     // Apply: nothing below can fail.
-    for (const [rp, inv] of p.inventories) inventories.set(rp, inv);
+    for (const [rp, inv] of p.inventories) this.inventories.set(rp, inv);
     for (const [rp, generation] of p.providerGenerations) {
-      providers.set(rp, { ...providers.get(rp)!, generation });
+      this.providers.set(rp, { ...this.providers.get(rp)!, generation });
     }
     const consumerGenerations: Record<string, number | null> = {};
     for (const [consumer, w] of p.consumers) {
-      for (const r of allocations.get(consumer) ?? []) byProvider.get(r.rp)?.delete(consumer);
-      if (w.generation === null) {
-        consumers.delete(consumer);
-        allocations.delete(consumer);
-      } else {
-        consumers.set(consumer, {
-          projectId: w.projectId,
-          userId: w.userId,
-          generation: w.generation,
-          consumerType: w.consumerType,
-        });
-        allocations.set(consumer, w.rows);
-        for (const r of w.rows) {
-          let m = byProvider.get(r.rp);
-          if (!m) byProvider.set(r.rp, (m = new Map()));
-          let list = m.get(consumer);
-          if (!list) m.set(consumer, (list = []));
-          list.push(r);
-        }
-      }
+      this.setConsumer(consumer, w);
       consumerGenerations[consumer] = w.generation;
     }
     return {
@@ -134,325 +148,357 @@ export function memoryStore(): ReshapeStore {
     };
   }
 
-  const consumerView = (consumer: string): ConsumerAllocations | undefined => {
-    const row = consumers.get(consumer);
+  /** Replaces a consumer and its allocation rows (a `null` generation deletes it). */
+  private setConsumer(consumer: string, w: ConsumerWrite): void {
+    for (const r of this.allocations.get(consumer) ?? [])
+      this.byProvider.get(r.rp)?.delete(consumer);
+    if (w.generation === null) {
+      this.consumers.delete(consumer);
+      this.allocations.delete(consumer);
+      return;
+    }
+    this.consumers.set(consumer, {
+      projectId: w.projectId,
+      userId: w.userId,
+      generation: w.generation,
+      consumerType: w.consumerType,
+    });
+    this.allocations.set(consumer, w.rows);
+    for (const r of w.rows) {
+      let m = this.byProvider.get(r.rp);
+      if (!m) this.byProvider.set(r.rp, (m = new Map()));
+      let list = m.get(consumer);
+      if (!list) m.set(consumer, (list = []));
+      list.push(r);
+    }
+  }
+
+  private consumerView(consumer: string): ConsumerAllocations | undefined {
+    const row = this.consumers.get(consumer);
     if (!row) return undefined;
     return {
       projectId: row.projectId,
       userId: row.userId,
       consumerGeneration: row.generation,
       ...(row.consumerType === null ? {} : { consumerType: row.consumerType }),
-      allocations: rowsToMap(allocations.get(consumer) ?? []),
+      allocations: rowsToMap(this.allocations.get(consumer) ?? []),
     };
-  };
+  }
 
-  const treeOf = (uuid: string): ResourceProvider[] => {
-    const root = provider(uuid).rootProviderUuid;
-    return [...providers.values()].filter((p) => p.rootProviderUuid === root);
-  };
+  private treeOf(uuid: string): ResourceProvider[] {
+    const root = this.provider(uuid).rootProviderUuid;
+    return [...this.providers.values()].filter((p) => p.rootProviderUuid === root);
+  }
 
-  const store: ReshapeStore = {
-    async createProvider(input) {
-      open();
-      const name = checkName(input.name);
-      const uuid = normalizeUuid(input.uuid ?? randomUUID(), 'provider uuid');
-      const parent =
-        input.parentProviderUuid == null ? undefined : provider(input.parentProviderUuid);
-      if (providers.has(uuid)) throw conflict(`resource provider ${uuid} already exists`, { uuid });
-      if (names.has(name))
-        throw conflict(`a resource provider named ${JSON.stringify(name)} already exists`, {
-          name,
-        });
-      const rp: ResourceProvider = {
-        uuid,
+  async createProvider(input: CreateProviderInput): Promise<ResourceProvider> {
+    this.open();
+    const name = checkName(input.name);
+    const uuid = normalizeUuid(input.uuid ?? randomUUID(), 'provider uuid');
+    const parent =
+      input.parentProviderUuid == null ? undefined : this.provider(input.parentProviderUuid);
+    if (this.providers.has(uuid))
+      throw conflict(`resource provider ${uuid} already exists`, { uuid });
+    if (this.names.has(name))
+      throw conflict(`a resource provider named ${JSON.stringify(name)} already exists`, {
         name,
-        parentProviderUuid: parent?.uuid ?? null,
-        rootProviderUuid: parent?.rootProviderUuid ?? uuid,
-        generation: 0,
-      };
-      providers.set(uuid, rp);
-      names.set(name, uuid);
-      return copy(rp);
-    },
-    async getProvider(uuid) {
-      open();
-      const p = providers.get(normalizeUuid(uuid, 'provider uuid'));
-      return p && copy(p);
-    },
-    async listProviders(filter: ProviderFilter = {}) {
-      open();
-      let list = filter.inTree ? treeOf(filter.inTree) : [...providers.values()];
-      if (filter.name !== undefined) list = list.filter((p) => p.name === filter.name);
-      if (filter.uuid !== undefined) {
-        const u = normalizeUuid(filter.uuid, 'provider uuid');
-        list = list.filter((p) => p.uuid === u);
-      }
-      return parentsFirst(list.map(copy));
-    },
-    async updateProvider(uuid, input) {
-      open();
-      const rp = provider(uuid);
-      if (input.generation !== undefined && input.generation !== rp.generation) {
-        throw conflictGeneration(rp, input.generation);
-      }
-      const name = input.name === undefined ? rp.name : checkName(input.name);
-      if (name !== rp.name && names.has(name))
-        throw conflict(`a resource provider named ${JSON.stringify(name)} already exists`, {
-          name,
-        });
-      let parent = rp.parentProviderUuid;
-      let root = rp.rootProviderUuid;
-      if (input.parentProviderUuid !== undefined && input.parentProviderUuid !== parent) {
-        if (input.parentProviderUuid === null) {
-          parent = null;
-          root = rp.uuid;
-        } else {
-          const np = provider(input.parentProviderUuid);
-          for (let a: ResourceProvider | undefined = np; a;) {
-            if (a.uuid === rp.uuid)
-              throw new ReshapeError(
-                'reshape.invalid_input',
-                `cannot move resource provider ${rp.uuid} under its own descendant ${np.uuid}`,
-                { details: { uuid: rp.uuid, parent: np.uuid } },
-              );
-            a = a.parentProviderUuid ? providers.get(a.parentProviderUuid) : undefined;
-          }
-          parent = np.uuid;
-          root = np.rootProviderUuid;
-        }
-      }
-      const updated = { ...rp, name, parentProviderUuid: parent };
-      names.delete(rp.name);
-      names.set(name, rp.uuid);
-      providers.set(rp.uuid, { ...updated, rootProviderUuid: root });
-      if (root !== rp.rootProviderUuid) {
-        // Re-root the whole subtree.
-        const stack = [rp.uuid];
-        while (stack.length) {
-          const u = stack.pop()!;
-          for (const c of providers.values()) {
-            if (c.parentProviderUuid === u) {
-              providers.set(c.uuid, { ...c, rootProviderUuid: root });
-              stack.push(c.uuid);
-            }
-          }
-          const self = providers.get(u)!;
-          providers.set(u, { ...self, rootProviderUuid: root });
-        }
-      }
-      return copy(providers.get(rp.uuid)!);
-    },
-    async deleteProvider(uuid) {
-      open();
-      const rp = provider(uuid);
-      for (const p of providers.values()) {
-        if (p.parentProviderUuid === rp.uuid)
-          throw new ReshapeError(
-            'reshape.provider_has_children',
-            `resource provider ${rp.uuid} has children; delete them first`,
-            { details: { uuid: rp.uuid, child: p.uuid } },
-          );
-      }
-      if ((byProvider.get(rp.uuid)?.size ?? 0) > 0)
-        throw new ReshapeError(
-          'reshape.provider_in_use',
-          `resource provider ${rp.uuid} still has allocations`,
-          { details: { uuid: rp.uuid } },
-        );
-      providers.delete(rp.uuid);
-      names.delete(rp.name);
-      inventories.delete(rp.uuid);
-      traits.delete(rp.uuid);
-      aggregates.delete(rp.uuid);
-      byProvider.delete(rp.uuid);
-    },
-    async getInventories(uuid) {
-      open();
-      const rp = provider(uuid);
-      return { generation: rp.generation, inventories: { ...(inventories.get(rp.uuid) ?? {}) } };
-    },
-    async setInventories(uuid, input) {
-      const rp = provider(uuid);
-      const result = write(
-        { inventories: { [rp.uuid]: input } },
-        { allowOvercommittedInventories: true },
-      );
-      return {
-        generation: result.providerGenerations[rp.uuid]!,
-        inventories: { ...(inventories.get(rp.uuid) ?? {}) },
-      };
-    },
-    async getTraits(uuid) {
-      open();
-      const rp = provider(uuid);
-      return { generation: rp.generation, traits: [...(traits.get(rp.uuid) ?? [])].sort() };
-    },
-    async setTraits(uuid, input) {
-      open();
-      const rp = provider(uuid);
-      if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
-      checkTraits(input.traits, (t) => customTraits.has(t));
-      traits.set(rp.uuid, new Set(input.traits));
-      providers.set(rp.uuid, { ...rp, generation: rp.generation + 1 });
-      return { generation: rp.generation + 1, traits: [...input.traits].sort() };
-    },
-    async listTraits() {
-      open();
-      const used = new Set<string>(customTraits);
-      for (const set of traits.values()) for (const t of set) used.add(t);
-      return [...used].sort();
-    },
-    async createTrait(name) {
-      open();
-      checkCustomName(name, 'trait');
-      if (customTraits.has(name)) return false;
-      customTraits.add(name);
-      return true;
-    },
-    async listResourceClasses() {
-      open();
-      return [...STANDARD_RESOURCE_CLASSES, ...[...customClasses].sort()];
-    },
-    async createResourceClass(name) {
-      open();
-      checkCustomName(name, 'resource class');
-      if (customClasses.has(name)) return false;
-      customClasses.add(name);
-      return true;
-    },
-    async deleteResourceClass(name) {
-      open();
-      checkResourceClassName(name);
-      if (!customClasses.has(name))
-        throw new ReshapeError(
-          'reshape.resource_class_not_found',
-          isStandardResourceClass(name)
-            ? `${name} is a standard resource class and cannot be deleted`
-            : `resource class ${name} does not exist`,
-          { details: { resourceClass: name } },
-        );
-      for (const [rp, inv] of inventories) {
-        if (inv[name])
-          throw new ReshapeError(
-            'reshape.resource_class_in_use',
-            `resource class ${name} has inventory on resource provider ${rp}`,
-            { details: { resourceClass: name, uuid: rp } },
-          );
-      }
-      customClasses.delete(name);
-    },
-    async getAllocations(consumer) {
-      open();
-      return consumerView(normalizeUuid(consumer, 'consumer uuid'));
-    },
-    async setAllocations(consumer, input) {
-      const uuid = normalizeUuid(consumer, 'consumer uuid');
-      write({ allocations: { [uuid]: input } });
-      return (
-        consumerView(uuid) ?? {
-          projectId: input.projectId,
-          userId: input.userId,
-          consumerGeneration: null,
-          allocations: {},
-        }
-      );
-    },
-    async deleteAllocations(consumer, options = {}) {
-      open();
-      const uuid = normalizeUuid(consumer, 'consumer uuid');
-      const row = consumers.get(uuid);
-      if (!row)
-        throw new ReshapeError(
-          'reshape.consumer_not_found',
-          `consumer ${uuid} has no allocations`,
-          { details: { consumer: uuid } },
-        );
-      write({
-        allocations: {
-          [uuid]: {
-            projectId: row.projectId,
-            userId: row.userId,
-            ...(options.consumerGeneration === undefined
-              ? {}
-              : { consumerGeneration: options.consumerGeneration }),
-            allocations: {},
-          },
-        },
       });
-    },
-    async getProviderAllocations(uuid) {
-      open();
-      const rp = provider(uuid);
-      const out: Record<string, Resources> = {};
-      for (const [consumer, rows] of byProvider.get(rp.uuid) ?? []) {
-        const r: Resources = {};
-        for (const row of rows) r[row.rc] = row.used;
-        out[consumer] = r;
+    const rp: ResourceProvider = {
+      uuid,
+      name,
+      parentProviderUuid: parent?.uuid ?? null,
+      rootProviderUuid: parent?.rootProviderUuid ?? uuid,
+      generation: 0,
+    };
+    this.providers.set(uuid, rp);
+    this.names.set(name, uuid);
+    return { ...rp };
+  }
+
+  async getProvider(uuid: string): Promise<ResourceProvider | undefined> {
+    this.open();
+    const p = this.providers.get(normalizeUuid(uuid, 'provider uuid'));
+    return p && { ...p };
+  }
+
+  async listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
+    this.open();
+    let list = filter.inTree ? this.treeOf(filter.inTree) : [...this.providers.values()];
+    if (filter.name !== undefined) list = list.filter((p) => p.name === filter.name);
+    if (filter.uuid !== undefined) {
+      const u = normalizeUuid(filter.uuid, 'provider uuid');
+      list = list.filter((p) => p.uuid === u);
+    }
+    return parentsFirst(list.map((p) => ({ ...p })));
+  }
+
+  async updateProvider(
+    uuid: string,
+    input: UpdateProviderInput & { generation?: number },
+  ): Promise<ResourceProvider> {
+    this.open();
+    const rp = this.provider(uuid);
+    if (input.generation !== undefined && input.generation !== rp.generation) {
+      throw conflictGeneration(rp, input.generation);
+    }
+    const name = input.name === undefined ? rp.name : checkName(input.name);
+    if (name !== rp.name && this.names.has(name))
+      throw conflict(`a resource provider named ${JSON.stringify(name)} already exists`, {
+        name,
+      });
+    let parent = rp.parentProviderUuid;
+    let root = rp.rootProviderUuid;
+    if (input.parentProviderUuid !== undefined && input.parentProviderUuid !== parent) {
+      if (input.parentProviderUuid === null) {
+        parent = null;
+        root = rp.uuid;
+      } else {
+        const np = this.provider(input.parentProviderUuid);
+        for (let a: ResourceProvider | undefined = np; a;) {
+          if (a.uuid === rp.uuid) throw movedUnderDescendant(rp.uuid, np.uuid);
+          a = a.parentProviderUuid ? this.providers.get(a.parentProviderUuid) : undefined;
+        }
+        parent = np.uuid;
+        root = np.rootProviderUuid;
       }
-      return { generation: rp.generation, allocations: out };
-    },
-    async getUsages(uuid) {
-      open();
-      const rp = provider(uuid);
-      const usages: Resources = {};
-      for (const rc of Object.keys(inventories.get(rp.uuid) ?? {})) usages[rc] = 0;
-      for (const [rc, n] of usageOf(rp.uuid)) usages[rc] = n;
-      return { generation: rp.generation, usages };
-    },
-    async getTotalUsages(filter) {
-      open();
-      const rows: { consumer: string; consumerType: string | null; rc: string; used: number }[] =
-        [];
-      for (const [consumer, row] of consumers) {
-        if (row.projectId !== filter.projectId) continue;
-        if (filter.userId !== undefined && row.userId !== filter.userId) continue;
-        for (const r of allocations.get(consumer) ?? [])
-          rows.push({ consumer, consumerType: row.consumerType, rc: r.rc, used: r.used });
-      }
-      return totalUsages(rows);
-    },
-    async getAggregates(uuid) {
-      open();
-      const rp = provider(uuid);
-      return { generation: rp.generation, aggregates: [...(aggregates.get(rp.uuid) ?? [])] };
-    },
-    async setAggregates(uuid, input) {
-      open();
-      const rp = provider(uuid);
-      if (input.generation !== undefined && input.generation !== rp.generation)
-        throw conflictGeneration(rp, input.generation);
-      const list = checkAggregates(input.aggregates);
-      aggregates.set(rp.uuid, list);
-      const generation = input.generation === undefined ? rp.generation : rp.generation + 1;
-      providers.set(rp.uuid, { ...rp, generation });
-      return { generation, aggregates: [...list] };
-    },
-    async getAllocationsForProviderTree(rootUuid) {
-      open();
-      const tree = new Set(treeOf(rootUuid).map((p) => p.uuid));
-      const out: Record<string, ConsumerAllocations> = {};
-      for (const rp of tree) {
-        for (const consumer of byProvider.get(rp)?.keys() ?? []) {
-          out[consumer] ??= consumerView(consumer)!;
+    }
+    this.names.delete(rp.name);
+    this.names.set(name, rp.uuid);
+    this.providers.set(rp.uuid, {
+      ...rp,
+      name,
+      parentProviderUuid: parent,
+      rootProviderUuid: root,
+    });
+    if (root !== rp.rootProviderUuid) this.reroot(rp.uuid, root);
+    return { ...this.providers.get(rp.uuid)! };
+  }
+
+  /** Gives the subtree under `uuid` the root `root`. */
+  private reroot(uuid: string, root: string): void {
+    const stack = [uuid];
+    while (stack.length) {
+      const u = stack.pop()!;
+      for (const c of this.providers.values()) {
+        if (c.parentProviderUuid === u) {
+          this.providers.set(c.uuid, { ...c, rootProviderUuid: root });
+          stack.push(c.uuid);
         }
       }
-      return out;
-    },
-    async reshape(req) {
-      return write(req);
-    },
-    async checkReshape(req) {
-      open();
-      const prepared = prepare(req);
-      const snap = snapshot(prepared);
-      return buildReport(snap, prepared.req, plan(snap, prepared.req, { collect: true }));
-    },
-    async close() {
-      closed = true;
-    },
-    async [Symbol.asyncDispose]() {
-      closed = true;
-    },
-  };
-  return store;
+    }
+  }
+
+  async deleteProvider(uuid: string): Promise<void> {
+    this.open();
+    const rp = this.provider(uuid);
+    for (const p of this.providers.values()) {
+      if (p.parentProviderUuid === rp.uuid) throw providerHasChildren(rp.uuid, p.uuid);
+    }
+    if ((this.byProvider.get(rp.uuid)?.size ?? 0) > 0) throw providerInUse(rp.uuid);
+    this.providers.delete(rp.uuid);
+    this.names.delete(rp.name);
+    this.inventories.delete(rp.uuid);
+    this.traits.delete(rp.uuid);
+    this.aggregates.delete(rp.uuid);
+    this.byProvider.delete(rp.uuid);
+  }
+
+  async getInventories(uuid: string): Promise<ProviderInventories> {
+    this.open();
+    const rp = this.provider(uuid);
+    return { generation: rp.generation, inventories: { ...(this.inventories.get(rp.uuid) ?? {}) } };
+  }
+
+  async setInventories(
+    uuid: string,
+    input: { generation: number; inventories: Record<string, InventoryInput> },
+  ): Promise<ProviderInventories> {
+    const rp = this.provider(uuid);
+    const result = this.write(
+      { inventories: { [rp.uuid]: input } },
+      { allowOvercommittedInventories: true },
+    );
+    return {
+      generation: result.providerGenerations[rp.uuid]!,
+      inventories: { ...(this.inventories.get(rp.uuid) ?? {}) },
+    };
+  }
+
+  async getTraits(uuid: string): Promise<{ generation: number; traits: string[] }> {
+    this.open();
+    const rp = this.provider(uuid);
+    return { generation: rp.generation, traits: [...(this.traits.get(rp.uuid) ?? [])].sort() };
+  }
+
+  async setTraits(
+    uuid: string,
+    input: { generation: number; traits: string[] },
+  ): Promise<{ generation: number; traits: string[] }> {
+    this.open();
+    const rp = this.provider(uuid);
+    if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
+    checkTraits(input.traits, this.standardTraits, (t) => this.customTraits.has(t));
+    this.traits.set(rp.uuid, new Set(input.traits));
+    this.providers.set(rp.uuid, { ...rp, generation: rp.generation + 1 });
+    return { generation: rp.generation + 1, traits: [...input.traits].sort() };
+  }
+
+  async listTraits(): Promise<string[]> {
+    this.open();
+    const names = new Set<string>(this.customTraits);
+    if (this.standardTraits) for (const t of this.standardTraits) names.add(t);
+    else for (const set of this.traits.values()) for (const t of set) names.add(t);
+    return [...names].sort();
+  }
+
+  async createTrait(name: string): Promise<boolean> {
+    this.open();
+    checkCustomName(name, 'trait');
+    if (this.customTraits.has(name)) return false;
+    this.customTraits.add(name);
+    return true;
+  }
+
+  async listResourceClasses(): Promise<string[]> {
+    this.open();
+    return [...STANDARD_RESOURCE_CLASSES, ...[...this.customClasses].sort()];
+  }
+
+  async createResourceClass(name: string): Promise<boolean> {
+    this.open();
+    checkCustomName(name, 'resource class');
+    if (this.customClasses.has(name)) return false;
+    this.customClasses.add(name);
+    return true;
+  }
+
+  async deleteResourceClass(name: string): Promise<void> {
+    this.open();
+    checkResourceClassName(name);
+    if (!this.customClasses.has(name)) throw resourceClassNotFound(name);
+    for (const [rp, inv] of this.inventories) {
+      if (inv[name]) throw resourceClassInUse(name, rp);
+    }
+    this.customClasses.delete(name);
+  }
+
+  async getAllocations(consumer: string): Promise<ConsumerAllocations | undefined> {
+    this.open();
+    return this.consumerView(normalizeUuid(consumer, 'consumer uuid'));
+  }
+
+  async setAllocations(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
+    const uuid = normalizeUuid(consumer, 'consumer uuid');
+    this.write({ allocations: { [uuid]: input } });
+    return this.consumerView(uuid) ?? deletedConsumer(input);
+  }
+
+  async deleteAllocations(
+    consumer: string,
+    options: { consumerGeneration?: number } = {},
+  ): Promise<void> {
+    this.open();
+    const uuid = normalizeUuid(consumer, 'consumer uuid');
+    const row = this.consumers.get(uuid);
+    if (!row) throw consumerNotFound(uuid);
+    this.write({
+      allocations: {
+        [uuid]: {
+          projectId: row.projectId,
+          userId: row.userId,
+          ...(options.consumerGeneration === undefined
+            ? {}
+            : { consumerGeneration: options.consumerGeneration }),
+          allocations: {},
+        },
+      },
+    });
+  }
+
+  async getProviderAllocations(
+    uuid: string,
+  ): Promise<{ generation: number; allocations: Record<string, Resources> }> {
+    this.open();
+    const rp = this.provider(uuid);
+    const out: Record<string, Resources> = {};
+    for (const [consumer, rows] of this.byProvider.get(rp.uuid) ?? []) {
+      const r: Resources = {};
+      for (const row of rows) r[row.rc] = row.used;
+      out[consumer] = r;
+    }
+    return { generation: rp.generation, allocations: out };
+  }
+
+  async getUsages(uuid: string): Promise<{ generation: number; usages: Resources }> {
+    this.open();
+    const rp = this.provider(uuid);
+    const usages: Resources = {};
+    for (const rc of Object.keys(this.inventories.get(rp.uuid) ?? {})) usages[rc] = 0;
+    for (const [rc, n] of this.usageOf(rp.uuid)) usages[rc] = n;
+    return { generation: rp.generation, usages };
+  }
+
+  async getTotalUsages(filter: { projectId: string; userId?: string }): Promise<TotalUsages> {
+    this.open();
+    const rows: { consumer: string; consumerType: string | null; rc: string; used: number }[] = [];
+    for (const [consumer, row] of this.consumers) {
+      if (row.projectId !== filter.projectId) continue;
+      if (filter.userId !== undefined && row.userId !== filter.userId) continue;
+      for (const r of this.allocations.get(consumer) ?? [])
+        rows.push({ consumer, consumerType: row.consumerType, rc: r.rc, used: r.used });
+    }
+    return totalUsages(rows);
+  }
+
+  async getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }> {
+    this.open();
+    const rp = this.provider(uuid);
+    return { generation: rp.generation, aggregates: [...(this.aggregates.get(rp.uuid) ?? [])] };
+  }
+
+  async setAggregates(
+    uuid: string,
+    input: { generation?: number; aggregates: string[] },
+  ): Promise<{ generation: number; aggregates: string[] }> {
+    this.open();
+    const rp = this.provider(uuid);
+    if (input.generation !== undefined && input.generation !== rp.generation)
+      throw conflictGeneration(rp, input.generation);
+    const list = checkAggregates(input.aggregates);
+    this.aggregates.set(rp.uuid, list);
+    const generation = input.generation === undefined ? rp.generation : rp.generation + 1;
+    this.providers.set(rp.uuid, { ...rp, generation });
+    return { generation, aggregates: [...list] };
+  }
+
+  async getAllocationsForProviderTree(
+    rootUuid: string,
+  ): Promise<Record<string, ConsumerAllocations>> {
+    this.open();
+    const out: Record<string, ConsumerAllocations> = {};
+    for (const rp of this.treeOf(rootUuid)) {
+      for (const consumer of this.byProvider.get(rp.uuid)?.keys() ?? []) {
+        out[consumer] ??= this.consumerView(consumer)!;
+      }
+    }
+    return out;
+  }
+
+  async reshape(req: ReshapeRequest): Promise<ReshapeResult> {
+    return this.write(req);
+  }
+
+  async checkReshape(req: ReshapeRequest): Promise<ReshapeReport> {
+    this.open();
+    const prepared = prepare(req);
+    const snap = this.snapshot(prepared);
+    return buildReport(snap, prepared.req, plan(snap, prepared.req, { collect: true }));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.closed = true;
+  }
 }

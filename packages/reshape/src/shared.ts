@@ -1,5 +1,12 @@
 import { ReshapeError } from './errors.js';
-import { CUSTOM_NAME, TRAIT_NAME, type ResourceProvider } from './model.js';
+import {
+  CUSTOM_NAME,
+  isStandardResourceClass,
+  TRAIT_NAME,
+  type AllocationsInput,
+  type ConsumerAllocations,
+  type ResourceProvider,
+} from './model.js';
 
 export function notFound(uuid: string): ReshapeError {
   return new ReshapeError(
@@ -23,6 +30,66 @@ export function conflictGeneration(rp: ResourceProvider, expected: number): Resh
   );
 }
 
+/** Moving `uuid` under `parent`, one of its descendants. */
+export function movedUnderDescendant(uuid: string, parent: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.invalid_input',
+    `cannot move resource provider ${uuid} under its own descendant ${parent}`,
+    { details: { uuid, parent } },
+  );
+}
+
+export function providerHasChildren(uuid: string, child: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.provider_has_children',
+    `resource provider ${uuid} has children; delete them first`,
+    { details: { uuid, child } },
+  );
+}
+
+export function providerInUse(uuid: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.provider_in_use',
+    `resource provider ${uuid} still has allocations`,
+    { details: { uuid } },
+  );
+}
+
+/** Deleting `name`, a standard or unknown resource class. */
+export function resourceClassNotFound(name: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.resource_class_not_found',
+    isStandardResourceClass(name)
+      ? `${name} is a standard resource class and cannot be deleted`
+      : `resource class ${name} does not exist`,
+    { details: { resourceClass: name } },
+  );
+}
+
+export function resourceClassInUse(name: string, uuid: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.resource_class_in_use',
+    `resource class ${name} has inventory on resource provider ${uuid}`,
+    { details: { resourceClass: name, uuid } },
+  );
+}
+
+export function consumerNotFound(uuid: string): ReshapeError {
+  return new ReshapeError('reshape.consumer_not_found', `consumer ${uuid} has no allocations`, {
+    details: { consumer: uuid },
+  });
+}
+
+/** What `setAllocations` returns when it deleted the consumer (empty allocations). */
+export function deletedConsumer(input: AllocationsInput): ConsumerAllocations {
+  return {
+    projectId: input.projectId,
+    userId: input.userId,
+    consumerGeneration: null,
+    allocations: {},
+  };
+}
+
 export function checkCustomName(name: unknown, what: string): asserts name is string {
   if (typeof name !== 'string' || !CUSTOM_NAME.test(name) || name.length > 255) {
     throw new ReshapeError(
@@ -33,16 +100,53 @@ export function checkCustomName(name: unknown, what: string): asserts name is st
   }
 }
 
-/** Standard trait names are accepted by shape; custom ones must exist. */
-export function checkTraits(list: unknown, customExists: (t: string) => boolean): void {
+/**
+ * The `standardTraits` option of a store, checked: a set of well-formed names, none `CUSTOM_*`;
+ * `undefined` when the option is not given.
+ */
+export function standardTraitsOption(
+  owner: string,
+  value: Iterable<string> | undefined,
+): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || !(Symbol.iterator in value))
+    throw new TypeError(`${owner}: standardTraits must be an iterable of trait names`);
+  const out = new Set<string>();
+  for (const name of value as Iterable<unknown>) {
+    if (typeof name !== 'string' || !TRAIT_NAME.test(name) || name.length > 255)
+      throw new TypeError(
+        `${owner}: standardTraits must hold trait names matching ${String(TRAIT_NAME)}, got ${JSON.stringify(name)}`,
+      );
+    if (CUSTOM_NAME.test(name))
+      throw new TypeError(
+        `${owner}: standardTraits must not hold custom traits, got ${JSON.stringify(name)}`,
+      );
+    out.add(name);
+  }
+  return out;
+}
+
+/**
+ * Checks the traits a provider is given. Every name must be well-formed; a `CUSTOM_*` one must
+ * have been created, and, when the store has a `standard` list, any other must be in it (without
+ * one, any other well-formed name is taken as standard). Unknown names are reported together.
+ */
+export function checkTraits(
+  list: unknown,
+  standard: ReadonlySet<string> | undefined,
+  customExists: (t: string) => boolean,
+): void {
   if (!Array.isArray(list))
     throw new ReshapeError('reshape.invalid_input', 'traits must be an array of names');
+  const unknown: string[] = [];
   for (const t of list) {
     if (typeof t !== 'string' || !TRAIT_NAME.test(t) || t.length > 255)
       throw new ReshapeError('reshape.invalid_input', `invalid trait name ${JSON.stringify(t)}`);
-    if (CUSTOM_NAME.test(t) && !customExists(t))
-      throw new ReshapeError('reshape.trait_not_found', `trait ${t} does not exist`, {
-        details: { trait: t },
-      });
+    const exists = CUSTOM_NAME.test(t) ? customExists(t) : (standard?.has(t) ?? true);
+    if (!exists && !unknown.includes(t)) unknown.push(t);
   }
+  if (unknown.length)
+    throw new ReshapeError('reshape.trait_not_found', `No such trait(s): ${unknown.join(', ')}`, {
+      details: { traits: unknown },
+    });
 }

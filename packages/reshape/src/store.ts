@@ -15,6 +15,19 @@ import type {
   TotalUsages,
 } from './model.js';
 
+/** Options every store takes (`memoryStore`, `sqlStore`). */
+export interface StoreOptions {
+  /**
+   * The standard trait names (Placement's are os-traits' `get_traits()`). When given, a trait
+   * exists only if it is one of these or a created `CUSTOM_*` trait: `listTraits` lists exactly
+   * those, and `setTraits` refuses any other name with `reshape.trait_not_found`. When omitted,
+   * every well-formed non-`CUSTOM_*` name is taken as a standard trait, and `listTraits` lists the
+   * created custom traits and the traits some provider has.
+   * @default undefined
+   */
+  standardTraits?: Iterable<string>;
+}
+
 /** Filters of {@link ReshapeStore.listProviders}. */
 export interface ProviderFilter {
   /** Only providers of the tree containing this provider. */
@@ -127,7 +140,8 @@ export interface ReshapeStore extends AsyncDisposable {
    * Replaces a provider's traits and bumps its generation.
    *
    * @throws {@link ReshapeError} `reshape.concurrent_update` when `generation` is not the
-   * provider's, `reshape.trait_not_found` for a `CUSTOM_*` trait not created yet.
+   * provider's, `reshape.trait_not_found` naming every trait that does not exist: a `CUSTOM_*`
+   * trait not created yet or, with {@link StoreOptions.standardTraits}, a name not in that list.
    */
   setTraits(
     uuid: string,
@@ -143,7 +157,10 @@ export interface ReshapeStore extends AsyncDisposable {
     /** The trait names, sorted. */
     traits: string[];
   }>;
-  /** Standard trait names are accepted as they are; `CUSTOM_*` ones must be created first. */
+  /**
+   * The traits that exist, sorted: with {@link StoreOptions.standardTraits}, those and the created
+   * `CUSTOM_*` traits; without, the created `CUSTOM_*` traits and every trait a provider has.
+   */
   listTraits(): Promise<string[]>;
   /** Creates a `CUSTOM_*` trait; false when it already existed. */
   createTrait(name: string): Promise<boolean>;

@@ -4,7 +4,7 @@ import { createPlacementHandler } from '../src/http/index.js';
 import { conformance } from './conformance/index.js';
 
 describe('memoryStore', () => {
-  conformance(async () => memoryStore());
+  conformance(async (options) => memoryStore(options));
 });
 
 describe('offlineReshape', () => {

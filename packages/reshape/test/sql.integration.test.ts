@@ -8,13 +8,13 @@ const backends = await sqlBackends('reshape');
 
 for (const backend of backends) {
   describe.skipIf(!backend.available)(`sqlStore on ${backend.kind}`, () => {
-    let fresh: FreshDatabase;
-    let database: Database;
+    let fresh: FreshDatabase | undefined;
+    let database: Database | undefined;
     conformance(
-      async () => {
-        fresh = await backend.create();
-        database = await openDatabase(fresh.url);
-        return sqlStore(database);
+      async (options) => {
+        fresh ??= await backend.create();
+        database ??= await openDatabase(fresh.url);
+        return sqlStore(database, options);
       },
       async () => {
         await database?.close();

@@ -155,7 +155,7 @@ export function createPlacementHandler(
         throw entry.outside === 405
           ? new HttpError(405, `The method specified is not allowed for this resource.`)
           : new HttpError(404, 'The resource could not be found.');
-      if (method === 'GET') checkAccept(req);
+      if (method === 'GET' && !entry.anyAccept) checkAccept(req);
       const body = entry.body ? await readJson(req, preread, maxBody) : undefined;
       const params = m.slice(1).map((p) => decodeURIComponent(p));
       const reply = await entry.handler({
@@ -271,7 +271,10 @@ function checkContentType(req: IncomingMessage): void {
     throw new HttpError(400, 'content-type header required when content-length > 0');
 }
 
-/** A `GET` answering JSON refuses an `accept` header that excludes it (406), as Placement's do. */
+/**
+ * A `GET` answering JSON refuses an `accept` header that excludes it (406), as Placement's do
+ * (all but `GET /traits/{name}`, which answers no body).
+ */
 function checkAccept(req: IncomingMessage): void {
   const accept = req.headers.accept;
   if (accept && !/application\/json|\*\/\*|application\/\*/i.test(accept))

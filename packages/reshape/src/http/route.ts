@@ -31,13 +31,21 @@ export type Handler = (ctx: Ctx) => Promise<Reply>;
 
 /**
  * A path and its methods; `min`/`max`: the microversions a method exists in (outside them: 404,
- * or `outside`); `body`: it takes a JSON body. @internal
+ * or `outside`); `body`: it takes a JSON body; `anyAccept`: a `GET` answering no body, which
+ * takes any `accept` header. @internal
  */
 export interface Route {
   pattern: RegExp;
   methods: Record<
     string,
-    { min?: Version; max?: Version; outside?: 405; handler: Handler; body?: boolean }
+    {
+      min?: Version;
+      max?: Version;
+      outside?: 405;
+      handler: Handler;
+      body?: boolean;
+      anyAccept?: true;
+    }
   >;
 }
 

@@ -105,28 +105,4 @@ export function providerCases(suite: { store: ReshapeStore }): void {
       await store.deleteProvider(cn.uuid);
     });
   });
-
-  describe('traits', () => {
-    it('sets traits with generations; custom traits must exist', async () => {
-      const cn = await compute();
-      await expectCode(
-        store.setTraits(cn.uuid, { generation: cn.generation, traits: ['CUSTOM_FAST'] }),
-        'reshape.trait_not_found',
-      );
-      await store.createTrait('CUSTOM_FAST');
-      const r = await store.setTraits(cn.uuid, {
-        generation: cn.generation,
-        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
-      });
-      expect(r).toEqual({
-        generation: cn.generation + 1,
-        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
-      });
-      await expectCode(
-        store.setTraits(cn.uuid, { generation: cn.generation, traits: [] }),
-        'reshape.concurrent_update',
-      );
-      expect(await store.listTraits()).toContain('CUSTOM_FAST');
-    });
-  });
 }

@@ -4,8 +4,10 @@ Usage: /usr/bin/python3 test/gabbi/run.py <placement git dir> [file ...]   (from
 
 The YAML files are read from a clone of openstack/placement (placement/tests/functional/gabbits)
 and copied to a temporary directory; they are not part of this repository. For each file a fresh
-server (bench/serve.ts, memory store) is started, the state of the file's fixture is created over
-HTTP, the fixture's $ENVIRON values are set, and gabbi-run (python3-gabbi) runs the file.
+server (bench/serve.ts, memory store) is started with os-traits' standard traits (Debian's
+python3-os-traits, as Placement syncs them into its database), the state of the file's fixture is
+created over HTTP, the fixture's $ENVIRON values are set, and gabbi-run (python3-gabbi) runs the
+file.
 Prints one line per file (tests, passed, failed) and the names of the failed tests.
 """
 import json
@@ -17,6 +19,8 @@ import sys
 import tempfile
 import urllib.request
 import uuid
+
+import os_traits
 
 # The files of the endpoints we implement (RBAC/policy, CORS and granular/nested-candidate files
 # test features we do not have).
@@ -73,15 +77,24 @@ def allocation_fixture(base, env):
             'user_id': env[user], 'consumer_generation': None})
 
 
-def start_server():
-    proc = subprocess.Popen(['npx', 'tsx', 'bench/serve.ts', 'memory'], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+def write_standard_traits(tmp):
+    """os-traits' names, one a line, for bench/serve.ts."""
+    path = os.path.join(tmp, 'standard-traits.txt')
+    with open(path, 'w') as f:
+        f.write(''.join(f'{name}\n' for name in os_traits.get_traits()))
+    return path
+
+
+def start_server(traits_file):
+    proc = subprocess.Popen(['npx', 'tsx', 'bench/serve.ts', 'memory', traits_file],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
     line = proc.stdout.readline()
     port = int(line.split()[1])
     return proc, f'http://127.0.0.1:{port}'
 
 
-def run_file(git_dir, name, tmp):
+def run_file(git_dir, name, tmp, traits_file):
     text = subprocess.run(
         ['git', '--git-dir', git_dir, 'show',
          f'HEAD:placement/tests/functional/gabbits/{name}.yaml'],
@@ -89,7 +102,7 @@ def run_file(git_dir, name, tmp):
     path = os.path.join(tmp, f'{name}.yaml')
     with open(path, 'w') as f:
         f.write(text)
-    proc, base = start_server()
+    proc, base = start_server(traits_file)
     try:
         env = api_fixture_environ()
         if re.search(r'^\s*-\s*AllocationFixture', text, re.M):
@@ -112,8 +125,9 @@ def main():
     files = sys.argv[2:] or FILES
     all_total = all_failed = 0
     with tempfile.TemporaryDirectory(prefix='rigging-gabbi-') as tmp:
+        traits_file = write_standard_traits(tmp)
         for name in files:
-            total, failed, report = run_file(git_dir, name, tmp)
+            total, failed, report = run_file(git_dir, name, tmp, traits_file)
             all_total += total
             all_failed += len(failed)
             print(f'{name}: {total} tests, {total - len(failed)} passed, {len(failed)} failed',

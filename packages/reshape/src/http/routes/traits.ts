@@ -77,6 +77,7 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
       methods: {
         GET: {
           min: V(1, 6),
+          anyAccept: true,
           handler: async ({ params }) => {
             const traits = await call(() => store.listTraits());
             if (!traits.includes(params[0]!))

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import type { ReshapeStore, StoreOptions } from '../../src/index.js';
+import { compute, expectCode } from './helpers.js';
+
+/** @internal */
+export function traitCases(suite: {
+  store: ReshapeStore;
+  make: (options?: StoreOptions) => Promise<ReshapeStore>;
+}): void {
+  describe('traits', () => {
+    it('sets traits with generations; custom traits must exist', async () => {
+      const { store } = suite;
+      const cn = await compute(store);
+      await expectCode(
+        store.setTraits(cn.uuid, { generation: cn.generation, traits: ['CUSTOM_FAST'] }),
+        'reshape.trait_not_found',
+      );
+      await store.createTrait('CUSTOM_FAST');
+      const r = await store.setTraits(cn.uuid, {
+        generation: cn.generation,
+        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
+      });
+      expect(r).toEqual({
+        generation: cn.generation + 1,
+        traits: ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'],
+      });
+      await expectCode(
+        store.setTraits(cn.uuid, { generation: cn.generation, traits: [] }),
+        'reshape.concurrent_update',
+      );
+      expect(await store.listTraits()).toContain('CUSTOM_FAST');
+    });
+
+    it('without standardTraits, takes any well-formed name as standard and lists used ones', async () => {
+      const { store } = suite;
+      const cn = await compute(store);
+      await store.setTraits(cn.uuid, { generation: cn.generation, traits: ['MADE_UP_TRAIT'] });
+      expect(await store.listTraits()).toContain('MADE_UP_TRAIT');
+    });
+
+    it('with standardTraits, only those and created custom traits exist', async () => {
+      const store = await suite.make({
+        standardTraits: new Set(['HW_CPU_X86_SSE', 'HW_CPU_X86_AVX2']),
+      });
+      try {
+        await store.createTrait('CUSTOM_LISTED');
+        const listed = await store.listTraits();
+        expect(listed.filter((t) => !t.startsWith('CUSTOM_'))).toEqual([
+          'HW_CPU_X86_AVX2',
+          'HW_CPU_X86_SSE',
+        ]);
+        expect(listed).toContain('CUSTOM_LISTED');
+
+        const cn = await compute(store);
+        await store.setTraits(cn.uuid, { generation: cn.generation, traits: ['HW_CPU_X86_SSE'] });
+        const before = await store.getTraits(cn.uuid);
+        const error = await expectCode(
+          store.setTraits(cn.uuid, {
+            generation: before.generation,
+            traits: ['HW_CPU_X86_AVX2', 'NO_SUCH_TRAIT', 'CUSTOM_NOT_CREATED', 'NO_SUCH_TRAIT'],
+          }),
+          'reshape.trait_not_found',
+        );
+        expect(error.message).toBe('No such trait(s): NO_SUCH_TRAIT, CUSTOM_NOT_CREATED');
+        expect(error.details).toEqual({ traits: ['NO_SUCH_TRAIT', 'CUSTOM_NOT_CREATED'] });
+        expect(await store.getTraits(cn.uuid)).toEqual(before);
+        await expectCode(
+          store.setTraits(cn.uuid, { generation: before.generation, traits: ['bad name'] }),
+          'reshape.invalid_input',
+        );
+
+        const r = await store.setTraits(cn.uuid, {
+          generation: before.generation,
+          traits: ['HW_CPU_X86_AVX2', 'CUSTOM_LISTED'],
+        });
+        expect(r).toEqual({
+          generation: before.generation + 1,
+          traits: ['CUSTOM_LISTED', 'HW_CPU_X86_AVX2'],
+        });
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('refuses a bad standardTraits with a TypeError naming the value', async () => {
+      await expect(suite.make({ standardTraits: ['HW_OK', 'lower_case'] })).rejects.toThrow(
+        /standardTraits.*"lower_case"/,
+      );
+      await expect(suite.make({ standardTraits: ['CUSTOM_MINE'] })).rejects.toThrow(
+        /standardTraits.*"CUSTOM_MINE"/,
+      );
+      await expect(
+        suite.make({ standardTraits: 'HW_CPU' as unknown as Iterable<string> }),
+      ).rejects.toThrow(TypeError);
+    });
+  });
+}
