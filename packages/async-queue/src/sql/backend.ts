@@ -133,6 +133,7 @@ export class SqlQueueBackend implements QueueBackend {
               : context.logger.warn({ err }, message),
         },
         this.#stop.signal,
+        this.#clock,
       );
     }
   }

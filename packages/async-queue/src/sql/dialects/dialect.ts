@@ -1,3 +1,4 @@
+import type { Clock } from '@rigging/core';
 import type { Dialect } from '@rigging/sql';
 import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
 import type { Db, KeyRow, OpRow } from '../schema.js';
@@ -80,6 +81,9 @@ export interface QueueDialect {
     items: SucceedItem[],
     next: ChainOptions | undefined,
   ): Promise<(Completion | undefined)[]>;
-  /** Listens for other processes' wake-ups until `signal` aborts (dialects that push). */
-  listen(store: QueueStore, events: RemoteEvents, signal: AbortSignal): Promise<void>;
+  /**
+   * Listens for other processes' wake-ups until `signal` aborts (dialects that push); waits
+   * between reconnections on `clock`.
+   */
+  listen(store: QueueStore, events: RemoteEvents, signal: AbortSignal, clock: Clock): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sleep } from '@rigging/core';
+import type { Clock } from '@rigging/core';
 import type { Session } from '@rigging/sql';
 import { sql } from '../../sql-peer.js';
 import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
@@ -163,7 +163,12 @@ export class PostgresDialect implements QueueDialect {
    * Keeps a `LISTEN` session open until `signal` aborts, reconnecting with growing waits (at most
    * 10 s) when it is lost; workers poll meanwhile. Every wait ends at once when `signal` aborts.
    */
-  async listen(store: QueueStore, events: RemoteEvents, signal: AbortSignal): Promise<void> {
+  async listen(
+    store: QueueStore,
+    events: RemoteEvents,
+    signal: AbortSignal,
+    clock: Clock,
+  ): Promise<void> {
     const { name } = store;
     let failures = 0;
     while (!signal.aborted) {
@@ -187,7 +192,9 @@ export class PostgresDialect implements QueueDialect {
       }
       await session?.close().catch(() => {});
       if (signal.aborted) return;
-      await sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), { signal }).catch(() => {});
+      await clock
+        .sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), { signal })
+        .catch(() => {});
     }
   }
 }
