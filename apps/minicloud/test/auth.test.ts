@@ -175,8 +175,7 @@ describe('minicloud serve with tokens', () => {
       });
     const none = await get();
     expect(none.status).toBe(401);
-    const body = (await none.json()) as { errors: { status: number; title: string }[] };
-    expect(body.errors[0]).toMatchObject({ status: 401, title: 'Unauthorized' });
+    expect(await none.json()).toMatchObject({ code: '401 Unauthorized', title: 'Unauthorized' });
     expect((await get('wrong')).status).toBe(401);
     expect((await get(tokens.reader)).status).toBe(403);
     expect((await get(tokens.member)).status).toBe(403);

@@ -114,10 +114,9 @@ describe.skipIf(!havePlacement)('/placement authentication next to OpenStack Pla
         });
         expect(eb.detail).toMatch(/Policy does not allow/);
       } else if (a.status === 401) {
-        // Placement's 401 comes from its auth middleware ({ message, code, title }); ours keeps
-        // Placement's usual error list with the same title.
-        expect(ja.title).toBe('Unauthorized');
-        expect(jb.errors[0]).toMatchObject({ status: 401, title: 'Unauthorized' });
+        // Placement's 401 comes from its auth middleware ({ message, code, title }), and so does ours.
+        expect(Object.keys(jb).sort()).toEqual(Object.keys(ja).sort());
+        expect({ code: jb.code, title: jb.title }).toEqual({ code: ja.code, title: ja.title });
       } else {
         expect(Object.keys(jb)).toEqual(Object.keys(ja));
       }

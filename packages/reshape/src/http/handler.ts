@@ -322,6 +322,18 @@ function sendError(
       e = new HttpError(500, 'An unexpected error occurred.');
     }
   }
+  if (e.status === 401) {
+    // Placement's 401 comes from its auth middleware before Placement itself runs, as WebOb's
+    // error body rather than Placement's error list.
+    send(
+      res,
+      401,
+      { message: e.detail, code: '401 Unauthorized', title: TITLES[401] },
+      { 'openstack-request-id': requestId },
+      version,
+    );
+    return;
+  }
   const body: Record<string, unknown> = {
     status: e.status,
     title: TITLES[e.status] ?? 'Error',
