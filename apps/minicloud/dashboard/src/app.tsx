@@ -3,21 +3,20 @@ import type { ComponentChildren } from 'preact';
 import {
   actionPath,
   applyEvent,
-  capacity,
-  describeEvent,
   emptyState,
   EVENT_TYPES,
   type ApiError,
   type DashboardEvent,
   type DashboardState,
-  type DestructionPlan,
-  type FlowState,
+  type FlowView,
   type PackageCacheState,
+  type PlanView,
   type ProviderNode,
   type QueueKeyState,
   type ReshapeRecord,
-} from './state.js';
-import { formatBytes, formatClock, formatDuration, percent, shortId } from './format.js';
+} from '../../src/wire.js';
+import { describeEvent } from './announce.js';
+import { capacity, formatBytes, formatClock, formatDuration, percent, shortId } from './format.js';
 import { PlanGraph } from './plan-graph.js';
 
 type Connection = 'connecting' | 'live' | 'reconnecting';
@@ -428,11 +427,11 @@ function span(start: number | null, end: number | null, now: number): string {
 /** Flows shown with their task table open: the newest few, and any not finished or rolled back. */
 const OPEN_FLOWS = 3;
 
-function expanded(flow: FlowState, index: number): boolean {
+function expanded(flow: FlowView, index: number): boolean {
   return index < OPEN_FLOWS || flow.state !== 'succeeded' || flow.failure !== null;
 }
 
-function FlowCard({ flow, now, open }: { flow: FlowState; now: number; open: boolean }) {
+function FlowCard({ flow, now, open }: { flow: FlowView; now: number; open: boolean }) {
   const done = flow.tasks.filter((t) => t.state === 'succeeded').length;
   return (
     <li class="row" data-testid="flow" data-flow={flow.id} data-state={flow.state}>
@@ -491,7 +490,7 @@ function FlowCard({ flow, now, open }: { flow: FlowState; now: number; open: boo
   );
 }
 
-function Flows({ flows, now }: { flows: FlowState[]; now: number }) {
+function Flows({ flows, now }: { flows: FlowView[]; now: number }) {
   return (
     <Section id="flows" title="Flows">
       {flows.length === 0 ? (
@@ -516,7 +515,7 @@ function Flows({ flows, now }: { flows: FlowState[]; now: number }) {
 // ---------------------------------------------------------------------------------------------
 // Destruction plan
 
-function Plan({ plan }: { plan: DestructionPlan | null }) {
+function Plan({ plan }: { plan: PlanView | null }) {
   if (!plan) {
     return (
       <Section id="plan" title="Destruction plan" span>

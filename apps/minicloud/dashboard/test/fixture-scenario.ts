@@ -1,18 +1,18 @@
 /**
  * The scripted story the fixture server replays: reshape → package download → a flow that
  * succeeds after a retry → a flow that fails and reverts → a queue key turning blocked →
- * the teardown plan progressing. Mirrors `minicloud demo` (issue 9) with made-up data.
+ * the teardown plan progressing. Mirrors `minicloud demo` with made-up data.
  */
 import type {
   CacheDownload,
   DashboardEvent,
   DashboardState,
-  DestructionPlan,
-  FlowState,
+  FlowView,
+  PlanView,
   ProviderNode,
   QueueKeyState,
-  TaskState,
-} from '../src/state.js';
+  TaskView,
+} from '../../src/wire.js';
 
 /** A step: wait `ticks` × the server's step time, then publish `event`. */
 export interface Step {
@@ -100,7 +100,7 @@ function flowSteps(
   mode: 'retry-then-succeed' | 'fail-and-revert',
 ): Step[] {
   const steps: Step[] = [];
-  const tasks: TaskState[] = TASKS.map((n) => ({
+  const tasks: TaskView[] = TASKS.map((n) => ({
     name: n,
     state: 'pending',
     startedAt: null,
@@ -108,7 +108,7 @@ function flowSteps(
   }));
   let clock = t0;
   const tick = () => (clock += 700);
-  const flow: FlowState = {
+  const flow: FlowView = {
     id: flowId,
     name,
     state: 'running',
@@ -119,7 +119,7 @@ function flowSteps(
     owner: 'worker-1',
   };
   steps.push({ ticks: 1, event: { type: 'flow:update', flow } });
-  const taskEvent = (task: TaskState, flowState?: FlowState['state']): Step => ({
+  const taskEvent = (task: TaskView, flowState?: FlowView['state']): Step => ({
     ticks: 1,
     event: {
       type: 'flow:task',
@@ -128,7 +128,7 @@ function flowSteps(
       ...(flowState ? { flowState } : {}),
     },
   });
-  const done: TaskState[] = [];
+  const done: TaskView[] = [];
   for (const n of TASKS) {
     const start = tick();
     const failsHere = mode === 'fail-and-revert' && n === 'app-config';
@@ -213,7 +213,7 @@ function flowSteps(
       });
       return steps;
     }
-    const finished: TaskState = {
+    const finished: TaskView = {
       name: n,
       state: 'succeeded',
       startedAt: start,
@@ -239,7 +239,7 @@ function queueKey(key: string, patch: Partial<QueueKeyState>): QueueKeyState {
 
 const op = (key: string, n: number, type: string) => ({ id: `${key}-op${n}`, type });
 
-export function teardownPlan(now: number): DestructionPlan {
+export function teardownPlan(now: number): PlanView {
   return {
     id: 'plan-env-1',
     root: 'env-1',

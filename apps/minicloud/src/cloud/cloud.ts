@@ -11,7 +11,7 @@ import { sqlStore } from '@rigging/reshape/sql';
 import { Engine } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { openDatabase, type Database } from '@rigging/sql';
-import type { ProviderNode, QueueKeyState } from '../../dashboard/src/state.js';
+import type { ProviderNode, QueueKeyState } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import { CacheView, type CacheCounters } from './cache-view.js';

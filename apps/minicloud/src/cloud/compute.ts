@@ -9,7 +9,7 @@ import {
   type ReshapeStore,
   type TreeAllocations,
 } from '@rigging/reshape';
-import type { ProviderNode } from '../../dashboard/src/state.js';
+import type { ProviderNode } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 
 /** The simulated compute node: its name, physical GPUs and VGPUs per GPU. */

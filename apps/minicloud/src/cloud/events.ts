@@ -5,23 +5,12 @@ import {
   type DashboardEvent,
   type DashboardEventType,
   type DashboardState,
-  type FlowState,
   type FlowStatus,
+  type FlowView,
   type QueueKeyState,
-  type TaskState,
   type TaskStatus,
-} from '../../dashboard/src/state.js';
-
-export type {
-  DashboardEvent,
-  DashboardEventType,
-  DashboardState,
-  DestructionPlan as DashboardPlan,
-  FlowState as DashboardFlow,
-  ProviderNode,
-  QueueKeyState,
-  ReshapeRecord,
-} from '../../dashboard/src/state.js';
+  type TaskView,
+} from '../wire.js';
 
 /**
  * The events of a {@link Cloud}'s hub: one per dashboard event type, each payload being the
@@ -36,7 +25,7 @@ export type CloudEvents = { [K in DashboardEventType]: Extract<DashboardEvent, {
  */
 export class CloudHub extends TypedEmitter<CloudEvents> {
   #state: DashboardState = emptyState();
-  readonly #flows = new Map<string, FlowState>();
+  readonly #flows = new Map<string, FlowView>();
   readonly #keys = new Map<string, QueueKeyState>();
 
   constructor() {
@@ -58,7 +47,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
 
   /** @internal announces a flow with its task names, before it runs. */
   flowStarted(id: string, name: string, tasks: string[], owner?: string): void {
-    const flow: FlowState = {
+    const flow: FlowView = {
       id,
       name,
       state: 'pending',
@@ -86,7 +75,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const flow = this.#flow(e.flowId, e.flow);
     const prev = flow.tasks.find((t) => t.name === e.task);
     const state = TASK_STATES[e.state] ?? 'running';
-    const task: TaskState = {
+    const task: TaskView = {
       name: e.task,
       state,
       startedAt: e.state === 'RUNNING' || !prev?.startedAt ? e.at : prev.startedAt,
@@ -132,7 +121,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   }
 
   /** A known flow, or one announced by its first event (e.g. resumed from another process). */
-  #flow(id: string, name: string): FlowState {
+  #flow(id: string, name: string): FlowView {
     const known = this.#flows.get(id);
     if (known) return known;
     this.flowStarted(id, name, []);

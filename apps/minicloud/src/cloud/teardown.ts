@@ -2,7 +2,7 @@ import { RiggingError } from '@rigging/core';
 import { ObjectGraph, type DestructionPlan, type GraphObject } from '@rigging/destroy-graph';
 import type { ReshapeStore } from '@rigging/reshape';
 import type { Database } from '@rigging/sql';
-import type { DestructionPlan as DashboardPlan } from '../../dashboard/src/state.js';
+import type { PlanView } from '../wire.js';
 import type { MinicloudTables } from '../migrations.js';
 
 interface ResourceValue {
@@ -17,7 +17,7 @@ export interface TeardownReport {
   /** The plan, readable (`DestructionPlan.format()`). */
   planText: string;
   /** The plan in the dashboard's shape. */
-  plan: DashboardPlan;
+  plan: PlanView;
   /** `subscriber ← publisher` notifications, in the order they ran. */
   notified: string[];
   /** Object ids in the order they were destroyed. */
@@ -29,7 +29,7 @@ export interface TeardownReport {
 
 /** Hooks a teardown reports through while it runs. */
 export interface TeardownHooks {
-  onPlan?(plan: DashboardPlan, text: string): void;
+  onPlan?(plan: PlanView, text: string): void;
   onObject?(id: string, state: 'destroying' | 'destroyed' | 'failed'): void;
   onNotify?(subscriber: string, publisher: string): void;
 }
@@ -113,7 +113,7 @@ export async function teardownEnvironment(
     for (const vm of byType('vm')) graph.subscribeDestruction(cfg, vm, notify);
 
   const plan = graph.plan([...objects.values(), root]);
-  const dash = toDashboardPlan(plan, env);
+  const dash = toPlanView(plan, env);
   const text = plan.format();
   hooks.onPlan?.(dash, text);
 
@@ -142,7 +142,7 @@ export async function teardownEnvironment(
 let planSeq = 0;
 
 /** A destroy-graph plan in the dashboard's shape. */
-export function toDashboardPlan(plan: DestructionPlan, root: string): DashboardPlan {
+export function toPlanView(plan: DestructionPlan, root: string): PlanView {
   return {
     id: `plan-${root}-${Date.now().toString(36)}-${++planSeq}`,
     root,
