@@ -126,6 +126,7 @@ export class EnvironmentFlows {
     this.#flow = deployFlow({
       database: deps.database,
       reshape,
+      clock: deps.clock,
       nodeUuid: async () => {
         const uuid = await findNode(reshape, node.name);
         if (!uuid) {
