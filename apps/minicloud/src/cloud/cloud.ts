@@ -261,9 +261,12 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const worker = options.worker ?? true;
     const queue = createQueue({
       backend: sqlBackend(database),
-      handlers: containerHandlers(database, engine, (id, name, tasks) =>
-        hub.flowStarted(id, name, tasks),
-      ),
+      handlers: containerHandlers({
+        database,
+        engine,
+        clock,
+        onFlow: (id, name, tasks) => hub.flowStarted(id, name, tasks),
+      }),
       concurrency: options.queueConcurrency ?? 3,
       policy: 'stop',
       worker,
