@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { silentLogger, type Logger } from '@rigging/core';
+import { silentLogger, systemClock, type Clock, type Logger } from '@rigging/core';
 import {
   ReshapeNeeded,
   offlineReshape,
@@ -192,11 +192,12 @@ function sortKeys(o: Record<string, number>): [string, number][] {
 export async function reshapeNode(
   reshape: ReshapeStore,
   node: ComputeNodeSpec,
-  options: { seed: boolean; offline: boolean; logger?: Logger },
+  options: { seed: boolean; offline: boolean; logger?: Logger; clock?: Clock },
 ): Promise<ReshapeOutcome> {
   const { seed, offline } = options;
   const logger = options.logger ?? silentLogger;
-  const started = Date.now();
+  const clock = options.clock ?? systemClock;
+  const started = clock.now();
   let rootUuid: string | undefined;
   let seeded = false;
   if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
@@ -255,6 +256,6 @@ export async function reshapeNode(
     consumersBefore: totalsBefore.size,
     consumersAfter: totalsAfter.size,
     lost,
-    durationMs: Date.now() - started,
+    durationMs: clock.now() - started,
   };
 }

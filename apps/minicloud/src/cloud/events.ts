@@ -1,4 +1,4 @@
-import { TypedEmitter } from '@rigging/core';
+import { systemClock, TypedEmitter, type Clock } from '@rigging/core';
 import {
   applyEvent,
   emptyState,
@@ -27,9 +27,12 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   #state: DashboardState = emptyState();
   readonly #flows = new Map<string, FlowView>();
   readonly #keys = new Map<string, QueueKeyState>();
+  readonly #clock: Clock;
 
-  constructor() {
+  /** `clock`: the time of flows announced here, queue keys' updates and failures. */
+  constructor(clock: Clock = systemClock) {
     super({ onListenerError: () => {} });
+    this.#clock = clock;
   }
 
   /** The state after every event published so far (what a dashboard snapshot sends). */
@@ -51,7 +54,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
       id,
       name,
       state: 'pending',
-      startedAt: Date.now(),
+      startedAt: this.#clock.now(),
       endedAt: null,
       tasks: tasks.map((t) => ({ name: t, state: 'pending', startedAt: null, endedAt: null })),
       failure: null,
@@ -143,7 +146,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
       prev.pending.map((o) => o.id).join() === next.pending.map((o) => o.id).join() &&
       (prev.lastFailure?.opId ?? null) === (next.lastFailure?.opId ?? null);
     if (same) return;
-    const key = { ...next, updatedAt: Date.now() };
+    const key = { ...next, updatedAt: this.#clock.now() };
     this.#keys.set(next.key, key);
     this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
   }
@@ -167,7 +170,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const type = p.type as string;
     switch (event) {
       case 'op:queued':
-        if (!p.deduplicated) key.pending = [...key.pending, { id, type, enqueuedAt: Date.now() }];
+        if (!p.deduplicated)
+          key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
         break;
       case 'op:started':
         key.pending = key.pending.filter((o) => o.id !== id);
@@ -183,7 +187,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
           opId: id,
           type,
           message: (p.error as { message?: string } | undefined)?.message ?? 'failed',
-          at: Date.now(),
+          at: this.#clock.now(),
         };
         break;
       case 'op:cancelled':
@@ -199,7 +203,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
       default:
         return;
     }
-    key.updatedAt = Date.now();
+    key.updatedAt = this.#clock.now();
     this.#keys.set(keyName, key);
     this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
   }

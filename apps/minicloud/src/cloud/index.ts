@@ -36,4 +36,4 @@ export { PackageRepository } from './repository.js';
 export type { PackageFile } from './repository.js';
 export type { PackageRef } from '@rigging/package-cache';
 export { teardownEnvironment, toPlanView } from './teardown.js';
-export type { TeardownHooks, TeardownReport } from './teardown.js';
+export type { TeardownDeps, TeardownHooks, TeardownReport } from './teardown.js';

@@ -182,6 +182,7 @@ export class MiniCloud implements Cloud {
       seed,
       offline,
       logger: this.logger.child({ component: 'reshape' }),
+      clock: this.#clock,
     });
     if (outcome.reshaped) {
       const record: ReshapeRecord = {
