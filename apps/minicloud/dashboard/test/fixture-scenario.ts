@@ -270,10 +270,9 @@ export function teardownPlan(now: number): PlanView {
   };
 }
 
-/** The whole scripted story, timestamps relative to `now`. */
-export function scenario(now: number): Step[] {
+/** The startup reshape of node-1. */
+function reshapeSteps(now: number): Step[] {
   const steps: Step[] = [];
-  // 1. Startup reshape.
   steps.push({
     ticks: 2,
     event: {
@@ -288,7 +287,12 @@ export function scenario(now: number): Step[] {
       },
     },
   });
-  // 2. Package download (miss), then in use.
+  return steps;
+}
+
+/** A package download (a miss), then the package in use. */
+function downloadSteps(now: number): Step[] {
+  const steps: Step[] = [];
   const dl: CacheDownload = {
     id: 'dl-1',
     fqn: 'io.minicloud.apps.Web',
@@ -332,11 +336,12 @@ export function scenario(now: number): Step[] {
       },
     },
   });
-  // 3. Flows: one succeeds after a retry, one fails and reverts.
-  steps.push(...flowSteps(now, 'flow-1', 'deploy env-1', 'retry-then-succeed'));
-  steps.push({ ticks: 0, event: { type: 'cache:update', cache: { hits: 1 } } });
-  steps.push(...flowSteps(now + 10_000, 'flow-2', 'deploy env-2', 'fail-and-revert'));
-  // 4. Container operations; ctr-2 fails and becomes blocked.
+  return steps;
+}
+
+/** Container operations; ctr-2 fails and becomes blocked. */
+function containerSteps(now: number): Step[] {
+  const steps: Step[] = [];
   steps.push(
     {
       ticks: 1,
@@ -426,7 +431,12 @@ export function scenario(now: number): Step[] {
     },
     { ticks: 1, event: { type: 'queue:key', key: queueKey('ctr-3', {}) } },
   );
-  // 5. Teardown of env-1.
+  return steps;
+}
+
+/** The teardown of env-1: its plan progressing, then allocations and the package released. */
+function teardownSteps(now: number): Step[] {
+  const steps: Step[] = [];
   const plan = teardownPlan(now + 30_000);
   steps.push({ ticks: 2, event: { type: 'plan:set', plan } });
   for (const group of plan.groups) {
@@ -480,6 +490,20 @@ export function scenario(now: number): Step[] {
     },
   });
   return steps;
+}
+
+/** The whole scripted story, timestamps relative to `now`. */
+export function scenario(now: number): Step[] {
+  return [
+    ...reshapeSteps(now),
+    ...downloadSteps(now),
+    // Flows: one succeeds after a retry, one fails and reverts.
+    ...flowSteps(now, 'flow-1', 'deploy env-1', 'retry-then-succeed'),
+    { ticks: 0, event: { type: 'cache:update', cache: { hits: 1 } } },
+    ...flowSteps(now + 10_000, 'flow-2', 'deploy env-2', 'fail-and-revert'),
+    ...containerSteps(now),
+    ...teardownSteps(now),
+  ];
 }
 
 /** Steps that drain a blocked key after `resume`: its pending ops run in order, then idle. */
