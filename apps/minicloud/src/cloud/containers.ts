@@ -2,6 +2,7 @@ import { RiggingError, type Clock } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
 import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
 import { runOrResume } from './flows.js';
+import { journal } from './journal.js';
 import { isConnectionError, type Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 
@@ -84,7 +85,10 @@ class ContainerRuntime {
     payload: ContainerOpPayload | undefined,
     ctx: HandlerContext,
   ): Promise<ContainerOpResult> {
-    await this.#transient(() => this.#journal('op-start', ctx.id), ctx.signal);
+    await this.#transient(
+      () => journal(this.#db, this.#deps.clock, 'op-start', ctx.id),
+      ctx.signal,
+    );
     const flowId = `op-${ctx.id}`;
     const flow = this.#flows[op];
     this.#deps.onFlow?.(
@@ -112,7 +116,7 @@ class ContainerRuntime {
       }
       throw error;
     }
-    await this.#transient(() => this.#journal('op', ctx.id), ctx.signal);
+    await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
     return { name: ctx.key, state: STATE_AFTER[op] };
   }
 
@@ -139,13 +143,6 @@ class ContainerRuntime {
       .selectAll()
       .where('name', '=', name)
       .executeTakeFirst();
-  }
-
-  async #journal(kind: 'op-start' | 'op', ref: string): Promise<void> {
-    await this.#db
-      .insertInto('minicloud_journal')
-      .values({ kind, ref, pid: process.pid, at: this.#deps.clock.now() })
-      .execute();
   }
 
   async #setState(name: string, state: string): Promise<void> {

@@ -8,6 +8,7 @@ import { refKey, type PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { gpuName } from './compute.js';
+import { journal } from './journal.js';
 
 /** Fault injection for a deployment (for the demo and tests). */
 export interface DeployFaults {
@@ -108,13 +109,6 @@ class DeployTasks {
     await this.#db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
   }
 
-  async #journal(kind: 'stall' | 'stall-passed', ref: string): Promise<void> {
-    await this.#db
-      .insertInto('minicloud_journal')
-      .values({ kind, ref, pid: process.pid, at: this.#deps.clock.now() })
-      .execute();
-  }
-
   /** See {@link DeployFaults.stallOnce}. */
   async #stallOnce(ref: string, signal: AbortSignal): Promise<void> {
     const seen = await this.#db
@@ -123,8 +117,8 @@ class DeployTasks {
       .where('kind', '=', 'stall')
       .where('ref', '=', ref)
       .executeTakeFirst();
-    if (seen) return this.#journal('stall-passed', ref);
-    await this.#journal('stall', ref);
+    if (seen) return journal(this.#db, this.#deps.clock, 'stall-passed', ref);
+    await journal(this.#db, this.#deps.clock, 'stall', ref);
     await this.#deps.clock.sleep(STALL_MS, { signal });
   }
 
@@ -143,17 +137,22 @@ class DeployTasks {
     }
   }
 
-  network(): Task<any, any> {
+  /**
+   * A task that records one resource, `<env>/<suffix>` of `type` with `data`, and provides its
+   * id; its revert removes it.
+   */
+  #resource(
+    spec: { name: string; requires: string[]; provides: string },
+    resource: { suffix: string; type: string; data: unknown },
+  ): Task<any, any> {
     return task({
-      name: 'create-network',
-      requires: ['env', 'faults'],
-      provides: 'networkId',
+      ...spec,
       execute: async (ctx, inputs: AnyInputs) => {
         const { env, faults } = inputs as DeployInputs;
         await this.#work(faults, ctx.signal);
-        this.#failIf('create-network', faults);
-        const id = `${env}/net`;
-        await this.#put(id, env, 'network', { cidr: '10.0.0.0/24' });
+        this.#failIf(spec.name, faults);
+        const id = `${env}/${resource.suffix}`;
+        await this.#put(id, env, resource.type, resource.data);
         return id;
       },
       revert: async (_ctx, { result }) => {
@@ -162,25 +161,19 @@ class DeployTasks {
     });
   }
 
+  network(): Task<any, any> {
+    return this.#resource(
+      { name: 'create-network', requires: ['env', 'faults'], provides: 'networkId' },
+      { suffix: 'net', type: 'network', data: { cidr: '10.0.0.0/24' } },
+    );
+  }
+
   /** Volume `n` (from 1). */
   volume(n: number): Task<any, any> {
-    const name = `volume-${n}`;
-    return task({
-      name,
-      requires: ['env', 'faults', 'networkId'],
-      provides: `volume${n}`,
-      execute: async (ctx, inputs: AnyInputs) => {
-        const { env, faults } = inputs as DeployInputs;
-        await this.#work(faults, ctx.signal);
-        this.#failIf(name, faults);
-        const id = `${env}/vol-${n}`;
-        await this.#put(id, env, 'volume', { sizeGb: 20 });
-        return id;
-      },
-      revert: async (_ctx, { result }) => {
-        if (result) await this.#drop(result as string);
-      },
-    });
+    return this.#resource(
+      { name: `volume-${n}`, requires: ['env', 'faults', 'networkId'], provides: `volume${n}` },
+      { suffix: `vol-${n}`, type: 'volume', data: { sizeGb: 20 } },
+    );
   }
 
   /** VM `n` (from 1): its allocations in the reshape store, a VGPU when a GPU has one free. */
