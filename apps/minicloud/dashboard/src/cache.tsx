@@ -1,7 +1,7 @@
 /** The package cache view: usage against the cap, hits/misses, downloads, entries, lock holders. */
 import type { PackageCacheState } from '../../src/wire.js';
 import { formatBytes, formatDuration, percent, shortId } from './format.js';
-import { Bar, Section } from './ui.js';
+import { Bar, Section, Table } from './ui.js';
 
 export function Cache({ cache, now }: { cache: PackageCacheState; now: number }) {
   const lookups = cache.hits + cache.misses;
@@ -60,32 +60,19 @@ export function Cache({ cache, now }: { cache: PackageCacheState; now: number })
           {cache.entries.length === 0 ? (
             <p class="muted small">Empty.</p>
           ) : (
-            <div class="table-wrap">
-              <table data-testid="cache-entries">
-                <thead>
-                  <tr>
-                    <th scope="col">Package</th>
-                    <th scope="col">Version</th>
-                    <th scope="col">Id</th>
-                    <th scope="col">Size</th>
-                    <th scope="col">In use</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {cache.entries.map((e) => (
-                    <tr key={e.id}>
-                      <th scope="row">{e.fqn}</th>
-                      <td>{e.version}</td>
-                      <td>
-                        <code title={e.id}>{shortId(e.id)}</code>
-                      </td>
-                      <td>{formatBytes(e.bytes)}</td>
-                      <td>{e.inUse > 0 ? `yes (${e.inUse})` : 'no'}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Package', 'Version', 'Id', 'Size', 'In use']} testid="cache-entries">
+              {cache.entries.map((e) => (
+                <tr key={e.id}>
+                  <th scope="row">{e.fqn}</th>
+                  <td>{e.version}</td>
+                  <td>
+                    <code title={e.id}>{shortId(e.id)}</code>
+                  </td>
+                  <td>{formatBytes(e.bytes)}</td>
+                  <td>{e.inUse > 0 ? `yes (${e.inUse})` : 'no'}</td>
+                </tr>
+              ))}
+            </Table>
           )}
         </div>
         <div>
@@ -93,30 +80,18 @@ export function Cache({ cache, now }: { cache: PackageCacheState; now: number })
           {cache.locks.length === 0 ? (
             <p class="muted small">No locks held.</p>
           ) : (
-            <div class="table-wrap">
-              <table data-testid="cache-locks">
-                <thead>
-                  <tr>
-                    <th scope="col">Lock</th>
-                    <th scope="col">Mode</th>
-                    <th scope="col">Pid</th>
-                    <th scope="col">Held</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {cache.locks.map((l) => (
-                    <tr key={`${l.key}-${l.pid}-${l.since}`}>
-                      <th scope="row">
-                        <code>{l.key}</code>
-                      </th>
-                      <td>{l.mode}</td>
-                      <td>{l.pid ?? '–'}</td>
-                      <td>{formatDuration(now - l.since)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Lock', 'Mode', 'Pid', 'Held']} testid="cache-locks">
+              {cache.locks.map((l) => (
+                <tr key={`${l.key}-${l.pid}-${l.since}`}>
+                  <th scope="row">
+                    <code>{l.key}</code>
+                  </th>
+                  <td>{l.mode}</td>
+                  <td>{l.pid ?? '–'}</td>
+                  <td>{formatDuration(now - l.since)}</td>
+                </tr>
+              ))}
+            </Table>
           )}
         </div>
       </div>

@@ -1,7 +1,7 @@
 /** The flows view: task states and timings, and the failure behind a rollback. */
 import type { FlowView } from '../../src/wire.js';
 import { formatClock, formatDuration } from './format.js';
-import { Badge, Section } from './ui.js';
+import { Badge, Section, Table } from './ui.js';
 
 function span(start: number | null, end: number | null, now: number): string {
   if (start === null) return '–';
@@ -39,36 +39,26 @@ function FlowCard({ flow, now, open }: { flow: FlowView; now: number; open: bool
         <summary>
           Tasks ({done}/{flow.tasks.length} succeeded)
         </summary>
-        <div class="table-wrap">
-          <table class="tasks">
-            <caption class="sr-only">Tasks of {flow.name}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Task</th>
-                <th scope="col">State</th>
-                <th scope="col">Started</th>
-                <th scope="col">Time</th>
-                <th scope="col">Tries</th>
-              </tr>
-            </thead>
-            <tbody>
-              {flow.tasks.map((t) => (
-                <tr key={t.name} data-testid="task" data-task={t.name} data-state={t.state}>
-                  <th scope="row">
-                    {t.name}
-                    {t.error && <span class="task-error small">{t.error}</span>}
-                  </th>
-                  <td>
-                    <Badge value={t.state} />
-                  </td>
-                  <td>{formatClock(t.startedAt)}</td>
-                  <td>{span(t.startedAt, t.endedAt, now)}</td>
-                  <td>{t.attempts ?? (t.startedAt ? 1 : 0)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          class="tasks"
+          columns={['Task', 'State', 'Started', 'Time', 'Tries']}
+          caption={`Tasks of ${flow.name}`}
+        >
+          {flow.tasks.map((t) => (
+            <tr key={t.name} data-testid="task" data-task={t.name} data-state={t.state}>
+              <th scope="row">
+                {t.name}
+                {t.error && <span class="task-error small">{t.error}</span>}
+              </th>
+              <td>
+                <Badge value={t.state} />
+              </td>
+              <td>{formatClock(t.startedAt)}</td>
+              <td>{span(t.startedAt, t.endedAt, now)}</td>
+              <td>{t.attempts ?? (t.startedAt ? 1 : 0)}</td>
+            </tr>
+          ))}
+        </Table>
       </details>
     </li>
   );

@@ -1,7 +1,7 @@
 /** The destruction plan view: the graph, the order by group, the edges and the cycles. */
 import type { PlanView } from '../../src/wire.js';
 import { PlanGraph } from './plan-graph.js';
-import { Badge, Section } from './ui.js';
+import { Badge, Section, Table } from './ui.js';
 
 export function Plan({ plan }: { plan: PlanView | null }) {
   if (!plan) {
@@ -63,32 +63,20 @@ export function Plan({ plan }: { plan: PlanView | null }) {
         </div>
         <div>
           <h3>Edges</h3>
-          <div class="table-wrap">
-            <table class="edges" data-testid="plan-edges">
-              <thead>
-                <tr>
-                  <th scope="col">From</th>
-                  <th scope="col">Kind</th>
-                  <th scope="col">To</th>
-                  <th scope="col">Reason</th>
-                </tr>
-              </thead>
-              <tbody>
-                {plan.edges.map((e, i) => (
-                  <tr key={i} data-kind={e.kind}>
-                    <td>{objects.get(e.from)?.name ?? e.from}</td>
-                    <td>
-                      <span class={`edge-kind edge-${e.kind}`}>
-                        {e.kind === 'owns' ? 'owns' : 'depends on'}
-                      </span>
-                    </td>
-                    <td>{objects.get(e.to)?.name ?? e.to}</td>
-                    <td class="small">{e.reason}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table class="edges" testid="plan-edges" columns={['From', 'Kind', 'To', 'Reason']}>
+            {plan.edges.map((e, i) => (
+              <tr key={i} data-kind={e.kind}>
+                <td>{objects.get(e.from)?.name ?? e.from}</td>
+                <td>
+                  <span class={`edge-kind edge-${e.kind}`}>
+                    {e.kind === 'owns' ? 'owns' : 'depends on'}
+                  </span>
+                </td>
+                <td>{objects.get(e.to)?.name ?? e.to}</td>
+                <td class="small">{e.reason}</td>
+              </tr>
+            ))}
+          </Table>
           {plan.cycles.length > 0 && (
             <div class="cycles" data-testid="plan-cycles">
               <h3>Cycles ({plan.cycles.length})</h3>

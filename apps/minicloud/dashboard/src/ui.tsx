@@ -63,3 +63,31 @@ export function Bar(props: {
     </div>
   );
 }
+
+/** A table in a wrapper that scrolls sideways, with a column header per entry of `columns`. */
+export function Table(props: {
+  columns: readonly string[];
+  class?: string;
+  testid?: string;
+  /** For screen readers only. */
+  caption?: string;
+  children: ComponentChildren;
+}) {
+  return (
+    <div class="table-wrap">
+      <table class={props.class} data-testid={props.testid}>
+        {props.caption && <caption class="sr-only">{props.caption}</caption>}
+        <thead>
+          <tr>
+            {props.columns.map((c) => (
+              <th key={c} scope="col">
+                {c}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </div>
+  );
+}
