@@ -12,8 +12,8 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { applyEvent, emptyState, formatSse } from './src/state.js';
-import type { DashboardEvent, DashboardState } from './src/state.js';
+import { applyEvent, emptyState, formatSse } from '../src/wire.js';
+import type { DashboardEvent, DashboardState } from '../src/wire.js';
 
 /** Where `vite build` puts the dashboard (this directory's `dist/`). */
 export const defaultDistDir: string = fileURLToPath(new URL('./dist/', import.meta.url));

@@ -1,5 +1,7 @@
 /** Display helpers (pure). */
 
+import type { InventoryView } from '../../src/wire.js';
+
 export function formatBytes(n: number): string {
   if (!Number.isFinite(n)) return '?';
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -35,4 +37,9 @@ export function percent(part: number, whole: number): number {
 
 export function shortId(id: string): string {
   return id.length > 12 ? `${id.slice(0, 8)}…` : id;
+}
+
+/** Capacity of an inventory: (total - reserved) * allocationRatio. */
+export function capacity(inv: InventoryView): number {
+  return Math.max(0, (inv.total - inv.reserved) * inv.allocationRatio);
 }

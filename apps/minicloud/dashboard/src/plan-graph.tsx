@@ -1,4 +1,4 @@
-import type { DestructionPlan } from './state.js';
+import type { PlanView } from '../../src/wire.js';
 
 const COL_W = 200;
 const NODE_W = 160;
@@ -31,7 +31,7 @@ function reversePath(d: string): string {
 }
 
 /** The plan as a layered SVG graph: one column per group, edges as arrows, cycles marked. */
-export function PlanGraph({ plan }: { plan: DestructionPlan }) {
+export function PlanGraph({ plan }: { plan: PlanView }) {
   const pos = new Map<string, { x: number; y: number; col: number }>();
   const columns = plan.groups.map((g) => g.slice());
   const placed = new Set(columns.flat());

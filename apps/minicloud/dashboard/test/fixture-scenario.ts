@@ -1,18 +1,18 @@
 /**
  * The scripted story the fixture server replays: reshape → package download → a flow that
  * succeeds after a retry → a flow that fails and reverts → a queue key turning blocked →
- * the teardown plan progressing. Mirrors `minicloud demo` (issue 9) with made-up data.
+ * the teardown plan progressing. Mirrors `minicloud demo` with made-up data.
  */
 import type {
   CacheDownload,
   DashboardEvent,
   DashboardState,
-  DestructionPlan,
-  FlowState,
+  FlowView,
+  PlanView,
   ProviderNode,
   QueueKeyState,
-  TaskState,
-} from '../src/state.js';
+  TaskView,
+} from '../../src/wire.js';
 
 /** A step: wait `ticks` × the server's step time, then publish `event`. */
 export interface Step {
@@ -100,7 +100,7 @@ function flowSteps(
   mode: 'retry-then-succeed' | 'fail-and-revert',
 ): Step[] {
   const steps: Step[] = [];
-  const tasks: TaskState[] = TASKS.map((n) => ({
+  const tasks: TaskView[] = TASKS.map((n) => ({
     name: n,
     state: 'pending',
     startedAt: null,
@@ -108,7 +108,7 @@ function flowSteps(
   }));
   let clock = t0;
   const tick = () => (clock += 700);
-  const flow: FlowState = {
+  const flow: FlowView = {
     id: flowId,
     name,
     state: 'running',
@@ -119,7 +119,7 @@ function flowSteps(
     owner: 'worker-1',
   };
   steps.push({ ticks: 1, event: { type: 'flow:update', flow } });
-  const taskEvent = (task: TaskState, flowState?: FlowState['state']): Step => ({
+  const taskEvent = (task: TaskView, flowState?: FlowView['state']): Step => ({
     ticks: 1,
     event: {
       type: 'flow:task',
@@ -128,7 +128,7 @@ function flowSteps(
       ...(flowState ? { flowState } : {}),
     },
   });
-  const done: TaskState[] = [];
+  const done: TaskView[] = [];
   for (const n of TASKS) {
     const start = tick();
     const failsHere = mode === 'fail-and-revert' && n === 'app-config';
@@ -213,7 +213,7 @@ function flowSteps(
       });
       return steps;
     }
-    const finished: TaskState = {
+    const finished: TaskView = {
       name: n,
       state: 'succeeded',
       startedAt: start,
@@ -239,7 +239,7 @@ function queueKey(key: string, patch: Partial<QueueKeyState>): QueueKeyState {
 
 const op = (key: string, n: number, type: string) => ({ id: `${key}-op${n}`, type });
 
-export function teardownPlan(now: number): DestructionPlan {
+export function teardownPlan(now: number): PlanView {
   return {
     id: 'plan-env-1',
     root: 'env-1',
@@ -270,10 +270,9 @@ export function teardownPlan(now: number): DestructionPlan {
   };
 }
 
-/** The whole scripted story, timestamps relative to `now`. */
-export function scenario(now: number): Step[] {
+/** The startup reshape of node-1. */
+function reshapeSteps(now: number): Step[] {
   const steps: Step[] = [];
-  // 1. Startup reshape.
   steps.push({
     ticks: 2,
     event: {
@@ -288,7 +287,12 @@ export function scenario(now: number): Step[] {
       },
     },
   });
-  // 2. Package download (miss), then in use.
+  return steps;
+}
+
+/** A package download (a miss), then the package in use. */
+function downloadSteps(now: number): Step[] {
+  const steps: Step[] = [];
   const dl: CacheDownload = {
     id: 'dl-1',
     fqn: 'io.minicloud.apps.Web',
@@ -332,11 +336,12 @@ export function scenario(now: number): Step[] {
       },
     },
   });
-  // 3. Flows: one succeeds after a retry, one fails and reverts.
-  steps.push(...flowSteps(now, 'flow-1', 'deploy env-1', 'retry-then-succeed'));
-  steps.push({ ticks: 0, event: { type: 'cache:update', cache: { hits: 1 } } });
-  steps.push(...flowSteps(now + 10_000, 'flow-2', 'deploy env-2', 'fail-and-revert'));
-  // 4. Container operations; ctr-2 fails and becomes blocked.
+  return steps;
+}
+
+/** Container operations; ctr-2 fails and becomes blocked. */
+function containerSteps(now: number): Step[] {
+  const steps: Step[] = [];
   steps.push(
     {
       ticks: 1,
@@ -426,7 +431,12 @@ export function scenario(now: number): Step[] {
     },
     { ticks: 1, event: { type: 'queue:key', key: queueKey('ctr-3', {}) } },
   );
-  // 5. Teardown of env-1.
+  return steps;
+}
+
+/** The teardown of env-1: its plan progressing, then allocations and the package released. */
+function teardownSteps(now: number): Step[] {
+  const steps: Step[] = [];
   const plan = teardownPlan(now + 30_000);
   steps.push({ ticks: 2, event: { type: 'plan:set', plan } });
   for (const group of plan.groups) {
@@ -480,6 +490,20 @@ export function scenario(now: number): Step[] {
     },
   });
   return steps;
+}
+
+/** The whole scripted story, timestamps relative to `now`. */
+export function scenario(now: number): Step[] {
+  return [
+    ...reshapeSteps(now),
+    ...downloadSteps(now),
+    // Flows: one succeeds after a retry, one fails and reverts.
+    ...flowSteps(now, 'flow-1', 'deploy env-1', 'retry-then-succeed'),
+    { ticks: 0, event: { type: 'cache:update', cache: { hits: 1 } } },
+    ...flowSteps(now + 10_000, 'flow-2', 'deploy env-2', 'fail-and-revert'),
+    ...containerSteps(now),
+    ...teardownSteps(now),
+  ];
 }
 
 /** Steps that drain a blocked key after `resume`: its pending ops run in order, then idle. */

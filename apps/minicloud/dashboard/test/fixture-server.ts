@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { DashboardHub, defaultDistDir, serveStatic } from '../serve.js';
-import type { ApiError, DashboardState } from '../src/state.js';
+import type { ApiError, DashboardState } from '../../src/wire.js';
 import { initialState, resumeSteps, scenario, type Step } from './fixture-scenario.js';
 
 export interface FixtureServerOptions {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DashboardHub, contentType, serveStatic } from '../serve.js';
-import type { DashboardEvent } from '../src/state.js';
+import type { DashboardEvent } from '../../src/wire.js';
 
 function rawStatus(base: string, path: string): Promise<number | undefined> {
   return new Promise((resolve, reject) => {

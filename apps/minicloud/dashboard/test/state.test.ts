@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyEvent,
-  capacity,
-  describeEvent,
   emptyState,
   EVENT_TYPES,
   formatSse,
@@ -10,7 +8,9 @@ import {
   MAX_IDLE_KEYS,
   type DashboardEvent,
   type DashboardState,
-} from '../src/state.js';
+} from '../../src/wire.js';
+import { describeEvent } from '../src/announce.js';
+import { capacity } from '../src/format.js';
 import { initialState, resumeSteps, scenario, teardownPlan } from './fixture-scenario.js';
 
 const fold = (state: DashboardState, events: DashboardEvent[]) => events.reduce(applyEvent, state);

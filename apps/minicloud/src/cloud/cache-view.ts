@@ -6,7 +6,7 @@ import {
   type PackageRef,
 } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
-import type { CacheEntry, CacheLockHolder } from '../../dashboard/src/state.js';
+import type { CacheEntry, CacheLockHolder } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
 import type { CloudHub } from './events.js';

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { silentLogger, systemClock, type Logger } from '@rigging/core';
+import { silentLogger, systemClock, type Clock, type Logger } from '@rigging/core';
 import { createQueue, type Queue } from '@rigging/async-queue';
 import { sqlBackend } from '@rigging/async-queue/sql';
 import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
@@ -11,7 +11,7 @@ import { sqlStore } from '@rigging/reshape/sql';
 import { Engine } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { openDatabase, type Database } from '@rigging/sql';
-import type { ProviderNode, QueueKeyState } from '../../dashboard/src/state.js';
+import type { ProviderNode, QueueKeyState } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import { CacheView, type CacheCounters } from './cache-view.js';
@@ -55,6 +55,13 @@ export interface CloudOptions {
   dataDir: string;
   /** pino-compatible. @default silentLogger */
   logger?: Logger;
+  /**
+   * The time of minicloud's own records and events (resource, container, journal and package
+   * rows, dashboard times, plan ids), of its simulated step durations, and of the task engine
+   * (log records, retry delays). The queues, locks and package cache keep the system clock:
+   * their leases are compared across processes. @default systemClock
+   */
+  clock?: Clock;
   /** Run queue workers in this process (false: producer only). @default true */
   worker?: boolean;
   /** Container ops of different containers run at once. @default 3 */
@@ -181,9 +188,10 @@ async function openPackages(
   database: Database<MinicloudTables>,
   dataDir: string,
   logger: Logger,
+  clock: Clock,
   closers: Closers,
 ): Promise<{ repository: PackageRepository; packages: PackageCache }> {
-  const repository = new PackageRepository(database, join(dataDir, 'repository'));
+  const repository = new PackageRepository(database, join(dataDir, 'repository'), clock);
   closers.add(() => repository.close());
   if (options.serveRepository !== false) {
     await repository.listen(
@@ -221,7 +229,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
   if (!Number.isInteger(leaseMs) || leaseMs < 500)
     throw invalid(`leaseMs must be an integer >= 500, got ${String(options.leaseMs)}`);
   const logger = options.logger ?? silentLogger;
-  const clock = systemClock;
+  const clock = options.clock ?? systemClock;
   const dataDir = resolve(options.dataDir);
   const closers = new Closers(logger);
   const database = options.database ?? (await openDatabase<MinicloudTables>(options.databaseUrl!));
@@ -229,7 +237,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
   try {
     await database.migrate(NAMESPACE, migrations);
     await mkdir(join(dataDir, 'packages'), { recursive: true });
-    const hub = new CloudHub();
+    const hub = new CloudHub(clock);
     const node = options.node ?? NODE_1;
     const reshape = await sqlStore(database);
     const locks = sqlLockProvider(database, { name: 'minicloud', ttlMs: leaseMs });
@@ -237,6 +245,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const engine = new Engine({
       log: await sqlLog(database),
       locks,
+      clock,
       logger: logger.child({ component: 'tasks' }),
     });
     engine.on('task:state', (e) => hub.taskState(e));
@@ -247,6 +256,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       database,
       dataDir,
       logger,
+      clock,
       closers,
     );
     const cache = new CacheView({
@@ -261,9 +271,12 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
     const worker = options.worker ?? true;
     const queue = createQueue({
       backend: sqlBackend(database),
-      handlers: containerHandlers(database, engine, (id, name, tasks) =>
-        hub.flowStarted(id, name, tasks),
-      ),
+      handlers: containerHandlers({
+        database,
+        engine,
+        clock,
+        onFlow: (id, name, tasks) => hub.flowStarted(id, name, tasks),
+      }),
       concurrency: options.queueConcurrency ?? 3,
       policy: 'stop',
       worker,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { silentLogger, type Logger } from '@rigging/core';
+import { silentLogger, systemClock, type Clock, type Logger } from '@rigging/core';
 import {
   ReshapeNeeded,
   offlineReshape,
@@ -9,7 +9,7 @@ import {
   type ReshapeStore,
   type TreeAllocations,
 } from '@rigging/reshape';
-import type { ProviderNode } from '../../dashboard/src/state.js';
+import type { ProviderNode } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 
 /** The simulated compute node: its name, physical GPUs and VGPUs per GPU. */
@@ -192,11 +192,12 @@ function sortKeys(o: Record<string, number>): [string, number][] {
 export async function reshapeNode(
   reshape: ReshapeStore,
   node: ComputeNodeSpec,
-  options: { seed: boolean; offline: boolean; logger?: Logger },
+  options: { seed: boolean; offline: boolean; logger?: Logger; clock?: Clock },
 ): Promise<ReshapeOutcome> {
   const { seed, offline } = options;
   const logger = options.logger ?? silentLogger;
-  const started = Date.now();
+  const clock = options.clock ?? systemClock;
+  const started = clock.now();
   let rootUuid: string | undefined;
   let seeded = false;
   if (seed) ({ uuid: rootUuid, created: seeded } = await seedLegacyNode(reshape, node));
@@ -255,6 +256,6 @@ export async function reshapeNode(
     consumersBefore: totalsBefore.size,
     consumersAfter: totalsAfter.size,
     lost,
-    durationMs: Date.now() - started,
+    durationMs: clock.now() - started,
   };
 }

@@ -1,7 +1,8 @@
-import { RiggingError, sleep } from '@rigging/core';
+import { RiggingError, type Clock } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
 import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
 import { runOrResume } from './flows.js';
+import { journal } from './journal.js';
 import { isConnectionError, type Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 
@@ -29,23 +30,11 @@ export class ContainerError extends RiggingError<`minicloud.container_${string}`
   override readonly name = 'ContainerError';
 }
 
-type Handler = (p: ContainerOpPayload, ctx: HandlerContext) => Promise<ContainerOpResult>;
-
-/**
- * Runs one database write of a step, again after a lost connection (up to 5 tries, 200 ms apart,
- * while `signal` holds): a pooled connection broken by a network cut fails once, the next one is
- * new. Every write here is idempotent (an insert guarded by a read, updates, deletes, journal rows).
- */
-async function transient<T>(write: () => Promise<T>, signal: AbortSignal): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await write();
-    } catch (error) {
-      if (attempt >= 5 || !isConnectionError(error) || signal.aborted) throw error;
-      await sleep(200, { signal });
-    }
-  }
-}
+/** The queue handler of one container op type. */
+type ContainerOpHandler = (
+  payload: ContainerOpPayload,
+  ctx: HandlerContext,
+) => Promise<ContainerOpResult>;
 
 /** What every container-op flow gets. */
 interface OpInputs {
@@ -54,6 +43,217 @@ interface OpInputs {
   payload: ContainerOpPayload;
 }
 type AnyInputs = any;
+
+/** The container's state after each op type. */
+const STATE_AFTER: Record<ContainerOpType, ContainerOpResult['state']> = {
+  create: 'created',
+  start: 'running',
+  stop: 'stopped',
+  delete: 'deleted',
+};
+
+/** What {@link containerHandlers} works with. */
+export interface ContainerDeps {
+  database: Database<MinicloudTables>;
+  engine: Engine;
+  /** The time of container and journal rows, and of the simulated op durations. */
+  clock: Clock;
+  /** Called before an op's flow runs, e.g. to name it (`container-start ctr-2`) on a dashboard. */
+  onFlow?: (flowId: string, name: string, tasks: string[]) => void;
+}
+
+/** The simulated container runtime: one revertible task flow per op type. */
+class ContainerRuntime {
+  readonly #deps: ContainerDeps;
+  readonly #db: Database<MinicloudTables>['db'];
+  readonly #flows: Record<ContainerOpType, Flow<any, any>>;
+
+  constructor(deps: ContainerDeps) {
+    this.#deps = deps;
+    this.#db = deps.database.db;
+    this.#flows = {
+      create: this.#createFlow(),
+      start: this.#switchFlow('container-start', 'start-process', 'created', 'running'),
+      stop: this.#switchFlow('container-stop', 'stop-process', 'running', 'stopped'),
+      delete: this.#deleteFlow(),
+    };
+  }
+
+  /** Runs op `op` of the container `ctx.key` as its flow (or resumes it after a takeover). */
+  async run(
+    op: ContainerOpType,
+    payload: ContainerOpPayload | undefined,
+    ctx: HandlerContext,
+  ): Promise<ContainerOpResult> {
+    await this.#transient(
+      () => journal(this.#db, this.#deps.clock, 'op-start', ctx.id),
+      ctx.signal,
+    );
+    const flowId = `op-${ctx.id}`;
+    const flow = this.#flows[op];
+    this.#deps.onFlow?.(
+      flowId,
+      `container-${op} ${ctx.key}`,
+      flow.children.map((c) => c.name),
+    );
+    try {
+      await runOrResume(
+        this.#deps.engine,
+        flowId,
+        flow,
+        { container: ctx.key, op, payload: payload ?? {} },
+        ctx.signal,
+      );
+    } catch (error) {
+      if (error instanceof FlowFailed) {
+        const cause = error.failures[0];
+        throw new ContainerError(
+          (cause?.code?.startsWith('minicloud.container_')
+            ? cause.code
+            : 'minicloud.container_failed') as `minicloud.container_${string}`,
+          cause?.message ?? error.message,
+        );
+      }
+      throw error;
+    }
+    await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
+    return { name: ctx.key, state: STATE_AFTER[op] };
+  }
+
+  /**
+   * Runs one database write of a step, again after a lost connection (up to 5 tries, 200 ms
+   * apart, while `signal` holds): a pooled connection broken by a network cut fails once, the
+   * next one is new. Every write here is idempotent (an insert guarded by a read, updates,
+   * deletes, journal rows).
+   */
+  async #transient<T>(write: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (error) {
+        if (attempt >= 5 || !isConnectionError(error) || signal.aborted) throw error;
+        await this.#deps.clock.sleep(200, { signal });
+      }
+    }
+  }
+
+  #get(name: string) {
+    return this.#db
+      .selectFrom('minicloud_containers')
+      .selectAll()
+      .where('name', '=', name)
+      .executeTakeFirst();
+  }
+
+  async #setState(name: string, state: string): Promise<void> {
+    await this.#db
+      .updateTable('minicloud_containers')
+      .set({ state, updated_at: this.#deps.clock.now() })
+      .where('name', '=', name)
+      .execute();
+  }
+
+  async #remove(name: string): Promise<void> {
+    await this.#db.deleteFrom('minicloud_containers').where('name', '=', name).execute();
+  }
+
+  /** The simulated work of a step: its share of `durationMs`, then the injected fault, if any. */
+  async #work(i: OpInputs, signal: AbortSignal, last: boolean): Promise<void> {
+    await this.#deps.clock.sleep(Math.round((i.payload.durationMs ?? 60) / 2), { signal });
+    if (last && i.payload.fail) {
+      throw new ContainerError(
+        'minicloud.container_failed',
+        `${i.op} ${i.container}: ${i.payload.fail}`,
+      );
+    }
+  }
+
+  /** A step of an op's flow: the simulated work, then `apply`; `undo` reverts it. */
+  #step(
+    name: string,
+    last: boolean,
+    apply: (i: OpInputs) => Promise<unknown>,
+    undo?: (i: OpInputs) => Promise<void>,
+  ): Task<any, any> {
+    return task({
+      name,
+      requires: ['container', 'op', 'payload'],
+      provides: name,
+      execute: async (ctx, inputs: AnyInputs) => {
+        const i = inputs as OpInputs;
+        await this.#work(i, ctx.signal, last);
+        return ((await this.#transient(() => apply(i), ctx.signal)) ?? null) as never;
+      },
+      ...(undo
+        ? {
+            revert: async (ctx, { inputs }) => {
+              await this.#transient(() => undo(inputs as OpInputs), ctx.signal);
+            },
+          }
+        : {}),
+    });
+  }
+
+  /** The container's state; a `minicloud.container_not_found` error when there is none. */
+  async #need(i: OpInputs): Promise<string> {
+    const row = await this.#get(i.container);
+    if (!row) {
+      throw new ContainerError(
+        'minicloud.container_not_found',
+        `${i.op} ${i.container}: no such container`,
+      );
+    }
+    return row.state;
+  }
+
+  #createFlow(): Flow<any, any> {
+    return linearFlow(
+      'container-create',
+      this.#step('pull-image', false, async (i) => i.payload.image ?? 'busybox'),
+      this.#step(
+        'create-container',
+        true,
+        async (i) => {
+          if (await this.#get(i.container)) return;
+          await this.#db
+            .insertInto('minicloud_containers')
+            .values({
+              name: i.container,
+              image: i.payload.image ?? 'busybox',
+              state: 'created',
+              updated_at: this.#deps.clock.now(),
+            })
+            .execute();
+        },
+        (i) => this.#remove(i.container),
+      ),
+    );
+  }
+
+  /** `start` and `stop`: check the container exists, then move it from `from` to `to`. */
+  #switchFlow(flow: string, step: string, from: string, to: string): Flow<any, any> {
+    return linearFlow(
+      flow,
+      this.#step('check-container', false, (i) => this.#need(i)),
+      this.#step(
+        step,
+        true,
+        (i) => this.#setState(i.container, to),
+        (i) => this.#setState(i.container, from),
+      ),
+    );
+  }
+
+  #deleteFlow(): Flow<any, any> {
+    return linearFlow(
+      'container-delete',
+      this.#step('stop-process', false, async (i) => {
+        if (await this.#get(i.container)) await this.#setState(i.container, 'stopped');
+      }),
+      this.#step('remove-container', true, (i) => this.#remove(i.container)),
+    );
+  }
+}
 
 /**
  * The queue handlers of the simulated container runtime. Each op runs as a small revertible
@@ -64,164 +264,13 @@ type AnyInputs = any;
  * fails the op, which blocks the container's key.
  */
 export function containerHandlers(
-  database: Database<MinicloudTables>,
-  engine: Engine,
-  /** Called before an op's flow runs, e.g. to name it (`container-start ctr-2`) on a dashboard. */
-  onFlow?: (flowId: string, name: string, tasks: string[]) => void,
-): Record<ContainerOpType, Handler> {
-  const db = database.db;
-  const get = (name: string) =>
-    db.selectFrom('minicloud_containers').selectAll().where('name', '=', name).executeTakeFirst();
-  const journal = (kind: 'op-start' | 'op', ref: string) =>
-    db
-      .insertInto('minicloud_journal')
-      .values({ kind, ref, pid: process.pid, at: Date.now() })
-      .execute();
-  const setState = async (name: string, state: string): Promise<void> => {
-    await db
-      .updateTable('minicloud_containers')
-      .set({ state, updated_at: Date.now() })
-      .where('name', '=', name)
-      .execute();
-  };
-  /** The simulated work of a step: its share of `durationMs`, then the injected fault, if any. */
-  const work = async (i: OpInputs, signal: AbortSignal, last: boolean) => {
-    await sleep(Math.round((i.payload.durationMs ?? 60) / 2), { signal });
-    if (last && i.payload.fail) {
-      throw new ContainerError(
-        'minicloud.container_failed',
-        `${i.op} ${i.container}: ${i.payload.fail}`,
-      );
-    }
-  };
-  const step = (
-    name: string,
-    last: boolean,
-    apply: (i: OpInputs) => Promise<unknown>,
-    undo?: (i: OpInputs, before: unknown) => Promise<void>,
-  ): Task<any, any> =>
-    task({
-      name,
-      requires: ['container', 'op', 'payload'],
-      provides: name,
-      async execute(ctx, inputs: AnyInputs) {
-        const i = inputs as OpInputs;
-        await work(i, ctx.signal, last);
-        return ((await transient(() => apply(i), ctx.signal)) ?? null) as never;
-      },
-      ...(undo
-        ? {
-            async revert(ctx, { result, inputs }) {
-              await transient(() => undo(inputs as OpInputs, result), ctx.signal);
-            },
-          }
-        : {}),
-    });
-  const need = async (i: OpInputs) => {
-    const row = await get(i.container);
-    if (!row) {
-      throw new ContainerError(
-        'minicloud.container_not_found',
-        `${i.op} ${i.container}: no such container`,
-      );
-    }
-    return row.state;
-  };
-  const flows: Record<ContainerOpType, Flow<any, any>> = {
-    create: linearFlow(
-      'container-create',
-      step('pull-image', false, async (i) => i.payload.image ?? 'busybox'),
-      step(
-        'create-container',
-        true,
-        async (i) => {
-          if (!(await get(i.container))) {
-            await db
-              .insertInto('minicloud_containers')
-              .values({
-                name: i.container,
-                image: i.payload.image ?? 'busybox',
-                state: 'created',
-                updated_at: Date.now(),
-              })
-              .execute();
-          }
-        },
-        async (i) => {
-          await db.deleteFrom('minicloud_containers').where('name', '=', i.container).execute();
-        },
-      ),
-    ),
-    start: linearFlow(
-      'container-start',
-      step('check-container', false, need),
-      step(
-        'start-process',
-        true,
-        (i) => setState(i.container, 'running'),
-        (i) => setState(i.container, 'created'),
-      ),
-    ),
-    stop: linearFlow(
-      'container-stop',
-      step('check-container', false, need),
-      step(
-        'stop-process',
-        true,
-        (i) => setState(i.container, 'stopped'),
-        (i) => setState(i.container, 'running'),
-      ),
-    ),
-    delete: linearFlow(
-      'container-delete',
-      step('stop-process', false, async (i) => {
-        if (await get(i.container)) await setState(i.container, 'stopped');
-      }),
-      step('remove-container', true, async (i) => {
-        await db.deleteFrom('minicloud_containers').where('name', '=', i.container).execute();
-      }),
-    ),
-  };
-  const STATE: Record<ContainerOpType, ContainerOpResult['state']> = {
-    create: 'created',
-    start: 'running',
-    stop: 'stopped',
-    delete: 'deleted',
-  };
+  deps: ContainerDeps,
+): Record<ContainerOpType, ContainerOpHandler> {
+  const runtime = new ContainerRuntime(deps);
   const handler =
-    (op: ContainerOpType): Handler =>
-    async (payload, ctx) => {
-      await transient(() => journal('op-start', ctx.id), ctx.signal);
-      const flowId = `op-${ctx.id}`;
-      const flow = flows[op];
-      onFlow?.(
-        flowId,
-        `container-${op} ${ctx.key}`,
-        flow.children.map((c) => c.name),
-      );
-      try {
-        await runOrResume(
-          engine,
-          flowId,
-          flow,
-          { container: ctx.key, op, payload: payload ?? {} },
-          ctx.signal,
-        );
-      } catch (error) {
-        if (error instanceof FlowFailed) {
-          const cause = error.failures[0];
-          throw new ContainerError(
-            (cause?.code?.startsWith('minicloud.container_')
-              ? cause.code
-              : 'minicloud.container_failed') as `minicloud.container_${string}`,
-            cause?.message ?? error.message,
-          );
-        }
-        throw error;
-      }
-      await transient(() => journal('op', ctx.id), ctx.signal);
-      return { name: ctx.key, state: STATE[op] };
-    };
+    (op: ContainerOpType): ContainerOpHandler =>
+    (payload, ctx) =>
+      runtime.run(op, payload, ctx);
   return {
     create: handler('create'),
     start: handler('start'),

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { RiggingError, sleep } from '@rigging/core';
+import { RiggingError, type Clock } from '@rigging/core';
 import { retryOnConflict, type ReshapeStore } from '@rigging/reshape';
-import { linearFlow, task, times, unorderedFlow, type Flow } from '@rigging/tasks';
+import { linearFlow, task, times, unorderedFlow, type Flow, type Task } from '@rigging/tasks';
 import { refKey, type PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { gpuName } from './compute.js';
+import { journal } from './journal.js';
 
 /** Fault injection for a deployment (for the demo and tests). */
 export interface DeployFaults {
@@ -71,6 +72,240 @@ export interface DeployDeps {
   reshape: ReshapeStore;
   /** The compute node's root provider uuid. */
   nodeUuid(): Promise<string>;
+  /** The time of resource and journal rows, and of the simulated step durations. */
+  clock: Clock;
+}
+
+/**
+ * The tasks of the deploy flow. Every task records its resource in `minicloud_resources` and
+ * its revert removes it; a simulated step first waits `stepMs` on the clock, then fails if told.
+ */
+class DeployTasks {
+  readonly #deps: DeployDeps;
+  readonly #db: Database<MinicloudTables>['db'];
+
+  constructor(deps: DeployDeps) {
+    this.#deps = deps;
+    this.#db = deps.database.db;
+  }
+
+  /** Records a resource (replacing the row of an earlier run of the same task). */
+  async #put(id: string, env: string, type: string, data: unknown, consumer: string | null = null) {
+    await this.#db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
+    await this.#db
+      .insertInto('minicloud_resources')
+      .values({
+        id,
+        env,
+        type,
+        consumer,
+        data: JSON.stringify(data),
+        created_at: this.#deps.clock.now(),
+      })
+      .execute();
+  }
+
+  async #drop(id: string): Promise<void> {
+    await this.#db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
+  }
+
+  /** See {@link DeployFaults.stallOnce}. */
+  async #stallOnce(ref: string, signal: AbortSignal): Promise<void> {
+    const seen = await this.#db
+      .selectFrom('minicloud_journal')
+      .select('pid')
+      .where('kind', '=', 'stall')
+      .where('ref', '=', ref)
+      .executeTakeFirst();
+    if (seen) return journal(this.#db, this.#deps.clock, 'stall-passed', ref);
+    await journal(this.#db, this.#deps.clock, 'stall', ref);
+    await this.#deps.clock.sleep(STALL_MS, { signal });
+  }
+
+  /** The simulated work of a step. */
+  #work(faults: DeployInputs['faults'], signal: AbortSignal): Promise<void> {
+    return this.#deps.clock.sleep(faults.stepMs ?? STEP_MS, { signal });
+  }
+
+  /** The `failStep` fault, if it names step `name`. */
+  #failIf(name: string, faults: DeployInputs['faults']): void {
+    if (faults.failStep === name) {
+      throw new RiggingError(
+        'minicloud.step_failed',
+        `${name} failed (deliberately, to show the rollback)`,
+      );
+    }
+  }
+
+  /**
+   * A task that records one resource, `<env>/<suffix>` of `type` with `data`, and provides its
+   * id; its revert removes it.
+   */
+  #resource(
+    spec: { name: string; requires: string[]; provides: string },
+    resource: { suffix: string; type: string; data: unknown },
+  ): Task<any, any> {
+    return task({
+      ...spec,
+      execute: async (ctx, inputs: AnyInputs) => {
+        const { env, faults } = inputs as DeployInputs;
+        await this.#work(faults, ctx.signal);
+        this.#failIf(spec.name, faults);
+        const id = `${env}/${resource.suffix}`;
+        await this.#put(id, env, resource.type, resource.data);
+        return id;
+      },
+      revert: async (_ctx, { result }) => {
+        if (result) await this.#drop(result as string);
+      },
+    });
+  }
+
+  network(): Task<any, any> {
+    return this.#resource(
+      { name: 'create-network', requires: ['env', 'faults'], provides: 'networkId' },
+      { suffix: 'net', type: 'network', data: { cidr: '10.0.0.0/24' } },
+    );
+  }
+
+  /** Volume `n` (from 1). */
+  volume(n: number): Task<any, any> {
+    return this.#resource(
+      { name: `volume-${n}`, requires: ['env', 'faults', 'networkId'], provides: `volume${n}` },
+      { suffix: `vol-${n}`, type: 'volume', data: { sizeGb: 20 } },
+    );
+  }
+
+  /** VM `n` (from 1): its allocations in the reshape store, a VGPU when a GPU has one free. */
+  vm(n: number): Task<any, any> {
+    const name = `vm-${n}`;
+    return task({
+      name,
+      requires: ['env', 'faults', 'node', 'networkId', `volume${n}`],
+      provides: `vm${n}`,
+      retry: times(2, 50),
+      execute: async (ctx, inputs: AnyInputs) => {
+        const { env, faults, node } = inputs as DeployInputs;
+        if (faults.stallOnce === name) await this.#stallOnce(`${ctx.flowId}/${name}`, ctx.signal);
+        await this.#work(faults, ctx.signal);
+        if (faults.vmFailOnce.includes(name) && ctx.attempt === 1) {
+          throw new RiggingError(
+            'minicloud.vm_boot_timeout',
+            `${name}: hypervisor on ${node} timed out booting it`,
+          );
+        }
+        this.#failIf(name, faults);
+        const consumer = consumerUuid(ctx.flowId, name);
+        const chosen = await this.#allocate(consumer, env, node);
+        const id = `${env}/${name}`;
+        const result: VmResult = {
+          id,
+          name,
+          consumer,
+          gpu: chosen.gpu?.name ?? 'none',
+          allocations: chosen.allocations,
+        };
+        const volume = inputs[`volume${n}`] as string;
+        const data = { gpu: result.gpu, network: inputs.networkId, volume };
+        await this.#put(id, env, 'vm', data, consumer);
+        return result;
+      },
+      revert: async (_ctx, { result }) => {
+        const vm = result as VmResult | null;
+        if (!vm) return;
+        try {
+          await this.#deps.reshape.deleteAllocations(vm.consumer);
+        } catch (error) {
+          if (!RiggingError.hasCode(error, 'reshape.consumer_not_found')) throw error;
+        }
+        await this.#drop(vm.id);
+      },
+    });
+  }
+
+  /**
+   * Allocates a VM's resources to `consumer` on the node's root provider, plus a VGPU on the
+   * first GPU with one free (none when all are taken), again on a generation conflict.
+   */
+  async #allocate(consumer: string, env: string, node: string) {
+    const { reshape } = this.#deps;
+    const root = await this.#deps.nodeUuid();
+    const gpuPrefix = gpuName(node, 0).slice(0, -1);
+    return retryOnConflict(
+      async () => {
+        const providers = await reshape.listProviders({ inTree: root });
+        for (const gpu of providers.filter((p) => p.name.startsWith(gpuPrefix))) {
+          const [inv, use] = await Promise.all([
+            reshape.getInventories(gpu.uuid),
+            reshape.getUsages(gpu.uuid),
+          ]);
+          const v = inv.inventories.VGPU;
+          if (v && (v.total - v.reserved) * v.allocationRatio - (use.usages.VGPU ?? 0) >= 1)
+            return gpu;
+        }
+        return undefined;
+      },
+      async (gpu) => {
+        const allocations: Record<string, Record<string, number>> = {
+          [root]: { ...VM_RESOURCES.root },
+        };
+        if (gpu) allocations[gpu.uuid] = { ...VM_RESOURCES.gpu };
+        await reshape.setAllocations(consumer, {
+          projectId: 'minicloud',
+          userId: env,
+          allocations,
+        });
+        return { gpu, allocations };
+      },
+    );
+  }
+
+  /** The application's config, from the package's manifest; needs every VM. */
+  configure(vmCount: number): Task<any, any> {
+    const vms = Array.from({ length: vmCount }, (_, i) => `vm${i + 1}`);
+    return task({
+      name: 'configure-app',
+      requires: ['env', 'faults', 'packagePath', 'packageRef', ...vms],
+      provides: 'appConfig',
+      execute: async (ctx, anyInputs: AnyInputs) => {
+        const inputs = anyInputs as DeployInputs;
+        await this.#work(inputs.faults, ctx.signal);
+        this.#failIf('configure-app', inputs.faults);
+        const manifest = JSON.parse(
+          await readFile(join(inputs.packagePath, 'manifest.json'), 'utf8'),
+        ) as { name: string; port: number };
+        const id = `${inputs.env}/app-config`;
+        await this.#put(id, inputs.env, 'app-config', {
+          app: manifest.name,
+          port: manifest.port,
+          package: refKey(inputs.packageRef),
+        });
+        return { id, app: manifest.name, port: manifest.port };
+      },
+      revert: async (_ctx, { result }) => {
+        const r = result as { id: string } | null;
+        if (r) await this.#drop(r.id);
+      },
+    });
+  }
+
+  health(): Task<any, any> {
+    return task({
+      name: 'health-check',
+      requires: ['env', 'faults', 'appConfig'],
+      execute: async (ctx, inputs: AnyInputs) => {
+        const { env, faults } = inputs as DeployInputs;
+        await this.#work(faults, ctx.signal);
+        if (faults.failStep === 'health-check') {
+          throw new RiggingError(
+            'minicloud.health_check_failed',
+            `${env}: the application answered HTTP 503 (deliberate failure)`,
+          );
+        }
+        return 'healthy';
+      },
+    });
+  }
 }
 
 /**
@@ -82,216 +317,16 @@ export function deployFlow(
   deps: DeployDeps,
   vmCount = 3,
 ): Flow<DeployInputs, Record<string, unknown>> {
-  const db = deps.database.db;
-  const put = async (
-    id: string,
-    env: string,
-    type: string,
-    data: unknown,
-    consumer: string | null = null,
-  ) => {
-    await db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
-    await db
-      .insertInto('minicloud_resources')
-      .values({ id, env, type, consumer, data: JSON.stringify(data), created_at: Date.now() })
-      .execute();
-  };
-  const drop = (id: string) => db.deleteFrom('minicloud_resources').where('id', '=', id).execute();
-  const stallOnce = async (ref: string, signal: AbortSignal) => {
-    const seen = await db
-      .selectFrom('minicloud_journal')
-      .select('pid')
-      .where('kind', '=', 'stall')
-      .where('ref', '=', ref)
-      .executeTakeFirst();
-    if (seen) {
-      await db
-        .insertInto('minicloud_journal')
-        .values({ kind: 'stall-passed', ref, pid: process.pid, at: Date.now() })
-        .execute();
-      return;
-    }
-    await db
-      .insertInto('minicloud_journal')
-      .values({ kind: 'stall', ref, pid: process.pid, at: Date.now() })
-      .execute();
-    await sleep(STALL_MS, { signal });
-  };
-  const failIf = (faults: DeployInputs['faults'], name: string) => {
-    if (faults.failStep === name) {
-      throw new RiggingError(
-        'minicloud.step_failed',
-        `${name} failed (deliberately, to show the rollback)`,
-      );
-    }
-  };
-
-  const network = task({
-    name: 'create-network',
-    requires: ['env', 'faults'],
-    provides: 'networkId',
-    async execute(ctx, inputs: AnyInputs) {
-      const { env, faults } = inputs as DeployInputs;
-      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
-      failIf(faults, 'create-network');
-      const id = `${env}/net`;
-      await put(id, env, 'network', { cidr: '10.0.0.0/24' });
-      return id;
-    },
-    async revert(_ctx, { result }) {
-      if (result) await drop(result as string);
-    },
-  });
-
-  const volumes = Array.from({ length: vmCount }, (_, i) =>
-    task({
-      name: `volume-${i + 1}`,
-      requires: ['env', 'faults', 'networkId'],
-      provides: `volume${i + 1}`,
-      async execute(ctx, inputs: AnyInputs) {
-        const { env, faults } = inputs as DeployInputs;
-        await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
-        failIf(faults, `volume-${i + 1}`);
-        const id = `${env}/vol-${i + 1}`;
-        await put(id, env, 'volume', { sizeGb: 20 });
-        return id;
-      },
-      async revert(_ctx, { result }) {
-        if (result) await drop(result as string);
-      },
-    }),
-  );
-
-  const vms = Array.from({ length: vmCount }, (_, i) => {
-    const name = `vm-${i + 1}`;
-    return task({
-      name,
-      requires: ['env', 'faults', 'node', 'networkId', `volume${i + 1}`],
-      provides: `vm${i + 1}`,
-      retry: times(2, 50),
-      async execute(ctx, inputs: AnyInputs) {
-        const { env, faults, node } = inputs as DeployInputs;
-        if (faults.stallOnce === name) await stallOnce(`${ctx.flowId}/${name}`, ctx.signal);
-        await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
-        if (faults.vmFailOnce.includes(name) && ctx.attempt === 1) {
-          throw new RiggingError(
-            'minicloud.vm_boot_timeout',
-            `${name}: hypervisor on ${node} timed out booting it`,
-          );
-        }
-        failIf(faults, name);
-        const root = await deps.nodeUuid();
-        const consumer = consumerUuid(ctx.flowId, name);
-        const chosen = await retryOnConflict(
-          async () => {
-            const gpus = (await deps.reshape.listProviders({ inTree: root })).filter((p) =>
-              p.name.startsWith(gpuName(node, 0).slice(0, -1)),
-            );
-            for (const g of gpus) {
-              const [inv, use] = await Promise.all([
-                deps.reshape.getInventories(g.uuid),
-                deps.reshape.getUsages(g.uuid),
-              ]);
-              const v = inv.inventories.VGPU;
-              if (v && (v.total - v.reserved) * v.allocationRatio - (use.usages.VGPU ?? 0) >= 1)
-                return g;
-            }
-            return undefined;
-          },
-          async (gpu) => {
-            const allocations: Record<string, Record<string, number>> = {
-              [root]: { ...VM_RESOURCES.root },
-            };
-            if (gpu) allocations[gpu.uuid] = { ...VM_RESOURCES.gpu };
-            await deps.reshape.setAllocations(consumer, {
-              projectId: 'minicloud',
-              userId: env,
-              allocations,
-            });
-            return { gpu, allocations };
-          },
-        );
-        const id = `${env}/${name}`;
-        const result: VmResult = {
-          id,
-          name,
-          consumer,
-          gpu: chosen.gpu?.name ?? 'none',
-          allocations: chosen.allocations,
-        };
-        await put(
-          id,
-          env,
-          'vm',
-          { gpu: result.gpu, network: inputs.networkId, volume: inputs[`volume${i + 1}`] },
-          consumer,
-        );
-        return result;
-      },
-      async revert(_ctx, { result }) {
-        const vm = result as VmResult | null;
-        if (!vm) return;
-        try {
-          await deps.reshape.deleteAllocations(vm.consumer);
-        } catch (error) {
-          if (!RiggingError.hasCode(error, 'reshape.consumer_not_found')) throw error;
-        }
-        await drop(vm.id);
-      },
-    });
-  });
-
-  const configure = task({
-    name: 'configure-app',
-    requires: ['env', 'faults', 'packagePath', 'packageRef', ...vms.map((_, i) => `vm${i + 1}`)],
-    provides: 'appConfig',
-    async execute(ctx, anyInputs: AnyInputs) {
-      const inputs = anyInputs as DeployInputs;
-      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
-      failIf(inputs.faults, 'configure-app');
-      const manifest = JSON.parse(
-        await readFile(join(inputs.packagePath, 'manifest.json'), 'utf8'),
-      ) as {
-        name: string;
-        port: number;
-      };
-      const id = `${inputs.env}/app-config`;
-      await put(id, inputs.env, 'app-config', {
-        app: manifest.name,
-        port: manifest.port,
-        package: refKey(inputs.packageRef),
-      });
-      return { id, app: manifest.name, port: manifest.port };
-    },
-    async revert(_ctx, { result }) {
-      const r = result as { id: string } | null;
-      if (r) await drop(r.id);
-    },
-  });
-
-  const health = task({
-    name: 'health-check',
-    requires: ['env', 'faults', 'appConfig'],
-    async execute(ctx, inputs: AnyInputs) {
-      const { env, faults } = inputs as DeployInputs;
-      await sleep(inputs.faults.stepMs ?? STEP_MS, { signal: ctx.signal });
-      if (faults.failStep === 'health-check') {
-        throw new RiggingError(
-          'minicloud.health_check_failed',
-          `${env}: the application answered HTTP 503 (deliberate failure)`,
-        );
-      }
-      return 'healthy';
-    },
-  });
-
+  const tasks = new DeployTasks(deps);
+  const each = <T>(make: (n: number) => T) =>
+    Array.from({ length: vmCount }, (_, i) => make(i + 1));
   return linearFlow(
     DEPLOY_FLOW,
-    network,
-    unorderedFlow('volumes', ...volumes),
-    unorderedFlow('vms', ...vms),
-    configure,
-    health,
+    tasks.network(),
+    unorderedFlow('volumes', ...each((n) => tasks.volume(n))),
+    unorderedFlow('vms', ...each((n) => tasks.vm(n))),
+    tasks.configure(vmCount),
+    tasks.health(),
   ) as unknown as Flow<DeployInputs, Record<string, unknown>>;
 }
 

@@ -126,6 +126,7 @@ export class EnvironmentFlows {
     this.#flow = deployFlow({
       database: deps.database,
       reshape,
+      clock: deps.clock,
       nodeUuid: async () => {
         const uuid = await findNode(reshape, node.name);
         if (!uuid) {
@@ -344,7 +345,7 @@ export class EnvironmentFlows {
     let planId = '';
     const objects: DeleteResult['objects'] = [];
     const notifications: DeleteResult['notifications'] = [];
-    const report = await teardownEnvironment(database, reshape, p.env, {
+    const report = await teardownEnvironment({ database, reshape, clock }, p.env, {
       onNotify(subscriber, publisher) {
         notifications.push([subscriber, publisher]);
       },

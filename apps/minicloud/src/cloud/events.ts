@@ -1,27 +1,16 @@
-import { TypedEmitter } from '@rigging/core';
+import { systemClock, TypedEmitter, type Clock } from '@rigging/core';
 import {
   applyEvent,
   emptyState,
   type DashboardEvent,
   type DashboardEventType,
   type DashboardState,
-  type FlowState,
   type FlowStatus,
+  type FlowView,
   type QueueKeyState,
-  type TaskState,
   type TaskStatus,
-} from '../../dashboard/src/state.js';
-
-export type {
-  DashboardEvent,
-  DashboardEventType,
-  DashboardState,
-  DestructionPlan as DashboardPlan,
-  FlowState as DashboardFlow,
-  ProviderNode,
-  QueueKeyState,
-  ReshapeRecord,
-} from '../../dashboard/src/state.js';
+  type TaskView,
+} from '../wire.js';
 
 /**
  * The events of a {@link Cloud}'s hub: one per dashboard event type, each payload being the
@@ -36,11 +25,14 @@ export type CloudEvents = { [K in DashboardEventType]: Extract<DashboardEvent, {
  */
 export class CloudHub extends TypedEmitter<CloudEvents> {
   #state: DashboardState = emptyState();
-  readonly #flows = new Map<string, FlowState>();
+  readonly #flows = new Map<string, FlowView>();
   readonly #keys = new Map<string, QueueKeyState>();
+  readonly #clock: Clock;
 
-  constructor() {
+  /** `clock`: the time of flows announced here, queue keys' updates and failures. */
+  constructor(clock: Clock = systemClock) {
     super({ onListenerError: () => {} });
+    this.#clock = clock;
   }
 
   /** The state after every event published so far (what a dashboard snapshot sends). */
@@ -58,11 +50,11 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
 
   /** @internal announces a flow with its task names, before it runs. */
   flowStarted(id: string, name: string, tasks: string[], owner?: string): void {
-    const flow: FlowState = {
+    const flow: FlowView = {
       id,
       name,
       state: 'pending',
-      startedAt: Date.now(),
+      startedAt: this.#clock.now(),
       endedAt: null,
       tasks: tasks.map((t) => ({ name: t, state: 'pending', startedAt: null, endedAt: null })),
       failure: null,
@@ -86,7 +78,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const flow = this.#flow(e.flowId, e.flow);
     const prev = flow.tasks.find((t) => t.name === e.task);
     const state = TASK_STATES[e.state] ?? 'running';
-    const task: TaskState = {
+    const task: TaskView = {
       name: e.task,
       state,
       startedAt: e.state === 'RUNNING' || !prev?.startedAt ? e.at : prev.startedAt,
@@ -132,7 +124,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   }
 
   /** A known flow, or one announced by its first event (e.g. resumed from another process). */
-  #flow(id: string, name: string): FlowState {
+  #flow(id: string, name: string): FlowView {
     const known = this.#flows.get(id);
     if (known) return known;
     this.flowStarted(id, name, []);
@@ -154,7 +146,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
       prev.pending.map((o) => o.id).join() === next.pending.map((o) => o.id).join() &&
       (prev.lastFailure?.opId ?? null) === (next.lastFailure?.opId ?? null);
     if (same) return;
-    const key = { ...next, updatedAt: Date.now() };
+    const key = { ...next, updatedAt: this.#clock.now() };
     this.#keys.set(next.key, key);
     this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
   }
@@ -178,7 +170,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const type = p.type as string;
     switch (event) {
       case 'op:queued':
-        if (!p.deduplicated) key.pending = [...key.pending, { id, type, enqueuedAt: Date.now() }];
+        if (!p.deduplicated)
+          key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
         break;
       case 'op:started':
         key.pending = key.pending.filter((o) => o.id !== id);
@@ -194,7 +187,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
           opId: id,
           type,
           message: (p.error as { message?: string } | undefined)?.message ?? 'failed',
-          at: Date.now(),
+          at: this.#clock.now(),
         };
         break;
       case 'op:cancelled':
@@ -210,7 +203,7 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
       default:
         return;
     }
-    key.updatedAt = Date.now();
+    key.updatedAt = this.#clock.now();
     this.#keys.set(keyName, key);
     this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
   }

@@ -16,13 +16,8 @@ export type {
 } from './cloud.js';
 export { MinicloudError } from '../errors.js';
 export { CloudHub } from './events.js';
-export type {
-  CloudEvents,
-  DashboardEvent,
-  DashboardState,
-  ProviderNode,
-  ReshapeRecord,
-} from './events.js';
+export type { CloudEvents } from './events.js';
+export type { DashboardEvent, DashboardState, ProviderNode, ReshapeRecord } from '../wire.js';
 export {
   NODE_1,
   formatTree,
@@ -40,5 +35,5 @@ export type { DeployFaults, DeployInputs } from './deploy.js';
 export { PackageRepository } from './repository.js';
 export type { PackageFile } from './repository.js';
 export type { PackageRef } from '@rigging/package-cache';
-export { teardownEnvironment, toDashboardPlan } from './teardown.js';
-export type { TeardownHooks, TeardownReport } from './teardown.js';
+export { teardownEnvironment, toPlanView } from './teardown.js';
+export type { TeardownDeps, TeardownHooks, TeardownReport } from './teardown.js';

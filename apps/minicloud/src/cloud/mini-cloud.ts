@@ -5,7 +5,7 @@ import type { PackageCache, PackageRef } from '@rigging/package-cache';
 import type { ReshapeStore } from '@rigging/reshape';
 import type { Engine } from '@rigging/tasks';
 import type { Database } from '@rigging/sql';
-import type { ProviderNode, QueueKeyState, ReshapeRecord } from '../../dashboard/src/state.js';
+import type { ProviderNode, QueueKeyState, ReshapeRecord } from '../wire.js';
 import { MinicloudError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
 import type { CacheCounters, CacheView } from './cache-view.js';
@@ -182,6 +182,7 @@ export class MiniCloud implements Cloud {
       seed,
       offline,
       logger: this.logger.child({ component: 'reshape' }),
+      clock: this.#clock,
     });
     if (outcome.reshaped) {
       const record: ReshapeRecord = {

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
+import type { Clock } from '@rigging/core';
 import type { PackageRef } from '@rigging/package-cache';
 import type { Database } from '@rigging/sql';
 import { create as createTar } from 'tar';
@@ -117,12 +118,14 @@ async function digest(file: string): Promise<{ integrity: string; size: number }
 export class PackageRepository {
   readonly dir: string;
   readonly #database: Database<MinicloudTables>;
+  readonly #clock: Clock;
   #server: Server | undefined;
   #url: string | undefined;
 
-  constructor(database: Database<MinicloudTables>, dir: string) {
+  constructor(database: Database<MinicloudTables>, dir: string, clock: Clock) {
     this.#database = database;
     this.dir = dir;
+    this.#clock = clock;
   }
 
   /** The base URL while serving (`http://127.0.0.1:<port>`), else undefined. */
@@ -164,14 +167,14 @@ export class PackageRepository {
     files: readonly PackageFile[],
   ): Promise<PackageRef & { size: number; integrity: string }> {
     checkUpload(fqn, version, files);
-    const id = `upload-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+    const id = `upload-${this.#clock.now().toString(36)}-${randomBytes(3).toString('hex')}`;
     const dir = join(this.dir, fqn, version);
     await mkdir(dir, { recursive: true });
     const file = join(dir, `${id}.tar`);
     await writeArchive(files, file);
     const { integrity, size } = await digest(file);
     const previous = await this.current(fqn, version);
-    const row = { fqn, version, id, size, integrity, uploaded_at: Date.now() };
+    const row = { fqn, version, id, size, integrity, uploaded_at: this.#clock.now() };
     await this.#database.transaction(async (trx) => {
       await trx
         .deleteFrom('minicloud_packages')

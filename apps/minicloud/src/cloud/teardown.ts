@@ -1,8 +1,8 @@
-import { RiggingError } from '@rigging/core';
+import { RiggingError, type Clock } from '@rigging/core';
 import { ObjectGraph, type DestructionPlan, type GraphObject } from '@rigging/destroy-graph';
 import type { ReshapeStore } from '@rigging/reshape';
 import type { Database } from '@rigging/sql';
-import type { DestructionPlan as DashboardPlan } from '../../dashboard/src/state.js';
+import type { PlanView } from '../wire.js';
 import type { MinicloudTables } from '../migrations.js';
 
 interface ResourceValue {
@@ -17,7 +17,7 @@ export interface TeardownReport {
   /** The plan, readable (`DestructionPlan.format()`). */
   planText: string;
   /** The plan in the dashboard's shape. */
-  plan: DashboardPlan;
+  plan: PlanView;
   /** `subscriber ← publisher` notifications, in the order they ran. */
   notified: string[];
   /** Object ids in the order they were destroyed. */
@@ -29,9 +29,17 @@ export interface TeardownReport {
 
 /** Hooks a teardown reports through while it runs. */
 export interface TeardownHooks {
-  onPlan?(plan: DashboardPlan, text: string): void;
+  onPlan?(plan: PlanView, text: string): void;
   onObject?(id: string, state: 'destroying' | 'destroyed' | 'failed'): void;
   onNotify?(subscriber: string, publisher: string): void;
+}
+
+/** What {@link teardownEnvironment} works with. */
+export interface TeardownDeps {
+  database: Database<MinicloudTables>;
+  reshape: ReshapeStore;
+  /** The time of the plan (`createdAt`, its id). */
+  clock: Clock;
 }
 
 /**
@@ -42,11 +50,11 @@ export interface TeardownHooks {
  * VM's destroy releases its allocations in the reshape store.
  */
 export async function teardownEnvironment(
-  database: Database<MinicloudTables>,
-  reshape: ReshapeStore,
+  deps: TeardownDeps,
   env: string,
   hooks: TeardownHooks = {},
 ): Promise<TeardownReport> {
+  const { database, reshape } = deps;
   const db = database.db;
   const rows = await db
     .selectFrom('minicloud_resources')
@@ -113,7 +121,7 @@ export async function teardownEnvironment(
     for (const vm of byType('vm')) graph.subscribeDestruction(cfg, vm, notify);
 
   const plan = graph.plan([...objects.values(), root]);
-  const dash = toDashboardPlan(plan, env);
+  const dash = toPlanView(plan, env, deps.clock.now());
   const text = plan.format();
   hooks.onPlan?.(dash, text);
 
@@ -141,12 +149,12 @@ export async function teardownEnvironment(
 
 let planSeq = 0;
 
-/** A destroy-graph plan in the dashboard's shape. */
-export function toDashboardPlan(plan: DestructionPlan, root: string): DashboardPlan {
+/** A destroy-graph plan in the dashboard's shape, made at `createdAt` (epoch ms). */
+export function toPlanView(plan: DestructionPlan, root: string, createdAt: number): PlanView {
   return {
-    id: `plan-${root}-${Date.now().toString(36)}-${++planSeq}`,
+    id: `plan-${root}-${createdAt.toString(36)}-${++planSeq}`,
     root,
-    createdAt: Date.now(),
+    createdAt,
     groups: plan.groups.map((g) => g.map((o) => o.id)),
     objects: plan.groups.flat().map((o) => ({
       id: o.id,

@@ -1,6 +1,6 @@
 import type { Clock, Logger } from '@rigging/core';
 import type { Queue } from '@rigging/async-queue';
-import type { QueueKeyState } from '../../dashboard/src/state.js';
+import type { QueueKeyState } from '../wire.js';
 import type { ContainerHandlers } from './cloud.js';
 import type { CloudHub } from './events.js';
 

@@ -2,7 +2,7 @@
  * The first dashboard snapshot of a server: what the task log and the queue know from before
  * this process started (blocked keys, recent flows).
  */
-import type { FlowState, TaskState } from '../../dashboard/src/state.js';
+import type { FlowView, TaskView } from '../wire.js';
 import type { DashboardHub } from '../../dashboard/serve.js';
 import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud } from '../cloud/index.js';
@@ -33,8 +33,8 @@ export async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Pr
   for (const f of flows.reverse()) {
     if (hub.state.flows.some((x) => x.id === f.flowId)) continue;
     const history = await cloud.engine.history(f.flowId).catch(() => []);
-    const tasks = new Map<string, TaskState>();
-    let failure: FlowState['failure'] = null;
+    const tasks = new Map<string, TaskView>();
+    let failure: FlowView['failure'] = null;
     for (const e of history) {
       if (!e.task) continue;
       const prev = tasks.get(e.task);

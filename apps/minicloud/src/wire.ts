@@ -1,8 +1,13 @@
 /**
- * The dashboard's state contract: what `GET /api/events` streams and how the page folds it.
+ * The wire contract between the server and the dashboard: the state `GET /api/events` streams,
+ * its events, and the reducer that folds them. `minicloud serve` and the page both import this
+ * module (the server to type, fold and format its events, the page to apply them), so the two
+ * cannot drift apart.
  *
- * Pure types and pure functions (no DOM, no Node APIs), so the server can import this file to
- * type and format its events, and the page uses the same reducer to apply them.
+ * Pure types and pure functions (no DOM, no Node APIs). The shapes are views for display: they
+ * are named `…View` where a package exports a type of the same idea (`@rigging/tasks`'
+ * `TaskState`, `@rigging/destroy-graph`'s `DestructionPlan`, `@rigging/reshape`'s `Inventory`),
+ * so that a name never means two shapes in one codebase.
  *
  * Wire format: server-sent events. Every message is
  *
@@ -18,7 +23,7 @@
 // Provider tree (placement / reshape)
 
 /** One resource class's inventory on one provider (Placement semantics). */
-export interface Inventory {
+export interface InventoryView {
   total: number;
   reserved: number;
   /** Capacity = (total - reserved) * allocationRatio. */
@@ -34,7 +39,7 @@ export interface ProviderNode {
   parent: string | null;
   generation?: number;
   /** Keyed by resource class, e.g. `VGPU`, `VCPU`, `MEMORY_MB`. */
-  inventories: Record<string, Inventory>;
+  inventories: Record<string, InventoryView>;
 }
 
 /** The last reshape: the whole tree before and after it. */
@@ -92,7 +97,7 @@ export interface QueueKeyState {
 export type TaskStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'reverting' | 'reverted';
 export type FlowStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'reverting' | 'reverted';
 
-export interface TaskState {
+export interface TaskView {
   name: string;
   state: TaskStatus;
   startedAt: number | null;
@@ -109,14 +114,14 @@ export interface FlowFailure {
   message: string;
 }
 
-export interface FlowState {
+export interface FlowView {
   id: string;
   name: string;
   state: FlowStatus;
   startedAt: number | null;
   endedAt: number | null;
   /** Tasks in flow order. */
-  tasks: TaskState[];
+  tasks: TaskView[];
   failure: FlowFailure | null;
   /** Worker/owner running it, if known. */
   owner?: string;
@@ -127,7 +132,7 @@ export interface FlowState {
 
 export type PlanObjectStatus = 'pending' | 'destroying' | 'destroyed' | 'failed' | 'skipped';
 
-export interface PlanObject {
+export interface PlanObjectView {
   id: string;
   /** Object type, e.g. `vm`, `network`, `volume`. */
   type: string;
@@ -139,22 +144,22 @@ export interface PlanObject {
  * `owns`: `from` owns `to`. `depends`: `from` has a destruction dependency on `to`, so `from`
  * is destroyed only after `to` (the network depends on its VMs).
  */
-export interface PlanEdge {
+export interface PlanEdgeView {
   from: string;
   to: string;
   kind: 'owns' | 'depends';
   reason: string;
 }
 
-export interface DestructionPlan {
+export interface PlanView {
   id: string;
   /** What was torn down, e.g. `env-1`. */
   root: string;
   createdAt: number;
   /** Object ids, group by group, in destruction order (group 0 first). */
   groups: string[][];
-  objects: PlanObject[];
-  edges: PlanEdge[];
+  objects: PlanObjectView[];
+  edges: PlanEdgeView[];
   /** Cycles found (and broken) while planning, each a list of object ids. */
   cycles: string[][];
 }
@@ -208,9 +213,9 @@ export interface DashboardState {
   providers: ProvidersState;
   queues: QueueKeyState[];
   /** Running and recent flows, newest first. */
-  flows: FlowState[];
+  flows: FlowView[];
   /** The plan of the last teardown. */
-  plan: DestructionPlan | null;
+  plan: PlanView | null;
   cache: PackageCacheState;
 }
 
@@ -226,16 +231,16 @@ export type DashboardEvent =
   /** A key is gone (drained and forgotten). */
   | { type: 'queue:removed'; key: string }
   /** Insert or replace a whole flow (moved to the front when new). */
-  | { type: 'flow:update'; flow: FlowState }
+  | { type: 'flow:update'; flow: FlowView }
   /** Insert or replace one task of a known flow; `flowState` updates the flow's state too. */
   | {
       type: 'flow:task';
       flowId: string;
-      task: TaskState;
+      task: TaskView;
       flowState?: FlowStatus;
     }
   /** A new teardown plan (or null to clear). */
-  | { type: 'plan:set'; plan: DestructionPlan | null }
+  | { type: 'plan:set'; plan: PlanView | null }
   /** One object of the current plan changed state. */
   | { type: 'plan:object'; planId: string; id: string; state: PlanObjectStatus }
   /** Shallow-merge counters/lists into the cache state. */
@@ -344,7 +349,7 @@ export function applyEvent(state: DashboardState, event: DashboardEvent): Dashbo
     case 'flow:task': {
       const flow = state.flows.find((f) => f.id === event.flowId);
       if (!flow) return state;
-      const next: FlowState = {
+      const next: FlowView = {
         ...flow,
         state: event.flowState ?? flow.state,
         tasks: upsert(flow.tasks, event.task, (t) => t.name === event.task.name),
@@ -394,41 +399,4 @@ export function applyEvent(state: DashboardState, event: DashboardEvent): Dashbo
 /** Format one event as an SSE message (what the server writes to the response). */
 export function formatSse(event: DashboardEvent): string {
   return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
-}
-
-/** Capacity of an inventory: (total - reserved) * allocationRatio. */
-export function capacity(inv: Inventory): number {
-  return Math.max(0, (inv.total - inv.reserved) * inv.allocationRatio);
-}
-
-/**
- * A one-line description of a status change worth announcing to screen readers
- * (`aria-live`), or null for events that are not. `prev` is the state before the event.
- */
-export function describeEvent(prev: DashboardState, event: DashboardEvent): string | null {
-  switch (event.type) {
-    case 'providers:reshape':
-      return `Provider tree of ${event.reshape.node} reshaped: ${event.reshape.before.length} to ${event.reshape.after.length} providers.`;
-    case 'queue:key': {
-      const before = prev.queues.find((k) => k.key === event.key.key);
-      if (before?.status === event.key.status) return null;
-      return `Queue ${event.key.key} is ${event.key.status}.`;
-    }
-    case 'flow:update': {
-      const before = prev.flows.find((f) => f.id === event.flow.id);
-      if (before?.state === event.flow.state) return null;
-      return `Flow ${event.flow.name} is ${event.flow.state}.`;
-    }
-    case 'flow:task': {
-      const flow = prev.flows.find((f) => f.id === event.flowId);
-      if (!flow || !event.flowState || event.flowState === flow.state) return null;
-      return `Flow ${flow.name} is ${event.flowState}.`;
-    }
-    case 'plan:set':
-      return event.plan
-        ? `Destruction plan for ${event.plan.root}: ${event.plan.groups.length} groups.`
-        : null;
-    default:
-      return null;
-  }
 }
