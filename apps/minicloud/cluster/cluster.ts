@@ -13,7 +13,7 @@ import { sample, usageBetween, type Usage } from './usage.js';
 import { verdict, type Verdict } from './verdict.js';
 
 /** One cluster run: its shape, its workload and its faults. */
-export interface RunOptions {
+export interface ClusterRunOptions {
   /** PostgreSQL of the machine, as reached from here (a fresh database is made beside it). */
   databaseUrl: string;
   apiHosts: number;
@@ -61,7 +61,7 @@ function databaseUrlFor(base: URL, database: string, host?: string): string {
  * made (namespaces, links, nftables rules, processes, the database) is removed before it
  * resolves or rejects.
  */
-export async function runCluster(options: RunOptions): Promise<RunResult> {
+export async function runCluster(options: ClusterRunOptions): Promise<RunResult> {
   const started = Date.now();
   const base = new URL(options.databaseUrl);
   const dbName = `minicloud_cluster_${randomBytes(4).toString('hex')}`;
