@@ -1,4 +1,5 @@
 import { RiggingError, type RiggingErrorOptions } from '@rigging/core';
+import { isConnectionError } from './retry.js';
 
 /** Every error code `@rigging/sql` throws. */
 export type SqlErrorCode =
@@ -28,4 +29,20 @@ export class SqlError extends RiggingError<SqlErrorCode> {
   constructor(code: SqlErrorCode, message: string, options?: RiggingErrorOptions) {
     super(code, message, options);
   }
+}
+
+/** @internal `sql.unreachable`: `what` (an engine) at `url` refused or failed the connection. */
+export function unreachable(what: string, url: string, cause: unknown): SqlError {
+  const reason = (cause as Error)?.message ?? String(cause);
+  const hint = isConnectionError(cause)
+    ? 'is the server running and the URL right?'
+    : 'check the URL, the credentials and that the database exists';
+  return new SqlError(
+    'sql.unreachable',
+    `cannot connect to ${what} at ${url}: ${reason}; ${hint}`,
+    {
+      cause,
+      details: { url },
+    },
+  );
 }
