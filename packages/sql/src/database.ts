@@ -133,13 +133,14 @@ function databaseOver<DB>(
 ): Database<DB> {
   const db = new Kysely<DB>({ dialect: connector.dialect });
   const sessions = new Set<Session>();
+  const closing = new AbortController();
   let closed: Promise<void> | undefined;
   const assertOpen = () => {
     if (closed) {
       throw new SqlError('sql.closed', `database ${shownUrl} is closed; open it again to use it`);
     }
   };
-  const scope = { db, dialect, connector, logger, assertOpen };
+  const scope = { db, dialect, connector, logger, closing: closing.signal, assertOpen };
 
   const database: Database<DB> = {
     dialect,
@@ -168,6 +169,7 @@ function databaseOver<DB>(
     },
     close() {
       closed ??= (async () => {
+        closing.abort();
         await Promise.allSettled([...sessions].map((s) => s.close()));
         await db.destroy().catch(() => {});
         await connector.close().catch(() => {});

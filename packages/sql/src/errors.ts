@@ -12,6 +12,7 @@ export type SqlErrorCode =
   | 'sql.schema_too_new'
   | 'sql.invalid_migrations'
   | 'sql.transaction_failed'
+  | 'sql.aborted'
   | 'sql.closed';
 
 /**
