@@ -23,7 +23,6 @@ import type {
   LockProvider,
 } from '@rigging/core';
 import {
-  LeaseImpl,
   abortedError,
   describe,
   emitAcquired,
@@ -31,14 +30,16 @@ import {
   validateClock,
   validateKey,
   validateRequest,
+  type LeaseImpl,
   type LockEmitter,
   type ProviderBaseOptions,
 } from './common.js';
 import { LocksError } from './errors.js';
 import { WaitQueue } from './queue.js';
-import { after, every, pause, type Cancel } from './timers.js';
-import { waitInQueue, type Grant } from './wait.js';
+import { pause } from './timers.js';
+import { waitInQueue } from './wait.js';
 import { fsx, loadNative } from './file-native.js';
+import { pollKey } from './file-poller.js';
 import {
   LOCK_OFFSET,
   grantShared,
@@ -48,13 +49,12 @@ import {
   unchangedSince,
   unrecordShared,
   writeExclusiveSince,
-  type TokenCache,
 } from './file-record.js';
+import { FileLease, type Held, type KeyState } from './file-state.js';
+import { HeldLeases } from './file-watch.js';
 
 const OWNER = 'FileLock';
 
-/** An exclusive lease held this long gets its `since` written for `holder()`. */
-const RECORD_SINCE_AFTER_MS = 50;
 const SHARED = { shared: true };
 const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
@@ -79,38 +79,6 @@ export interface FileLockOptions extends ProviderBaseOptions {
   maxIdleFds?: number;
   /** Name used in events. @default 'file' */
   name?: string;
-}
-
-interface Held {
-  fd: number;
-  ino: number;
-  dev: number;
-  token: bigint;
-}
-
-interface FileWaiter {
-  mode: LockMode;
-  g: Grant<Held>;
-}
-
-interface KeyState {
-  key: string;
-  path: string;
-  cache: TokenCache | undefined;
-  queue: WaitQueue<FileWaiter>;
-  polling: boolean;
-  wake: (() => void) | undefined;
-  leases: Set<FileLease>;
-  idleFd: number | undefined;
-  idleIno: number;
-  idleDev: number;
-}
-
-class FileLease extends LeaseImpl {
-  held!: Held;
-  state!: KeyState;
-  /** Exclusive leases: `since` written into the record (held longer than RECORD_SINCE_AFTER_MS). */
-  sinceWritten = false;
 }
 
 /**
@@ -158,15 +126,12 @@ export class FileLock implements LockProvider {
   /** The provider's name, as its events report it (the `name` option, default `'file'`). */
   readonly name: string;
   readonly #pollDelay: (retry: number) => number;
-  #checkInterval: number;
   #maxIdleFds: number;
   #states = new Map<string, KeyState>();
   #idle = new Set<KeyState>();
   #dirReady = false;
-  #checker: Cancel | undefined;
-  #sinceTimer: Cancel | undefined;
+  readonly #held: HeldLeases;
   readonly #clock: Clock;
-  #heldCount = 0;
   #onRelease = (lease: LeaseImpl) => this.#release(lease as FileLease);
 
   constructor(options: FileLockOptions | string) {
@@ -182,9 +147,10 @@ export class FileLock implements LockProvider {
     const pollMax = Math.max(pollMin, positiveOption(OWNER, 'pollMaxMs', opts.pollMaxMs, 16));
     // doubling from pollMinMs up to pollMaxMs, ±25% so that waiting processes spread out
     this.#pollDelay = backoffDelay(OWNER, { initialMs: pollMin, maxMs: pollMax, jitter: 0.25 });
-    this.#checkInterval = nonNegativeOption(OWNER, 'checkIntervalMs', opts.checkIntervalMs, 1000);
+    const checkInterval = nonNegativeOption(OWNER, 'checkIntervalMs', opts.checkIntervalMs, 1000);
     this.#maxIdleFds = nonNegativeIntegerOption(OWNER, 'maxIdleFds', opts.maxIdleFds, 64);
     this.#clock = validateClock('FileLock', opts.clock);
+    this.#held = new HeldLeases(this.#clock, checkInterval, this.#states);
   }
 
   /** The lock file of `key`. */
@@ -238,7 +204,7 @@ export class FileLock implements LockProvider {
         },
         (g) => {
           const node = state.queue.push({ mode, g });
-          if (!state.polling) void this.#poll(state);
+          if (!state.polling) this.#poll(state);
           return () => {
             state.queue.remove(node);
             state.wake?.();
@@ -323,10 +289,7 @@ export class FileLock implements LockProvider {
   /** Closes cached descriptors and stops the lost-lease checker (held leases stay held). */
   close(): void {
     for (const state of [...this.#idle]) this.#closeIdle(state);
-    this.#checker?.();
-    this.#checker = undefined;
-    this.#sinceTimer?.();
-    this.#sinceTimer = undefined;
+    this.#held.stop();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -475,34 +438,15 @@ export class FileLock implements LockProvider {
     return readHolder(path, this.#clock.now(), fd);
   }
 
-  async #poll(state: KeyState): Promise<void> {
-    state.polling = true;
-    let retry = 0;
-    try {
-      for (let node = state.queue.head; node; node = state.queue.head) {
-        let held: Held | undefined;
-        try {
-          held = this.#tryOnce(state, node.value.mode);
-        } catch (error) {
-          state.queue.remove(node);
-          node.value.g.fail(error);
-          continue;
-        }
-        if (held) {
-          state.queue.remove(node);
-          node.value.g.grant(held);
-          retry = 0;
-          continue;
-        }
-        const sleep = pause(this.#clock, this.#pollDelay(++retry));
-        state.wake = sleep.wake;
-        await sleep.done;
-        state.wake = undefined;
-      }
-    } finally {
-      state.polling = false;
-      this.#maybeForget(state);
-    }
+  /** Starts the key's poller (see `pollKey`); it forgets the key once it stops, if idle. */
+  #poll(state: KeyState): void {
+    void pollKey(
+      state,
+      (waiter) => this.#tryOnce(state, waiter.mode),
+      this.#pollDelay,
+      this.#clock,
+      () => this.#maybeForget(state),
+    );
   }
 
   #lease(state: KeyState, mode: LockMode, held: Held, started: number): Lease {
@@ -518,69 +462,9 @@ export class FileLock implements LockProvider {
     lease.held = held;
     lease.state = state;
     state.leases.add(lease);
-    this.#heldCount++;
-    // exclusive grants write no `since`; a lease still held after a while writes it (one timer
-    // for all leases, not one per grant)
-    if (mode === 'exclusive' && this.#sinceTimer === undefined) {
-      this.#armSince(RECORD_SINCE_AFTER_MS);
-    }
-    if (this.#checkInterval > 0 && !this.#checker) {
-      this.#checker = every(this.#clock, this.#checkInterval, () => this.#checkAll(), true);
-    }
+    this.#held.added(lease);
     emitAcquired(this.events, this.name, lease, started);
     return lease;
-  }
-
-  #armSince(ms: number): void {
-    this.#sinceTimer = after(this.#clock, ms, () => this.#recordSince(), true);
-  }
-
-  /** Writes `since` of exclusive leases held RECORD_SINCE_AFTER_MS or longer (for holder()). */
-  #recordSince(): void {
-    this.#sinceTimer = undefined;
-    if (this.#heldCount === 0) return;
-    const now = this.#clock.now();
-    let next = Infinity;
-    for (const state of this.#states.values()) {
-      for (const lease of state.leases) {
-        if (lease.mode !== 'exclusive' || lease.sinceWritten || lease.isLost) continue;
-        const age = now - lease.acquiredAt;
-        if (age < RECORD_SINCE_AFTER_MS) {
-          next = Math.min(next, RECORD_SINCE_AFTER_MS - age);
-          continue;
-        }
-        try {
-          writeExclusiveSince(state, lease.held.fd, lease.acquiredAt);
-          lease.sinceWritten = true;
-        } catch {
-          // diagnostic only: holder() then reports the time it is asked as `since`
-        }
-      }
-    }
-    if (next !== Infinity) this.#armSince(Math.max(1, next));
-  }
-
-  #checkAll(): void {
-    if (this.#heldCount === 0) {
-      this.#checker?.();
-      this.#checker = undefined;
-      return;
-    }
-    for (const state of this.#states.values()) {
-      for (const lease of state.leases) this.#check(lease);
-    }
-  }
-
-  #check(lease: FileLease): void {
-    if (lease.isLost) return;
-    let ok = false;
-    try {
-      const st = statSync(lease.state.path);
-      ok = st.ino === lease.held.ino && st.dev === lease.held.dev;
-    } catch {
-      ok = false;
-    }
-    if (!ok) lease.markLost('lock file was removed or replaced');
   }
 
   #release(lease: FileLease): void | Promise<void> {
@@ -617,7 +501,7 @@ export class FileLock implements LockProvider {
     } finally {
       if (lease.isLost) closeSync(held.fd);
       else this.#putBack(state, held.fd, held.ino, held.dev);
-      this.#heldCount--; // the checker stops itself at its next tick when nothing is held
+      this.#held.removed();
       state.wake?.();
       this.#maybeForget(state);
     }

@@ -82,6 +82,9 @@ export interface PlanOptions {
   allowOvercommittedInventories?: boolean;
 }
 
+/** Records a problem: throws it, or gathers it when {@link PlanOptions.collect}. */
+type Report = (problem: Problem) => void;
+
 /**
  * Checks `req` against `snap`. Capacity: after the write, usage ≤ (total − reserved) ×
  * allocation_ratio holds for every (provider, class) the request writes an allocation to, whether
@@ -91,12 +94,32 @@ export interface PlanOptions {
 export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOptions = {}): Plan {
   const collect = options.collect ?? false;
   const problems: Problem[] = [];
-  const report = (p: Problem): void => {
+  const report: Report = (p) => {
     if (!collect) throw problemError(p);
     problems.push(p);
   };
+  checkProviders(snap, req, report);
+  checkConsumers(snap, req, report);
+  const writes = planAllocations(snap, req, report);
+  checkUsage(snap, req, writes, options, report);
+  const providerGenerations = new Map<string, number>();
+  for (const rp of writes.touched) {
+    const provider = snap.providers.get(rp);
+    if (provider) providerGenerations.set(rp, provider.generation + 1);
+  }
+  const inventories = new Map<string, Record<string, Inventory>>();
+  for (const [rp, input] of req.inventories) inventories.set(rp, input.inventories);
+  return {
+    problems,
+    inventories,
+    providerGenerations,
+    consumers: writes.consumers,
+    usageDelta: writes.delta,
+  };
+}
 
-  // Providers and their generations.
+/** The providers whose inventories the request sets: they exist, at the expected generation. */
+function checkProviders(snap: Snapshot, req: NormalizedRequest, report: Report): void {
   for (const [rp, input] of req.inventories) {
     const provider = snap.providers.get(rp);
     if (!provider) {
@@ -129,8 +152,13 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
       }
     }
   }
+}
 
-  // Consumers and their generations.
+/**
+ * The consumers the request allocates for: at the expected generation, allocating from
+ * providers and classes that exist.
+ */
+function checkConsumers(snap: Snapshot, req: NormalizedRequest, report: Report): void {
   for (const [consumer, input] of req.allocations) {
     const existing = snap.consumers.get(consumer);
     if (input.consumerGeneration !== undefined) {
@@ -170,15 +198,36 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
       }
     }
   }
+}
 
-  const inventoryOf = (rp: string): Record<string, Inventory> | undefined =>
-    req.inventories.get(rp)?.inventories ?? snap.inventories.get(rp);
+/** A provider's inventories after the write. */
+function inventoryOf(
+  snap: Snapshot,
+  req: NormalizedRequest,
+  rp: string,
+): Record<string, Inventory> | undefined {
+  return req.inventories.get(rp)?.inventories ?? snap.inventories.get(rp);
+}
 
-  // Usage after the write.
+/** What the request's allocations change. */
+interface AllocationWrites {
+  /** Change of usage per provider and class. */
+  delta: Map<string, Map<string, number>>;
+  consumers: Map<string, ConsumerWrite>;
+  /** Providers whose inventories or usage the request changes. */
+  touched: Set<string>;
+  /** Per provider, the classes the request writes an allocation to. */
+  written: Map<string, Set<string>>;
+}
+
+/**
+ * The consumers' new rows and the usage they change; checks every allocation against its
+ * inventory's min_unit, max_unit and step_size.
+ */
+function planAllocations(snap: Snapshot, req: NormalizedRequest, report: Report): AllocationWrites {
   const delta = new Map<string, Map<string, number>>();
   const consumers = new Map<string, ConsumerWrite>();
   const touched = new Set<string>(req.inventories.keys());
-  /** Per provider, the classes the request writes an allocation to. */
   const written = new Map<string, Set<string>>();
   for (const [consumer, input] of req.allocations) {
     const existing = snap.consumers.get(consumer);
@@ -194,32 +243,10 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
         let classes = written.get(rp);
         if (!classes) written.set(rp, (classes = new Set()));
         classes.add(rc);
-        rows.push({ consumer, rp, rc, used });
-        const inv = inventoryOf(rp)?.[rc];
+        const row = { consumer, rp, rc, used };
+        rows.push(row);
         if (!snap.providers.has(rp) || !snap.resourceClassExists(rc)) continue;
-        if (!inv) {
-          report({
-            code: 'reshape.invalid_allocation',
-            message: `resource provider ${rp} has no ${rc} inventory to allocate to consumer ${consumer}`,
-            details: { uuid: rp, resourceClass: rc, consumer, requested: used },
-          });
-          continue;
-        }
-        if (used < inv.minUnit || used > inv.maxUnit || used % inv.stepSize !== 0) {
-          report({
-            code: 'reshape.invalid_allocation',
-            message: `${used} ${rc} for consumer ${consumer} on ${rp} violates min_unit ${inv.minUnit}, max_unit ${inv.maxUnit} or step_size ${inv.stepSize}`,
-            details: {
-              uuid: rp,
-              resourceClass: rc,
-              consumer,
-              requested: used,
-              minUnit: inv.minUnit,
-              maxUnit: inv.maxUnit,
-              stepSize: inv.stepSize,
-            },
-          });
-        }
+        checkAllocation(row, inventoryOf(snap, req, rp)?.[rc], report);
       }
     }
     const generation = rows.length === 0 ? null : existing ? existing.generation + 1 : 1;
@@ -232,11 +259,51 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
       rows,
     });
   }
+  return { delta, consumers, touched, written };
+}
 
-  // Capacity and inventory in use, per provider and class.
+/** One allocation against the inventory it draws from (`undefined`: none). */
+function checkAllocation(
+  { consumer, rp, rc, used }: AllocationRow,
+  inv: Inventory | undefined,
+  report: Report,
+): void {
+  if (!inv) {
+    report({
+      code: 'reshape.invalid_allocation',
+      message: `resource provider ${rp} has no ${rc} inventory to allocate to consumer ${consumer}`,
+      details: { uuid: rp, resourceClass: rc, consumer, requested: used },
+    });
+    return;
+  }
+  if (used < inv.minUnit || used > inv.maxUnit || used % inv.stepSize !== 0) {
+    report({
+      code: 'reshape.invalid_allocation',
+      message: `${used} ${rc} for consumer ${consumer} on ${rp} violates min_unit ${inv.minUnit}, max_unit ${inv.maxUnit} or step_size ${inv.stepSize}`,
+      details: {
+        uuid: rp,
+        resourceClass: rc,
+        consumer,
+        requested: used,
+        minUnit: inv.minUnit,
+        maxUnit: inv.maxUnit,
+        stepSize: inv.stepSize,
+      },
+    });
+  }
+}
+
+/** Capacity and inventory in use after the write, per touched provider and class. */
+function checkUsage(
+  snap: Snapshot,
+  req: NormalizedRequest,
+  { delta, touched, written }: AllocationWrites,
+  options: PlanOptions,
+  report: Report,
+): void {
   for (const rp of touched) {
     if (!snap.providers.has(rp)) continue;
-    const inventories = inventoryOf(rp) ?? {};
+    const inventories = inventoryOf(snap, req, rp) ?? {};
     const oldInventories = snap.inventories.get(rp) ?? {};
     const classes = new Set<string>([
       ...(snap.usage.get(rp)?.keys() ?? []),
@@ -272,15 +339,6 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
       }
     }
   }
-
-  const providerGenerations = new Map<string, number>();
-  for (const rp of touched) {
-    const provider = snap.providers.get(rp);
-    if (provider) providerGenerations.set(rp, provider.generation + 1);
-  }
-  const inventories = new Map<string, Record<string, Inventory>>();
-  for (const [rp, input] of req.inventories) inventories.set(rp, input.inventories);
-  return { problems, inventories, providerGenerations, consumers, usageDelta: delta };
 }
 
 /** Convenience for backends: the normalized request plus the providers to load. */

@@ -1,4 +1,5 @@
 import { RiggingError } from '@rigging/core';
+import { isConnectionError } from './retry.js';
 
 /** Every error code `@rigging/sql` throws. */
 export type SqlErrorCode =
@@ -11,6 +12,7 @@ export type SqlErrorCode =
   | 'sql.schema_too_new'
   | 'sql.invalid_migrations'
   | 'sql.transaction_failed'
+  | 'sql.aborted'
   | 'sql.closed';
 
 /**
@@ -20,4 +22,20 @@ export type SqlErrorCode =
 export class SqlError extends RiggingError<SqlErrorCode> {
   /** Always `'SqlError'`. */
   override readonly name = 'SqlError';
+}
+
+/** @internal `sql.unreachable`: `what` (an engine) at `url` refused or failed the connection. */
+export function unreachable(what: string, url: string, cause: unknown): SqlError {
+  const reason = (cause as Error)?.message ?? String(cause);
+  const hint = isConnectionError(cause)
+    ? 'is the server running and the URL right?'
+    : 'check the URL, the credentials and that the database exists';
+  return new SqlError(
+    'sql.unreachable',
+    `cannot connect to ${what} at ${url}: ${reason}; ${hint}`,
+    {
+      cause,
+      details: { url },
+    },
+  );
 }

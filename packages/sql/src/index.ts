@@ -1,5 +1,6 @@
 export { openDatabase } from './database.js';
-export type { Database, OpenDatabaseOptions, TransactionOptions } from './database.js';
+export type { Database, OpenDatabaseOptions } from './database.js';
+export type { TransactionOptions } from './transaction.js';
 export type { Migration, MigrateResult } from './migrate.js';
 export { identityPrimaryKey } from './columns.js';
 export type { Session, Notification, QueryResult } from './session.js';

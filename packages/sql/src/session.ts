@@ -1,5 +1,5 @@
 import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect } from 'kysely';
-import type { SqliteHandle } from './database.js';
+import type { SqliteHandle } from './sqlite.js';
 import type { Dialect } from './url.js';
 
 /** A PostgreSQL notification received by a session that ran `LISTEN`. */

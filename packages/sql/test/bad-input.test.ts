@@ -58,6 +58,9 @@ describe('URL', () => {
     await expect(database.transaction(async () => 1, { retries: -1 })).rejects.toThrow(
       /transaction: retries must be an integer >= 0, got -1/,
     );
+    await expect(
+      database.transaction(async () => 1, { signal: 'stop' as unknown as AbortSignal }),
+    ).rejects.toThrow(/transaction: signal must be an AbortSignal, got stop/);
   });
 });
 

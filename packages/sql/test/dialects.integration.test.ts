@@ -10,6 +10,8 @@ import {
   sql,
   type Database,
   type Notification,
+  type OpenDatabaseOptions,
+  type TransactionOptions,
 } from '../src/index.js';
 
 const sqliteWriter = fileURLToPath(new URL('./fixtures/sqlite-writer.ts', import.meta.url));
@@ -64,26 +66,26 @@ describe.skipIf(!pgUp)('PostgreSQL', () => {
 
   // Write skew: both read the table, then both insert. Serializable isolation aborts one of them
   // with 40001; the retry re-runs it after the other committed.
-  async function writeSkew(retries: number) {
-    await sql`delete from ledger`.execute(database.db);
+  async function writeSkew(options: TransactionOptions, db = database) {
+    await sql`delete from ledger`.execute(db.db);
     const bothRead = barrier(2);
     let calls = 0;
     const run = () =>
-      database.transaction(
+      db.transaction(
         async (trx) => {
           const first = ++calls <= 2;
           const r = await sql<{ n: string }>`select count(*) as n from ledger`.execute(trx);
           if (first) await bothRead();
           await sql`insert into ledger (v) values (${Number(r.rows[0]!.n) + 1})`.execute(trx);
         },
-        { isolation: 'serializable', retries },
+        { isolation: 'serializable', ...options },
       );
     const results = await Promise.allSettled([run(), run()]);
     return { results, calls };
   }
 
   it('retries a real serialization failure until both transactions commit', async () => {
-    const { results, calls } = await writeSkew(5);
+    const { results, calls } = await writeSkew({ retries: 5 });
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
     expect(calls).toBeGreaterThanOrEqual(3);
     const rows = await sql<{ v: number }>`select v from ledger order by v`.execute(database.db);
@@ -91,12 +93,38 @@ describe.skipIf(!pgUp)('PostgreSQL', () => {
   });
 
   it('with retries: 0 the conflict surfaces as sql.transaction_failed', async () => {
-    const { results } = await writeSkew(0);
+    const { results } = await writeSkew({ retries: 0 });
     const failed = results.filter((r) => r.status === 'rejected');
     expect(failed).toHaveLength(1);
     const reason = (failed[0] as PromiseRejectedResult).reason as Error & { cause: unknown };
     expect(reason).toMatchObject({ code: 'sql.transaction_failed' });
     expect(reason.cause).toMatchObject({ code: '40001' });
+  });
+
+  it('a signal aborted when a real serialization failure is about to be retried stops it', async () => {
+    const controller = new AbortController();
+    // The retry is logged right before its wait: abort there, as a caller giving up would.
+    const logger: Logger = {
+      ...silentLogger,
+      debug: (obj: unknown, msg?: unknown) => {
+        if (msg === 'retrying transaction') controller.abort(new Error('shutting down'));
+      },
+      child: () => logger,
+    };
+    const db = await openDatabase(fresh.url, { logger });
+    try {
+      const { results, calls } = await writeSkew({ signal: controller.signal }, db);
+      expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+      const reason = (results.find((r) => r.status === 'rejected') as PromiseRejectedResult)
+        .reason as Error & { cause: Error };
+      expect(reason).toMatchObject({ code: 'sql.aborted', details: { attempts: 1 } });
+      expect(reason.cause.message).toBe('shutting down');
+      expect(calls).toBe(2); // no third attempt
+      const rows = await sql<{ v: number }>`select v from ledger`.execute(db.db);
+      expect(rows.rows.map((r) => r.v)).toEqual([1]);
+    } finally {
+      await db.close();
+    }
   });
 
   it('LISTEN through a session delivers NOTIFY payloads', async () => {
@@ -322,64 +350,101 @@ describe('SQLite in one process', () => {
 });
 
 describe('SQLite across processes', () => {
-  it(
-    'a transaction blocked by another process is retried on SQLITE_BUSY, then commits',
-    { timeout: 60_000 },
-    async () => {
-      const fresh = await freshDatabase('sqlite-file', 'sql_busy');
-      const logger = recordingLogger();
-      const database = await openDatabase(fresh.url, { busyTimeoutMs: 50, logger });
-      await sql`create table busy_items (id integer primary key, who text)`.execute(database.db);
-      const child = spawnNode(sqliteWriter, [fresh.url]);
-      try {
-        await child.waitForLine('holding');
-        let calls = 0;
-        const tx = database.transaction(
-          async (trx) => {
-            calls++;
-            await sql`insert into busy_items (id, who) values (2, 'parent')`.execute(trx);
-          },
-          { retries: 100 },
-        );
-        // The parent's BEGIN IMMEDIATE fails with SQLITE_BUSY after 50 ms, again and again,
-        // until the child commits.
-        await waitFor(
-          () => logger.messages.filter((m) => m === 'retrying transaction').length >= 2,
-        );
-        child.proc.stdin.write('commit\n');
-        await tx;
-        expect(calls).toBe(1);
-        expect(await child.exited).toBe(0);
-        const rows = await sql<{ who: string }>`select who from busy_items order by id`.execute(
-          database.db,
-        );
-        expect(rows.rows.map((r) => r.who)).toEqual(['child', 'parent']);
-      } finally {
-        child.kill();
-        await database.close();
-        await fresh.drop();
-      }
-    },
-  );
-
-  it('gives up with sql.transaction_failed after the retries', { timeout: 60_000 }, async () => {
-    const fresh = await freshDatabase('sqlite-file', 'sql_busy2');
-    const database = await openDatabase(fresh.url, { busyTimeoutMs: 20 });
+  /** A fresh file whose write lock a child process holds until `release()`. */
+  async function whileChildHolds(
+    name: string,
+    options: OpenDatabaseOptions,
+    body: (database: Database, release: () => Promise<void>) => Promise<void>,
+  ): Promise<void> {
+    const fresh = await freshDatabase('sqlite-file', name);
+    const database = await openDatabase(fresh.url, options);
     await sql`create table busy_items (id integer primary key, who text)`.execute(database.db);
     const child = spawnNode(sqliteWriter, [fresh.url]);
     try {
       await child.waitForLine('holding');
-      const e = await database
-        .transaction(async () => {}, { retries: 2 })
-        .catch((err: unknown) => err);
-      expect(e).toMatchObject({ code: 'sql.transaction_failed' });
-      expect((e as Error).message).toMatch(/after 3 attempts/);
-      child.proc.stdin.write('commit\n');
-      expect(await child.exited).toBe(0);
+      await body(database, async () => {
+        child.proc.stdin.write('commit\n');
+        expect(await child.exited).toBe(0);
+      });
     } finally {
       child.kill();
       await database.close();
       await fresh.drop();
     }
+  }
+
+  it(
+    'a transaction blocked by another process is retried on SQLITE_BUSY, then commits',
+    { timeout: 60_000 },
+    async () => {
+      const logger = recordingLogger();
+      await whileChildHolds(
+        'sql_busy',
+        { busyTimeoutMs: 50, logger },
+        async (database, release) => {
+          let calls = 0;
+          const tx = database.transaction(
+            async (trx) => {
+              calls++;
+              await sql`insert into busy_items (id, who) values (2, 'parent')`.execute(trx);
+            },
+            { retries: 100 },
+          );
+          // The parent's BEGIN IMMEDIATE fails with SQLITE_BUSY after 50 ms, again and again,
+          // until the child commits.
+          await waitFor(
+            () => logger.messages.filter((m) => m === 'retrying transaction').length >= 2,
+          );
+          await release();
+          await tx;
+          expect(calls).toBe(1);
+          const rows = await sql<{ who: string }>`select who from busy_items order by id`.execute(
+            database.db,
+          );
+          expect(rows.rows.map((r) => r.who)).toEqual(['child', 'parent']);
+        },
+      );
+    },
+  );
+
+  it.each(['the signal aborts', 'the database is closed'])(
+    'SQLITE_BUSY retries stop at once when %s',
+    { timeout: 60_000 },
+    async (how) => {
+      const logger = recordingLogger();
+      const retried = () => logger.messages.filter((m) => m === 'retrying transaction').length;
+      const options = { busyTimeoutMs: 50, logger };
+      await whileChildHolds('sql_busy_stop', options, async (database, release) => {
+        const controller = new AbortController();
+        const tx = database
+          .transaction(async () => {}, { retries: 100, signal: controller.signal })
+          .catch((err: unknown) => err);
+        await waitFor(() => retried() >= 2);
+        const stoppedAt = performance.now();
+        if (how === 'the signal aborts') controller.abort(new Error('stop'));
+        else await database.close();
+        const e = await tx;
+        // At most the attempt under way (one 50 ms busy wait), never a further retry wait.
+        expect(performance.now() - stoppedAt).toBeLessThan(150);
+        expect(e).toMatchObject({
+          code: how === 'the signal aborts' ? 'sql.aborted' : 'sql.closed',
+        });
+        const count = retried();
+        await new Promise((r) => setTimeout(r, 400));
+        expect(retried()).toBe(count);
+        await release();
+      });
+    },
+  );
+
+  it('gives up with sql.transaction_failed after the retries', { timeout: 60_000 }, async () => {
+    await whileChildHolds('sql_busy2', { busyTimeoutMs: 20 }, async (database, release) => {
+      const e = await database
+        .transaction(async () => {}, { retries: 2 })
+        .catch((err: unknown) => err);
+      expect(e).toMatchObject({ code: 'sql.transaction_failed' });
+      expect((e as Error).message).toMatch(/after 3 attempts/);
+      await release();
+    });
   });
 });

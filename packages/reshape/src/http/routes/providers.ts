@@ -1,70 +1,20 @@
 /** Resource providers and their aggregates. */
 import { normalizeUuid } from '../../model.js';
+import type { ReshapeStore } from '../../store.js';
 import { HttpError } from '../errors.js';
 import { atLeast } from '../microversion.js';
-import { SEG, V, type Route, type Kit } from '../route.js';
+import { SEG, V, type Handler, type Kit, type Route } from '../route.js';
 import { aggregatesBody, providerJson } from '../serialize.js';
 
 /** @internal */
-export function providerRoutes({ store, check, call, provider }: Kit): Route[] {
+export function providerRoutes(kit: Kit): Route[] {
+  const { store, call, provider } = kit;
   return [
     {
       pattern: /^\/resource_providers$/,
       methods: {
-        GET: {
-          handler: async ({ query, version, base }) => {
-            const q = check.query('listProviders', version, query) as {
-              name?: string;
-              uuid?: string;
-              in_tree?: string;
-            };
-            if (query.has('resources') || query.has('member_of') || query.has('required'))
-              throw new HttpError(
-                400,
-                'resources, member_of and required filters are not supported by this server',
-              );
-            const filter: { name?: string; uuid?: string; inTree?: string } = {};
-            if (q.name !== undefined) filter.name = q.name;
-            if (q.uuid !== undefined) filter.uuid = q.uuid;
-            const inTree = q.in_tree;
-            if (inTree !== undefined) {
-              if (!(await store.getProvider(inTree)))
-                return { status: 200, body: { resource_providers: [] } };
-              filter.inTree = inTree;
-            }
-            const list = await call(() => store.listProviders(filter));
-            return {
-              status: 200,
-              body: { resource_providers: list.map((p) => providerJson(p, version, base)) },
-            };
-          },
-        },
-        POST: {
-          body: true,
-          handler: async ({ body, version, base }) => {
-            check.body('createProvider', version, body);
-            const o = body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
-            const name = o.name;
-            const id = o.uuid === undefined ? undefined : normalizeUuid(o.uuid);
-            let parent: string | null = null;
-            if (o.parent_provider_uuid !== undefined && o.parent_provider_uuid !== null) {
-              parent = normalizeUuid(o.parent_provider_uuid);
-              if (!(await store.getProvider(parent)))
-                throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
-            }
-            const p = await call(() =>
-              store.createProvider({
-                name,
-                ...(id ? { uuid: id } : {}),
-                parentProviderUuid: parent,
-              }),
-            );
-            const location = `${base}/resource_providers/${p.uuid}`;
-            if (atLeast(version, [1, 20]))
-              return { status: 200, body: providerJson(p, version, base), headers: { location } };
-            return { status: 201, headers: { location } };
-          },
-        },
+        GET: { handler: listProviders(kit) },
+        POST: { body: true, handler: createProvider(kit) },
       },
     },
     {
@@ -76,41 +26,7 @@ export function providerRoutes({ store, check, call, provider }: Kit): Route[] {
             body: providerJson(await provider(params[0]!), version, base),
           }),
         },
-        PUT: {
-          body: true,
-          handler: async ({ params, body, version, base }) => {
-            const p = await provider(params[0]!);
-            check.body('updateProvider', version, body);
-            const o = body as { name: string; parent_provider_uuid?: string | null };
-            const name = o.name;
-            let parent: string | null | undefined;
-            if (o.parent_provider_uuid !== undefined) {
-              parent =
-                o.parent_provider_uuid === null ? null : normalizeUuid(o.parent_provider_uuid);
-              if (parent !== p.parentProviderUuid) {
-                if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
-                  throw new HttpError(
-                    400,
-                    'Unable to save resource provider: re-parenting a provider is not currently allowed.',
-                  );
-                if (parent === null && !atLeast(version, [1, 37]))
-                  throw new HttpError(
-                    400,
-                    'Unable to save resource provider: un-parenting a provider is not currently allowed.',
-                  );
-                if (parent !== null && !(await store.getProvider(parent)))
-                  throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
-              }
-            }
-            const updated = await call(() =>
-              store.updateProvider(p.uuid, {
-                name,
-                ...(parent === undefined ? {} : { parentProviderUuid: parent }),
-              }),
-            );
-            return { status: 200, body: providerJson(updated, version, base) };
-          },
-        },
+        PUT: { body: true, handler: updateProvider(kit) },
         DELETE: {
           handler: async ({ params }) => {
             const p = await provider(params[0]!);
@@ -131,30 +47,127 @@ export function providerRoutes({ store, check, call, provider }: Kit): Route[] {
             return { status: 200, body: aggregatesBody(r, version) };
           },
         },
-        PUT: {
-          min: V(1, 1),
-          body: true,
-          handler: async ({ params, body, version }) => {
-            const p = await provider(params[0]!);
-            check.body('setAggregates', version, body);
-            let list: string[];
-            let generation: number | undefined;
-            if (atLeast(version, [1, 19])) {
-              const o = body as { aggregates: string[]; resource_provider_generation: number };
-              generation = o.resource_provider_generation;
-              list = o.aggregates;
-            } else list = body as string[];
-            const aggregates = [...new Set(list.map((a) => normalizeUuid(a)))];
-            const r = await call(() =>
-              store.setAggregates(p.uuid, {
-                aggregates,
-                ...(generation === undefined ? {} : { generation }),
-              }),
-            );
-            return { status: 200, body: aggregatesBody(r, version) };
-          },
-        },
+        PUT: { min: V(1, 1), body: true, handler: setAggregates(kit) },
       },
     },
   ];
+}
+
+/** `GET /resource_providers`: by name, uuid or tree. */
+function listProviders({ store, check, call }: Kit): Handler {
+  return async ({ query, version, base }) => {
+    const q = check.query('listProviders', version, query) as {
+      name?: string;
+      uuid?: string;
+      in_tree?: string;
+    };
+    if (query.has('resources') || query.has('member_of') || query.has('required'))
+      throw new HttpError(
+        400,
+        'resources, member_of and required filters are not supported by this server',
+      );
+    const filter: { name?: string; uuid?: string; inTree?: string } = {};
+    if (q.name !== undefined) filter.name = q.name;
+    if (q.uuid !== undefined) filter.uuid = q.uuid;
+    const inTree = q.in_tree;
+    if (inTree !== undefined) {
+      if (!(await store.getProvider(inTree)))
+        return { status: 200, body: { resource_providers: [] } };
+      filter.inTree = inTree;
+    }
+    const list = await call(() => store.listProviders(filter));
+    return {
+      status: 200,
+      body: { resource_providers: list.map((p) => providerJson(p, version, base)) },
+    };
+  };
+}
+
+/** `POST /resource_providers`: 201 with a location, or (1.20+) 200 with the provider. */
+function createProvider({ store, check, call }: Kit): Handler {
+  return async ({ body, version, base }) => {
+    check.body('createProvider', version, body);
+    const o = body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
+    const name = o.name;
+    const id = o.uuid === undefined ? undefined : normalizeUuid(o.uuid);
+    let parent: string | null = null;
+    if (o.parent_provider_uuid !== undefined && o.parent_provider_uuid !== null) {
+      parent = normalizeUuid(o.parent_provider_uuid);
+      await requireParent(store, parent);
+    }
+    const p = await call(() =>
+      store.createProvider({
+        name,
+        ...(id ? { uuid: id } : {}),
+        parentProviderUuid: parent,
+      }),
+    );
+    const location = `${base}/resource_providers/${p.uuid}`;
+    if (atLeast(version, [1, 20]))
+      return { status: 200, body: providerJson(p, version, base), headers: { location } };
+    return { status: 201, headers: { location } };
+  };
+}
+
+/** `PUT /resource_providers/{uuid}`: renames; re-parents or un-parents from 1.37. */
+function updateProvider({ store, check, call, provider }: Kit): Handler {
+  return async ({ params, body, version, base }) => {
+    const p = await provider(params[0]!);
+    check.body('updateProvider', version, body);
+    const o = body as { name: string; parent_provider_uuid?: string | null };
+    const name = o.name;
+    let parent: string | null | undefined;
+    if (o.parent_provider_uuid !== undefined) {
+      parent = o.parent_provider_uuid === null ? null : normalizeUuid(o.parent_provider_uuid);
+      if (parent !== p.parentProviderUuid) {
+        if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
+          throw new HttpError(
+            400,
+            'Unable to save resource provider: re-parenting a provider is not currently allowed.',
+          );
+        if (parent === null && !atLeast(version, [1, 37]))
+          throw new HttpError(
+            400,
+            'Unable to save resource provider: un-parenting a provider is not currently allowed.',
+          );
+        if (parent !== null) await requireParent(store, parent);
+      }
+    }
+    const updated = await call(() =>
+      store.updateProvider(p.uuid, {
+        name,
+        ...(parent === undefined ? {} : { parentProviderUuid: parent }),
+      }),
+    );
+    return { status: 200, body: providerJson(updated, version, base) };
+  };
+}
+
+/** `PUT /resource_providers/{uuid}/aggregates`: a bare list, or (1.19+) one with a generation. */
+function setAggregates({ store, check, call, provider }: Kit): Handler {
+  return async ({ params, body, version }) => {
+    const p = await provider(params[0]!);
+    check.body('setAggregates', version, body);
+    let list: string[];
+    let generation: number | undefined;
+    if (atLeast(version, [1, 19])) {
+      const o = body as { aggregates: string[]; resource_provider_generation: number };
+      generation = o.resource_provider_generation;
+      list = o.aggregates;
+    } else list = body as string[];
+    const aggregates = [...new Set(list.map((a) => normalizeUuid(a)))];
+    const r = await call(() =>
+      store.setAggregates(p.uuid, {
+        aggregates,
+        ...(generation === undefined ? {} : { generation }),
+      }),
+    );
+    return { status: 200, body: aggregatesBody(r, version) };
+  };
+}
+
+/** A 400 unless the parent a body names exists. */
+async function requireParent(store: ReshapeStore, parent: string): Promise<void> {
+  if (!(await store.getProvider(parent)))
+    throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
 }
