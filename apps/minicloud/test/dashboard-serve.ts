@@ -1,5 +1,5 @@
 // Helpers shared by the process tests: start the built `minicloud serve` on a free port.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { APP, appFiles } from '../src/steps/deploy.js';
@@ -93,4 +93,13 @@ export async function uploadApp(url: string): Promise<number> {
   });
   await res.arrayBuffer();
   return res.status;
+}
+
+/** Creates a token with the CLI in the database `startServe(dir, …)` uses; returns its secret. */
+export function createToken(dir: string, cwd: string, role: 'admin' | 'member' | 'reader'): string {
+  return execFileSync(
+    process.execPath,
+    [cli, 'token', 'create', '--role', role, '--database', `sqlite:${join(dir, 'mc.db')}`],
+    { cwd, env: cleanEnv(), encoding: 'utf8' },
+  ).split('\n')[0]!;
 }
