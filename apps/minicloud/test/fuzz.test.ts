@@ -2,7 +2,7 @@
 // path parameters, query strings, bodies and content types drawn from the documented schemas
 // (mostly near-valid values, so they reach the handlers) mixed with junk, a few thousand cases
 // sent over keep-alive connections a batch at a time, within a time budget. No answer may be a
-// 5xx or a dropped connection; a failure prints the request.
+// 5xx, a status the document does not list, or a dropped connection; a failure prints the request.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -82,6 +82,8 @@ interface Parameter {
 }
 interface Operation {
   method: string;
+  /** The statuses the document lists for it. */
+  statuses: string[];
   path: string;
   parameters: Parameter[];
   body?: Schema;
@@ -95,6 +97,7 @@ async function operations(): Promise<Operation[]> {
         string,
         {
           parameters?: Parameter[];
+          responses: Record<string, unknown>;
           requestBody?: { content?: Record<string, { schema: Schema }> };
         }
       >
@@ -105,6 +108,7 @@ async function operations(): Promise<Operation[]> {
       const body = op.requestBody?.content?.['application/json']?.schema;
       return {
         method: method.toUpperCase(),
+        statuses: Object.keys(op.responses),
         path,
         parameters: op.parameters ?? [],
         ...(body ? { body } : {}),
@@ -216,6 +220,8 @@ function valueFrom(schema: Schema, depth = 0): fc.Arbitrary<unknown> {
 interface FuzzRequest {
   /** The operation, as in the document (`POST /api/environments/{name}`). */
   operation: string;
+  /** The statuses the document lists for the operation. */
+  statuses: string[];
   method: string;
   path: string;
   headers: Record<string, string>;
@@ -284,6 +290,7 @@ function requestFor(op: Operation): fc.Arbitrary<FuzzRequest> {
   );
   return fc.tuple(path, query, body, contentType).map(([p, q, b, type]) => ({
     operation: `${op.method} ${op.path}`,
+    statuses: op.statuses,
     method: op.method,
     path: p + q,
     headers: b !== undefined && type ? { 'content-type': type } : ({} as Record<string, string>),
@@ -334,13 +341,18 @@ function describeRequest(req: FuzzRequest): string {
   return `${req.method} ${req.path} ${JSON.stringify(req.headers)} ${body.slice(0, 2000)}`;
 }
 
-/** Sends `req`; throws with the request printed on a 5xx or when no answer comes. */
+/**
+ * Sends `req`; throws with the request printed on a 5xx, a status its operation does not
+ * document, or when no answer comes.
+ */
 async function check(req: FuzzRequest): Promise<void> {
   const answer = await send(req).catch((error: unknown) => {
     throw new Error(`${describeRequest(req)}\n→ no answer: ${String(error)}`);
   });
-  if (answer.status >= 500) {
-    throw new Error(`${describeRequest(req)}\n→ ${answer.status} ${answer.body.slice(0, 2000)}`);
+  const answered = `${describeRequest(req)}\n→ ${answer.status} ${answer.body.slice(0, 2000)}`;
+  if (answer.status >= 500) throw new Error(answered);
+  if (!req.statuses.includes(String(answer.status))) {
+    throw new Error(`${answered}\n(a status the document does not list for ${req.operation})`);
   }
 }
 
@@ -369,8 +381,8 @@ describe('fuzzed requests on every route of the OpenAPI document', () => {
     // Every operation was drawn.
     expect([...seen].sort()).toEqual(ops.map((op) => `${op.method} ${op.path}`).sort());
     // The server is still up and logged no internal error.
-    const health = { operation: 'GET /api/health', method: 'GET', path: '/api/health' };
-    expect((await send({ ...health, headers: {} })).status).toBe(200);
+    const health = { operation: 'GET /api/health', statuses: ['200'], method: 'GET' };
+    expect((await send({ ...health, path: '/api/health', headers: {} })).status).toBe(200);
     expect(s.stderr()).not.toMatch(/request failed/);
   }, 120_000);
 });
