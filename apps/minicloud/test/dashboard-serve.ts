@@ -1,7 +1,8 @@
 // Helpers shared by the process tests: start the built `minicloud serve` on a free port.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { APP, appFiles } from '../src/steps/deploy.js';
 
 export const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const children = new Set<ChildProcess>();
@@ -75,4 +76,30 @@ export async function startServe(
     });
   });
   return { url, child, stdout: () => out, stderr: () => err, exited };
+}
+
+/** Uploads the demo's application package (`APP`) through the API; resolves with the status. */
+export async function uploadApp(url: string): Promise<number> {
+  const files = appFiles(1).map((f) => ({
+    path: f.path,
+    ...(typeof f.content === 'string'
+      ? { content: f.content }
+      : { base64: Buffer.from(f.content).toString('base64') }),
+  }));
+  const res = await fetch(`${url}/api/packages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...APP, files }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** Creates a token with the CLI in the database `startServe(dir, …)` uses; returns its secret. */
+export function createToken(dir: string, cwd: string, role: 'admin' | 'member' | 'reader'): string {
+  return execFileSync(
+    process.execPath,
+    [cli, 'token', 'create', '--role', role, '--database', `sqlite:${join(dir, 'mc.db')}`],
+    { cwd, env: cleanEnv(), encoding: 'utf8' },
+  ).split('\n')[0]!;
 }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, cli, killServes, startServe, type Served } from './dashboard-serve.js';
+import { createToken, killServes, startServe, type Served } from './dashboard-serve.js';
 
 const PYTHON = '/usr/bin/python3';
 const script = fileURLToPath(
@@ -62,19 +62,7 @@ describe.skipIf(!havePlacement)('/placement authentication next to OpenStack Pla
     });
     placementUrl = `http://127.0.0.1:${port}`;
     mkdirSync(join(tmp, 'serve'));
-    reader = execFileSync(
-      process.execPath,
-      [
-        cli,
-        'token',
-        'create',
-        '--role',
-        'reader',
-        '--database',
-        `sqlite:${join(tmp, 'serve', 'mc.db')}`,
-      ],
-      { cwd: tmp, env: cleanEnv(), encoding: 'utf8' },
-    ).split('\n')[0]!;
+    reader = createToken(join(tmp, 'serve'), tmp, 'reader');
     served = await startServe(join(tmp, 'serve'), tmp, [], { MINICLOUD_ADMIN_TOKEN: ADMIN });
   }, 120_000);
 

@@ -9,8 +9,14 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { APP, appFiles } from '../src/steps/deploy.js';
-import { cleanEnv, cli, killServes, startServe as startServeIn } from './dashboard-serve.js';
+import { APP } from '../src/steps/deploy.js';
+import {
+  cleanEnv,
+  cli,
+  killServes,
+  startServe as startServeIn,
+  uploadApp,
+} from './dashboard-serve.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-serve-'));
 afterAll(() => {
@@ -94,18 +100,7 @@ describe('minicloud serve (process)', () => {
 
   it('exits 0 on SIGTERM in the middle of a deployment request', async () => {
     const s = await startServe('mid');
-    const files = appFiles(1).map((f) => ({
-      path: f.path,
-      ...(typeof f.content === 'string'
-        ? { content: f.content }
-        : { base64: Buffer.from(f.content).toString('base64') }),
-    }));
-    const up = await fetch(`${s.url}/api/packages`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ ...APP, files }),
-    });
-    expect(up.status).toBe(201);
+    expect(await uploadApp(s.url)).toBe(201);
     const deploying = fetch(`${s.url}/api/environments`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -9,6 +9,7 @@ import { CommandError, UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import type { MinicloudTables } from '../migrations.js';
 import { createServer } from '../http/server.js';
+import { openTracing } from '../tracing.js';
 import type { Command } from './types.js';
 
 export const DEFAULT_PORT = 8787;
@@ -105,6 +106,9 @@ export const serve: Command = {
     'A client address with more than $MINICLOUD_AUTH_MAX_FAILURES (default 20) failed',
     'authentications in a minute is refused (429) until the minute ends. At most',
     '$MINICLOUD_MAX_EVENT_STREAMS (default 100) dashboard event streams are served at once.',
+    '',
+    'Tracing: with $OTEL_EXPORTER_OTLP_ENDPOINT set, the task flows this process runs are',
+    'exported as OpenTelemetry traces over OTLP/HTTP (${endpoint}/v1/traces).',
   ],
   options: {
     port: { type: 'string' },
@@ -125,6 +129,8 @@ export const serve: Command = {
     // Listen for signals from the start, so a SIGTERM during startup still shuts down cleanly.
     const signalled = untilSignal();
 
+    // Closed after the cloud, so that the spans of flows ending as it closes are exported too.
+    await using tracing = await openTracing(logger);
     await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
     await using cloud = await openCloud({
       database,
@@ -132,6 +138,7 @@ export const serve: Command = {
       logger,
       ...(values['no-workers'] === true ? { worker: false } : {}),
     });
+    await tracing?.trace(cloud.engine);
     const tokens = new TokenStore(database, {
       adminToken: process.env[ADMIN_TOKEN_ENV] || undefined,
     });

@@ -2,6 +2,7 @@ import { redactUrl } from '@rigging/sql';
 import { openCloud } from '../cloud/index.js';
 import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
+import { openTracing } from '../tracing.js';
 import { intOption } from './options.js';
 import type { Command } from './types.js';
 
@@ -16,6 +17,7 @@ export const worker: Command = {
     '  processes (PostgreSQL or MariaDB across hosts; one SQLite file on one host).',
     '  If a worker dies, the others take its work over once its lease expires and resume its',
     '  flows from the task log. SIGTERM/SIGINT: stop claiming, finish or hand back work, exit 0.',
+    '  With $OTEL_EXPORTER_OTLP_ENDPOINT set, its flows are exported as OpenTelemetry traces.',
     '',
     '  --concurrency <n>  container ops of different containers at once (default 3)',
     '  --lease-ms <ms>    how soon others take over if this worker dies (default 10000)',
@@ -29,14 +31,17 @@ export const worker: Command = {
         'a worker needs a database other processes can reach, not sqlite::memory:',
       );
     }
+    const logger = createLogger();
+    const tracing = await openTracing(logger);
     const cloud = await openCloud({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
-      logger: createLogger(),
+      logger,
       worker: true,
       ...(concurrency ? { queueConcurrency: concurrency } : {}),
       ...(leaseMs ? { leaseMs } : {}),
     });
+    await tracing?.trace(cloud.engine);
     out.line(
       `minicloud worker ready: pid ${process.pid}, database ${redactUrl(config.databaseUrl)}`,
     );
@@ -46,6 +51,7 @@ export const worker: Command = {
     });
     out.line(`minicloud worker ${process.pid}: stopping (finishing or handing back work)`);
     await cloud.close();
+    await tracing?.close();
     out.line(`minicloud worker ${process.pid}: stopped`);
   },
 };

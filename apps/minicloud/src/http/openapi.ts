@@ -31,7 +31,8 @@ export async function installOpenApi(app: FastifyInstance): Promise<readonly Rou
     const errors: Record<number, typeof errorBody> = { 400: errorBody, 404: errorBody };
     if (access !== 'public')
       Object.assign(errors, { 401: errorBody, 403: errorBody, 429: errorBody });
-    if (route.method !== 'GET') Object.assign(errors, { 409: errorBody, 413: errorBody });
+    if (route.method !== 'GET')
+      Object.assign(errors, { 409: errorBody, 413: errorBody, 415: errorBody });
     route.schema = {
       ...route.schema,
       response: { ...errors, ...(route.schema?.response as object | undefined) },

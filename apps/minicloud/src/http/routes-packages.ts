@@ -65,6 +65,8 @@ export async function registerPackageRoutes(
   );
 
   await app.register(async (scope) => {
+    // Archives only: a JSON (or any other) body is refused with 415 before the handler runs.
+    scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(
       ARCHIVE_TYPES,
       { parseAs: 'buffer', bodyLimit: UPLOAD_LIMITS.maxArchiveBytes },
@@ -84,7 +86,14 @@ export async function registerPackageRoutes(
       },
       async (req, reply) => {
         const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
-        const files = await uploads.unpack(fqn, version, req.body as Buffer);
+        if (!Buffer.isBuffer(req.body)) {
+          throw new HttpError(
+            415,
+            'minicloud.unsupported_media_type',
+            `send the archive as the request body, with content-type ${ARCHIVE_TYPES.join(', ')}`,
+          );
+        }
+        const files = await uploads.unpack(fqn, version, req.body);
         return reply.status(201).send(await cloud.uploadPackage(fqn, version, files));
       },
     );

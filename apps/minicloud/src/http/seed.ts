@@ -3,9 +3,26 @@
  * this process started (blocked keys, recent flows).
  */
 import type { FlowView, TaskView } from '../wire.js';
-import type { DashboardHub } from '../../dashboard/serve.js';
+import { DashboardHub } from '../../dashboard/serve.js';
 import { FLOW_STATES, TASK_STATES } from '../cloud/events.js';
 import type { Cloud } from '../cloud/index.js';
+
+/**
+ * The dashboard's event hub of a server, fed from `cloud.hub` (call `off` on close) and seeded
+ * with the provider tree, the cache, and the queue keys and flows from before this process.
+ */
+export async function openDashboardHub(
+  cloud: Cloud,
+  maxClients: number,
+): Promise<{ hub: DashboardHub; off: () => void }> {
+  const hub = new DashboardHub({ initial: cloud.hub.state, maxClients });
+  const off = cloud.hub.onAny((_type, event) => hub.publish(event));
+  await cloud.providerTree().catch(() => []);
+  cloud.publishCache();
+  await seedQueueKeys(cloud, hub);
+  await seedFlows(cloud, hub);
+  return { hub, off };
+}
 
 /** A key the dashboard has seen, or a container's: idle rather than unknown. */
 export async function knownKey(cloud: Cloud, hub: DashboardHub, key: string): Promise<boolean> {
@@ -14,7 +31,7 @@ export async function knownKey(cloud: Cloud, hub: DashboardHub, key: string): Pr
 }
 
 /** Keys that are not idle at startup (e.g. blocked before a restart), for the first snapshot. */
-export async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
+async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<void> {
   const active = await cloud.queue.activeKeys().catch(() => []);
   for (const { key } of active) {
     if (hub.state.queues.some((k) => k.key === key)) continue;
@@ -28,7 +45,7 @@ export async function seedQueueKeys(cloud: Cloud, hub: DashboardHub): Promise<vo
  * Recent flows from the task log that this process has not seen (e.g. before a restart), rebuilt
  * from their history for the first snapshot, so the Flows view is not empty after a restart.
  */
-export async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<void> {
+async function seedFlows(cloud: Cloud, hub: DashboardHub, limit = 20): Promise<void> {
   const flows = await cloud.engine.flows({ limit }).catch(() => []);
   for (const f of flows.reverse()) {
     if (hub.state.flows.some((x) => x.id === f.flowId)) continue;

@@ -1,0 +1,54 @@
+/**
+ * The dashboard's routes: its event stream (`GET /api/events`) and its built files at `/`.
+ */
+import type { FastifyInstance } from 'fastify';
+import { serveStatic, type DashboardHub } from '../../dashboard/serve.js';
+import { dashboardDistDir } from './dashboard-dir.js';
+import { HttpError } from './errors.js';
+import { errorBody, streamed } from './schemas.js';
+
+/** Adds `GET /api/events`, the server-sent events the dashboard follows. */
+export function registerEventsRoute(app: FastifyInstance, hub: DashboardHub): void {
+  app.get(
+    '/api/events',
+    {
+      config: { access: 'read' },
+      schema: {
+        summary: 'The dashboard event stream',
+        response: {
+          200: streamed('text/event-stream', 'a snapshot, then every change'),
+          503: errorBody,
+        },
+      },
+    },
+    (req, reply) => {
+      reply.hijack();
+      hub.handle(req.raw, reply.raw);
+    },
+  );
+}
+
+/**
+ * Serves the built dashboard from `dashboardDir` (default {@link dashboardDistDir}) for every
+ * `GET` no other route takes; `503` with how to build it when it is not built.
+ */
+export function registerDashboardFiles(app: FastifyInstance, dashboardDir?: string): void {
+  const dist = dashboardDir ? { dir: dashboardDir, built: true } : dashboardDistDir();
+  const statics = serveStatic(dist.dir);
+  app.get('/*', { config: { access: 'public' }, schema: { hide: true } }, async (req, reply) => {
+    const path = req.url.split('?')[0]!;
+    if (path === '/api' || path.startsWith('/api/')) {
+      throw new HttpError(404, 'minicloud.not_found', `no route GET ${path}`);
+    }
+    reply.hijack();
+    if (await statics(req.raw, reply.raw)) return;
+    const notBuilt = path === '/' || path === '/index.html';
+    reply.raw
+      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'text/plain; charset=utf-8' })
+      .end(
+        notBuilt
+          ? `the dashboard is not built (no ${dist.dir}index.html): run pnpm --filter minicloud build\n`
+          : 'not found\n',
+      );
+  });
+}

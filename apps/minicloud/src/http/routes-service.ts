@@ -1,0 +1,80 @@
+/**
+ * The service routes of `minicloud serve`: Prometheus metrics, health, the provider tree and the
+ * demo story run in the server.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { DashboardHub } from '../../dashboard/serve.js';
+import type { Cloud } from '../cloud/index.js';
+import type { DemoRunner } from './demo.js';
+import type { Metrics } from './metrics.js';
+import { healthResponse, providersResponse, streamed } from './schemas.js';
+
+const PUBLIC = { access: 'public' } as const;
+const READ = { access: 'read' } as const;
+const ADMIN = { access: 'admin' } as const;
+
+/** Counts requests into `metrics` and adds `GET /metrics`. */
+export function registerMetricsRoute(app: FastifyInstance, metrics: Metrics): void {
+  metrics.instrument(app);
+  app.get(
+    '/metrics',
+    {
+      config: READ,
+      schema: {
+        summary: 'Prometheus metrics (text exposition format)',
+        produces: ['text/plain'],
+        response: { 200: { type: 'string', description: 'Prometheus text format 0.0.4' } },
+      },
+    },
+    async (_req, reply) =>
+      reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
+}
+
+/** Adds `GET /api/health`. */
+export function registerHealthRoute(
+  app: FastifyInstance,
+  { cloud, hub, demo }: { cloud: Cloud; hub: DashboardHub; demo: DemoRunner },
+): void {
+  const started = Date.now();
+  app.get(
+    '/api/health',
+    { config: PUBLIC, schema: { response: { 200: healthResponse } } },
+    async () => ({
+      ok: true,
+      uptimeMs: Date.now() - started,
+      database: cloud.database.dialect,
+      node: cloud.node.name,
+      demoRunning: demo.running,
+      dashboardClients: hub.clients,
+    }),
+  );
+}
+
+/** Adds `GET /api/providers`. */
+export function registerProviderRoute(app: FastifyInstance, cloud: Cloud): void {
+  app.get(
+    '/api/providers',
+    { config: READ, schema: { response: { 200: providersResponse } } },
+    async () => ({ nodes: await cloud.providerTree() }),
+  );
+}
+
+/** Adds `POST /api/demo`: the story, streamed as newline-delimited JSON. */
+export function registerDemoRoute(app: FastifyInstance, demo: DemoRunner): void {
+  app.post(
+    '/api/demo',
+    {
+      config: ADMIN,
+      schema: {
+        summary: 'Run the demo story in this server',
+        response: { 200: streamed('application/x-ndjson', 'the story, one JSON message a line') },
+      },
+    },
+    async (req, reply) => {
+      demo.check();
+      reply.hijack();
+      await demo.run(req.raw, reply.raw);
+    },
+  );
+}
