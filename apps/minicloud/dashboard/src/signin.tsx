@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
 
-type Session = { state: 'checking' } | { state: 'signed-in' } | { state: 'signed-out' };
+type SignIn = { state: 'checking' } | { state: 'signed-in' } | { state: 'signed-out' };
 
 /**
  * Shows `children` (the dashboard) once the server says the browser may read it: when it needs
@@ -9,7 +9,7 @@ type Session = { state: 'checking' } | { state: 'signed-in' } | { state: 'signed
  * with `POST /api/session`, which sets an HttpOnly cookie the event stream then sends.
  */
 export function SignInGate({ children }: { children: ComponentChildren }) {
-  const [session, setSession] = useState<Session>({ state: 'checking' });
+  const [session, setSession] = useState<SignIn>({ state: 'checking' });
   const [token, setToken] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
