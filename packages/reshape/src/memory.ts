@@ -37,10 +37,13 @@ import {
   type ReshapeReport,
   type ReshapeStore,
   type StoreOptions,
+  type TraitFilter,
   type UpdateProviderInput,
 } from './store.js';
 import {
+  byAssociation,
   checkCustomName,
+  checkDeletableTrait,
   checkTraits,
   consumerNotFound,
   deletedConsumer,
@@ -53,6 +56,7 @@ import {
   conflictGeneration,
   notFound,
   standardTraitsOption,
+  traitInUse,
 } from './shared.js';
 
 /** A store in process memory. Every operation is atomic (it runs without yielding). */
@@ -342,12 +346,20 @@ class MemoryStore implements ReshapeStore {
     return { generation: rp.generation + 1, traits: [...input.traits].sort() };
   }
 
-  async listTraits(): Promise<string[]> {
+  async listTraits(filter: TraitFilter = {}): Promise<string[]> {
     this.open();
+    const used = new Set<string>();
+    for (const set of this.traits.values()) for (const t of set) used.add(t);
     const names = new Set<string>(this.customTraits);
-    if (this.standardTraits) for (const t of this.standardTraits) names.add(t);
-    else for (const set of this.traits.values()) for (const t of set) names.add(t);
-    return [...names].sort();
+    for (const t of this.standardTraits ?? used) names.add(t);
+    return byAssociation(names, used, filter.associated).sort();
+  }
+
+  async deleteTrait(name: string): Promise<void> {
+    this.open();
+    checkDeletableTrait(name, this.standardTraits, (t) => this.customTraits.has(t));
+    for (const set of this.traits.values()) if (set.has(name)) throw traitInUse(name);
+    this.customTraits.delete(name);
   }
 
   async createTrait(name: string): Promise<boolean> {

@@ -38,6 +38,12 @@ export interface ProviderFilter {
   uuid?: string;
 }
 
+/** Filters of {@link ReshapeStore.listTraits}. */
+export interface TraitFilter {
+  /** `true`: only traits some provider has; `false`: only traits no provider has. */
+  associated?: boolean;
+}
+
 /** A new provider, for {@link ReshapeStore.createProvider}. */
 export interface CreateProviderInput {
   /** Unique among providers; 1 to 200 characters. */
@@ -161,7 +167,13 @@ export interface ReshapeStore extends AsyncDisposable {
    * The traits that exist, sorted: with {@link StoreOptions.standardTraits}, those and the created
    * `CUSTOM_*` traits; without, the created `CUSTOM_*` traits and every trait a provider has.
    */
-  listTraits(): Promise<string[]>;
+  listTraits(filter?: TraitFilter): Promise<string[]>;
+  /**
+   * Deletes a created `CUSTOM_*` trait. Throws `reshape.trait_not_found` when the trait does not
+   * exist, `reshape.invalid_input` for a standard trait, `reshape.trait_in_use` when a provider
+   * has it.
+   */
+  deleteTrait(name: string): Promise<void>;
   /** Creates a `CUSTOM_*` trait; false when it already existed. */
   createTrait(name: string): Promise<boolean>;
 

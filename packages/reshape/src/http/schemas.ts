@@ -222,7 +222,9 @@ const QUERIES = {
     [[1, 9], usagesQuery],
     [[1, 38], usagesQuery],
   ],
-  listTraits: [[[1, 6], () => object({ name: { type: 'string' } })]],
+  listTraits: [
+    [[1, 6], () => object({ name: { type: 'string' }, associated: { type: 'string' } })],
+  ],
 } satisfies Record<string, [Version, (v: Version) => Schema][]>;
 
 /** Parameters that may be repeated in a query string (an array in its object). */

@@ -18,7 +18,9 @@ import {
   type TotalUsages,
 } from '../model.js';
 import {
+  byAssociation,
   checkCustomName,
+  checkDeletableTrait,
   checkTraits,
   consumerNotFound,
   deletedConsumer,
@@ -30,6 +32,7 @@ import {
   conflictGeneration,
   notFound,
   standardTraitsOption,
+  traitInUse,
 } from '../shared.js';
 import {
   buildReport,
@@ -41,6 +44,7 @@ import {
   type ReshapeReport,
   type ReshapeStore,
   type StoreOptions,
+  type TraitFilter,
   type UpdateProviderInput,
 } from '../store.js';
 import { plan, prepare } from '../engine.js';
@@ -271,19 +275,38 @@ class SqlStore implements ReshapeStore {
     });
   }
 
-  async listTraits(): Promise<string[]> {
+  async listTraits(filter: TraitFilter = {}): Promise<string[]> {
     const custom = (await this.q.db.selectFrom(T.customTraits).select('name').execute()) as {
       name: string;
     }[];
+    const used = new Set(
+      (
+        (await this.q.db.selectFrom(T.traits).select('trait').distinct().execute()) as {
+          trait: string;
+        }[]
+      ).map((r) => r.trait),
+    );
     const names = new Set(custom.map((r) => r.name));
-    if (this.standardTraits) for (const t of this.standardTraits) names.add(t);
-    else {
-      const used = (await this.q.db.selectFrom(T.traits).select('trait').distinct().execute()) as {
-        trait: string;
-      }[];
-      for (const r of used) names.add(r.trait);
-    }
-    return [...names].sort();
+    for (const t of this.standardTraits ?? used) names.add(t);
+    return byAssociation(names, used, filter.associated).sort();
+  }
+
+  async deleteTrait(name: string): Promise<void> {
+    await this.q.tx(async (trx) => {
+      const custom = await trx
+        .selectFrom(T.customTraits)
+        .select('name')
+        .where('name', '=', name)
+        .executeTakeFirst();
+      checkDeletableTrait(name, this.standardTraits, () => custom !== undefined);
+      const used = await trx
+        .selectFrom(T.traits)
+        .select('provider_uuid')
+        .where('trait', '=', name)
+        .executeTakeFirst();
+      if (used) throw traitInUse(name);
+      await trx.deleteFrom(T.customTraits).where('name', '=', name).execute();
+    });
   }
 
   async createTrait(name: string): Promise<boolean> {
