@@ -28,6 +28,7 @@ import {
 } from './model.js';
 import {
   buildReport,
+  aggregateFilter,
   checkAggregates,
   parentsFirst,
   rowsToMap,
@@ -232,6 +233,14 @@ class MemoryStore implements ReshapeStore {
       const u = normalizeUuid(filter.uuid, 'provider uuid');
       list = list.filter((p) => p.uuid === u);
     }
+    const { memberOf, notMemberOf } = aggregateFilter(filter);
+    list = list.filter((p) => {
+      const aggregates = new Set(this.aggregates.get(p.uuid));
+      return (
+        memberOf.every((anyOf) => anyOf.some((a) => aggregates.has(a))) &&
+        !notMemberOf.some((a) => aggregates.has(a))
+      );
+    });
     return parentsFirst(list.map((p) => ({ ...p })));
   }
 

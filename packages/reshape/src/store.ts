@@ -36,6 +36,13 @@ export interface ProviderFilter {
   name?: string;
   /** Only the provider with this uuid. */
   uuid?: string;
+  /**
+   * Only providers in at least one aggregate of each list (the lists are AND-ed, the aggregates
+   * of one list OR-ed), as Placement's `member_of`.
+   */
+  memberOf?: string[][];
+  /** Only providers in none of these aggregates (Placement's `member_of=!…`). */
+  notMemberOf?: string[];
 }
 
 /** Filters of {@link ReshapeStore.listTraits}. */
@@ -359,4 +366,20 @@ export function checkAggregates(list: unknown): string[] {
     out.add(id);
   }
   return [...out].sort();
+}
+
+/** The aggregate filters of a {@link ProviderFilter}, with every uuid checked and normalized. */
+export function aggregateFilter(filter: ProviderFilter): {
+  memberOf: string[][];
+  notMemberOf: string[];
+} {
+  const uuids = (list: unknown): string[] => {
+    if (!Array.isArray(list))
+      throw new ReshapeError('reshape.invalid_input', 'aggregates must be an array of uuids');
+    return [...new Set(list.map((a) => normalizeUuid(a, 'aggregate uuid')))];
+  };
+  return {
+    memberOf: (filter.memberOf ?? []).map(uuids),
+    notMemberOf: uuids(filter.notMemberOf ?? []),
+  };
 }

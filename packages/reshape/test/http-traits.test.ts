@@ -1,36 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http/index.js';
-
-/** A Placement server over a store with two standard traits, and a client at 1.39. */
-async function serve() {
-  const srv = createPlacementServer(
-    memoryStore({ standardTraits: ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE'] }),
-  );
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
-  const call = async (method: string, path: string, body?: unknown, accept?: string) => {
-    const res = await fetch(url + path, {
-      method,
-      headers: {
-        'openstack-api-version': 'placement 1.39',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...(accept === undefined ? {} : { accept }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as any) : undefined };
-  };
-  const close = () => new Promise((resolve) => srv.close(resolve));
-  return { call, close };
-}
+import { serve } from './http-server.js';
 
 describe('a store with standard traits', () => {
   it('knows only those and created custom traits, as Placement with os-traits', async () => {
-    const { call, close } = await serve();
+    const { call, close } = await serve(
+      memoryStore({ standardTraits: ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE'] }),
+    );
     try {
       const rp = randomUUID();
       expect((await call('POST', '/resource_providers', { name: 'cn', uuid: rp })).status).toBe(
@@ -74,7 +51,9 @@ describe('a store with standard traits', () => {
   });
 
   it('deletes custom traits and lists traits by association', async () => {
-    const { call, close } = await serve();
+    const { call, close } = await serve(
+      memoryStore({ standardTraits: ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE'] }),
+    );
     try {
       const rp = randomUUID();
       await call('POST', '/resource_providers', { name: 'cn', uuid: rp });

@@ -205,8 +205,9 @@ const STRINGS: Schema = { type: 'array', items: { type: 'string' } };
 /** Query-string schemas; values are strings, repeatable parameters arrays of strings. */
 const QUERIES = {
   listProviders: [
-    [[1, 0], (v: Version) => providersQuery(v)],
-    [[1, 14], (v: Version) => providersQuery(v)],
+    [[1, 0], providersQuery],
+    [[1, 3], providersQuery],
+    [[1, 14], providersQuery],
   ],
   allocationCandidates: [
     [[1, 10], candidatesQuery],
@@ -234,9 +235,9 @@ function providersQuery(v: Version): Schema {
   return object({
     name: { type: 'string', minLength: 1, maxLength: 200 },
     uuid: UUID,
-    member_of: ANY,
     resources: ANY,
     required: ANY,
+    ...(atLeast(v, [1, 3]) ? { member_of: STRINGS } : {}),
     ...(atLeast(v, [1, 14]) ? { in_tree: UUID } : {}),
   });
 }

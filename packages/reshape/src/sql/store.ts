@@ -36,6 +36,7 @@ import {
 } from '../shared.js';
 import {
   buildReport,
+  aggregateFilter,
   checkAggregates,
   parentsFirst,
   totalUsages,
@@ -117,6 +118,15 @@ class SqlStore implements ReshapeStore {
     if (filter.name !== undefined) q = q.where('name', '=', filter.name);
     if (filter.uuid !== undefined)
       q = q.where('uuid', '=', normalizeUuid(filter.uuid, 'provider uuid'));
+    const { memberOf, notMemberOf } = aggregateFilter(filter);
+    if (memberOf.some((anyOf) => anyOf.length === 0)) return [];
+    const inAggregates = (aggregates: string[]) =>
+      this.q.db
+        .selectFrom(T.aggregates)
+        .select('provider_uuid')
+        .where('aggregate_uuid', 'in', aggregates);
+    for (const anyOf of memberOf) q = q.where('uuid', 'in', inAggregates(anyOf));
+    if (notMemberOf.length) q = q.where('uuid', 'not in', inAggregates(notMemberOf));
     return parentsFirst(((await q.execute()) as ProviderRecord[]).map(toProvider));
   }
 

@@ -104,5 +104,40 @@ export function providerCases(suite: { store: ReshapeStore }): void {
       expect((await store.getAggregates(cn.uuid)).aggregates).toEqual([x]);
       await store.deleteProvider(cn.uuid);
     });
+
+    it('lists providers by aggregates: lists AND-ed, members of a list OR-ed, negation', async () => {
+      const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+      const inA = await compute();
+      const inAB = await compute();
+      const inC = await compute();
+      await store.setAggregates(inA.uuid, { aggregates: [a] });
+      await store.setAggregates(inAB.uuid, { aggregates: [a, b] });
+      await store.setAggregates(inC.uuid, { aggregates: [c] });
+      const uuids = async (filter: Parameters<ReshapeStore['listProviders']>[0]) =>
+        (await store.listProviders(filter)).map((p) => p.uuid).sort();
+
+      expect(await uuids({ memberOf: [[a]] })).toEqual([inA.uuid, inAB.uuid].sort());
+      expect(await uuids({ memberOf: [[b, c.toUpperCase()]] })).toEqual(
+        [inAB.uuid, inC.uuid].sort(),
+      );
+      expect(await uuids({ memberOf: [[a], [b]] })).toEqual([inAB.uuid]);
+      expect(await uuids({ memberOf: [[a], [c]] })).toEqual([]);
+      expect(await uuids({ memberOf: [[a, c]], notMemberOf: [b] })).toEqual(
+        [inA.uuid, inC.uuid].sort(),
+      );
+      expect(await uuids({ memberOf: [[a]], notMemberOf: [a] })).toEqual([]);
+      expect(await uuids({ memberOf: [[randomUUID()]] })).toEqual([]);
+      expect(await uuids({ memberOf: [[]] })).toEqual([]);
+      const rest = await uuids({ notMemberOf: [a, c] });
+      expect(rest).not.toContain(inA.uuid);
+      expect(rest).not.toContain(inAB.uuid);
+      expect(rest).not.toContain(inC.uuid);
+      expect(
+        await uuids({ name: (await store.getProvider(inAB.uuid))!.name, memberOf: [[b]] }),
+      ).toEqual([inAB.uuid]);
+      await expectCode(store.listProviders({ memberOf: [['nope']] }), 'reshape.invalid_input');
+      await expectCode(store.listProviders({ notMemberOf: ['nope'] }), 'reshape.invalid_input');
+      for (const p of [inA, inAB, inC]) await store.deleteProvider(p.uuid);
+    });
   });
 }

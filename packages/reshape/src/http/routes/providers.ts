@@ -1,8 +1,9 @@
 /** Resource providers and their aggregates. */
 import { normalizeUuid } from '../../model.js';
-import type { ReshapeStore } from '../../store.js';
+import type { ProviderFilter, ReshapeStore } from '../../store.js';
 import { HttpError } from '../errors.js';
 import { atLeast } from '../microversion.js';
+import { memberOfFilter } from '../provider-filters.js';
 import { SEG, V, type Handler, type Kit, type Route } from '../route.js';
 import { aggregatesBody, providerJson } from '../serialize.js';
 
@@ -53,20 +54,18 @@ export function providerRoutes(kit: Kit): Route[] {
   ];
 }
 
-/** `GET /resource_providers`: by name, uuid or tree. */
+/** `GET /resource_providers`: by name, uuid, tree or aggregates. */
 function listProviders({ store, check, call }: Kit): Handler {
   return async ({ query, version, base }) => {
     const q = check.query('listProviders', version, query) as {
       name?: string;
       uuid?: string;
       in_tree?: string;
+      member_of?: string[];
     };
-    if (query.has('resources') || query.has('member_of') || query.has('required'))
-      throw new HttpError(
-        400,
-        'resources, member_of and required filters are not supported by this server',
-      );
-    const filter: { name?: string; uuid?: string; inTree?: string } = {};
+    if (query.has('resources') || query.has('required'))
+      throw new HttpError(400, 'resources and required filters are not supported by this server');
+    const filter: ProviderFilter = q.member_of ? memberOfFilter(q.member_of, version) : {};
     if (q.name !== undefined) filter.name = q.name;
     if (q.uuid !== undefined) filter.uuid = q.uuid;
     const inTree = q.in_tree;
