@@ -13,6 +13,7 @@ import {
   checkName,
   checkResourceClassName,
   isStandardResourceClass,
+  fitsInventory,
   normalizeUuid,
   STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
@@ -28,8 +29,8 @@ import {
 } from './model.js';
 import {
   buildReport,
-  aggregateFilter,
   checkAggregates,
+  checkFilter,
   parentsFirst,
   rowsToMap,
   totalUsages,
@@ -45,6 +46,7 @@ import {
   byAssociation,
   checkCustomName,
   checkDeletableTrait,
+  checkFilterNames,
   checkTraits,
   consumerNotFound,
   deletedConsumer,
@@ -233,12 +235,27 @@ class MemoryStore implements ReshapeStore {
       const u = normalizeUuid(filter.uuid, 'provider uuid');
       list = list.filter((p) => p.uuid === u);
     }
-    const { memberOf, notMemberOf } = aggregateFilter(filter);
+    const f = checkFilter(filter);
+    checkFilterNames(
+      f,
+      this.standardTraits,
+      (t) => this.customTraits.has(t),
+      (rc) => this.customClasses.has(rc),
+    );
     list = list.filter((p) => {
       const aggregates = new Set(this.aggregates.get(p.uuid));
+      const traits = this.traits.get(p.uuid) ?? new Set<string>();
+      const inventories = this.inventories.get(p.uuid) ?? {};
+      const usage = this.usageOf(p.uuid);
       return (
-        memberOf.every((anyOf) => anyOf.some((a) => aggregates.has(a))) &&
-        !notMemberOf.some((a) => aggregates.has(a))
+        f.memberOf.every((anyOf) => anyOf.some((a) => aggregates.has(a))) &&
+        !f.notMemberOf.some((a) => aggregates.has(a)) &&
+        f.requiredTraits.every((anyOf) => anyOf.some((t) => traits.has(t))) &&
+        !f.forbiddenTraits.some((t) => traits.has(t)) &&
+        f.resources.every(([rc, amount]) => {
+          const inv = inventories[rc];
+          return inv !== undefined && fitsInventory(inv, usage.get(rc) ?? 0, amount);
+        })
       );
     });
     return parentsFirst(list.map((p) => ({ ...p })));

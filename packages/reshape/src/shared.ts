@@ -7,6 +7,7 @@ import {
   type ConsumerAllocations,
   type ResourceProvider,
 } from './model.js';
+import type { CheckedFilter } from './store.js';
 
 export function notFound(uuid: string): ReshapeError {
   return new ReshapeError(
@@ -191,4 +192,24 @@ export function byAssociation(
 ): string[] {
   const out = [...names];
   return associated === undefined ? out : out.filter((t) => used.has(t) === associated);
+}
+
+/**
+ * Checks that the traits and resource classes a provider filter names exist:
+ * `reshape.trait_not_found` naming every unknown trait (see {@link checkTraits}), else
+ * `reshape.resource_class_not_found` for the first unknown class.
+ */
+export function checkFilterNames(
+  filter: CheckedFilter,
+  standard: ReadonlySet<string> | undefined,
+  customTraitExists: (t: string) => boolean,
+  customClassExists: (rc: string) => boolean,
+): void {
+  checkTraits(
+    [...filter.requiredTraits.flat(), ...filter.forbiddenTraits],
+    standard,
+    customTraitExists,
+  );
+  for (const [rc] of filter.resources)
+    if (!isStandardResourceClass(rc) && !customClassExists(rc)) throw resourceClassNotFound(rc);
 }

@@ -43,6 +43,19 @@ export interface ProviderFilter {
   memberOf?: string[][];
   /** Only providers in none of these aggregates (Placement's `member_of=!…`). */
   notMemberOf?: string[];
+  /**
+   * Only providers with at least one trait of each list (the lists are AND-ed, the traits of one
+   * list OR-ed), as Placement's `required`.
+   */
+  requiredTraits?: string[][];
+  /** Only providers with none of these traits (Placement's `required=!…`). */
+  forbiddenTraits?: string[];
+  /**
+   * Only providers with room for each amount, as Placement's `resources`: an inventory of the
+   * class with min_unit ≤ amount ≤ max_unit, amount a multiple of step_size, and usage + amount
+   * at most (total − reserved) × allocation_ratio.
+   */
+  resources?: Resources;
 }
 
 /** Filters of {@link ReshapeStore.listTraits}. */
@@ -368,18 +381,44 @@ export function checkAggregates(list: unknown): string[] {
   return [...out].sort();
 }
 
-/** The aggregate filters of a {@link ProviderFilter}, with every uuid checked and normalized. */
-export function aggregateFilter(filter: ProviderFilter): {
+/** The aggregate, trait and resource filters of a {@link ProviderFilter}, checked. */
+export interface CheckedFilter {
   memberOf: string[][];
   notMemberOf: string[];
-} {
-  const uuids = (list: unknown): string[] => {
-    if (!Array.isArray(list))
-      throw new ReshapeError('reshape.invalid_input', 'aggregates must be an array of uuids');
-    return [...new Set(list.map((a) => normalizeUuid(a, 'aggregate uuid')))];
+  requiredTraits: string[][];
+  forbiddenTraits: string[];
+  /** `[resource class, amount]` pairs. */
+  resources: [string, number][];
+}
+
+/** Checks the aggregate, trait and resource filters of a {@link ProviderFilter}. */
+export function checkFilter(filter: ProviderFilter): CheckedFilter {
+  const list = (value: unknown, what: string): unknown[] => {
+    if (!Array.isArray(value))
+      throw new ReshapeError('reshape.invalid_input', `${what} must be an array`);
+    return value;
   };
+  const uuids = (value: unknown): string[] => [
+    ...new Set(list(value, 'aggregates').map((a) => normalizeUuid(a as string, 'aggregate uuid'))),
+  ];
+  const names = (value: unknown): string[] =>
+    list(value, 'traits').map((t) => {
+      if (typeof t !== 'string')
+        throw new ReshapeError('reshape.invalid_input', `invalid trait name ${JSON.stringify(t)}`);
+      return t;
+    });
+  const resources = Object.entries(filter.resources ?? {});
+  for (const [rc, amount] of resources)
+    if (!Number.isSafeInteger(amount) || amount < 1)
+      throw new ReshapeError(
+        'reshape.invalid_input',
+        `the amount of ${rc} must be a positive integer, got ${JSON.stringify(amount)}`,
+      );
   return {
-    memberOf: (filter.memberOf ?? []).map(uuids),
+    memberOf: list(filter.memberOf ?? [], 'memberOf').map(uuids),
     notMemberOf: uuids(filter.notMemberOf ?? []),
+    requiredTraits: list(filter.requiredTraits ?? [], 'requiredTraits').map(names),
+    forbiddenTraits: names(filter.forbiddenTraits ?? []),
+    resources,
   };
 }

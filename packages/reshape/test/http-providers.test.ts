@@ -66,3 +66,76 @@ describe('GET /resource_providers?member_of', () => {
     expect(await refused('member_of=not-a-uuid')).toMatch(/valid UUID\(s\)\. Got: not-a-uuid$/);
   });
 });
+
+describe('GET /resource_providers?required&resources', () => {
+  it('filters by traits and by room for resources per microversion, as Placement', async () => {
+    const { call } = server;
+    const [fast, slow] = [randomUUID(), randomUUID()];
+    expect((await call('PUT', '/traits/CUSTOM_FAST')).status).toBe(201);
+    for (const [uuid, traits, vcpu] of [
+      [fast, ['CUSTOM_FAST', 'HW_CPU_X86_AVX2'], 8],
+      [slow, ['HW_CPU_X86_AVX2'], 2],
+    ] as const) {
+      await call('POST', '/resource_providers', { name: `rp-${uuid}`, uuid });
+      await call('PUT', `/resource_providers/${uuid}/inventories`, {
+        resource_provider_generation: 0,
+        inventories: { VCPU: { total: vcpu }, DISK_GB: { total: 100, step_size: 10 } },
+      });
+      await call('PUT', `/resource_providers/${uuid}/traits`, {
+        traits,
+        resource_provider_generation: 1,
+      });
+    }
+    const both: string[] = [fast, slow].sort();
+    const ours = async (query: string, version?: string) =>
+      (await listed(query, version)).filter((u) => both.includes(u));
+
+    expect(await ours('required=HW_CPU_X86_AVX2', '1.18')).toEqual(both);
+    expect(await ours('required=HW_CPU_X86_AVX2,CUSTOM_FAST', '1.18')).toEqual([fast]);
+    expect(await ours('required=HW_CPU_X86_AVX2,!CUSTOM_FAST', '1.22')).toEqual([slow]);
+    expect(await ours('required=in:CUSTOM_FAST,HW_CPU_X86_SSE')).toEqual([fast]);
+    expect(await ours('required=HW_CPU_X86_AVX2&required=!CUSTOM_FAST')).toEqual([slow]);
+    // Before 1.39 only the last `required` counts.
+    expect(await ours('required=CUSTOM_FAST&required=HW_CPU_X86_AVX2', '1.38')).toEqual(both);
+
+    expect(await ours('resources=VCPU:4', '1.4')).toEqual([fast]);
+    expect(await ours('resources=VCPU:2,DISK_GB:20')).toEqual(both);
+    expect(await ours('resources=DISK_GB:25')).toEqual([]);
+    expect(await ours('resources=VCPU:1&required=!CUSTOM_FAST')).toEqual([slow]);
+    const put = await call('PUT', `/allocations/${randomUUID()}`, {
+      allocations: { [fast]: { resources: { VCPU: 6 } } },
+      project_id: 'p',
+      user_id: 'u',
+      consumer_generation: null,
+      consumer_type: 'INSTANCE',
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(204);
+    expect(await ours('resources=VCPU:2')).toEqual(both);
+    expect(await ours('resources=VCPU:3')).toEqual([]);
+
+    expect(await refused('required=CUSTOM_FAST', '1.17')).toMatch(/required/);
+    expect(await refused('resources=VCPU:1', '1.3')).toMatch(/resources/);
+    expect(await refused('required=')).toBe(
+      "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: ",
+    );
+    expect(await refused('required=!CUSTOM_FAST', '1.21')).toBe(
+      "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: !CUSTOM_FAST",
+    );
+    expect(await refused('required=in:CUSTOM_FAST,HW_CPU_X86_SSE', '1.38')).toMatch(
+      /only supported since microversion 1\.39/,
+    );
+    expect(await refused('required=in:CUSTOM_FAST,!HW_CPU_X86_SSE')).toMatch(
+      /does not support forbidden traits/,
+    );
+    expect(await refused('required=CUSTOM_SLOW,!CUSTOM_NONE')).toBe(
+      'Invalid trait(s) in "required" parameter: No such trait(s): CUSTOM_SLOW, CUSTOM_NONE.',
+    );
+    expect(await refused('resources=CUSTOM_GOLD:1')).toBe(
+      'Invalid resource class in resources parameter: No such resource class CUSTOM_GOLD.',
+    );
+    expect(await refused('resources=VCPU:0')).toBe(
+      'Requested resource VCPU expected positive integer amount. Got: 0.',
+    );
+    expect(await refused('resources=VCPU')).toMatch(/^Badly formed resources parameter/);
+  });
+});

@@ -207,7 +207,9 @@ const QUERIES = {
   listProviders: [
     [[1, 0], providersQuery],
     [[1, 3], providersQuery],
+    [[1, 4], providersQuery],
     [[1, 14], providersQuery],
+    [[1, 18], providersQuery],
   ],
   allocationCandidates: [
     [[1, 10], candidatesQuery],
@@ -235,10 +237,10 @@ function providersQuery(v: Version): Schema {
   return object({
     name: { type: 'string', minLength: 1, maxLength: 200 },
     uuid: UUID,
-    resources: ANY,
-    required: ANY,
     ...(atLeast(v, [1, 3]) ? { member_of: STRINGS } : {}),
+    ...(atLeast(v, [1, 4]) ? { resources: { type: 'string' } } : {}),
     ...(atLeast(v, [1, 14]) ? { in_tree: UUID } : {}),
+    ...(atLeast(v, [1, 18]) ? { required: STRINGS } : {}),
   });
 }
 

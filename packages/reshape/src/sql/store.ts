@@ -36,9 +36,7 @@ import {
 } from '../shared.js';
 import {
   buildReport,
-  aggregateFilter,
   checkAggregates,
-  parentsFirst,
   totalUsages,
   type CreateProviderInput,
   type ProviderFilter,
@@ -50,8 +48,9 @@ import {
 } from '../store.js';
 import { plan, prepare } from '../engine.js';
 import { migrations, T } from './schema.js';
+import { listProviders } from './list-providers.js';
 import { SqlQueries } from './queries.js';
-import { chunks, marks, toInventory, toProvider, type ProviderRecord } from './rows.js';
+import { chunks, marks, toInventory } from './rows.js';
 
 /**
  * Options of {@link sqlStore}. `standardTraits` is not stored: give every store over one database
@@ -109,25 +108,8 @@ class SqlStore implements ReshapeStore {
     return this.q.findProvider(uuid);
   }
 
-  async listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
-    let q = this.q.db.selectFrom(T.providers).selectAll();
-    if (filter.inTree !== undefined) {
-      const root = (await this.q.readProvider(filter.inTree)).rootProviderUuid;
-      q = q.where('root_uuid', '=', root);
-    }
-    if (filter.name !== undefined) q = q.where('name', '=', filter.name);
-    if (filter.uuid !== undefined)
-      q = q.where('uuid', '=', normalizeUuid(filter.uuid, 'provider uuid'));
-    const { memberOf, notMemberOf } = aggregateFilter(filter);
-    if (memberOf.some((anyOf) => anyOf.length === 0)) return [];
-    const inAggregates = (aggregates: string[]) =>
-      this.q.db
-        .selectFrom(T.aggregates)
-        .select('provider_uuid')
-        .where('aggregate_uuid', 'in', aggregates);
-    for (const anyOf of memberOf) q = q.where('uuid', 'in', inAggregates(anyOf));
-    if (notMemberOf.length) q = q.where('uuid', 'not in', inAggregates(notMemberOf));
-    return parentsFirst(((await q.execute()) as ProviderRecord[]).map(toProvider));
+  listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
+    return listProviders(this.q, filter, this.standardTraits);
   }
 
   async updateProvider(
@@ -262,11 +244,7 @@ class SqlStore implements ReshapeStore {
   ): Promise<{ generation: number; traits: string[] }> {
     return this.q.tx(async (trx) => {
       const rp = await this.q.lockedProvider(trx, uuid);
-      const custom = new Set(
-        ((await trx.selectFrom(T.customTraits).select('name').execute()) as { name: string }[]).map(
-          (r) => r.name,
-        ),
-      );
+      const custom = await this.q.customTraits(trx);
       if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
       checkTraits(input.traits, this.standardTraits, (t) => custom.has(t));
       const traits = [...new Set(input.traits)].sort();
@@ -286,9 +264,7 @@ class SqlStore implements ReshapeStore {
   }
 
   async listTraits(filter: TraitFilter = {}): Promise<string[]> {
-    const custom = (await this.q.db.selectFrom(T.customTraits).select('name').execute()) as {
-      name: string;
-    }[];
+    const names = await this.q.customTraits(this.q.db);
     const used = new Set(
       (
         (await this.q.db.selectFrom(T.traits).select('trait').distinct().execute()) as {
@@ -296,7 +272,6 @@ class SqlStore implements ReshapeStore {
         }[]
       ).map((r) => r.trait),
     );
-    const names = new Set(custom.map((r) => r.name));
     for (const t of this.standardTraits ?? used) names.add(t);
     return byAssociation(names, used, filter.associated).sort();
   }
