@@ -4,7 +4,13 @@
  * providers of a {@link ReshapeStore}.
  */
 import { positiveIntegerOption } from '@rigging/core';
-import { capacityOf, type Inventory, type ResourceProvider, type Resources } from './model.js';
+import {
+  capacityOf,
+  fitsInventory,
+  type Inventory,
+  type ResourceProvider,
+  type Resources,
+} from './model.js';
 import type { ReshapeStore } from './store.js';
 
 /** A request: amounts per class, trait constraints, optional tree and limit. */
@@ -91,13 +97,7 @@ export async function allocationCandidates(
   const fits = (uuid: string, rc: string, amount: number): boolean => {
     const inv = inventories.get(uuid)?.[rc];
     if (!inv) return false;
-    const s = summaries.get(uuid)!.resources[rc]!;
-    return (
-      amount >= inv.minUnit &&
-      amount <= inv.maxUnit &&
-      amount % inv.stepSize === 0 &&
-      s.used + amount <= s.capacity
-    );
+    return fitsInventory(inv, summaries.get(uuid)!.resources[rc]!.used, amount);
   };
   const traitsOk = (uuids: Iterable<string>): boolean => {
     const all = new Set<string>();

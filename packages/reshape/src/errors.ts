@@ -11,6 +11,7 @@ export type ReshapeErrorCode =
   | 'reshape.resource_class_not_found'
   | 'reshape.resource_class_in_use'
   | 'reshape.trait_not_found'
+  | 'reshape.trait_in_use'
   | 'reshape.consumer_not_found'
   | 'reshape.provider_in_use'
   | 'reshape.provider_has_children'

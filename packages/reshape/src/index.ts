@@ -24,6 +24,7 @@ export type {
   ReshapeStore,
   ReshapeReport,
   ProviderFilter,
+  TraitFilter,
   CreateProviderInput,
   UpdateProviderInput,
   StoreOptions,

@@ -13,6 +13,7 @@ import {
   checkName,
   checkResourceClassName,
   isStandardResourceClass,
+  fitsInventory,
   normalizeUuid,
   STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
@@ -29,6 +30,7 @@ import {
 import {
   buildReport,
   checkAggregates,
+  checkFilter,
   parentsFirst,
   rowsToMap,
   totalUsages,
@@ -37,10 +39,14 @@ import {
   type ReshapeReport,
   type ReshapeStore,
   type StoreOptions,
+  type TraitFilter,
   type UpdateProviderInput,
 } from './store.js';
 import {
+  byAssociation,
   checkCustomName,
+  checkDeletableTrait,
+  checkFilterNames,
   checkTraits,
   consumerNotFound,
   deletedConsumer,
@@ -53,6 +59,7 @@ import {
   conflictGeneration,
   notFound,
   standardTraitsOption,
+  traitInUse,
 } from './shared.js';
 
 /** A store in process memory. Every operation is atomic (it runs without yielding). */
@@ -228,6 +235,29 @@ class MemoryStore implements ReshapeStore {
       const u = normalizeUuid(filter.uuid, 'provider uuid');
       list = list.filter((p) => p.uuid === u);
     }
+    const f = checkFilter(filter);
+    checkFilterNames(
+      f,
+      this.standardTraits,
+      (t) => this.customTraits.has(t),
+      (rc) => this.customClasses.has(rc),
+    );
+    list = list.filter((p) => {
+      const aggregates = new Set(this.aggregates.get(p.uuid));
+      const traits = this.traits.get(p.uuid) ?? new Set<string>();
+      const inventories = this.inventories.get(p.uuid) ?? {};
+      const usage = this.usageOf(p.uuid);
+      return (
+        f.memberOf.every((anyOf) => anyOf.some((a) => aggregates.has(a))) &&
+        !f.notMemberOf.some((a) => aggregates.has(a)) &&
+        f.requiredTraits.every((anyOf) => anyOf.some((t) => traits.has(t))) &&
+        !f.forbiddenTraits.some((t) => traits.has(t)) &&
+        f.resources.every(([rc, amount]) => {
+          const inv = inventories[rc];
+          return inv !== undefined && fitsInventory(inv, usage.get(rc) ?? 0, amount);
+        })
+      );
+    });
     return parentsFirst(list.map((p) => ({ ...p })));
   }
 
@@ -342,12 +372,20 @@ class MemoryStore implements ReshapeStore {
     return { generation: rp.generation + 1, traits: [...input.traits].sort() };
   }
 
-  async listTraits(): Promise<string[]> {
+  async listTraits(filter: TraitFilter = {}): Promise<string[]> {
     this.open();
+    const used = new Set<string>();
+    for (const set of this.traits.values()) for (const t of set) used.add(t);
     const names = new Set<string>(this.customTraits);
-    if (this.standardTraits) for (const t of this.standardTraits) names.add(t);
-    else for (const set of this.traits.values()) for (const t of set) names.add(t);
-    return [...names].sort();
+    for (const t of this.standardTraits ?? used) names.add(t);
+    return byAssociation(names, used, filter.associated).sort();
+  }
+
+  async deleteTrait(name: string): Promise<void> {
+    this.open();
+    checkDeletableTrait(name, this.standardTraits, (t) => this.customTraits.has(t));
+    for (const set of this.traits.values()) if (set.has(name)) throw traitInUse(name);
+    this.customTraits.delete(name);
   }
 
   async createTrait(name: string): Promise<boolean> {

@@ -171,6 +171,16 @@ export function capacityOf(inv: Inventory): number {
   return Math.floor((inv.total - inv.reserved) * inv.allocationRatio + 1e-9);
 }
 
+/** Whether `amount` more fits an inventory `used` so far: units, step and capacity allow it. */
+export function fitsInventory(inv: Inventory, used: number, amount: number): boolean {
+  return (
+    amount >= inv.minUnit &&
+    amount <= inv.maxUnit &&
+    amount % inv.stepSize === 0 &&
+    used + amount <= capacityOf(inv)
+  );
+}
+
 function invalid(message: string, details: Record<string, string | number | null> = {}): never {
   throw new ReshapeError('reshape.invalid_input', message, { details });
 }

@@ -7,6 +7,7 @@ import {
   type ConsumerAllocations,
   type ResourceProvider,
 } from './model.js';
+import type { CheckedFilter } from './store.js';
 
 export function notFound(uuid: string): ReshapeError {
   return new ReshapeError(
@@ -149,4 +150,66 @@ export function checkTraits(
     throw new ReshapeError('reshape.trait_not_found', `No such trait(s): ${unknown.join(', ')}`, {
       details: { traits: unknown },
     });
+}
+
+/**
+ * Checks that `name` is a trait `deleteTrait` may delete: `reshape.trait_not_found` unless it
+ * exists, `reshape.invalid_input` when it is standard (see {@link checkTraits} for which exist).
+ */
+export function checkDeletableTrait(
+  name: string,
+  standard: ReadonlySet<string> | undefined,
+  customExists: (t: string) => boolean,
+): void {
+  const custom = CUSTOM_NAME.test(name);
+  const exists = custom
+    ? customExists(name)
+    : TRAIT_NAME.test(name) && name.length <= 255 && (standard?.has(name) ?? true);
+  if (!exists)
+    throw new ReshapeError('reshape.trait_not_found', `No such trait(s): ${name}.`, {
+      details: { traits: [name] },
+    });
+  if (!custom)
+    throw new ReshapeError('reshape.invalid_input', `Cannot delete standard trait ${name}.`, {
+      details: { trait: name },
+    });
+}
+
+/** The error of deleting a trait a provider has. */
+export function traitInUse(name: string): ReshapeError {
+  return new ReshapeError(
+    'reshape.trait_in_use',
+    `The trait ${name} is in use by a resource provider.`,
+    { details: { trait: name } },
+  );
+}
+
+/** The names of `names` that are (`associated`) or are not in `used`; all when undefined. */
+export function byAssociation(
+  names: Iterable<string>,
+  used: ReadonlySet<string>,
+  associated: boolean | undefined,
+): string[] {
+  const out = [...names];
+  return associated === undefined ? out : out.filter((t) => used.has(t) === associated);
+}
+
+/**
+ * Checks that the traits and resource classes a provider filter names exist:
+ * `reshape.trait_not_found` naming every unknown trait (see {@link checkTraits}), else
+ * `reshape.resource_class_not_found` for the first unknown class.
+ */
+export function checkFilterNames(
+  filter: CheckedFilter,
+  standard: ReadonlySet<string> | undefined,
+  customTraitExists: (t: string) => boolean,
+  customClassExists: (rc: string) => boolean,
+): void {
+  checkTraits(
+    [...filter.requiredTraits.flat(), ...filter.forbiddenTraits],
+    standard,
+    customTraitExists,
+  );
+  for (const [rc] of filter.resources)
+    if (!isStandardResourceClass(rc) && !customClassExists(rc)) throw resourceClassNotFound(rc);
 }

@@ -36,6 +36,32 @@ export interface ProviderFilter {
   name?: string;
   /** Only the provider with this uuid. */
   uuid?: string;
+  /**
+   * Only providers in at least one aggregate of each list (the lists are AND-ed, the aggregates
+   * of one list OR-ed), as Placement's `member_of`.
+   */
+  memberOf?: string[][];
+  /** Only providers in none of these aggregates (Placement's `member_of=!…`). */
+  notMemberOf?: string[];
+  /**
+   * Only providers with at least one trait of each list (the lists are AND-ed, the traits of one
+   * list OR-ed), as Placement's `required`.
+   */
+  requiredTraits?: string[][];
+  /** Only providers with none of these traits (Placement's `required=!…`). */
+  forbiddenTraits?: string[];
+  /**
+   * Only providers with room for each amount, as Placement's `resources`: an inventory of the
+   * class with min_unit ≤ amount ≤ max_unit, amount a multiple of step_size, and usage + amount
+   * at most (total − reserved) × allocation_ratio.
+   */
+  resources?: Resources;
+}
+
+/** Filters of {@link ReshapeStore.listTraits}. */
+export interface TraitFilter {
+  /** `true`: only traits some provider has; `false`: only traits no provider has. */
+  associated?: boolean;
 }
 
 /** A new provider, for {@link ReshapeStore.createProvider}. */
@@ -161,7 +187,13 @@ export interface ReshapeStore extends AsyncDisposable {
    * The traits that exist, sorted: with {@link StoreOptions.standardTraits}, those and the created
    * `CUSTOM_*` traits; without, the created `CUSTOM_*` traits and every trait a provider has.
    */
-  listTraits(): Promise<string[]>;
+  listTraits(filter?: TraitFilter): Promise<string[]>;
+  /**
+   * Deletes a created `CUSTOM_*` trait. Throws `reshape.trait_not_found` when the trait does not
+   * exist, `reshape.invalid_input` for a standard trait, `reshape.trait_in_use` when a provider
+   * has it.
+   */
+  deleteTrait(name: string): Promise<void>;
   /** Creates a `CUSTOM_*` trait; false when it already existed. */
   createTrait(name: string): Promise<boolean>;
 
@@ -347,4 +379,46 @@ export function checkAggregates(list: unknown): string[] {
     out.add(id);
   }
   return [...out].sort();
+}
+
+/** The aggregate, trait and resource filters of a {@link ProviderFilter}, checked. */
+export interface CheckedFilter {
+  memberOf: string[][];
+  notMemberOf: string[];
+  requiredTraits: string[][];
+  forbiddenTraits: string[];
+  /** `[resource class, amount]` pairs. */
+  resources: [string, number][];
+}
+
+/** Checks the aggregate, trait and resource filters of a {@link ProviderFilter}. */
+export function checkFilter(filter: ProviderFilter): CheckedFilter {
+  const list = (value: unknown, what: string): unknown[] => {
+    if (!Array.isArray(value))
+      throw new ReshapeError('reshape.invalid_input', `${what} must be an array`);
+    return value;
+  };
+  const uuids = (value: unknown): string[] => [
+    ...new Set(list(value, 'aggregates').map((a) => normalizeUuid(a as string, 'aggregate uuid'))),
+  ];
+  const names = (value: unknown): string[] =>
+    list(value, 'traits').map((t) => {
+      if (typeof t !== 'string')
+        throw new ReshapeError('reshape.invalid_input', `invalid trait name ${JSON.stringify(t)}`);
+      return t;
+    });
+  const resources = Object.entries(filter.resources ?? {});
+  for (const [rc, amount] of resources)
+    if (!Number.isSafeInteger(amount) || amount < 1)
+      throw new ReshapeError(
+        'reshape.invalid_input',
+        `the amount of ${rc} must be a positive integer, got ${JSON.stringify(amount)}`,
+      );
+  return {
+    memberOf: list(filter.memberOf ?? [], 'memberOf').map(uuids),
+    notMemberOf: uuids(filter.notMemberOf ?? []),
+    requiredTraits: list(filter.requiredTraits ?? [], 'requiredTraits').map(names),
+    forbiddenTraits: names(filter.forbiddenTraits ?? []),
+    resources,
+  };
 }

@@ -1,29 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
-import { createPlacementServer } from '../src/http/index.js';
+import { serve } from './http-server.js';
 
 describe('a store with standard traits', () => {
   it('knows only those and created custom traits, as Placement with os-traits', async () => {
-    const srv = createPlacementServer(
+    const { call, close } = await serve(
       memoryStore({ standardTraits: ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE'] }),
     );
-    await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
-    const call = async (method: string, path: string, body?: unknown, accept?: string) => {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          'openstack-api-version': 'placement 1.39',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...(accept === undefined ? {} : { accept }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text ? (JSON.parse(text) as any) : undefined };
-    };
     try {
       const rp = randomUUID();
       expect((await call('POST', '/resource_providers', { name: 'cn', uuid: rp })).status).toBe(
@@ -62,7 +46,61 @@ describe('a store with standard traits', () => {
       expect((await call('GET', '/traits/MADE_UP', undefined, 'text/plain')).status).toBe(404);
       expect((await call('GET', '/traits', undefined, 'text/plain')).status).toBe(406);
     } finally {
-      await new Promise((resolve) => srv.close(resolve));
+      await close();
+    }
+  });
+
+  it('deletes custom traits and lists traits by association', async () => {
+    const { call, close } = await serve(
+      memoryStore({ standardTraits: ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE'] }),
+    );
+    try {
+      const rp = randomUUID();
+      await call('POST', '/resource_providers', { name: 'cn', uuid: rp });
+      expect((await call('PUT', '/traits/CUSTOM_FREE')).status).toBe(201);
+      expect((await call('PUT', '/traits/CUSTOM_TAKEN')).status).toBe(201);
+      await call('PUT', `/resource_providers/${rp}/traits`, {
+        traits: ['CUSTOM_TAKEN', 'HW_CPU_X86_SSE'],
+        resource_provider_generation: 0,
+      });
+
+      expect((await call('GET', '/traits?associated=true')).body.traits).toEqual([
+        'CUSTOM_TAKEN',
+        'HW_CPU_X86_SSE',
+      ]);
+      expect((await call('GET', '/traits?associated=FALSE')).body.traits).toEqual([
+        'CUSTOM_FREE',
+        'HW_CPU_X86_AVX2',
+      ]);
+      expect(
+        (await call('GET', '/traits?associated=false&name=startswith:CUSTOM_')).body.traits,
+      ).toEqual(['CUSTOM_FREE']);
+      let r = await call('GET', '/traits?associated=yes');
+      expect(r.status).toBe(400);
+      expect(r.body.errors[0].detail).toBe(
+        'The query parameter "associated" only accepts "true" or "false"',
+      );
+
+      r = await call('DELETE', '/traits/CUSTOM_TAKEN');
+      expect(r.status).toBe(409);
+      expect(r.body.errors[0].detail).toBe(
+        'The trait CUSTOM_TAKEN is in use by a resource provider.',
+      );
+      r = await call('DELETE', '/traits/HW_CPU_X86_AVX2');
+      expect(r.status).toBe(400);
+      expect(r.body.errors[0].detail).toBe('Cannot delete standard trait HW_CPU_X86_AVX2.');
+      expect((await call('DELETE', '/traits/CUSTOM_NEVER')).status).toBe(404);
+      expect((await call('DELETE', '/traits/HW_NOT_STANDARD')).status).toBe(404);
+      r = await call('DELETE', '/traits/CUSTOM_FREE');
+      expect(r).toEqual({ status: 204, body: undefined });
+      expect((await call('GET', '/traits/CUSTOM_FREE')).status).toBe(404);
+      expect((await call('GET', '/traits')).body.traits).toEqual([
+        'CUSTOM_TAKEN',
+        'HW_CPU_X86_AVX2',
+        'HW_CPU_X86_SSE',
+      ]);
+    } finally {
+      await close();
     }
   });
 });

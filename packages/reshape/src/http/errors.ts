@@ -38,6 +38,7 @@ const CODE_MAP: Partial<Record<ReshapeErrorCode, [number, string]>> = {
   'reshape.resource_class_not_found': [400, 'placement.undefined_code'],
   'reshape.resource_class_in_use': [409, 'placement.undefined_code'],
   'reshape.trait_not_found': [400, 'placement.undefined_code'],
+  'reshape.trait_in_use': [409, 'placement.undefined_code'],
   'reshape.consumer_not_found': [404, 'placement.undefined_code'],
   'reshape.provider_in_use': [409, 'placement.resource_provider.inuse'],
   'reshape.provider_has_children': [409, 'placement.resource_provider.cannot_delete_parent'],

@@ -205,8 +205,11 @@ const STRINGS: Schema = { type: 'array', items: { type: 'string' } };
 /** Query-string schemas; values are strings, repeatable parameters arrays of strings. */
 const QUERIES = {
   listProviders: [
-    [[1, 0], (v: Version) => providersQuery(v)],
-    [[1, 14], (v: Version) => providersQuery(v)],
+    [[1, 0], providersQuery],
+    [[1, 3], providersQuery],
+    [[1, 4], providersQuery],
+    [[1, 14], providersQuery],
+    [[1, 18], providersQuery],
   ],
   allocationCandidates: [
     [[1, 10], candidatesQuery],
@@ -222,7 +225,9 @@ const QUERIES = {
     [[1, 9], usagesQuery],
     [[1, 38], usagesQuery],
   ],
-  listTraits: [[[1, 6], () => object({ name: { type: 'string' } })]],
+  listTraits: [
+    [[1, 6], () => object({ name: { type: 'string' }, associated: { type: 'string' } })],
+  ],
 } satisfies Record<string, [Version, (v: Version) => Schema][]>;
 
 /** Parameters that may be repeated in a query string (an array in its object). */
@@ -232,10 +237,10 @@ function providersQuery(v: Version): Schema {
   return object({
     name: { type: 'string', minLength: 1, maxLength: 200 },
     uuid: UUID,
-    member_of: ANY,
-    resources: ANY,
-    required: ANY,
+    ...(atLeast(v, [1, 3]) ? { member_of: STRINGS } : {}),
+    ...(atLeast(v, [1, 4]) ? { resources: { type: 'string' } } : {}),
     ...(atLeast(v, [1, 14]) ? { in_tree: UUID } : {}),
+    ...(atLeast(v, [1, 18]) ? { required: STRINGS } : {}),
   });
 }
 

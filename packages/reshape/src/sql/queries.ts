@@ -82,6 +82,13 @@ export class SqlQueries {
     return new Set(rows.map((r) => r.name));
   }
 
+  async customTraits(trx: Db): Promise<Set<string>> {
+    const rows = (await trx.selectFrom(T.customTraits).select('name').execute()) as {
+      name: string;
+    }[];
+    return new Set(rows.map((r) => r.name));
+  }
+
   /**
    * Runs a hand-written statement (`?` placeholders). The bulk statements of a write are built
    * here rather than with Kysely's builder: for thousands of rows, building and compiling the

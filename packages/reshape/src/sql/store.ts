@@ -18,7 +18,9 @@ import {
   type TotalUsages,
 } from '../model.js';
 import {
+  byAssociation,
   checkCustomName,
+  checkDeletableTrait,
   checkTraits,
   consumerNotFound,
   deletedConsumer,
@@ -30,23 +32,25 @@ import {
   conflictGeneration,
   notFound,
   standardTraitsOption,
+  traitInUse,
 } from '../shared.js';
 import {
   buildReport,
   checkAggregates,
-  parentsFirst,
   totalUsages,
   type CreateProviderInput,
   type ProviderFilter,
   type ReshapeReport,
   type ReshapeStore,
   type StoreOptions,
+  type TraitFilter,
   type UpdateProviderInput,
 } from '../store.js';
 import { plan, prepare } from '../engine.js';
 import { migrations, T } from './schema.js';
+import { listProviders } from './list-providers.js';
 import { SqlQueries } from './queries.js';
-import { chunks, marks, toInventory, toProvider, type ProviderRecord } from './rows.js';
+import { chunks, marks, toInventory } from './rows.js';
 
 /**
  * Options of {@link sqlStore}. `standardTraits` is not stored: give every store over one database
@@ -104,16 +108,8 @@ class SqlStore implements ReshapeStore {
     return this.q.findProvider(uuid);
   }
 
-  async listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
-    let q = this.q.db.selectFrom(T.providers).selectAll();
-    if (filter.inTree !== undefined) {
-      const root = (await this.q.readProvider(filter.inTree)).rootProviderUuid;
-      q = q.where('root_uuid', '=', root);
-    }
-    if (filter.name !== undefined) q = q.where('name', '=', filter.name);
-    if (filter.uuid !== undefined)
-      q = q.where('uuid', '=', normalizeUuid(filter.uuid, 'provider uuid'));
-    return parentsFirst(((await q.execute()) as ProviderRecord[]).map(toProvider));
+  listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
+    return listProviders(this.q, filter, this.standardTraits);
   }
 
   async updateProvider(
@@ -248,11 +244,7 @@ class SqlStore implements ReshapeStore {
   ): Promise<{ generation: number; traits: string[] }> {
     return this.q.tx(async (trx) => {
       const rp = await this.q.lockedProvider(trx, uuid);
-      const custom = new Set(
-        ((await trx.selectFrom(T.customTraits).select('name').execute()) as { name: string }[]).map(
-          (r) => r.name,
-        ),
-      );
+      const custom = await this.q.customTraits(trx);
       if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
       checkTraits(input.traits, this.standardTraits, (t) => custom.has(t));
       const traits = [...new Set(input.traits)].sort();
@@ -271,19 +263,35 @@ class SqlStore implements ReshapeStore {
     });
   }
 
-  async listTraits(): Promise<string[]> {
-    const custom = (await this.q.db.selectFrom(T.customTraits).select('name').execute()) as {
-      name: string;
-    }[];
-    const names = new Set(custom.map((r) => r.name));
-    if (this.standardTraits) for (const t of this.standardTraits) names.add(t);
-    else {
-      const used = (await this.q.db.selectFrom(T.traits).select('trait').distinct().execute()) as {
-        trait: string;
-      }[];
-      for (const r of used) names.add(r.trait);
-    }
-    return [...names].sort();
+  async listTraits(filter: TraitFilter = {}): Promise<string[]> {
+    const names = await this.q.customTraits(this.q.db);
+    const used = new Set(
+      (
+        (await this.q.db.selectFrom(T.traits).select('trait').distinct().execute()) as {
+          trait: string;
+        }[]
+      ).map((r) => r.trait),
+    );
+    for (const t of this.standardTraits ?? used) names.add(t);
+    return byAssociation(names, used, filter.associated).sort();
+  }
+
+  async deleteTrait(name: string): Promise<void> {
+    await this.q.tx(async (trx) => {
+      const custom = await trx
+        .selectFrom(T.customTraits)
+        .select('name')
+        .where('name', '=', name)
+        .executeTakeFirst();
+      checkDeletableTrait(name, this.standardTraits, () => custom !== undefined);
+      const used = await trx
+        .selectFrom(T.traits)
+        .select('provider_uuid')
+        .where('trait', '=', name)
+        .executeTakeFirst();
+      if (used) throw traitInUse(name);
+      await trx.deleteFrom(T.customTraits).where('name', '=', name).execute();
+    });
   }
 
   async createTrait(name: string): Promise<boolean> {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { ReshapeStore, StoreOptions } from '../../src/index.js';
 import { compute, expectCode } from './helpers.js';
@@ -82,6 +83,61 @@ export function traitCases(suite: {
       }
     });
 
+    it('deletes an unused custom trait; refuses unknown, standard and used ones', async () => {
+      const { store } = suite;
+      const cn = await compute(store);
+      const unused = `CUSTOM_UNUSED_${tag()}`;
+      const used = `CUSTOM_USED_${tag()}`;
+      await store.createTrait(unused);
+      await store.createTrait(used);
+      await store.setTraits(cn.uuid, { generation: cn.generation, traits: [used, 'HW_GPU_API'] });
+
+      let error = await expectCode(store.deleteTrait(used), 'reshape.trait_in_use');
+      expect(error.message).toBe(`The trait ${used} is in use by a resource provider.`);
+      error = await expectCode(store.deleteTrait('HW_GPU_API'), 'reshape.invalid_input');
+      expect(error.message).toBe('Cannot delete standard trait HW_GPU_API.');
+      await expectCode(store.deleteTrait(`CUSTOM_NEVER_${tag()}`), 'reshape.trait_not_found');
+      await expectCode(store.deleteTrait('not a trait'), 'reshape.trait_not_found');
+      expect(await store.listTraits()).toEqual(expect.arrayContaining([unused, used]));
+
+      await store.deleteTrait(unused);
+      expect(await store.listTraits()).not.toContain(unused);
+      await expectCode(store.deleteTrait(unused), 'reshape.trait_not_found');
+      const generation = (await store.getTraits(cn.uuid)).generation;
+      await store.setTraits(cn.uuid, { generation, traits: [] });
+      await store.deleteTrait(used);
+      expect(await store.listTraits()).not.toContain(used);
+    });
+
+    it('lists traits some provider has, or none has, with associated', async () => {
+      const store = await suite.make({ standardTraits: ['HW_NIC_SRIOV', 'HW_CPU_X86_SSE'] });
+      try {
+        const cn = await compute(store);
+        const free = `CUSTOM_FREE_${tag()}`;
+        const taken = `CUSTOM_TAKEN_${tag()}`;
+        await store.createTrait(free);
+        await store.createTrait(taken);
+        await store.setTraits(cn.uuid, {
+          generation: cn.generation,
+          traits: [taken, 'HW_NIC_SRIOV'],
+        });
+        const associated = await store.listTraits({ associated: true });
+        expect(associated).toEqual(expect.arrayContaining([taken, 'HW_NIC_SRIOV']));
+        expect(associated).not.toContain(free);
+        expect(associated).not.toContain('HW_CPU_X86_SSE');
+        const unassociated = await store.listTraits({ associated: false });
+        expect(unassociated).toEqual(expect.arrayContaining([free, 'HW_CPU_X86_SSE']));
+        expect(unassociated).not.toContain(taken);
+        expect(unassociated).not.toContain('HW_NIC_SRIOV');
+        expect(new Set([...associated, ...unassociated])).toEqual(
+          new Set(await store.listTraits()),
+        );
+        expect(await store.listTraits({})).toEqual(await store.listTraits());
+      } finally {
+        await store.close();
+      }
+    });
+
     it('refuses a bad standardTraits with a TypeError naming the value', async () => {
       await expect(suite.make({ standardTraits: ['HW_OK', 'lower_case'] })).rejects.toThrow(
         /standardTraits.*"lower_case"/,
@@ -94,4 +150,9 @@ export function traitCases(suite: {
       ).rejects.toThrow(TypeError);
     });
   });
+}
+
+/** A suffix for trait names unique to one run (stores may share storage). */
+function tag(): string {
+  return randomUUID().slice(0, 8).toUpperCase().replace(/-/g, '_');
 }

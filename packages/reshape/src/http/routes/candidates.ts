@@ -3,6 +3,7 @@ import { allocationCandidates } from '../../candidates.js';
 import { TRAIT_NAME, isStandardResourceClass, normalizeUuid } from '../../model.js';
 import { HttpError } from '../errors.js';
 import { atLeast, type Version } from '../microversion.js';
+import { requiredFilter, resourcesFilter } from '../provider-filters.js';
 import { V, type Route, type Kit } from '../route.js';
 import { type Obj } from '../serialize.js';
 
@@ -40,19 +41,7 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
                 400,
                 'At least one request group (`resources` or `resources{$S}`) is required.',
               );
-            const resources: Record<string, number> = {};
-            const badly = `Badly formed resources parameter. Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: ${raw}.`;
-            for (const part of raw.split(',')) {
-              const m = /^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$/.exec(part);
-              if (!m) throw new HttpError(400, badly);
-              const amount = Number(m[2]);
-              if (!Number.isSafeInteger(amount) || amount < 1)
-                throw new HttpError(
-                  400,
-                  `Requested resource ${m[1]} expected positive integer amount. Got: ${m[2]}.`,
-                );
-              resources[m[1]!] = amount;
-            }
+            const resources = resourcesFilter(raw);
             const known = new Set(await store.listResourceClasses());
             for (const rc of Object.keys(resources))
               if (!known.has(rc) && !isStandardResourceClass(rc))
@@ -60,8 +49,6 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
                   400,
                   `Invalid resource class in resources parameter: No such resource class ${rc}.`,
                 );
-            const required: string[][] = [];
-            const forbidden: string[] = [];
             const customTraits = new Set(await store.listTraits());
             const checkTrait = (t: string): string => {
               if (!TRAIT_NAME.test(t) || t.length > 255)
@@ -70,16 +57,9 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
                 throw new HttpError(400, `No such trait(s): ${t}.`);
               return t;
             };
-            for (const value of q.required ?? []) {
-              if (at([1, 39]) && value.startsWith('in:')) {
-                required.push(value.slice(3).split(',').map(checkTrait));
-                continue;
-              }
-              for (const t of value.split(',')) {
-                if (t.startsWith('!') && at([1, 22])) forbidden.push(checkTrait(t.slice(1)));
-                else required.push([checkTrait(t)]);
-              }
-            }
+            const traits = requiredFilter(q.required ?? [], version);
+            const required = traits.required.map((anyOf) => anyOf.map(checkTrait));
+            const forbidden = traits.forbidden.map(checkTrait);
             const limit = q.limit === undefined ? undefined : Number(q.limit);
             const inTree = q.in_tree;
             if (inTree !== undefined) {

@@ -1,8 +1,10 @@
 /** Resource providers and their aggregates. */
-import { normalizeUuid } from '../../model.js';
-import type { ReshapeStore } from '../../store.js';
-import { HttpError } from '../errors.js';
+import { RiggingError } from '@rigging/core';
+import { normalizeUuid, type ResourceProvider } from '../../model.js';
+import type { ProviderFilter, ReshapeStore } from '../../store.js';
+import { fromStoreError, HttpError } from '../errors.js';
 import { atLeast } from '../microversion.js';
+import { memberOfFilter, requiredFilter, resourcesFilter } from '../provider-filters.js';
 import { SEG, V, type Handler, type Kit, type Route } from '../route.js';
 import { aggregatesBody, providerJson } from '../serialize.js';
 
@@ -53,20 +55,24 @@ export function providerRoutes(kit: Kit): Route[] {
   ];
 }
 
-/** `GET /resource_providers`: by name, uuid or tree. */
-function listProviders({ store, check, call }: Kit): Handler {
+/** `GET /resource_providers`: by name, uuid, tree, aggregates, traits or room for resources. */
+function listProviders({ store, check }: Kit): Handler {
   return async ({ query, version, base }) => {
     const q = check.query('listProviders', version, query) as {
       name?: string;
       uuid?: string;
       in_tree?: string;
+      member_of?: string[];
+      required?: string[];
+      resources?: string;
     };
-    if (query.has('resources') || query.has('member_of') || query.has('required'))
-      throw new HttpError(
-        400,
-        'resources, member_of and required filters are not supported by this server',
-      );
-    const filter: { name?: string; uuid?: string; inTree?: string } = {};
+    const filter: ProviderFilter = q.member_of ? memberOfFilter(q.member_of, version) : {};
+    if (q.required) {
+      const { required, forbidden } = requiredFilter(q.required, version);
+      filter.requiredTraits = required;
+      filter.forbiddenTraits = forbidden;
+    }
+    if (q.resources !== undefined) filter.resources = resourcesFilter(q.resources);
     if (q.name !== undefined) filter.name = q.name;
     if (q.uuid !== undefined) filter.uuid = q.uuid;
     const inTree = q.in_tree;
@@ -75,7 +81,7 @@ function listProviders({ store, check, call }: Kit): Handler {
         return { status: 200, body: { resource_providers: [] } };
       filter.inTree = inTree;
     }
-    const list = await call(() => store.listProviders(filter));
+    const list = await listWithFilter(store, filter);
     return {
       status: 200,
       body: { resource_providers: list.map((p) => providerJson(p, version, base)) },
@@ -170,4 +176,30 @@ function setAggregates({ store, check, call, provider }: Kit): Handler {
 async function requireParent(store: ReshapeStore, parent: string): Promise<void> {
   if (!(await store.getProvider(parent)))
     throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
+}
+
+/** `store.listProviders`, naming the parameter of an unknown trait or class in the 400. */
+async function listWithFilter(
+  store: ReshapeStore,
+  filter: ProviderFilter,
+): Promise<ResourceProvider[]> {
+  try {
+    return await store.listProviders(filter);
+  } catch (error) {
+    if (RiggingError.isInstance(error) && error.code === 'reshape.trait_not_found') {
+      const traits = (error.details as { traits: string[] }).traits;
+      throw new HttpError(
+        400,
+        `Invalid trait(s) in "required" parameter: No such trait(s): ${traits.join(', ')}.`,
+      );
+    }
+    if (RiggingError.isInstance(error) && error.code === 'reshape.resource_class_not_found') {
+      const rc = (error.details as { resourceClass: string }).resourceClass;
+      throw new HttpError(
+        400,
+        `Invalid resource class in resources parameter: No such resource class ${rc}.`,
+      );
+    }
+    throw fromStoreError(error);
+  }
 }

@@ -1,6 +1,7 @@
 /** Traits, and the traits of a provider. */
+import { RiggingError } from '@rigging/core';
 import { CUSTOM_NAME } from '../../model.js';
-import { HttpError } from '../errors.js';
+import { fromStoreError, HttpError } from '../errors.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 
 /** @internal */
@@ -54,13 +55,26 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
         GET: {
           min: V(1, 6),
           handler: async ({ query, version }) => {
-            const { name } = check.query('listTraits', version, query) as { name?: string };
+            const { name, associated } = check.query('listTraits', version, query) as {
+              name?: string;
+              associated?: string;
+            };
             if (name !== undefined && !name.includes(':'))
               throw new HttpError(
                 400,
                 `Badly formatted name parameter. Expected name query string parameter in form: ?name=[in|startswith]:[name1,name2|prefix]. Got: "${name}"`,
               );
-            let traits = await call(() => store.listTraits());
+            const association = associated?.toLowerCase();
+            if (association !== undefined && association !== 'true' && association !== 'false')
+              throw new HttpError(
+                400,
+                'The query parameter "associated" only accepts "true" or "false"',
+              );
+            let traits = await call(() =>
+              store.listTraits(
+                association === undefined ? {} : { associated: association === 'true' },
+              ),
+            );
             if (name?.startsWith('startswith:'))
               traits = traits.filter((t) => t.startsWith(name.slice(11)));
             else if (name?.startsWith('in:')) {
@@ -96,6 +110,19 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
               );
             const created = await call(() => store.createTrait(name));
             return { status: created ? 201 : 204, headers: { location: `${base}/traits/${name}` } };
+          },
+        },
+        DELETE: {
+          min: V(1, 6),
+          handler: async ({ params }) => {
+            try {
+              await store.deleteTrait(params[0]!);
+            } catch (error) {
+              if (RiggingError.isInstance(error) && error.code === 'reshape.trait_not_found')
+                throw new HttpError(404, error.message);
+              throw fromStoreError(error);
+            }
+            return { status: 204 };
           },
         },
       },
