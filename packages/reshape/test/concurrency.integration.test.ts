@@ -84,5 +84,41 @@ for (const backend of backends) {
         }
       },
     );
+
+    it('deleting a custom trait while providers are given it never leaves a provider with a deleted trait', async () => {
+      const fresh = await backend.create();
+      const database = await openDatabase(fresh.url, { poolSize: 4 });
+      try {
+        const store = await sqlStore(database);
+        const providers = [];
+        for (let i = 0; i < 3; i++) providers.push(await store.createProvider({ name: `rp-${i}` }));
+        for (let round = 0; round < 15; round++) {
+          const trait = `CUSTOM_RACE_${round}`;
+          await store.createTrait(trait);
+          const outcomes = await Promise.allSettled([
+            ...providers.map(async (rp) => {
+              const { generation } = (await store.getProvider(rp.uuid))!;
+              return store.setTraits(rp.uuid, { generation, traits: [trait] });
+            }),
+            store.deleteTrait(trait),
+          ]);
+          const deleted = outcomes.at(-1)!.status === 'fulfilled';
+          const holders = [];
+          for (const rp of providers)
+            if ((await store.getTraits(rp.uuid)).traits.includes(trait)) holders.push(rp.uuid);
+          const exists = (await store.listTraits()).includes(trait);
+          expect(exists).toBe(!deleted);
+          if (deleted) expect(holders).toEqual([]);
+          for (const o of outcomes)
+            if (o.status === 'rejected')
+              expect((o.reason as { code?: string }).code).toMatch(
+                /^reshape\.(trait_not_found|trait_in_use|concurrent_update)$/,
+              );
+        }
+      } finally {
+        await database.close();
+        await fresh.drop();
+      }
+    });
   });
 }

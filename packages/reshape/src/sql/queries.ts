@@ -82,6 +82,29 @@ export class SqlQueries {
     return new Set(rows.map((r) => r.name));
   }
 
+  /**
+   * The custom traits among `names` that exist, locked (`FOR UPDATE`) until the transaction ends,
+   * so that a concurrent `deleteTrait` of one of them waits for it, or it for the delete.
+   * Anything in `names` that is not a custom trait's name is left to the caller's validation.
+   */
+  async lockCustomTraits(trx: Db, names: unknown): Promise<Set<string>> {
+    const list: unknown[] = Array.isArray(names) ? names : [];
+    const sorted = [
+      ...new Set(list.filter((n): n is string => typeof n === 'string' && n.startsWith('CUSTOM_'))),
+    ].sort();
+    const out = new Set<string>();
+    for (const part of chunks(sorted)) {
+      let q = trx
+        .selectFrom(T.customTraits)
+        .select('name')
+        .where('name', 'in', part)
+        .orderBy('name');
+      if (this.locking) q = q.forUpdate();
+      for (const r of (await q.execute()) as { name: string }[]) out.add(r.name);
+    }
+    return out;
+  }
+
   async customTraits(trx: Db): Promise<Set<string>> {
     const rows = (await trx.selectFrom(T.customTraits).select('name').execute()) as {
       name: string;

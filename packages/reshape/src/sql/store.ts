@@ -244,7 +244,7 @@ class SqlStore implements ReshapeStore {
   ): Promise<{ generation: number; traits: string[] }> {
     return this.q.tx(async (trx) => {
       const rp = await this.q.lockedProvider(trx, uuid);
-      const custom = await this.q.customTraits(trx);
+      const custom = await this.q.lockCustomTraits(trx, input.traits);
       if (input.generation !== rp.generation) throw conflictGeneration(rp, input.generation);
       checkTraits(input.traits, this.standardTraits, (t) => custom.has(t));
       const traits = [...new Set(input.traits)].sort();
@@ -278,12 +278,10 @@ class SqlStore implements ReshapeStore {
 
   async deleteTrait(name: string): Promise<void> {
     await this.q.tx(async (trx) => {
-      const custom = await trx
-        .selectFrom(T.customTraits)
-        .select('name')
-        .where('name', '=', name)
-        .executeTakeFirst();
-      checkDeletableTrait(name, this.standardTraits, () => custom !== undefined);
+      // Locked first: a concurrent setTraits naming it waits for the delete (and then finds no
+      // such trait), or the delete waits for it (and then finds the trait in use).
+      const custom = await this.q.lockCustomTraits(trx, [name]);
+      checkDeletableTrait(name, this.standardTraits, () => custom.has(name));
       const used = await trx
         .selectFrom(T.traits)
         .select('provider_uuid')
