@@ -3,7 +3,7 @@ import { fitsInventory, normalizeUuid, type ResourceProvider } from '../model.js
 import { checkFilter, parentsFirst, type ProviderFilter } from '../store.js';
 import { checkFilterNames } from '../shared.js';
 import type { SqlQueries } from './queries.js';
-import { toInventory, toProvider, type ProviderRecord } from './rows.js';
+import { chunks, toInventory, toProvider, type ProviderRecord } from './rows.js';
 import { T } from './schema.js';
 
 /** The providers matching `filter`, parents before children. @internal */
@@ -53,7 +53,10 @@ export async function listProviders(
   return parentsFirst(list);
 }
 
-/** The providers of `list` with room for every `[class, amount]` of `resources`. */
+/**
+ * The providers of `list` with room for every `[class, amount]` of `resources`; reads the usage
+ * and inventories of those providers only, in chunks.
+ */
 async function withRoom(
   q: SqlQueries,
   list: ResourceProvider[],
@@ -62,25 +65,29 @@ async function withRoom(
   const classes = resources.map(([rc]) => rc);
   const key = (uuid: string, rc: string) => `${uuid} ${rc}`;
   const used = new Map<string, number>();
-  for (const r of (await q.db
-    .selectFrom(T.allocations)
-    .select(['provider_uuid', 'resource_class'])
-    .select((eb) => eb.fn.sum('used').as('used'))
-    .where('resource_class', 'in', classes)
-    .groupBy(['provider_uuid', 'resource_class'])
-    .execute()) as { provider_uuid: string; resource_class: string; used: unknown }[])
-    used.set(key(r.provider_uuid, r.resource_class), Number(r.used));
   const fitting = new Map<string, number>();
-  for (const r of (await q.db
-    .selectFrom(T.inventories)
-    .selectAll()
-    .where('resource_class', 'in', classes)
-    .execute()) as Record<string, unknown>[]) {
-    const uuid = String(r.provider_uuid);
-    const rc = String(r.resource_class);
-    const amount = resources.find(([c]) => c === rc)![1];
-    if (fitsInventory(toInventory(r), used.get(key(uuid, rc)) ?? 0, amount))
-      fitting.set(uuid, (fitting.get(uuid) ?? 0) + 1);
+  for (const part of chunks(list.map((p) => p.uuid))) {
+    for (const r of (await q.db
+      .selectFrom(T.allocations)
+      .select(['provider_uuid', 'resource_class'])
+      .select((eb) => eb.fn.sum('used').as('used'))
+      .where('provider_uuid', 'in', part)
+      .where('resource_class', 'in', classes)
+      .groupBy(['provider_uuid', 'resource_class'])
+      .execute()) as { provider_uuid: string; resource_class: string; used: unknown }[])
+      used.set(key(r.provider_uuid, r.resource_class), Number(r.used));
+    for (const r of (await q.db
+      .selectFrom(T.inventories)
+      .selectAll()
+      .where('provider_uuid', 'in', part)
+      .where('resource_class', 'in', classes)
+      .execute()) as Record<string, unknown>[]) {
+      const uuid = String(r.provider_uuid);
+      const rc = String(r.resource_class);
+      const amount = resources.find(([c]) => c === rc)![1];
+      if (fitsInventory(toInventory(r), used.get(key(uuid, rc)) ?? 0, amount))
+        fitting.set(uuid, (fitting.get(uuid) ?? 0) + 1);
+    }
   }
   return list.filter((p) => fitting.get(p.uuid) === resources.length);
 }
