@@ -244,7 +244,9 @@ for (const n of [10_000, 100_000, 1_000_000]) {
     `| ${n.toLocaleString('en')} | ${b.edges.toLocaleString('en')} | ${fmt(best.c)} (${fmt(best.cc)}) | ${fmt(best.p)} (${fmt(best.pc)}) | ${fmt(total.ms)} (${fmt(total.cpu)}) | ${fmt(median)} | ${fmt(first.ms)} | ${fmt(best.heap)} | ${best.groups} | ${best.cycles} (${best.largest}) | ${ratio} | ${floorCell} |`,
   );
 }
-console.log(`growth for 10x objects, wall (cpu): ${growth.join(', ')} (linear growth would be 10x)`);
+console.log(
+  `growth for 10x objects, wall (cpu): ${growth.join(', ')} (linear growth would be 10x)`,
+);
 console.log(`growth for 10x objects, median wall: ${medianGrowth.join(', ')}`);
 console.log(`plan alone, growth for 10x objects, wall (cpu): ${planGrowth.join(', ')}`);
 console.log(
