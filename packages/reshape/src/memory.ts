@@ -245,20 +245,25 @@ class MemoryStore implements ReshapeStore {
     list = list.filter((p) => {
       const aggregates = new Set(this.aggregates.get(p.uuid));
       const traits = this.traits.get(p.uuid) ?? new Set<string>();
-      const inventories = this.inventories.get(p.uuid) ?? {};
-      const usage = this.usageOf(p.uuid);
       return (
         f.memberOf.every((anyOf) => anyOf.some((a) => aggregates.has(a))) &&
         !f.notMemberOf.some((a) => aggregates.has(a)) &&
         f.requiredTraits.every((anyOf) => anyOf.some((t) => traits.has(t))) &&
         !f.forbiddenTraits.some((t) => traits.has(t)) &&
-        f.resources.every(([rc, amount]) => {
-          const inv = inventories[rc];
-          return inv !== undefined && fitsInventory(inv, usage.get(rc) ?? 0, amount);
-        })
+        (f.resources.length === 0 || this.hasRoom(p.uuid, f.resources))
       );
     });
     return parentsFirst(list.map((p) => ({ ...p })));
+  }
+
+  /** Whether a provider has room for every `[class, amount]` of `resources`. */
+  private hasRoom(uuid: string, resources: [string, number][]): boolean {
+    const inventories = this.inventories.get(uuid) ?? {};
+    const usage = this.usageOf(uuid);
+    return resources.every(([rc, amount]) => {
+      const inv = inventories[rc];
+      return inv !== undefined && fitsInventory(inv, usage.get(rc) ?? 0, amount);
+    });
   }
 
   async updateProvider(

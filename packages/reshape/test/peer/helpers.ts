@@ -52,3 +52,14 @@ export const peerName = (i: Ids): string =>
     .replace(/[^A-Z0-9]/g, '_')}`;
 
 export const A = (rp: string, r: Record<string, number>) => ({ [rp]: { resources: r } });
+
+/** The body that allocates one VCPU of root to c3 (a new consumer), plus `extra` fields. */
+export const newC3 =
+  (extra: Record<string, unknown> = {}) =>
+  (i: Ids) => ({
+    allocations: A(i.root, { VCPU: 1 }),
+    project_id: 'p',
+    user_id: 'u2',
+    consumer_generation: null,
+    ...extra,
+  });

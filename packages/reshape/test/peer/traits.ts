@@ -1,5 +1,5 @@
 /** Peer cases: Traits. */
-import { A, peerName, type Step } from './helpers.js';
+import { newC3, peerName, type Step } from './helpers.js';
 
 /** @internal */
 export const TRAITS: Step[] = [
@@ -22,16 +22,5 @@ export const TRAITS: Step[] = [
     }),
     '1.6',
   ],
-  [
-    'allocate at 1.38 without consumer_type',
-    'PUT',
-    (i) => `/allocations/${i.c3}`,
-    (i) => ({
-      allocations: A(i.root, { VCPU: 1 }),
-      project_id: 'p',
-      user_id: 'u2',
-      consumer_generation: null,
-    }),
-    '1.38',
-  ],
+  ['allocate at 1.38 without consumer_type', 'PUT', (i) => `/allocations/${i.c3}`, newC3(), '1.38'],
 ];

@@ -1,5 +1,5 @@
 /** Peer cases: Consumer types and usages. */
-import { A, AC, canon, peerName, type Step } from './helpers.js';
+import { AC, canon, newC3, peerName, type Step } from './helpers.js';
 
 /** @internal */
 export const CONSUMER_TYPES_AND_USAGES: Step[] = [
@@ -7,26 +7,14 @@ export const CONSUMER_TYPES_AND_USAGES: Step[] = [
     'allocate with a bad consumer_type',
     'PUT',
     (i) => `/allocations/${i.c3}`,
-    (i) => ({
-      allocations: A(i.root, { VCPU: 1 }),
-      project_id: 'p',
-      user_id: 'u2',
-      consumer_generation: null,
-      consumer_type: 'instance',
-    }),
+    newC3({ consumer_type: 'instance' }),
     '1.38',
   ],
   [
     'allocate with consumer_type (1.38)',
     'PUT',
     (i) => `/allocations/${i.c3}`,
-    (i) => ({
-      allocations: A(i.root, { VCPU: 1 }),
-      project_id: 'p',
-      user_id: 'u2',
-      consumer_generation: null,
-      consumer_type: 'INSTANCE',
-    }),
+    newC3({ consumer_type: 'INSTANCE' }),
     '1.38',
   ],
   [
