@@ -12,6 +12,11 @@ export function unsafe(what: string, problem: string, entry?: string): PackageCa
   );
 }
 
+/** Whether `p` is absolute on POSIX or Windows (`/x`, `\\x`, `C:`). */
+function isAbsolute(p: string): boolean {
+  return p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p);
+}
+
 /**
  * Why a relative archive path is unsafe (absolute, escaping with `..`, NUL), or `undefined`.
  * @internal
@@ -19,7 +24,7 @@ export function unsafe(what: string, problem: string, entry?: string): PackageCa
 export function relativePathProblem(p: string): string | undefined {
   if (p === '') return 'has an empty name';
   if (p.includes('\0')) return 'contains NUL';
-  if (p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p)) return 'is absolute';
+  if (isAbsolute(p)) return 'is absolute';
   let depth = 0;
   for (const part of p.split(/[\\/]+/)) {
     if (part === '' || part === '.') continue;
@@ -44,8 +49,7 @@ export function linkProblem(
     if (linkpath.split(/[\\/]+/).includes('..')) return 'is a hard link with ".." in its target';
     return undefined;
   }
-  if (linkpath.startsWith('/') || linkpath.startsWith('\\') || /^[A-Za-z]:/.test(linkpath))
-    return `is a symlink to an absolute path (${linkpath})`;
+  if (isAbsolute(linkpath)) return `is a symlink to an absolute path (${linkpath})`;
   const resolved = posix.join(posix.dirname(entryPath.replace(/\\/g, '/')), linkpath);
   const p = relativePathProblem(resolved);
   return p ? `is a symlink pointing outside (${linkpath})` : undefined;

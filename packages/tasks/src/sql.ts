@@ -174,6 +174,17 @@ class SqlTaskLog implements TaskLog {
       .execute();
   }
 
+  /** A fenced write matched no flow: throws `tasks.flow_not_found`, or `tasks.fenced` with the stored token. */
+  async #rejectWrite(db: Db, flowId: string, token: bigint | null | undefined): Promise<never> {
+    const row = await db
+      .selectFrom(FLOWS)
+      .select(this.#tokenText.as('token'))
+      .where('flow_id', '=', flowId)
+      .executeTakeFirst();
+    if (!row) throw notFound(flowId);
+    throw fenced(flowId, token, big(row.token));
+  }
+
   /** One statement, so one round trip: the fenced flow update and the inserts commit together or not at all. */
   async #appendPostgres(
     flowId: string,
@@ -197,15 +208,7 @@ class SqlTaskLog implements TaskLog {
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
       select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)
       where exists (select 1 from u)`.execute(this.#db);
-    if (Number(result.numAffectedRows ?? 0) === 0) {
-      const row = await this.#db
-        .selectFrom(FLOWS)
-        .select(this.#tokenText.as('token'))
-        .where('flow_id', '=', flowId)
-        .executeTakeFirst();
-      if (!row) throw notFound(flowId);
-      throw fenced(flowId, token, big(row.token));
-    }
+    if (Number(result.numAffectedRows ?? 0) === 0) await this.#rejectWrite(this.#db, flowId, token);
   }
 
   /**
@@ -291,15 +294,7 @@ class SqlTaskLog implements TaskLog {
           );
         }
         const res = await q.executeTakeFirst();
-        if (Number(res.numUpdatedRows) === 0) {
-          const row = await t
-            .selectFrom(FLOWS)
-            .select(this.#tokenText.as('token'))
-            .where('flow_id', '=', flowId)
-            .executeTakeFirst();
-          if (!row) throw notFound(flowId);
-          throw fenced(flowId, token, big(row.token));
-        }
+        if (Number(res.numUpdatedRows) === 0) await this.#rejectWrite(t, flowId, token);
         if (entries.length) {
           await t
             .insertInto(LOG)
