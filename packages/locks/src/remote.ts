@@ -93,6 +93,37 @@ export class Heartbeat {
   }
 }
 
+/**
+ * The shared part of backends whose grants are leases with a TTL (SQLite lease table, Redis): the
+ * held leases by id, renewed by a heartbeat while any is held.
+ * @internal
+ */
+export abstract class LeaseBackend<Held> {
+  protected readonly leases = new Map<string, Held>();
+  protected readonly heartbeat: Heartbeat;
+  protected closed = false;
+
+  constructor(
+    protected readonly ttl: number,
+    heartbeatMs: number,
+    protected readonly clock: Clock,
+  ) {
+    this.heartbeat = new Heartbeat(
+      clock,
+      heartbeatMs,
+      () => this.leases.size > 0,
+      () => this.renew(),
+    );
+  }
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
+  }
+
+  /** Extends every held lease by `ttl`, aborting the `lost` of those found gone. */
+  protected abstract renew(): Promise<void>;
+}
+
 /** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 
