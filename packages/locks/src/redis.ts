@@ -5,6 +5,7 @@ import { closedError, describe, validateClock } from './common.js';
 import { LocksError } from './errors.js';
 import {
   LeaseBackend,
+  granted,
   HOST,
   RemoteLockProvider,
   parseHolder,
@@ -198,18 +199,12 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
     };
     this.leases.set(leaseId, held);
     this.heartbeat.start();
-    let released = false;
-    return {
-      token: BigInt(String(token)),
-      lost: held.lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
-        this.leases.delete(leaseId);
-        if (held.lost.signal.aborted) return;
-        await this.#run(SCRIPTS.release, [keys.x, keys.s, keys.i], [leaseId, mode]);
-      },
-    };
+    return granted(
+      BigInt(String(token)),
+      held.lost,
+      () => this.leases.delete(leaseId),
+      () => this.#run(SCRIPTS.release, [keys.x, keys.s, keys.i], [leaseId, mode]),
+    );
   }
 
   protected async renew(): Promise<void> {

@@ -94,6 +94,31 @@ export class Heartbeat {
 }
 
 /**
+ * A grant whose release runs once: `forget` drops the backend's own bookkeeping, then `free` gives
+ * the lock back, unless it was lost already.
+ * @internal
+ */
+export function granted(
+  token: bigint,
+  lost: AbortController,
+  forget: () => void,
+  free: () => Promise<unknown>,
+): Granted {
+  let released = false;
+  return {
+    token,
+    lost: lost.signal,
+    release: async () => {
+      if (released) return;
+      released = true;
+      forget();
+      if (lost.signal.aborted) return;
+      await free();
+    },
+  };
+}
+
+/**
  * The shared part of backends whose grants are leases with a TTL (SQLite lease table, Redis): the
  * held leases by id, renewed by a heartbeat while any is held.
  * @internal

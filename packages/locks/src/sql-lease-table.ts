@@ -4,7 +4,7 @@ import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import type { Database } from '@rigging/sql';
 import { sql } from './sql-peer.js';
 import { closedError } from './common.js';
-import { HOST, LeaseBackend, holderJson, type Backend, type Granted } from './remote.js';
+import { HOST, LeaseBackend, granted, holderJson, type Backend, type Granted } from './remote.js';
 import { OWNER } from './sql-session.js';
 
 /** @internal SQLite leases: a row per grant with an expiry, renewed by a heartbeat. */
@@ -51,21 +51,18 @@ export class LeaseTableBackend
     const lost = new AbortController();
     this.leases.set(leaseId, { id, leaseId, lost });
     this.heartbeat.start();
-    let released = false;
-    return {
+    return granted(
       token,
-      lost: lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
+      lost,
+      () => {
         this.leases.delete(leaseId);
         this.heartbeat.start();
-        if (lost.signal.aborted) return;
-        await sql`delete from rigging_locks_leases where lock_id = ${id} and lease_id = ${leaseId}`.execute(
-          this.#database.db,
-        );
       },
-    };
+      () =>
+        sql`delete from rigging_locks_leases where lock_id = ${id} and lease_id = ${leaseId}`.execute(
+          this.#database.db,
+        ),
+    );
   }
 
   protected async renew(): Promise<void> {

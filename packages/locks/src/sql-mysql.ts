@@ -1,7 +1,7 @@
 // MySQL/MariaDB: named locks (GET_LOCK), shared mode from a gate and reader slots.
 import type { LockHolder, LockMode } from '@rigging/core';
 import type { Session } from '@rigging/sql';
-import { holderJson, parseHolder, type Granted } from './remote.js';
+import { granted, holderJson, parseHolder, type Granted } from './remote.js';
 import { SessionBackend } from './sql-session.js';
 
 /** Reader slots per MySQL lock: at most this many sessions hold one key shared at once. */
@@ -150,18 +150,12 @@ export class MysqlBackend extends SessionBackend {
 
   #granted(session: Session, lost: AbortController, token: bigint, name: string): Granted {
     this.held(1);
-    let released = false;
-    return {
+    return granted(
       token,
-      lost: lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
-        this.held(-1);
-        if (lost.signal.aborted) return;
-        await session.query('select release_lock(?)', [name]);
-      },
-    };
+      lost,
+      () => this.held(-1),
+      () => session.query('select release_lock(?)', [name]),
+    );
   }
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {
