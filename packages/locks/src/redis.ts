@@ -4,7 +4,8 @@ import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import { closedError, describe, validateClock } from './common.js';
 import { LocksError } from './errors.js';
 import {
-  Heartbeat,
+  LeaseBackend,
+  granted,
   HOST,
   RemoteLockProvider,
   parseHolder,
@@ -143,14 +144,9 @@ interface Held {
 const TRANSIENT =
   /connection|ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|EHOSTUNREACH|closed|MaxRetriesPerRequest|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN/i;
 
-class RedisBackend implements Backend {
+class RedisBackend extends LeaseBackend<Held> implements Backend {
   #client: RedisScriptClient;
   #prefix: string;
-  #ttl: number;
-  #leases = new Map<string, Held>();
-  readonly #heartbeat: Heartbeat;
-  readonly #clock: Clock;
-  #closed = false;
 
   constructor(
     client: RedisScriptClient,
@@ -159,20 +155,9 @@ class RedisBackend implements Backend {
     heartbeatMs: number,
     clock: Clock,
   ) {
+    super(ttlMs, heartbeatMs, clock);
     this.#client = client;
     this.#prefix = prefix;
-    this.#ttl = ttlMs;
-    this.#clock = clock;
-    this.#heartbeat = new Heartbeat(
-      clock,
-      heartbeatMs,
-      () => this.#leases.size > 0,
-      () => this.#renew(),
-    );
-  }
-
-  localMode(mode: LockMode): LockMode {
-    return mode;
   }
 
   #keys(id: string) {
@@ -193,15 +178,15 @@ class RedisBackend implements Backend {
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
     // never retried: see isTransient
-    if (this.#closed) throw closedError(OWNER);
+    if (this.closed) throw closedError(OWNER);
     const keys = this.#keys(id);
     const leaseId = randomUUID();
-    const started = this.#clock.now();
+    const started = this.clock.now();
     const info = JSON.stringify({ pid: process.pid, host: HOST, since: started });
     const token = await this.#run(
       SCRIPTS.acquire,
       [keys.x, keys.s, keys.t, keys.i],
-      [leaseId, mode, this.#ttl, info],
+      [leaseId, mode, this.ttl, info],
     );
     if (token === null || token === undefined) return undefined;
     const held: Held = {
@@ -209,41 +194,35 @@ class RedisBackend implements Backend {
       leaseId,
       mode,
       keys,
-      expiresAt: started + this.#ttl,
+      expiresAt: started + this.ttl,
       lost: new AbortController(),
     };
-    this.#leases.set(leaseId, held);
-    this.#heartbeat.start();
-    let released = false;
-    return {
-      token: BigInt(String(token)),
-      lost: held.lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
-        this.#leases.delete(leaseId);
-        if (held.lost.signal.aborted) return;
-        await this.#run(SCRIPTS.release, [keys.x, keys.s, keys.i], [leaseId, mode]);
-      },
-    };
+    this.leases.set(leaseId, held);
+    this.heartbeat.start();
+    return granted(
+      BigInt(String(token)),
+      held.lost,
+      () => this.leases.delete(leaseId),
+      () => this.#run(SCRIPTS.release, [keys.x, keys.s, keys.i], [leaseId, mode]),
+    );
   }
 
-  async #renew(): Promise<void> {
+  protected async renew(): Promise<void> {
     await Promise.all(
-      [...this.#leases.values()].map(async (held) => {
+      [...this.leases.values()].map(async (held) => {
         if (held.lost.signal.aborted) return;
-        const sent = this.#clock.now();
+        const sent = this.clock.now();
         try {
           const ok = await this.#run(
             SCRIPTS.renew,
             [held.keys.x, held.keys.s, held.keys.i],
-            [held.leaseId, held.mode, this.#ttl],
+            [held.leaseId, held.mode, this.ttl],
           );
-          if (Number(ok) === 1) held.expiresAt = sent + this.#ttl;
+          if (Number(ok) === 1) held.expiresAt = sent + this.ttl;
           else held.lost.abort(new Error('lease expired or was taken before renewal'));
         } catch (error) {
           // Redis unreachable: the lease is gone once its TTL may have run out
-          if (this.#clock.now() >= held.expiresAt) held.lost.abort(error);
+          if (this.clock.now() >= held.expiresAt) held.lost.abort(error);
         }
       }),
     );
@@ -254,7 +233,7 @@ class RedisBackend implements Backend {
     const r = (await this.#run(SCRIPTS.holder, [keys.x, keys.s, keys.i], [])) as unknown[] | null;
     if (!Array.isArray(r) || r.length === 0) return undefined;
     const mode: LockMode = r[0] === 'shared' ? 'shared' : 'exclusive';
-    const now = this.#clock.now();
+    const now = this.clock.now();
     let first: { pid?: number; host?: string; since: number } | undefined;
     for (const text of r.slice(1)) {
       const info = { ...parseHolder(text), since: sinceOf(text) ?? now };
@@ -269,11 +248,11 @@ class RedisBackend implements Backend {
   }
 
   async close(): Promise<void> {
-    this.#closed = true;
-    this.#heartbeat.stop();
+    this.closed = true;
+    this.heartbeat.stop();
     // leases stop being renewed: free them now rather than at expiry, and say so
-    const leases = [...this.#leases.values()];
-    this.#leases.clear();
+    const leases = [...this.leases.values()];
+    this.leases.clear();
     await Promise.all(
       leases.map(async (held) => {
         await this.#run(

@@ -93,6 +93,62 @@ export class Heartbeat {
   }
 }
 
+/**
+ * A grant whose release runs once: `forget` drops the backend's own bookkeeping, then `free` gives
+ * the lock back, unless it was lost already.
+ * @internal
+ */
+export function granted(
+  token: bigint,
+  lost: AbortController,
+  forget: () => void,
+  free: () => Promise<unknown>,
+): Granted {
+  let released = false;
+  return {
+    token,
+    lost: lost.signal,
+    release: async () => {
+      if (released) return;
+      released = true;
+      forget();
+      if (lost.signal.aborted) return;
+      await free();
+    },
+  };
+}
+
+/**
+ * The shared part of backends whose grants are leases with a TTL (SQLite lease table, Redis): the
+ * held leases by id, renewed by a heartbeat while any is held.
+ * @internal
+ */
+export abstract class LeaseBackend<Held> {
+  protected readonly leases = new Map<string, Held>();
+  protected readonly heartbeat: Heartbeat;
+  protected closed = false;
+
+  constructor(
+    protected readonly ttl: number,
+    heartbeatMs: number,
+    protected readonly clock: Clock,
+  ) {
+    this.heartbeat = new Heartbeat(
+      clock,
+      heartbeatMs,
+      () => this.leases.size > 0,
+      () => this.renew(),
+    );
+  }
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
+  }
+
+  /** Extends every held lease by `ttl`, aborting the `lost` of those found gone. */
+  protected abstract renew(): Promise<void>;
+}
+
 /** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 

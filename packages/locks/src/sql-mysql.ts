@@ -1,7 +1,7 @@
 // MySQL/MariaDB: named locks (GET_LOCK), shared mode from a gate and reader slots.
 import type { LockHolder, LockMode } from '@rigging/core';
 import type { Session } from '@rigging/sql';
-import { holderJson, parseHolder, type Granted } from './remote.js';
+import { granted, holderJson, parseHolder, type Granted } from './remote.js';
 import { SessionBackend } from './sql-session.js';
 
 /** Reader slots per MySQL lock: at most this many sessions hold one key shared at once. */
@@ -85,14 +85,7 @@ export class MysqlBackend extends SessionBackend {
       return undefined;
     }
     this.#pending.delete(id);
-    let token: bigint;
-    try {
-      token = await this.#token(session, key, id);
-    } catch (error) {
-      await session.query('select release_lock(?)', [gate]).catch(() => undefined);
-      throw error;
-    }
-    return this.#granted(session, lost, token, gate);
+    return this.#granted(session, lost, key, id, gate);
   }
 
   async #tryShared(key: string, id: string): Promise<Granted | undefined> {
@@ -125,14 +118,7 @@ export class MysqlBackend extends SessionBackend {
       await session.query('select release_lock(?)', [gate]);
     }
     if (!slot) return undefined; // every slot is taken by other sessions: wait like for a writer
-    let token: bigint;
-    try {
-      token = await this.#token(session, key, id);
-    } catch (error) {
-      await session.query('select release_lock(?)', [slot]).catch(() => undefined);
-      throw error;
-    }
-    return this.#granted(session, lost, token, slot);
+    return this.#granted(session, lost, key, id, slot);
   }
 
   async #token(session: Session, key: string, id: string): Promise<bigint> {
@@ -148,20 +134,28 @@ export class MysqlBackend extends SessionBackend {
     return BigInt(String(t.rows[0]?.token));
   }
 
-  #granted(session: Session, lost: AbortController, token: bigint, name: string): Granted {
+  /** Records the grant of the named lock `name` (held by `session`), which is freed if that fails. */
+  async #granted(
+    session: Session,
+    lost: AbortController,
+    key: string,
+    id: string,
+    name: string,
+  ): Promise<Granted> {
+    let token: bigint;
+    try {
+      token = await this.#token(session, key, id);
+    } catch (error) {
+      await session.query('select release_lock(?)', [name]).catch(() => undefined);
+      throw error;
+    }
     this.held(1);
-    let released = false;
-    return {
+    return granted(
       token,
-      lost: lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
-        this.held(-1);
-        if (lost.signal.aborted) return;
-        await session.query('select release_lock(?)', [name]);
-      },
-    };
+      lost,
+      () => this.held(-1),
+      () => session.query('select release_lock(?)', [name]),
+    );
   }
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {

@@ -2,7 +2,7 @@
 import type { LockHolder, LockMode } from '@rigging/core';
 import type { Session } from '@rigging/sql';
 import { after, type Cancel } from './timers.js';
-import { holderJson, parseHolder, type Granted } from './remote.js';
+import { granted, holderJson, parseHolder, type Granted } from './remote.js';
 import { SessionBackend, split64 } from './sql-session.js';
 
 const CHANNEL = 'rigging_locks';
@@ -187,19 +187,17 @@ export class PostgresBackend extends SessionBackend {
     this.held(1);
     const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     const releaseStatement = `execute rigging_locks_release_${shared ? 's' : 'x'}(${big}, ${hi | 0}, ${lo | 0})`;
-    let released = false;
     const grant: PgGrant = { session, big, token, since, recorded: undefined };
     this.#young.add(grant);
     if (this.#recordTimer === undefined) this.#armRecord(PG_RECORD_AFTER_MS);
-    return {
-      token: BigInt(token),
-      lost: lost.signal,
-      release: async () => {
-        if (released) return;
-        released = true;
+    return granted(
+      BigInt(token),
+      lost,
+      () => {
         this.#young.delete(grant);
         this.held(-1);
-        if (lost.signal.aborted) return;
+      },
+      async () => {
         if (grant.recorded !== undefined && (await grant.recorded)) {
           await session.query(
             `with d as (delete from rigging_locks_pg_holders
@@ -213,7 +211,7 @@ export class PostgresBackend extends SessionBackend {
         const set = this.#wakers.get(big);
         if (set) for (const wake of [...set]) wake();
       },
-    };
+    );
   }
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {
