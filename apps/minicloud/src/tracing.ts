@@ -17,7 +17,8 @@ export interface FlowTracing extends AsyncDisposable {
 }
 
 /** Whether the environment asks for traces: an OTLP endpoint is set and the SDK not disabled. */
-function tracingRequested(env: NodeJS.ProcessEnv = process.env): boolean {
+function tracingRequested(): boolean {
+  const env = process.env;
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }

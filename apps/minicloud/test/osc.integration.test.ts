@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { IN_CI } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, killServes, startServe, type Served } from './dashboard-serve.js';
 
@@ -18,7 +19,7 @@ const haveCli = await run('openstack', ['--version']).then(
 );
 if (!haveCli) {
   const install = 'apt-get install python3-openstackclient python3-osc-placement';
-  if (process.env.CI === 'true') throw new Error(`the openstack CLI is not installed (${install})`);
+  if (IN_CI) throw new Error(`the openstack CLI is not installed (${install})`);
   console.warn(`skipping the OpenStack CLI test: \`openstack\` is not installed (${install})`);
 }
 

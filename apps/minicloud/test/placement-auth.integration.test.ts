@@ -8,6 +8,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { IN_CI } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, killServes, startServe, type Served } from './dashboard-serve.js';
 
@@ -24,7 +25,7 @@ const havePlacement = (() => {
   }
 })();
 if (!havePlacement) {
-  if (process.env.CI === 'true') throw new Error('python3-placement is not installed');
+  if (IN_CI) throw new Error('python3-placement is not installed');
   console.warn('skipping the Placement comparison: python3-placement is not installed');
 }
 

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { IN_CI } from '@rigging/testkit';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -14,7 +15,7 @@ export const haveChromium = existsSync(CHROMIUM);
 /** Under CI a missing browser fails the run; elsewhere the browser tests are skipped with a note. */
 export function checkChromium(): void {
   if (haveChromium) return;
-  if (process.env.CI === 'true') throw new Error(`chromium not found at ${CHROMIUM}`);
+  if (IN_CI) throw new Error(`chromium not found at ${CHROMIUM}`);
   console.warn(`skipping dashboard browser tests: no chromium at ${CHROMIUM}`);
 }
 

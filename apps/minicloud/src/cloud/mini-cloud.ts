@@ -99,20 +99,22 @@ export class Closers {
 }
 
 /** What a {@link MiniCloud} is made of (`openCloud` opens each part). @internal */
-export interface MiniCloudParts {
-  database: Database<MinicloudTables>;
-  dataDir: string;
-  logger: Logger;
+export interface MiniCloudParts extends Pick<
+  Cloud,
+  | 'database'
+  | 'dataDir'
+  | 'logger'
+  | 'reshape'
+  | 'locks'
+  | 'engine'
+  | 'queue'
+  | 'flows'
+  | 'packages'
+  | 'repository'
+  | 'hub'
+  | 'node'
+> {
   clock: Clock;
-  reshape: ReshapeStore;
-  locks: SqlLockProvider;
-  engine: Engine;
-  queue: Queue<ContainerHandlers>;
-  flows: Queue<FlowHandlers>;
-  packages: PackageCache;
-  repository: PackageRepository;
-  hub: CloudHub;
-  node: ComputeNodeSpec;
   cache: CacheView;
   environments: EnvironmentFlows;
   closers: Closers;
