@@ -4,11 +4,10 @@
 // when python3-placement is not installed, failing instead under CI=true.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { IN_CI } from '@rigging/testkit';
+import { freePort, IN_CI } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, killServes, startServe, type Served } from './dashboard-serve.js';
 
@@ -31,15 +30,6 @@ if (!havePlacement) {
 
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-placement-auth-'));
 const ADMIN = 'placement-compare-admin-token';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe.skipIf(!havePlacement)('/placement authentication next to OpenStack Placement', () => {
   let placement: ChildProcess;
