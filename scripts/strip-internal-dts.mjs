@@ -42,10 +42,7 @@ for (const file of files) {
   if (!source) continue;
   const cuts = [];
   const visit = (node) => {
-    if (
-      (ts.isClassDeclaration(node) || ts.isInterfaceDeclaration(node)) &&
-      node.members.length > 0
-    ) {
+    if (ts.isClassDeclaration(node) || ts.isInterfaceDeclaration(node)) {
       for (const member of node.members) {
         if (isInternal(member)) cuts.push([member.getFullStart(), member.getEnd()]);
       }
