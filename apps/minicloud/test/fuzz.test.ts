@@ -157,6 +157,14 @@ function stringFrom(schema: Schema): fc.Arbitrary<string> {
   return fc.oneof({ arbitrary: matching, weight: 3 }, sized, junkString);
 }
 
+/**
+ * A drawn value as a query string value: objects as JSON (fast-check draws objects without a
+ * prototype too, which `String()` cannot convert).
+ */
+function queryText(value: unknown): string {
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+}
+
 /** Mostly values of `schema` (or near misses: bounds, missing fields), sometimes any JSON. */
 function valueFrom(schema: Schema, depth = 0): fc.Arbitrary<unknown> {
   const junk = fc.jsonValue({ maxDepth: 2 });
@@ -261,9 +269,7 @@ function requestFor(op: Operation): fc.Arbitrary<FuzzRequest> {
   const query = fc
     .tuple(
       fc.record(
-        Object.fromEntries(
-          queryParams.map((p) => [p.name, valueFrom(p.schema).map((v) => String(v))]),
-        ),
+        Object.fromEntries(queryParams.map((p) => [p.name, valueFrom(p.schema).map(queryText)])),
         { requiredKeys: [] },
       ),
       fc.option(fc.constantFrom('junk=1', 'limit=%zz', 'state=', 'a[b]=c', '&&='), { freq: 4 }),
