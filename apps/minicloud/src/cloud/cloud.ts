@@ -1,119 +1,108 @@
-import { mkdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { silentLogger, systemClock, type Clock, type Logger } from '@rigging/core';
-import { createQueue, type Queue } from '@rigging/async-queue';
-import { sqlBackend } from '@rigging/async-queue/sql';
-import { sqlLockProvider, type SqlLockProvider } from '@rigging/locks/sql';
-import { PackageCache, type PackageRef } from '@rigging/package-cache';
-import { httpFetcher } from '@rigging/package-cache/fetchers';
+import type { Clock, Logger } from '@rigging/core';
+import type { Queue } from '@rigging/async-queue';
+import type { SqlLockProvider } from '@rigging/locks/sql';
+import type { PackageCache, PackageRef } from '@rigging/package-cache';
 import type { ReshapeStore } from '@rigging/reshape';
-import { sqlStore } from '@rigging/reshape/sql';
-import { Engine } from '@rigging/tasks';
-import { sqlLog } from '@rigging/tasks/sql';
-import { openDatabase, type Database } from '@rigging/sql';
-import type { ProviderNode, QueueKeyState } from '../wire.js';
+import type { Engine } from '@rigging/tasks';
+import type { Database } from '@rigging/sql';
+import type { ProviderNode, QueueKeyState, ReshapeRecord } from '../wire.js';
 import { MinicloudError } from '../errors.js';
-import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
-import { CacheView, type CacheCounters } from './cache-view.js';
-import { NODE_1, type ComputeNodeSpec, type ReshapeOutcome } from './compute.js';
+import type { MinicloudTables } from '../migrations.js';
+import type { CacheCounters, CacheView } from './cache-view.js';
 import {
-  containerHandlers,
-  type ContainerOpPayload,
-  type ContainerOpResult,
-  type ContainerOpType,
-} from './containers.js';
+  findNode,
+  reshapeNode,
+  treeSnapshot,
+  type ComputeNodeSpec,
+  type ReshapeOutcome,
+} from './compute.js';
+import { CONTAINER_OPS, type ContainerOpPayload, type ContainerOpType } from './containers.js';
 import {
-  EnvironmentFlows,
+  parseRef,
   type DeleteResult,
   type DeployOptions,
+  type DeployPayload,
   type DeployResult,
+  type EnvironmentFlows,
   type FlowHandlers,
 } from './environments.js';
-import { CloudHub } from './events.js';
-import { PackageRepository, type PackageFile } from './repository.js';
+import type { CloudHub } from './events.js';
+import { unwrapOpError } from './flows.js';
+import type { PackageRepository, PackageFile } from './repository.js';
 import type { TeardownHooks } from './teardown.js';
-import { Closers, DEFAULT_CACHE_MAX_BYTES, invalid, MiniCloud, publishTree } from './mini-cloud.js';
-import { every, watchQueues } from './watch.js';
+import type { Closers } from './closers.js';
+import type { ContainerHandlers, PrefetchResult } from './types.js';
+import { queueKeyState } from './watch.js';
 
-export type { CacheCounters } from './cache-view.js';
-export type {
-  DeleteResult,
-  DeployOptions,
-  DeployPayload,
-  DeployResult,
-  FlowHandlers,
-} from './environments.js';
-export type { ContainerOpResult, ReshapeOutcome };
+const ENV_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
-/** Options of {@link openCloud}. */
-export interface CloudOptions {
-  /** Database URL (`sqlite:…`, `postgres://…`, `mysql://…`); ignored when `database` is given. */
-  databaseUrl?: string;
-  /** An already open database (the cloud migrates it but does not close it). */
-  database?: Database<MinicloudTables>;
-  /** Directory for files: `<dataDir>/packages` (cache), `<dataDir>/repository` (archives). */
-  dataDir: string;
-  /** pino-compatible. @default silentLogger */
-  logger?: Logger;
-  /**
-   * The time of minicloud's own records and events (resource, container, journal and package
-   * rows, dashboard times, plan ids), of its simulated step durations, and of the task engine
-   * (log records, retry delays). The queues, locks and package cache keep the system clock:
-   * their leases are compared across processes. @default systemClock
-   */
-  clock?: Clock;
-  /** Run queue workers in this process (false: producer only). @default true */
-  worker?: boolean;
-  /** Container ops of different containers run at once. @default 3 */
-  queueConcurrency?: number;
-  /** Deployments/teardowns of different environments run at once in this process. @default 2 */
-  flowConcurrency?: number;
-  /**
-   * How soon other processes take over the work of one that died: the queues' claim lease and
-   * the SQLite lock lease (PostgreSQL/MariaDB locks end with the session at once). @default 10000
-   */
-  leaseMs?: number;
-  /**
-   * Poll the container queue every this many ms and publish keys whose state changed through
-   * other processes' work (their events do not reach this process), so a dashboard shows work
-   * done by `minicloud worker` processes too. `0`: only this process's events.
-   * @default 0 (1000 when `worker` is false)
-   */
-  watchQueuesMs?: number;
-  /** Serve the package repository on loopback (random port) at once. @default true */
-  serveRepository?: boolean | { host?: string; port?: number };
-  /**
-   * Where the package cache downloads from: a URL template with `{fqn}`, `{version}`, `{id}`.
-   * @default this cloud's own repository (`<repository url>/packages/{fqn}/{version}/{id}`)
-   */
-  packageUrl?: string;
-  /** Package cache byte cap. @default 256 MiB */
-  cacheMaxBytes?: number;
-  /** The simulated compute node. @default node-1 with 4 GPUs × 4 VGPUs */
-  node?: ComputeNodeSpec;
+/** A `minicloud.invalid_input` error: bad input, refused before anything changed. @internal */
+export function invalid(message: string): MinicloudError {
+  return new MinicloudError('minicloud.invalid_input', message);
 }
 
-/** What {@link Cloud.prefetchPackage} did. */
-export interface PrefetchResult {
-  ref: PackageRef;
-  hit: boolean;
-  /** Outdated uploads of the same fqn/version removed by this download. */
-  removed: PackageRef[];
-  /** Outdated uploads kept because a deployment still uses them. */
-  keptInUse: PackageRef[];
+function checkEnv(env: unknown): string {
+  if (typeof env !== 'string' || !ENV_NAME.test(env)) {
+    throw invalid(
+      `environment name must be 1-63 lowercase letters, digits or '-', got ${JSON.stringify(env)}`,
+    );
+  }
+  return env;
 }
 
-/** Container statuses as the queue reports them. */
-export type ContainerStatus = Awaited<ReturnType<Queue<ContainerHandlers>['keyStatus']>>;
-/** The handlers of the container-op queue (key = container name). */
-export type ContainerHandlers = ReturnType<typeof containerHandlers>;
+/** The deploy op a {@link DeployOptions} asks for (checked before anything is queued). */
+function deployPayload(env: string, o: DeployOptions, clock: Clock): DeployPayload {
+  checkEnv(env);
+  if (!o?.package?.fqn || !o.package.version)
+    throw invalid('package.fqn and package.version are required');
+  const stepMs = o.faults?.stepMs;
+  if (stepMs != null && (!Number.isInteger(stepMs) || stepMs < 0 || stepMs > 60_000))
+    throw invalid(`faults.stepMs must be an integer from 0 to 60000, got ${String(stepMs)}`);
+  const suffix = `${clock.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  return {
+    env,
+    flowId: `deploy-${env}-${suffix}`,
+    package: { fqn: o.package.fqn, version: o.package.version },
+    faults: {
+      vmFailOnce: [...(o.faults?.vmFailOnce ?? [])],
+      failStep: o.faults?.failStep ?? null,
+      stallOnce: o.faults?.stallOnce ?? null,
+      stepMs: o.faults?.stepMs ?? null,
+    },
+    lockTimeoutMs: o.lockTimeoutMs ?? 30_000,
+  };
+}
+
+/** What a {@link Cloud} is made of (`openCloud` opens each part). @internal */
+export interface CloudParts extends Pick<
+  Cloud,
+  | 'database'
+  | 'dataDir'
+  | 'logger'
+  | 'reshape'
+  | 'locks'
+  | 'engine'
+  | 'queue'
+  | 'flows'
+  | 'packages'
+  | 'repository'
+  | 'hub'
+  | 'node'
+> {
+  clock: Clock;
+  cache: CacheView;
+  environments: EnvironmentFlows;
+  closers: Closers;
+}
 
 /**
- * The composition of every package into one control plane: database, reshape store, task
- * engine (SQL log, SQL locks), container-op queue (SQL jobboard), package cache (HTTP fetcher
- * from the cloud's own package repository) and an event hub in the dashboard's shape.
+ * The composition of every package into one control plane, as {@link openCloud} opens it:
+ * database, reshape store, task engine (SQL log, SQL locks), container-op queue (SQL jobboard),
+ * package cache (HTTP fetcher from the cloud's own package repository) and an event hub in the
+ * dashboard's shape. Close it with `await using` or {@link Cloud.close}.
  */
-export interface Cloud extends AsyncDisposable {
+export class Cloud implements AsyncDisposable {
   readonly database: Database<MinicloudTables>;
   readonly dataDir: string;
   readonly logger: Logger;
@@ -132,213 +121,231 @@ export interface Cloud extends AsyncDisposable {
   /** Typed events in the dashboard's shape; `hub.state` is the folded dashboard state. */
   readonly hub: CloudHub;
   readonly node: ComputeNodeSpec;
+  readonly #clock: Clock;
+  readonly #cache: CacheView;
+  readonly #environments: EnvironmentFlows;
+  readonly #closers: Closers;
+
+  /** @internal use {@link openCloud}. */
+  constructor(parts: CloudParts) {
+    this.database = parts.database;
+    this.dataDir = parts.dataDir;
+    this.logger = parts.logger;
+    this.reshape = parts.reshape;
+    this.locks = parts.locks;
+    this.engine = parts.engine;
+    this.queue = parts.queue;
+    this.flows = parts.flows;
+    this.packages = parts.packages;
+    this.repository = parts.repository;
+    this.hub = parts.hub;
+    this.node = parts.node;
+    this.#clock = parts.clock;
+    this.#cache = parts.cache;
+    this.#environments = parts.environments;
+    this.#closers = parts.closers;
+  }
+
   /** The cache counters (hits, misses, downloads, removals) seen by this process. */
-  readonly cacheCounters: CacheCounters;
+  get cacheCounters(): CacheCounters {
+    return this.#cache.counters;
+  }
 
   /** The compute node's root provider uuid (undefined before it exists). */
-  nodeUuid(): Promise<string | undefined>;
+  nodeUuid(): Promise<string | undefined> {
+    return findNode(this.reshape, this.node.name);
+  }
+
   /** The node's provider tree with usages (also published as `providers:tree`). */
-  providerTree(): Promise<ProviderNode[]>;
+  providerTree(): Promise<ProviderNode[]> {
+    return publishTree(this.reshape, this.node, this.hub);
+  }
+
   /**
    * Service startup: seeds the legacy node when missing (`seed`, default true), then runs the
    * resource-tracker flow with reshapes allowed. Publishes `providers:reshape` when reshaped.
    */
-  startupReshape(options?: { seed?: boolean }): Promise<ReshapeOutcome>;
+  startupReshape(options: { seed?: boolean } = {}): Promise<ReshapeOutcome> {
+    return this.#runReshape(options.seed ?? true, false);
+  }
+
   /** The offline upgrade path: the same reshape without seeding (`minicloud reshape`). */
-  offlineReshape(): Promise<ReshapeOutcome>;
+  offlineReshape(): Promise<ReshapeOutcome> {
+    return this.#runReshape(false, true);
+  }
+
+  async #runReshape(seed: boolean, offline: boolean): Promise<ReshapeOutcome> {
+    const { node, hub } = this;
+    const outcome = await reshapeNode(this.reshape, node, {
+      seed,
+      offline,
+      logger: this.logger.child({ component: 'reshape' }),
+      clock: this.#clock,
+    });
+    if (outcome.reshaped) {
+      const record: ReshapeRecord = {
+        at: this.#clock.now(),
+        node: node.name,
+        reason: outcome.needed ?? 'reshape',
+        before: outcome.before,
+        after: outcome.after,
+        allocationsMoved: outcome.movedConsumers.length,
+      };
+      hub.publish({ type: 'providers:reshape', reshape: record });
+    } else {
+      hub.publish({ type: 'providers:tree', nodes: outcome.after });
+    }
+    return outcome;
+  }
 
   /** Uploads a package version to the repository (a new upload id each time). */
-  uploadPackage(fqn: string, version: string, files: readonly PackageFile[]): Promise<PackageRef>;
+  async uploadPackage(
+    fqn: string,
+    version: string,
+    files: readonly PackageFile[],
+  ): Promise<PackageRef> {
+    const ref = await this.repository.upload(fqn, version, files);
+    return { fqn: ref.fqn, version: ref.version, id: ref.id };
+  }
+
   /** Downloads the current upload of a package into the cache (and releases it). */
-  prefetchPackage(fqn: string, version: string): Promise<PrefetchResult>;
+  async prefetchPackage(fqn: string, version: string): Promise<PrefetchResult> {
+    const cache = this.#cache;
+    const before = cache.counters.removed.length;
+    const pkg = await cache.acquire(fqn, version);
+    await cache.release(pkg);
+    cache.count(pkg.hit);
+    const removed = cache.counters.removed.slice(before).map((r) => r.ref);
+    // In use by an environment, whichever process deployed it.
+    const keptInUse = (await this.environments())
+      .map((e) => parseRef(e.package))
+      .filter((r) => r.fqn === fqn && r.version === version && r.id !== pkg.ref.id);
+    return { ref: pkg.ref, hit: pkg.hit, removed, keptInUse };
+  }
 
   /**
    * Deploys an environment: a `deploy` op on the flows queue, run by a worker (this process
    * when it is one) as a task flow under the environment's lock; see {@link DeployResult}.
    */
-  deployEnvironment(env: string, options: DeployOptions): Promise<DeployResult>;
+  async deployEnvironment(env: string, options: DeployOptions): Promise<DeployResult> {
+    const payload = deployPayload(env, options, this.#clock);
+    const done = this.flows.call(
+      `env:${env}`,
+      { type: 'deploy', payload },
+      options.signal ? { signal: options.signal } : {},
+    );
+    const following = this.#environments.follow(payload.flowId, options, done);
+    try {
+      const result = await done;
+      await following;
+      this.#cache.count(result.package.hit);
+      return result;
+    } catch (error) {
+      await following;
+      throw unwrapOpError(error);
+    }
+  }
+
   /**
    * Tears an environment down with the destroy graph (a `delete` op on the flows queue) and
    * releases its package. `hooks` see the plan, notifications and object states.
    */
-  deleteEnvironment(env: string, hooks?: TeardownHooks): Promise<DeleteResult>;
+  async deleteEnvironment(env: string, hooks: TeardownHooks = {}): Promise<DeleteResult> {
+    checkEnv(env);
+    let result: DeleteResult;
+    try {
+      result = await this.flows.call(`env:${env}`, { type: 'delete', payload: { env } });
+    } catch (error) {
+      throw unwrapOpError(error);
+    }
+    // Replayed for the caller (the teardown may have run in another process).
+    hooks.onPlan?.(result.plan, result.planText);
+    for (const [subscriber, publisher] of result.notifications) {
+      hooks.onNotify?.(subscriber, publisher);
+    }
+    for (const [id, state] of result.objects) hooks.onObject?.(id, state);
+    if (result.plan.id !== this.hub.state.plan?.id) {
+      this.hub.publish({ type: 'plan:set', plan: result.plan });
+      for (const [id, state] of result.objects)
+        this.hub.publish({ type: 'plan:object', planId: result.plan.id, id, state });
+    }
+    return result;
+  }
+
   /** Environments and their states. */
-  environments(): Promise<{ name: string; state: string; package: string; flowId: string }[]>;
+  async environments(): Promise<
+    { name: string; state: string; package: string; flowId: string }[]
+  > {
+    const rows = await this.database.db
+      .selectFrom('minicloud_environments')
+      .selectAll()
+      .orderBy('name')
+      .execute();
+    return rows.map((r) => ({
+      name: r.name,
+      state: r.state,
+      package: r.package,
+      flowId: r.flow_id,
+    }));
+  }
 
   /** Casts a container op to the queue (key = container name); resolves with the op id. */
-  castContainerOp(
+  async castContainerOp(
     container: string,
     type: ContainerOpType,
-    payload?: ContainerOpPayload,
-  ): Promise<string>;
+    payload: ContainerOpPayload = {},
+  ): Promise<string> {
+    if (typeof container !== 'string' || !CONTAINER_NAME.test(container)) {
+      throw invalid(
+        `container name must be 1-128 letters, digits, '_', '.' or '-', got ${JSON.stringify(container)}`,
+      );
+    }
+    if (!CONTAINER_OPS.includes(type)) {
+      throw invalid(
+        `container operation must be one of ${CONTAINER_OPS.join(', ')}, got ${JSON.stringify(type)}`,
+      );
+    }
+    return this.queue.cast(container, { type, payload } as never);
+  }
+
   /** Containers of the simulated runtime. */
-  containers(): Promise<{ name: string; image: string; state: string }[]>;
+  async containers(): Promise<{ name: string; image: string; state: string }[]> {
+    const rows = await this.database.db
+      .selectFrom('minicloud_containers')
+      .selectAll()
+      .orderBy('name')
+      .execute();
+    return rows.map((r) => ({ name: r.name, image: r.image, state: r.state }));
+  }
 
   /** A container queue key as the queue's store sees it (any process's work), dashboard-shaped. */
-  queueKey(key: string): Promise<QueueKeyState>;
+  queueKey(key: string): Promise<QueueKeyState> {
+    return queueKeyState(this.queue, key, this.#clock);
+  }
+
   /** Publishes the cache state (`cache:update`). */
-  publishCache(): void;
+  publishCache(): void {
+    this.#cache.publish();
+  }
+
   /** Stops the queue and the repository, releases packages, closes what the cloud opened. */
-  close(): Promise<void>;
+  close(): Promise<void> {
+    return this.#closers.closeAll();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
 }
 
-/** Opens the repository (served unless told not to) and the package cache fetching from it. */
-async function openPackages(
-  options: CloudOptions,
-  database: Database<MinicloudTables>,
-  dataDir: string,
-  logger: Logger,
-  clock: Clock,
-  closers: Closers,
-): Promise<{ repository: PackageRepository; packages: PackageCache }> {
-  const repository = new PackageRepository(database, join(dataDir, 'repository'), clock);
-  closers.add(() => repository.close());
-  if (options.serveRepository !== false) {
-    await repository.listen(
-      typeof options.serveRepository === 'object' ? options.serveRepository : {},
-    );
-  }
-  const noRepository = (): never => {
-    throw new MinicloudError(
-      'minicloud.no_repository',
-      'the package repository is not being served',
-    );
-  };
-  const packages = await PackageCache.open({
-    root: join(dataDir, 'packages'),
-    maxBytes: options.cacheMaxBytes ?? DEFAULT_CACHE_MAX_BYTES,
-    logger: logger.child({ component: 'package-cache' }),
-    durable: false,
-    fetch: httpFetcher({
-      url: options.packageUrl ?? repository.urlTemplate ?? noRepository,
-      retries: 2,
-      retryDelayMs: 100,
-      timeoutMs: 10_000,
-    }),
-  });
-  closers.add(() => packages.close());
-  return { repository, packages };
-}
-
-/** Opens (and migrates) everything a minicloud process needs. Close it with `await using`. */
-export async function openCloud(options: CloudOptions): Promise<Cloud> {
-  if (!options.database && !options.databaseUrl)
-    throw invalid('openCloud: databaseUrl or database is required');
-  if (!options.dataDir) throw invalid('openCloud: dataDir is required');
-  const leaseMs = options.leaseMs ?? 10_000;
-  if (!Number.isInteger(leaseMs) || leaseMs < 500)
-    throw invalid(`leaseMs must be an integer >= 500, got ${String(options.leaseMs)}`);
-  const logger = options.logger ?? silentLogger;
-  const clock = options.clock ?? systemClock;
-  const dataDir = resolve(options.dataDir);
-  const closers = new Closers(logger);
-  const database = options.database ?? (await openDatabase<MinicloudTables>(options.databaseUrl!));
-  if (!options.database) closers.add(() => database.close());
-  try {
-    await database.migrate(NAMESPACE, migrations);
-    await mkdir(join(dataDir, 'packages'), { recursive: true });
-    const hub = new CloudHub(clock);
-    const node = options.node ?? NODE_1;
-    const reshape = await sqlStore(database);
-    const locks = sqlLockProvider(database, { name: 'minicloud', ttlMs: leaseMs });
-    closers.add(() => locks.close());
-    const engine = new Engine({
-      log: await sqlLog(database),
-      locks,
-      clock,
-      logger: logger.child({ component: 'tasks' }),
-    });
-    engine.on('task:state', (e) => hub.taskState(e));
-    engine.on('flow:state', (e) => hub.flowState(e));
-
-    const { repository, packages } = await openPackages(
-      options,
-      database,
-      dataDir,
-      logger,
-      clock,
-      closers,
-    );
-    const cache = new CacheView({
-      packages,
-      repository,
-      database,
-      hub,
-      clock,
-      capBytes: options.cacheMaxBytes ?? DEFAULT_CACHE_MAX_BYTES,
-    });
-
-    const worker = options.worker ?? true;
-    const queue = createQueue({
-      backend: sqlBackend(database),
-      handlers: containerHandlers({
-        database,
-        engine,
-        clock,
-        onFlow: (id, name, tasks) => hub.flowStarted(id, name, tasks),
-      }),
-      concurrency: options.queueConcurrency ?? 3,
-      policy: 'stop',
-      worker,
-      leaseMs,
-      closeGraceMs: 3000,
-      logger: logger.child({ component: 'async-queue' }),
-    });
-    closers.add(() => queue.close());
-    queue.onAny((event, payload) =>
-      hub.queueEvent(event, payload as unknown as Record<string, unknown>),
-    );
-
-    const environments = new EnvironmentFlows({
-      database,
-      reshape,
-      engine,
-      locks,
-      hub,
-      cache,
-      node,
-      clock,
-      leaseMs,
-      providerTree: () => publishTree(reshape, node, hub),
-    });
-    closers.add(() => environments.releaseAll());
-    const flows = createQueue({
-      backend: sqlBackend(database, { name: 'minicloud-flows' }),
-      handlers: environments.handlers,
-      concurrency: options.flowConcurrency ?? 2,
-      policy: 'continue',
-      worker,
-      leaseMs,
-      closeGraceMs: 5000,
-      logger: logger.child({ component: 'flows' }),
-    });
-    closers.add(() => flows.close());
-
-    const watchMs = options.watchQueuesMs ?? (worker ? 0 : 1000);
-    if (watchMs > 0) closers.add(watchQueues(queue, hub, { everyMs: watchMs, clock, logger }));
-    // Packages of environments deleted by another process are released here within a second.
-    closers.add(every(1000, 'reconcile', logger, () => environments.reconcile()));
-
-    return new MiniCloud({
-      database,
-      dataDir,
-      logger,
-      clock,
-      reshape,
-      locks,
-      engine,
-      queue,
-      flows,
-      packages,
-      repository,
-      hub,
-      node,
-      cache,
-      environments,
-      closers,
-    });
-  } catch (error) {
-    await closers.closeAll();
-    throw error;
-  }
+/** Reads the node's provider tree with usages and publishes it (`providers:tree`). @internal */
+export async function publishTree(
+  reshape: ReshapeStore,
+  node: ComputeNodeSpec,
+  hub: CloudHub,
+): Promise<ProviderNode[]> {
+  const uuid = await findNode(reshape, node.name);
+  const nodes = uuid ? await treeSnapshot(reshape, uuid) : [];
+  hub.publish({ type: 'providers:tree', nodes });
+  return nodes;
 }

@@ -2,9 +2,9 @@
  * The minicloud composition: `openCloud()` wires every rigging package into one control plane.
  * `minicloud demo`, `serve` and `worker` are built on it.
  */
-export { openCloud } from './cloud.js';
+export { openCloud } from './open-cloud.js';
+export { Cloud } from './cloud.js';
 export type {
-  Cloud,
   CloudOptions,
   CacheCounters,
   ContainerHandlers,
@@ -13,7 +13,7 @@ export type {
   DeployResult,
   PrefetchResult,
   ReshapeOutcome,
-} from './cloud.js';
+} from './open-cloud.js';
 export { MinicloudError } from '../errors.js';
 export { CloudHub } from './events.js';
 export type { CloudEvents } from './events.js';

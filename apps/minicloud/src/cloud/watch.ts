@@ -1,7 +1,7 @@
 import type { Clock, Logger } from '@rigging/core';
 import type { Queue } from '@rigging/async-queue';
 import type { QueueKeyState } from '../wire.js';
-import type { ContainerHandlers } from './cloud.js';
+import type { ContainerHandlers } from './types.js';
 import type { CloudHub } from './events.js';
 
 /** A container queue key as the queue's store sees it (any process's work), dashboard-shaped. */
