@@ -6,8 +6,20 @@ import type { MinicloudTables } from '../migrations.js';
 import type { Output } from '../output.js';
 import type { WorkerPool } from '../workers.js';
 import { chaosStep } from './chaos.js';
-import { demoSteps } from './index.js';
-import { emptySummary, type DemoSummary } from './types.js';
+import { deployStep, repositoryStep } from './deploy.js';
+import { queueStep } from './queue.js';
+import { reshapeStep } from './reshape.js';
+import { teardownStep } from './teardown.js';
+import { emptySummary, type DemoStep, type DemoSummary } from './types.js';
+
+/** The demo's steps after the database is ready, in story order. */
+export const demoSteps: readonly DemoStep[] = [
+  reshapeStep,
+  repositoryStep,
+  deployStep,
+  queueStep,
+  teardownStep,
+];
 
 async function startRun(database: Database<MinicloudTables>): Promise<number> {
   const values = { command: 'demo', status: 'running' as const, started_at: Date.now() };
