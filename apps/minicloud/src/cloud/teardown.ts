@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { RiggingError, type Clock } from '@rigging/core';
 import { ObjectGraph, type DestructionPlan, type GraphObject } from '@rigging/destroy-graph';
 import type { ReshapeStore } from '@rigging/reshape';
@@ -147,12 +148,10 @@ export async function teardownEnvironment(
   return { env, planText: text, plan: dash, notified, destroyed, released, failed };
 }
 
-let planSeq = 0;
-
 /** A destroy-graph plan in the dashboard's shape, made at `createdAt` (epoch ms). */
 export function toPlanView(plan: DestructionPlan, root: string, createdAt: number): PlanView {
   return {
-    id: `plan-${root}-${createdAt.toString(36)}-${++planSeq}`,
+    id: `plan-${root}-${createdAt.toString(36)}-${randomUUID().slice(0, 8)}`,
     root,
     createdAt,
     groups: plan.groups.map((g) => g.map((o) => o.id)),
