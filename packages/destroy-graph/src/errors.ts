@@ -6,7 +6,8 @@ export type DestroyGraphErrorCode =
   | 'destroy-graph.unknown_object'
   | 'destroy-graph.timeout'
   | 'destroy-graph.busy'
-  | 'destroy-graph.invalid_snapshot';
+  | 'destroy-graph.invalid_snapshot'
+  | 'destroy-graph.invalid_plan';
 
 /** Every error this package throws on purpose. */
 export class DestroyGraphError extends RiggingError<DestroyGraphErrorCode> {
