@@ -1,9 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { SqlError } from './errors.js';
 
-/** The SQL dialects `@rigging/sql` opens (`mysql` covers MariaDB too). */
-export type Dialect = 'sqlite' | 'postgres' | 'mysql';
-
 /** A database URL parsed by {@link parseDatabaseUrl}: a SQLite file name or a server URL. */
 export type ParsedUrl =
   | { dialect: 'sqlite'; filename: string; memory: boolean }
