@@ -9,6 +9,7 @@ export type { Logger, LogFn } from './logger.js';
 export { TypedEmitter } from './events.js';
 export type { Listener, ListenerErrorHandler } from './events.js';
 export type { Lease, LockMode, LockProvider, AcquireOptions, LockHolder } from './locks.js';
+export { fencingTokenToJson, fencingTokenFromJson } from './locks.js';
 export { sleep, scopedSignal, raceAbort, throwIfAborted, deferred } from './abort.js';
 export type { WaitOptions, ScopedSignal, Deferred } from './abort.js';
 export {
@@ -19,6 +20,7 @@ export {
   timeoutOption,
 } from './options.js';
 export type { OptionValidator } from './options.js';
+export { showValue } from './show.js';
 export { isProcessAlive } from './process.js';
 export { backoffDelay } from './backoff.js';
 export type { Backoff, BackoffSettings } from './backoff.js';

@@ -1,3 +1,5 @@
+import { showValue } from './show.js';
+
 /** Lock modes: many shared holders at once, or one exclusive holder. */
 export type LockMode = 'shared' | 'exclusive';
 
@@ -56,4 +58,39 @@ export interface LockProvider {
   tryAcquire(key: string, options?: { mode?: LockMode }): Promise<Lease | undefined>;
   /** Who holds `key` now, where the backend can tell; `undefined` when free or unknown. */
   holder?(key: string): Promise<LockHolder | undefined>;
+}
+
+/** The largest fencing token: tokens are stored in 64-bit signed SQL columns (`bigint`). */
+const MAX_TOKEN = (1n << 63n) - 1n;
+
+/**
+ * The JSON form of a fencing token ({@link Lease.token}): its decimal digits as a string
+ * (`12n` → `"12"`), since JSON has no bigint and a number loses precision above 2^53. Use it to
+ * carry a token through task inputs, queue payloads or HTTP bodies, and
+ * {@link fencingTokenFromJson} to read it back.
+ * @throws TypeError when `token` is not a bigint between 0 and 2^63 − 1.
+ */
+export function fencingTokenToJson(token: bigint): string {
+  if (typeof token !== 'bigint' || token < 0n || token > MAX_TOKEN) {
+    throw new TypeError(
+      `fencingTokenToJson: token must be a bigint between 0 and 2^63 - 1, got ${showValue(token)}`,
+    );
+  }
+  return token.toString();
+}
+
+/**
+ * Reads a fencing token written by {@link fencingTokenToJson}: a string of decimal digits with no
+ * sign, no leading zero and no spaces, at most 2^63 − 1.
+ * @throws TypeError naming the value for anything else (a number, `"1e3"`, `"-1"`, `" 7"`, …), so
+ *   a malformed token never reaches a fenced write.
+ */
+export function fencingTokenFromJson(value: unknown): bigint {
+  if (typeof value === 'string' && /^(?:0|[1-9][0-9]{0,18})$/.test(value)) {
+    const token = BigInt(value);
+    if (token <= MAX_TOKEN) return token;
+  }
+  throw new TypeError(
+    `fencingTokenFromJson: a fencing token is a string of decimal digits up to 2^63 - 1, got ${showValue(value)}`,
+  );
 }

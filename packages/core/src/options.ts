@@ -2,12 +2,7 @@
  * Option validators shared by every package, so one option means one rule everywhere: a bad value
  * throws a `TypeError` that names the option, its owner and the value, before anything changes.
  */
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  return String(value);
-}
+import { showValue } from './show.js';
 
 function check(
   owner: string,
@@ -17,7 +12,7 @@ function check(
   rule: string,
 ): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || !ok(value)) {
-    throw new TypeError(`${owner}: ${name} must be ${rule}, got ${describe(value)}`);
+    throw new TypeError(`${owner}: ${name} must be ${rule}, got ${showValue(value)}`);
   }
   return value;
 }

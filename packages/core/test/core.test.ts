@@ -1,5 +1,9 @@
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import {
+  fencingTokenFromJson,
+  fencingTokenToJson,
+  showValue,
   ManualClock,
   RiggingError,
   TypedEmitter,
@@ -229,5 +233,60 @@ describe('silentLogger', () => {
     silentLogger.info({ a: 1 }, 'msg');
     silentLogger.child({ component: 'x' }).warn('text %s', 'arg');
     expect(silentLogger.child({})).toBe(silentLogger);
+  });
+});
+
+describe('fencing tokens as JSON', () => {
+  it('round-trips every token from 0 to 2^63 - 1 through JSON', () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: (1n << 63n) - 1n }), (token) => {
+        const json = fencingTokenToJson(token);
+        expect(typeof json).toBe('string');
+        expect(fencingTokenFromJson(JSON.parse(JSON.stringify(json)))).toBe(token);
+      }),
+    );
+  });
+
+  it('refuses anything else with a TypeError naming the value', () => {
+    for (const bad of [-1n, 1n << 63n, 12, '12' as unknown]) {
+      expect(() => fencingTokenToJson(bad as bigint)).toThrow(TypeError);
+    }
+    for (const bad of [
+      12,
+      12n,
+      '',
+      '-1',
+      '+1',
+      '012',
+      '1e3',
+      ' 7',
+      '7 ',
+      '0x10',
+      '1.0',
+      null,
+      {},
+    ]) {
+      expect(() => fencingTokenFromJson(bad)).toThrow(TypeError);
+    }
+    expect(() => fencingTokenFromJson('9223372036854775808')).toThrow(/got "9223372036854775808"/);
+    expect(() => fencingTokenFromJson(12)).toThrow(/fencingTokenFromJson: .* got 12$/);
+    expect(fencingTokenFromJson('9223372036854775807')).toBe((1n << 63n) - 1n);
+    expect(fencingTokenFromJson('0')).toBe(0n);
+  });
+});
+
+describe('showValue', () => {
+  it('shows a value as error messages name it', () => {
+    expect(showValue('x')).toBe('"x"');
+    expect(showValue('y'.repeat(300))).toBe(JSON.stringify('y'.repeat(200) + '…'));
+    expect(showValue(3n)).toBe('3n');
+    expect(showValue(Symbol('s'))).toBe('Symbol(s)');
+    expect(showValue({ a: 1 })).toBe('{"a":1}');
+    expect(showValue(undefined)).toBe('undefined');
+    expect(showValue(NaN)).toBe('NaN');
+    expect(showValue(-Infinity)).toBe('-Infinity');
+    const cyclic: { self?: unknown } = {};
+    cyclic.self = cyclic;
+    expect(showValue(cyclic)).toBe('[object Object]');
   });
 });

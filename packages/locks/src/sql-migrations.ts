@@ -57,4 +57,17 @@ export const lockMigrations: readonly Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    // SqlFencingGuard: the highest fencing token accepted per resource (resource_id is the
+    // SHA-256 of the resource, as lock ids are of keys); `accepted` counts accepted checks
+    name: 'fences',
+    async up(db) {
+      await sql`create table if not exists rigging_locks_fences (
+        resource_id varchar(64) primary key,
+        resource text not null,
+        token bigint not null,
+        accepted bigint not null
+      )`.execute(db);
+    },
+  },
 ];

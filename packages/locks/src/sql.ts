@@ -33,6 +33,7 @@ export interface SqlLockOptions extends ProviderBaseOptions {
 }
 
 export { lockMigrations } from './sql-migrations.js';
+export { SqlFencingGuard, sqlFencingGuard } from './sql-fence.js';
 
 /**
  * A {@link @rigging/core!LockProvider} over a `Database` from `@rigging/sql` (see {@link sqlLockProvider}).

@@ -28,4 +28,11 @@ describe('README examples', () => {
       'second acquire timed out',
     ]);
   }, 60_000);
+
+  it('sql-fence.ts', async () => {
+    const child = spawnNode(example('sql-fence.ts'));
+    const code = await child.exited;
+    expect(code, child.stderr()).toBe(0);
+    expect(child.lines).toEqual(["A's stale write was refused", 'doc-1: written by B']);
+  }, 60_000);
 });

@@ -1,5 +1,5 @@
 import type { ColumnDefinitionBuilder } from 'kysely';
-import type { Dialect } from './url.js';
+import type { Dialect } from './dialect.js';
 
 /**
  * The definition of an integer primary key that the database numbers itself, for a migration on

@@ -12,7 +12,8 @@ import { connectMysql, connectPostgres } from './servers.js';
 import type { Session } from './session.js';
 import { connectSqlite } from './sqlite.js';
 import { runTransaction, type TransactionOptions } from './transaction.js';
-import { parseDatabaseUrl, redactUrl, type Dialect, type ParsedUrl } from './url.js';
+import type { Dialect } from './dialect.js';
+import { parseDatabaseUrl, redactUrl, type ParsedUrl } from './url.js';
 
 /** Options of {@link openDatabase}. */
 export interface OpenDatabaseOptions {

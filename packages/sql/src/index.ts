@@ -7,7 +7,7 @@ export type { Session, Notification, QueryResult } from './session.js';
 export { SqlError } from './errors.js';
 export type { SqlErrorCode } from './errors.js';
 export { parseDatabaseUrl, redactUrl } from './url.js';
-export type { Dialect } from './url.js';
+export type { Dialect } from './dialect.js';
 export { isRetryableError, isUniqueViolation, isConnectionError } from './retry.js';
 export { sql, CompiledQuery } from 'kysely';
 export type {

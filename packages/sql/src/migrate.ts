@@ -1,7 +1,6 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from './database.js';
 import { SqlError } from './errors.js';
-import type { Dialect } from './url.js';
+import type { Dialect } from './dialect.js';
 
 /** One schema change of a package. Migrations run in array order; the index + 1 is the version. */
 export interface Migration {
@@ -131,9 +130,19 @@ async function applyAll(
   return applied;
 }
 
-/** See {@link Database.migrate}. */
+/**
+ * What migrations need of the database they run on (a `Database` has it): its Kysely instance,
+ * its dialect and its retrying transactions. @internal
+ */
+export interface MigrationTarget {
+  readonly db: Kysely<any>;
+  readonly dialect: Dialect;
+  transaction<T>(fn: (trx: Kysely<any>) => Promise<T>): Promise<T>;
+}
+
+/** Applies the pending `migrations` of `namespace` to `database` (see `Database.migrate`). */
 export async function runMigrations(
-  database: Database,
+  database: MigrationTarget,
   namespace: string,
   migrations: readonly Migration[],
 ): Promise<MigrateResult> {

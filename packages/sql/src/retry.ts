@@ -1,4 +1,4 @@
-import type { Dialect } from './url.js';
+import type { Dialect } from './dialect.js';
 
 function codeOf(error: unknown): string | number | undefined {
   const e = error as { code?: string | number; errno?: number } | undefined;

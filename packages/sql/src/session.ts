@@ -1,6 +1,6 @@
 import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect } from 'kysely';
-import type { SqliteHandle } from './sqlite.js';
-import type { Dialect } from './url.js';
+import type { SqliteHandle } from './sqlite-handle.js';
+import type { Dialect } from './dialect.js';
 
 /** A PostgreSQL notification received by a session that ran `LISTEN`. */
 export interface Notification {

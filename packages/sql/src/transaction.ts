@@ -4,7 +4,7 @@ import type { IsolationLevel, Kysely } from 'kysely';
 import type { Connector } from './connector.js';
 import { SqlError } from './errors.js';
 import { isRetryableError } from './retry.js';
-import type { Dialect } from './url.js';
+import type { Dialect } from './dialect.js';
 
 /** Options of `database.transaction(fn, options)`. */
 export interface TransactionOptions {

@@ -1,9 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { SqlError } from './errors.js';
 
-/** The SQL dialects `@rigging/sql` opens (`mysql` covers MariaDB too). */
-export type Dialect = 'sqlite' | 'postgres' | 'mysql';
-
 /** A database URL parsed by {@link parseDatabaseUrl}: a SQLite file name or a server URL. */
 export type ParsedUrl =
   | { dialect: 'sqlite'; filename: string; memory: boolean }
@@ -60,13 +57,17 @@ export function parseDatabaseUrl(url: string): ParsedUrl {
   }
 }
 
-/** The URL with any password replaced by `***`, for messages and logs. */
+/**
+ * The URL with any password replaced by `***`, for messages and logs. A URL the parser refuses
+ * (a password with `/`, `?`, `#` or `@` not percent-encoded) is redacted as text, from the first
+ * `:` after the user up to the last `@`: a host never contains `@`, a password may.
+ */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
     return u.toString();
   } catch {
-    return url.replace(/:\/\/([^:/@]+):[^@]*@/, '://$1:***@');
+    return url.replace(/:\/\/([^:/@]*):.*@/s, '://$1:***@');
   }
 }

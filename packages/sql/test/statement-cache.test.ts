@@ -3,7 +3,7 @@
 import BetterSqlite from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openDatabase, sql } from '../src/index.js';
-import { cachingSqliteHandle, type SqliteHandle } from '../src/sqlite.js';
+import { cachingSqliteHandle, type SqliteHandle } from '../src/sqlite-handle.js';
 
 /** better-sqlite3, counting the statements prepared on the connections it opens. */
 function countingDriver() {

@@ -38,6 +38,27 @@ describe('parseDatabaseUrl', () => {
     })();
     expect(e?.message).not.toContain('secret');
   });
+
+  it.each([
+    // the URL parser refuses these, so they are redacted as text: up to the last `@` before the host
+    ['postgres://u:se/cr@et@host/db', 'postgres://u:***@host/db'],
+    ['postgres://u:a/b@c@d@host:5432/db', 'postgres://u:***@host:5432/db'],
+    ['mysql://u:a?b#c@host/db', 'mysql://u:***@host/db'],
+    ['postgres://:se/cr@et@host/db', 'postgres://:***@host/db'],
+    // parsed: the password's `@` is percent-encoded, and hidden with the rest
+    ['postgres://u:p@ss@host/db', 'postgres://u:***@host/db'],
+  ])('hides every character of a password with @ and / in %j', (url, shown) => {
+    expect(redactUrl(url)).toBe(shown);
+    for (const part of ['se/cr', 'cr@et', 'et@', 'a/b', 'b@c', 'a?b', 'b#c', 'p@ss', 'ss@']) {
+      if (url.includes(part)) expect(redactUrl(url)).not.toContain(part);
+    }
+    // the error of a URL that cannot be parsed does not show it either
+    try {
+      parseDatabaseUrl(url);
+    } catch (error) {
+      expect((error as Error).message).not.toMatch(/se\/cr|cr@et|a\/b|a\?b|p@ss/);
+    }
+  });
 });
 
 describe('isRetryableError', () => {

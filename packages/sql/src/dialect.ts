@@ -1,0 +1,2 @@
+/** The SQL dialects `@rigging/sql` opens (`mysql` covers MariaDB too). */
+export type Dialect = 'sqlite' | 'postgres' | 'mysql';
