@@ -14,6 +14,7 @@ export type {
   MigrateDecision,
   Incompatibility,
 } from './engine.js';
+export type { RunOrResumeOptions } from './run-or-resume.js';
 export { times, alternatives, revertAll } from './retry.js';
 export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';
 export { memoryLog, taskStates } from './log.js';
