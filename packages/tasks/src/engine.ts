@@ -346,6 +346,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
       compiled,
       flowId,
       lease,
+      taskLease: lease && Object.freeze({ key: lease.key, token: lease.token, lost: lease.lost }),
       signal,
       symbols,
     });

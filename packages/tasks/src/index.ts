@@ -1,5 +1,5 @@
 export { task } from './task.js';
-export type { Task, TaskSpec, TaskContext, RevertArgs, Provides } from './task.js';
+export type { Task, TaskSpec, TaskContext, TaskLease, RevertArgs, Provides } from './task.js';
 export { linearFlow, unorderedFlow, graphFlow, link, validateFlow } from './flow.js';
 export type { Flow, FlowOptions, Link, Node, FlowOf, InputsOf, OutputsOf } from './flow.js';
 export { Engine } from './engine.js';
