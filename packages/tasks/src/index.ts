@@ -15,6 +15,8 @@ export type {
   Incompatibility,
 } from './engine.js';
 export type { RunOrResumeOptions } from './run-or-resume.js';
+export { flowHandler, resumableReason } from './flow-handler.js';
+export type { FlowHandlerContext, FlowHandlerOptions, FlowQueueHandler } from './flow-handler.js';
 export { times, alternatives, revertAll } from './retry.js';
 export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';
 export { memoryLog, taskStates } from './log.js';
