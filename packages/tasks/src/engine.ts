@@ -25,6 +25,7 @@ import {
   type LogEntry,
   type TaskLog,
 } from './log.js';
+import { runOrResume, type RunOrResumeOptions } from './run-or-resume.js';
 import { checkKey, protect, reveal } from './secrets.js';
 import type { Task } from './task.js';
 
@@ -79,7 +80,11 @@ export type MigrateHook = (
 
 /** Options of {@link Engine.resume}. */
 export interface ResumeOptions {
-  /** Inputs to supply again (e.g. redacted sensitive inputs); merged over the stored ones. */
+  /**
+   * Inputs merged over the stored ones, key by key: a key given here replaces the stored value
+   * (e.g. a redacted sensitive input supplied again), a key left out keeps it. Tasks that already
+   * completed are not re-run, whatever the inputs.
+   */
   inputs?: Record<string, unknown>;
   /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
   signal?: AbortSignal;
@@ -280,6 +285,24 @@ export class Engine extends TypedEmitter<EngineEvents> {
     });
   }
 
+  /**
+   * Runs `flow` as `options.flowId`, or resumes it when the log already has it (completed tasks
+   * are not run again; a changed definition fails with `tasks.incompatible_log` as in `resume`).
+   * Waits instead of failing while another owner holds the flow (`tasks.flow_busy`: a dead
+   * owner's lease not expired yet, a live one still running it) and after a lost connection to
+   * the log (as the log's `isConnectionLoss` tells it), then tries again; resumes at once when
+   * another creator won the race (`tasks.flow_exists`). `options.signal` ends the waiting and
+   * suspends the flow if it runs here (`tasks.suspended`, resumable; nothing is reverted);
+   * `options.cancel` cancels and reverts it as `run({ signal })` does.
+   */
+  runOrResume<I, O>(flow: Flow<I, O> | Task<I, O>, options: RunOrResumeOptions<I>): Promise<O> {
+    return runOrResume(
+      { engine: this, clock: this.#clock, logger: this.#logger },
+      flow as Flow | Task,
+      options as RunOrResumeOptions<unknown>,
+    ) as Promise<O>;
+  }
+
   /** Asks a flow running in this engine to stop at the next task boundary (resumable later). Resolves once it stopped; `false` if it was not running here. */
   async suspend(flowId: string): Promise<boolean> {
     const run = this.#active.get(flowId);
@@ -323,6 +346,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
       compiled,
       flowId,
       lease,
+      taskLease: lease && Object.freeze({ key: lease.key, token: lease.token, lost: lease.lost }),
       signal,
       symbols,
     });

@@ -1,5 +1,5 @@
 export { task } from './task.js';
-export type { Task, TaskSpec, TaskContext, RevertArgs, Provides } from './task.js';
+export type { Task, TaskSpec, TaskContext, TaskLease, RevertArgs, Provides } from './task.js';
 export { linearFlow, unorderedFlow, graphFlow, link, validateFlow } from './flow.js';
 export type { Flow, FlowOptions, Link, Node, FlowOf, InputsOf, OutputsOf } from './flow.js';
 export { Engine } from './engine.js';
@@ -14,6 +14,9 @@ export type {
   MigrateDecision,
   Incompatibility,
 } from './engine.js';
+export type { RunOrResumeOptions } from './run-or-resume.js';
+export { flowHandler, resumableReason } from './flow-handler.js';
+export type { FlowHandlerContext, FlowHandlerOptions, FlowQueueHandler } from './flow-handler.js';
 export { times, alternatives, revertAll } from './retry.js';
 export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';
 export { memoryLog, taskStates } from './log.js';

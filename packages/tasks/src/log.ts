@@ -123,6 +123,12 @@ export interface TaskLog {
   flows(options?: { states?: readonly FlowState[]; limit?: number }): Promise<FlowSummary[]>;
   /** Deletes a flow and its log (for retention). */
   remove(flowId: string): Promise<void>;
+  /**
+   * Whether `error` (thrown by this log) means the connection to its store was lost: the flow can
+   * be resumed on a new connection, and `runOrResume` waits and tries again. Optional: a log with
+   * no connection to lose (the memory log) leaves it out.
+   */
+  isConnectionLoss?(error: unknown): boolean;
 }
 
 export function fenced(

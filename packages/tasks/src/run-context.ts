@@ -2,6 +2,7 @@ import type { Clock, Lease, Logger, TypedEmitter } from '@rigging/core';
 import type { EngineEvents } from './events.js';
 import type { CompiledFlow } from './flow.js';
 import type { TaskLog } from './log.js';
+import type { TaskLease } from './task.js';
 
 /**
  * @internal Everything a flow run gets from its engine at construction: the engine's settings
@@ -21,6 +22,8 @@ export interface RunContext {
   readonly compiled: CompiledFlow;
   readonly flowId: string;
   readonly lease: Lease | undefined;
+  /** The read-only view of `lease` that task contexts expose. */
+  readonly taskLease?: TaskLease | undefined;
   readonly signal: AbortSignal | undefined;
   /** Symbols whose values are never stored in clear. */
   readonly symbols: ReadonlySet<string>;

@@ -288,6 +288,7 @@ export class RunJournal {
       task: atom.name,
       attempt: this.attempts[index]!,
       params,
+      lease: this.context.taskLease,
     };
   }
 

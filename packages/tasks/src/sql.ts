@@ -1,7 +1,7 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
 import type { Database, Migration } from '@rigging/sql';
-import { isUniqueViolation, sql } from './sql-peer.js';
+import { isConnectionError, isUniqueViolation, sql } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
   fenced,
@@ -359,6 +359,11 @@ class SqlTaskLog implements TaskLog {
       await (trx as Db).deleteFrom(LOG).where('flow_id', '=', flowId).execute();
       await (trx as Db).deleteFrom(FLOWS).where('flow_id', '=', flowId).execute();
     });
+  }
+
+  /** A lost connection as `@rigging/sql` recognises it (refused, reset, terminated by the server). */
+  isConnectionLoss(error: unknown): boolean {
+    return isConnectionError(error);
   }
 }
 

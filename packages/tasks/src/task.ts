@@ -1,4 +1,4 @@
-import type { JsonObject, Logger } from '@rigging/core';
+import type { JsonObject, Lease, Logger } from '@rigging/core';
 import { TasksError, type TaskFailure } from './errors.js';
 import type { RetryController } from './retry.js';
 
@@ -16,6 +16,25 @@ export interface TaskContext {
   readonly attempt: number;
   /** The parameter set of an `alternatives` controller for this attempt. */
   readonly params: JsonObject | undefined;
+  /**
+   * The lease the engine holds on this flow, when it has a `locks` provider (`undefined`
+   * without one). Pass `lease.token` to every write the task makes to a resource that a later
+   * owner may also write, and let the resource refuse a token lower than the highest it saw: a
+   * paused owner that lost the flow can then no longer overwrite its successor's work. Write the
+   * token as a decimal string where JSON is needed (`String(token)`, read back with `BigInt(s)`).
+   * `lease.lost` aborts when the engine loses the flow.
+   */
+  readonly lease: TaskLease | undefined;
+}
+
+/** The engine's lease on a flow, as a task sees it: read-only (the engine releases it). */
+export interface TaskLease {
+  /** The lock key (`lockPrefix` + flow id). */
+  readonly key: Lease['key'];
+  /** The fencing token of this grant: strictly increasing per key across owners. */
+  readonly token: Lease['token'];
+  /** Aborts when the engine loses the lease (expired, session gone); the flow stops at the next task boundary. */
+  readonly lost: Lease['lost'];
 }
 
 /** What `revert` receives. */
