@@ -71,6 +71,12 @@ export type FailOutcome =
       stop: boolean;
     };
 
+/** Options of {@link QueueBackend.release}. */
+export interface ReleaseOptions {
+  /** Epoch ms (queue clock) from which the op may be claimed again. @default now */
+  retryAt?: number | undefined;
+}
+
 /** What a backend learns from its queue when attached. */
 export interface BackendContext {
   /** The queue's clock (op timestamps, leases, retry times). */
@@ -125,8 +131,12 @@ export interface QueueBackend {
   ): Promise<Completion | undefined>;
   /** Records a failed attempt: reschedule it (`retryAt`), or fail it (`stop` blocks the key). */
   fail(claim: Claim, error: SerializedError, outcome: FailOutcome): Promise<Completion | undefined>;
-  /** Gives an unfinished op back (queued again, attempt not counted as a failure). */
-  release(claim: Claim): Promise<boolean>;
+  /**
+   * Gives an unfinished op back: queued again at the head of its key, the claim's attempt not
+   * counted (`attempts` goes back down by one), runnable from `options.retryAt` (default: now).
+   * False when the claim no longer holds the op (stale: nothing changes).
+   */
+  release(claim: Claim, options?: ReleaseOptions): Promise<boolean>;
   /** Unblocks a key; held ops become runnable. False when it was not blocked. */
   resume(key: string): Promise<boolean>;
   /** Cancels every queued op of the key and unblocks it; returns the cancelled ops. */

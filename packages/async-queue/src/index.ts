@@ -12,6 +12,7 @@ export type {
   Completion,
   EnqueueInput,
   FailOutcome,
+  ReleaseOptions,
 } from './backend.js';
 export type {
   BackoffOptions,

@@ -320,14 +320,16 @@ class MemoryStore {
     return { op: snapshot(op), cancelled, blocked: outcome.stop };
   }
 
-  release(claim: Claim): boolean {
+  release(claim: Claim, retryAt: number | undefined): boolean {
     const op = this.held(claim);
     if (!op) return false;
     const k = this.#keyRec(op.key);
     k.running = undefined;
     op.status = 'queued';
+    op.attempts--;
     op.token++;
     k.queue.unshift(op);
+    k.availAt = retryAt ?? 0;
     this.#makeReady(k);
     return true;
   }
@@ -457,8 +459,8 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     async fail(claim, error: SerializedError, outcome: FailOutcome) {
       return store.fail(claim, error, outcome);
     },
-    async release(claim) {
-      return store.release(claim);
+    async release(claim, options) {
+      return store.release(claim, options?.retryAt);
     },
     async resume(key) {
       return store.resume(key);

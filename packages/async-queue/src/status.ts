@@ -103,6 +103,12 @@ export class Reporter {
     this.events.emit('op:refused', { id: op.id, key: op.key, type: op.type, attempt: op.attempts });
   }
 
+  /** A handler gave its op back (`op:given-back`). */
+  givenBack(op: OpInfo, reason: string | undefined, retryAt: number): void {
+    if (!this.events.hasListeners('op:given-back')) return;
+    this.events.emit('op:given-back', { id: op.id, key: op.key, type: op.type, reason, retryAt });
+  }
+
   /** An unfinished op was given back (`op:released`). */
   released(op: OpInfo): void {
     this.events.emit('op:released', { id: op.id, key: op.key, type: op.type });

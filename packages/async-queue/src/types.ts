@@ -14,6 +14,8 @@ export type KeyStatus = 'idle' | 'queued' | 'blocked' | `${string}-in-progress`;
 export interface HandlerContext {
   /** The op id. */
   readonly id: string;
+  /** The op id (the same as `id`; the name other packages' adapters use). */
+  readonly opId: string;
   /** The op's key. */
   readonly key: string;
   /** The op type (the handler's name). */
@@ -21,10 +23,24 @@ export interface HandlerContext {
   /** 1 for the first run, 2 for the first retry or re-claim, … */
   readonly attempt: number;
   /**
-   * Aborts when the op should stop: the queue is closing (after its grace period) or, on a
-   * durable backend, this worker lost its claim (`async-queue.lease_lost`).
+   * Aborts when the op should be given back, never cancelled: the queue is closing (after its
+   * grace period) or, on a durable backend, this worker lost its claim
+   * (`async-queue.lease_lost`). Stop at a safe point and let the op run again (here or in
+   * another worker); do not undo finished work because of it.
    */
   readonly signal: AbortSignal;
+  /**
+   * Gives the op back unfinished: it is not failed, its attempt is not counted, its claim is
+   * released and it is again the head of its key (later ops of the key stay behind it), runnable
+   * by any worker after `delayMs` (default 0). `call`/`wait` keep waiting for its final outcome.
+   * Throws a marker the queue recognises: `throw`/`return` it is not needed, and once called the
+   * op is given back whatever the handler does afterwards (a handler that swallows the marker and
+   * returns still gives the op back). Emits `op:given-back`.
+   *
+   * A worker that keeps getting the same op back waits a little longer each time before it can
+   * take it again (see the README, "Give back").
+   */
+  giveBack(reason?: string, opts?: { delayMs?: number }): never;
 }
 
 /** One handler per op type: `(payload, context) => result`. */
@@ -242,6 +258,22 @@ export interface QueueEvents {
     key: string;
     /** The op type (its handler's name). */
     type: string;
+  };
+  /**
+   * A handler gave its op back unfinished (`ctx.giveBack`): queued again at the head of its key,
+   * attempt not counted, runnable from `retryAt`.
+   */
+  'op:given-back': {
+    /** The op id. */
+    id: string;
+    /** The op's key. */
+    key: string;
+    /** The op type (its handler's name). */
+    type: string;
+    /** The reason given to `giveBack`, if any. */
+    reason: string | undefined;
+    /** Epoch milliseconds (queue clock) from which a worker may claim it again. */
+    retryAt: number;
   };
   /** A key's status changed (as this queue saw it). */
   'key:status': {

@@ -1,6 +1,12 @@
 // The part of a queue that runs ops: the claim loop, the ops in flight (handler, outcome,
 // heartbeats), the inline runs of sync mode, and handing ops back on close.
-import { deferred, explainNotJson, serializeError, type Deferred } from '@rigging/core';
+import {
+  deferred,
+  explainNotJson,
+  nonNegativeOption,
+  serializeError,
+  type Deferred,
+} from '@rigging/core';
 import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
 import type { SyncMethods } from './memory.js';
@@ -17,6 +23,8 @@ class Inflight {
   closingAbort = false;
   /** Its completion claimed the next op, which took over its slot. */
   chained = false;
+  /** Set by `ctx.giveBack()`: the op goes back unfinished, whatever the handler does next. */
+  givenBack: { reason: string | undefined; delayMs: number } | undefined;
   done: Promise<void> = Promise.resolve();
   constructor(readonly claim: Claim) {}
   /** Created on first use (most handlers never look at their signal). */
@@ -38,6 +46,28 @@ export interface WorkerHost<H extends Handlers> {
   readonly fast: SyncMethods | undefined;
 }
 
+/**
+ * Thrown by `ctx.giveBack()`: the worker recognises it (and the `givenBack` mark on the op in
+ * flight) and gives the op back instead of recording a failure.
+ */
+class GiveBack extends Error {
+  override readonly name = 'GiveBack';
+  constructor(readonly reason: string | undefined) {
+    super(`op given back${reason === undefined ? '' : `: ${reason}`}`);
+  }
+}
+
+/** Give-backs of one op remembered per worker for the hot-loop floor (oldest forgotten first). */
+const MAX_GIVE_BACK_MEMORY = 10_000;
+
+/**
+ * The least delay before this worker may take back an op it gave back `n` times in a row: none
+ * the first time, then 5 ms doubling up to 1 s. A handler that gives its op back at once, every
+ * time, thus costs at most a claim and a release per second per worker once warmed up.
+ */
+export const giveBackFloorMs = (n: number): number =>
+  n <= 1 ? 0 : Math.min(1000, 5 * 2 ** (n - 2));
+
 /** Runs a queue's ops. @internal */
 export class Worker<H extends Handlers> {
   /** Aborted by close(): claim nothing more. */
@@ -46,6 +76,8 @@ export class Worker<H extends Handlers> {
   readonly halt = new AbortController();
   readonly #host: WorkerHost<H>;
   readonly #inflight = new Map<Claim, Inflight>();
+  /** Consecutive give-backs per op id, by this worker (see {@link giveBackFloorMs}). */
+  readonly #givenBack = new Map<string, number>();
   #rung = false;
   #bell: Deferred<void> | undefined;
   #idleWaiters: Deferred<void>[] = [];
@@ -213,6 +245,8 @@ export class Worker<H extends Handlers> {
     try {
       const outcome = await this.#runHandler(entry);
       if (entry.abandoned) return;
+      if (entry.givenBack) return await this.#gaveBack(entry, entry.givenBack);
+      if (this.#givenBack.size > 0) this.#givenBack.delete(entry.claim.op.id);
       if (outcome.ok) await this.#succeeded(entry, outcome.result, outcome.started);
       else await this.#failed(entry, outcome.error);
     } finally {
@@ -239,11 +273,20 @@ export class Worker<H extends Handlers> {
       }
       let result: unknown = await handler(op.payload, {
         id: op.id,
+        opId: op.id,
         key: op.key,
         type: op.type,
         attempt: op.attempts,
         get signal() {
           return entry.controller.signal;
+        },
+        giveBack(reason?: string, opts?: { delayMs?: number }): never {
+          const delayMs = nonNegativeOption('ctx.giveBack', 'delayMs', opts?.delayMs, 0);
+          if (reason !== undefined && typeof reason !== 'string') {
+            throw new TypeError(`ctx.giveBack: reason must be a string, got ${String(reason)}`);
+          }
+          entry.givenBack ??= { reason, delayMs };
+          throw new GiveBack(reason);
         },
       });
       if (this.#backend.durable) {
@@ -294,6 +337,30 @@ export class Worker<H extends Handlers> {
     const status = reporter.keyStatus(op.key);
     if (status) await status;
     waiters.settle(c.op, undefined, result);
+  }
+
+  /**
+   * The handler gave its op back: released (attempt not counted) at the head of its key, runnable
+   * after the delay asked for, or after this worker's hot-loop floor if that is longer.
+   */
+  async #gaveBack(
+    entry: Inflight,
+    asked: { reason: string | undefined; delayMs: number },
+  ): Promise<void> {
+    const { claim } = entry;
+    const { op } = claim;
+    const { reporter } = this.#host;
+    const times = (this.#givenBack.get(op.id) ?? 0) + 1;
+    this.#givenBack.delete(op.id);
+    this.#givenBack.set(op.id, times);
+    if (this.#givenBack.size > MAX_GIVE_BACK_MEMORY) {
+      this.#givenBack.delete(this.#givenBack.keys().next().value!);
+    }
+    const retryAt = this.#options.clock.now() + Math.max(asked.delayMs, giveBackFloorMs(times));
+    const released = await this.#record(entry, () => this.#backend.release(claim, { retryAt }));
+    if (!released) return reporter.refused(claim);
+    reporter.givenBack(op, asked.reason, retryAt);
+    await reporter.keyStatus(op.key);
   }
 
   async #failed(entry: Inflight, error: unknown): Promise<void> {

@@ -459,6 +459,180 @@ export function conformance(
     );
 
     it(
+      'sync mode: concurrent calls on one key never overlap',
+      async () => {
+        const h = harness();
+        const q = await h.queue({ mode: 'sync' });
+        const key = k('sync-overlap');
+        const results = await Promise.all(
+          [1, 2, 3].map((n) => q.call(key, { type: 'run', payload: { key, n, ms: 30 } })),
+        );
+        expect(results).toEqual([1, 2, 3]);
+        // Concurrent enqueues are stored in some order (on a durable backend, not necessarily
+        // call order); whatever it is, each op ends before the next starts.
+        expect(h.log).toHaveLength(6);
+        for (let i = 0; i < 6; i += 2) {
+          expect([h.log[i]!.phase, h.log[i + 1]!.phase]).toEqual(['start', 'end']);
+          expect(h.log[i + 1]!.n).toBe(h.log[i]!.n);
+        }
+      },
+      timeout,
+    );
+
+    it(
+      'giveBack: the op goes back unfinished and uncounted, at the head of its key; call waits on',
+      async () => {
+        const runs: string[] = [];
+        let backs = 0;
+        const q = createQueue({
+          backend: await makeBackend(),
+          concurrency: 2,
+          policy: 'stop',
+          handlers: {
+            async op(p: { n: number }, ctx) {
+              runs.push(`${p.n}:${ctx.attempt}`);
+              expect(ctx.opId).toBe(ctx.id);
+              expect(ctx.signal.aborted).toBe(false);
+              if (p.n === 1 && backs < 2) {
+                backs++;
+                ctx.giveBack(`not yet ${backs}`, { delayMs: backs === 1 ? 150 : 0 });
+              }
+              return p.n;
+            },
+          },
+        });
+        queues.push(q);
+        const key = k('give-back');
+        const given: { id: string; key: string; reason: string | undefined; retryAt: number }[] =
+          [];
+        const failed: string[] = [];
+        q.on('op:given-back', (e) => given.push(e));
+        q.on('op:failed', (e) => failed.push(e.id));
+        q.on('op:retrying', (e) => failed.push(e.id));
+        const first = deferred<void>();
+        q.once('op:given-back', () => first.resolve());
+        const a = await q.cast(key, { type: 'op', payload: { n: 1 } });
+        const b = await q.cast(key, { type: 'op', payload: { n: 2 } });
+        const callA = q.wait(a);
+        const callB = q.wait(b);
+        const t0 = Date.now();
+        await first.promise;
+        // Given back with a delay: the head of its key again, uncounted, the next op behind it.
+        const info = await q.inspect(key);
+        expect(info.running).toBeUndefined();
+        expect(info.pending.map((o) => [o.id, o.status, o.attempts])).toEqual([
+          [a, 'queued', 0],
+          [b, 'queued', 0],
+        ]);
+        expect(await callA).toBe(1);
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
+        expect(await callB).toBe(2);
+        expect(runs).toEqual(['1:1', '1:1', '1:1', '2:1']);
+        expect(await q.get(a)).toMatchObject({ status: 'succeeded', attempts: 1, result: 1 });
+        expect(given.map((e) => [e.id, e.key, e.reason])).toEqual([
+          [a, key, 'not yet 1'],
+          [a, key, 'not yet 2'],
+        ]);
+        expect(given[0]!.retryAt - t0).toBeGreaterThanOrEqual(100);
+        expect(failed).toEqual([]);
+        expect(await q.keyStatus(key)).toBe('idle');
+      },
+      timeout,
+    );
+
+    it(
+      'giveBack: refuses a bad delay as a handler error; sync mode gives back and runs again',
+      async () => {
+        let backs = 0;
+        const q = createQueue({
+          backend: await makeBackend(),
+          mode: 'sync',
+          handlers: {
+            async op(p: { delayMs: number }, ctx) {
+              if (backs++ === 0) ctx.giveBack(undefined, { delayMs: p.delayMs });
+              return backs;
+            },
+          },
+        });
+        queues.push(q);
+        const key = k('give-back-sync');
+        await expect(q.call(key, { type: 'op', payload: { delayMs: 20 } })).resolves.toBe(2);
+        backs = 0;
+        const err = await q
+          .call(k('give-back-bad'), { type: 'op', payload: { delayMs: -1 } })
+          .catch((e: unknown) => e);
+        expect(QueueError.hasCode(err, 'async-queue.op_failed')).toBe(true);
+        expect(String((err as Error).cause && (err as { cause: Error }).cause.message)).toMatch(
+          /delayMs/,
+        );
+      },
+      timeout,
+    );
+
+    it(
+      'giveBack: ops given back any number of times all complete, in per-key order (generated)',
+      async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3 })), {
+              minLength: 1,
+              maxLength: 20,
+            }),
+            fc.integer({ min: 1, max: 4 }),
+            async (workload, concurrency) => {
+              const starts: { key: string; n: number }[] = [];
+              const running = new Set<string>();
+              let overlaps = 0;
+              const seen = new Map<number, number>();
+              const q = createQueue({
+                backend: await makeBackend(),
+                concurrency,
+                handlers: {
+                  async op(p: { key: string; n: number; backs: number }, ctx) {
+                    if (running.has(p.key)) overlaps++;
+                    running.add(p.key);
+                    starts.push({ key: p.key, n: p.n });
+                    await sleep(p.n % 2);
+                    running.delete(p.key);
+                    const times = (seen.get(p.n) ?? 0) + 1;
+                    seen.set(p.n, times);
+                    if (times <= p.backs) ctx.giveBack(`back ${times}`);
+                    return p.n;
+                  },
+                },
+              });
+              const prefix = k('give-back-order');
+              const ids: string[] = [];
+              for (const [i, [key, backs]] of workload.entries()) {
+                const kk = `${prefix}-${key}`;
+                ids.push(await q.cast(kk, { type: 'op', payload: { key: kk, n: i, backs } }));
+              }
+              try {
+                const results = await Promise.all(ids.map((id) => q.wait(id)));
+                expect(results).toEqual(workload.map((_, i) => i));
+                expect(overlaps).toBe(0);
+                for (const [i, [, backs]] of workload.entries()) {
+                  expect(seen.get(i)).toBe(backs + 1);
+                  expect((await q.get(ids[i]!))?.attempts).toBe(1);
+                }
+                // Per key, runs never go back to an earlier op: 0,0,1,2,2,2,…
+                const byKey = new Map<string, number[]>();
+                for (const s of starts) byKey.set(s.key, [...(byKey.get(s.key) ?? []), s.n]);
+                for (const ns of byKey.values()) {
+                  expect(ns).toEqual([...ns].sort((x, y) => x - y));
+                }
+              } finally {
+                await q.close();
+              }
+            },
+          ),
+          { numRuns: opts.slow ? 5 : 25 },
+        );
+      },
+      timeout * 3,
+    );
+
+    it(
       'rejects unknown op types',
       async () => {
         const h = harness();

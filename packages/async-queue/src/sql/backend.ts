@@ -9,6 +9,7 @@ import type {
   EnqueueInput,
   FailOutcome,
   QueueBackend,
+  ReleaseOptions,
 } from '../backend.js';
 import { QueueError } from '../errors.js';
 import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from '../types.js';
@@ -239,21 +240,21 @@ export class SqlQueueBackend implements QueueBackend {
     return c;
   }
 
-  async release(claim: Claim): Promise<boolean> {
+  async release(claim: Claim, options?: ReleaseOptions): Promise<boolean> {
     const store = this.#store;
     const released = await store.tx(async (trx) => {
       if (!(await store.holdsClaim(trx, claim))) return false;
       const token = claim.token + 1;
       await trx
         .updateTable(OPS)
-        .set({ status: 'queued', token })
+        .set({ status: 'queued', token, attempts: sql`attempts - 1` })
         .where('id', '=', claim.op.id)
         .execute();
       await trx
         .updateTable(KEYS)
         .set({
           state: 'ready',
-          avail_at: 0,
+          avail_at: options?.retryAt ?? 0,
           pending: sql`pending + 1`,
           running_op: null,
           running_type: null,
