@@ -25,6 +25,7 @@ import {
   type LogEntry,
   type TaskLog,
 } from './log.js';
+import { Recovery, type RecoveryOptions } from './recovery.js';
 import { runOrResume, type RunOrResumeOptions } from './run-or-resume.js';
 import { checkKey, protect, reveal } from './secrets.js';
 import type { Task } from './task.js';
@@ -301,6 +302,19 @@ export class Engine extends TypedEmitter<EngineEvents> {
       flow as Flow | Task,
       options as RunOrResumeOptions<unknown>,
     ) as Promise<O>;
+  }
+
+  /**
+   * Resumes, by itself, the unfinished flows of the log whose owner is gone: a scan of the log at
+   * start, then one every `intervalMs` (on the engine's clock), at most `concurrency` resumes at
+   * once. A flow whose lease another engine holds is left to it (`busy`) and tried again at a
+   * later scan; with no `locks`, the engine cannot tell a live owner from a dead one and resumes
+   * every listed flow it is not running itself (use it so only when it is the only engine on its
+   * log). A changed definition is refused as `resume` refuses it, reported once as
+   * `recovery:refused`, and the other flows go on. Stop it with `stop()` or `await using`.
+   */
+  startRecovery(options: RecoveryOptions): Recovery {
+    return new Recovery({ engine: this, clock: this.#clock, logger: this.#logger }, options);
   }
 
   /** Asks a flow running in this engine to stop at the next task boundary (resumable later). Resolves once it stopped; `false` if it was not running here. */

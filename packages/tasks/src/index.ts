@@ -16,6 +16,15 @@ export type {
 } from './engine.js';
 export type { RunOrResumeOptions } from './run-or-resume.js';
 export { flowHandler, resumableReason } from './flow-handler.js';
+export { Recovery } from './recovery.js';
+export type {
+  RecoveryOptions,
+  RecoveryEvents,
+  RecoveryResumingEvent,
+  RecoveryFinishedEvent,
+  RecoveryRefusedEvent,
+  RecoveryErrorEvent,
+} from './recovery.js';
 export type { FlowHandlerContext, FlowHandlerOptions, FlowQueueHandler } from './flow-handler.js';
 export { times, alternatives, revertAll } from './retry.js';
 export type { RetryController, RetryDecision, RetryContext, Backoff } from './retry.js';

@@ -93,19 +93,7 @@ export async function runOrResume(
   signal?.throwIfAborted();
   const deadline = timeoutMs === undefined ? Infinity : clock.now() + timeoutMs;
 
-  // The stop signal suspends the flow once it runs here (never cancels it). The flow may not be
-  // active yet when the signal aborts (its lease is being taken): then the first transition it
-  // emits is where it is asked to suspend.
-  let unsubscribe: (() => void) | undefined;
-  const onStop = () => {
-    unsubscribe = engine.on('flow:state', (e) => {
-      if (e.flowId !== flowId) return;
-      unsubscribe?.();
-      void engine.suspend(flowId);
-    });
-    void engine.suspend(flowId).then((done) => done && unsubscribe?.());
-  };
-  signal?.addEventListener('abort', onStop, { once: true });
+  const stopping = signal && suspendOnAbort(engine, flowId, signal);
   try {
     let exists = false;
     for (let attempt = 1; ; attempt++) {
@@ -140,7 +128,32 @@ export async function runOrResume(
       }
     }
   } finally {
-    signal?.removeEventListener('abort', onStop);
-    unsubscribe?.();
+    stopping?.[Symbol.dispose]();
   }
+}
+
+/**
+ * Suspends `flowId` in `engine` when `signal` aborts (never cancels it). The flow may not be
+ * active yet when the signal aborts (its lease is being taken): then the first transition it
+ * emits is where it is asked to suspend. Dispose to stop watching.
+ * @internal
+ */
+export function suspendOnAbort(engine: Engine, flowId: string, signal: AbortSignal): Disposable {
+  let unsubscribe: (() => void) | undefined;
+  const onStop = () => {
+    unsubscribe = engine.on('flow:state', (e) => {
+      if (e.flowId !== flowId) return;
+      unsubscribe?.();
+      void engine.suspend(flowId);
+    });
+    void engine.suspend(flowId).then((done) => done && unsubscribe?.());
+  };
+  if (signal.aborted) onStop();
+  else signal.addEventListener('abort', onStop, { once: true });
+  return {
+    [Symbol.dispose]() {
+      signal.removeEventListener('abort', onStop);
+      unsubscribe?.();
+    },
+  };
 }

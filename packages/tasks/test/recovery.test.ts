@@ -1,0 +1,197 @@
+import { describe, expect, it } from 'vitest';
+import { deferred, ManualClock, RiggingError, type Deferred } from '@rigging/core';
+import {
+  Engine,
+  linearFlow,
+  memoryLog,
+  task,
+  type RecoveryFinishedEvent,
+  type RecoveryRefusedEvent,
+  type TaskLog,
+} from '../src/index.js';
+import { testLocks } from './helpers.js';
+
+/** A flow named `name` whose tasks count runs; `hold` pauses a task's first run until its gate. */
+function counted(name: string, hold?: { task: string; gate: Deferred<void> }) {
+  const runs: Record<string, number> = {};
+  const started = deferred<void>();
+  const step = (t: string) =>
+    task({
+      name: t,
+      provides: t,
+      execute: async () => {
+        runs[t] = (runs[t] ?? 0) + 1;
+        if (hold?.task === t && runs[t] === 1) {
+          started.resolve();
+          await hold.gate.promise;
+        }
+        return `${t}!`;
+      },
+    });
+  return { runs, started, flow: linearFlow(name, step('a'), step('b'), step('c')) };
+}
+
+/** Leaves `flowId` RUNNING in `log` with 'a' done, its owner gone (lease lost, never written again). */
+async function orphan(
+  log: TaskLog,
+  locks: ReturnType<typeof testLocks>,
+  flowId: string,
+  name = 'job',
+) {
+  const gate = deferred<void>();
+  const spy = counted(name, { task: 'b', gate });
+  const owner = new Engine({ log, locks: locks.provider });
+  const running = owner.run(spy.flow, { flowId, inputs: {} }).catch((e: unknown) => e);
+  await spy.started.promise;
+  locks.lose(`rigging-tasks:${flowId}`);
+  gate.resolve();
+  expect(RiggingError.hasCode(await running, 'tasks.ownership_lost')).toBe(true);
+  expect((await log.load(flowId))!.record.state).toBe('RUNNING');
+  return spy.runs;
+}
+
+function collect(recovery: {
+  on: (e: 'recovery:finished', l: (p: RecoveryFinishedEvent) => void) => unknown;
+}) {
+  const finished: RecoveryFinishedEvent[] = [];
+  recovery.on('recovery:finished', (e) => finished.push(e));
+  return finished;
+}
+
+describe('engine.startRecovery', () => {
+  it('resumes an orphaned flow at start, without re-running completed tasks', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    const before = await orphan(log, locks, 'o1');
+    expect(before).toEqual({ a: 1, b: 1 });
+    const { runs, flow } = counted('job');
+    const engine = new Engine({ log, locks: locks.provider, clock: new ManualClock() });
+    await using recovery = engine.startRecovery({ flows: [flow] });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ flowId: 'o1', flow: 'job', outcome: 'succeeded' });
+    // 'a' and 'b' completed before; only 'c' runs now.
+    expect(runs).toEqual({ c: 1 });
+    expect((await log.load('o1'))!.record.state).toBe('SUCCESS');
+  });
+
+  it('leaves a flow with a live owner alone, and recovers it at a later scan once the owner is gone', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    const gate = deferred<void>();
+    const live = counted('job', { task: 'b', gate });
+    const owner = new Engine({ log, locks: locks.provider });
+    const owned = owner.run(live.flow, { flowId: 'o2', inputs: {} }).catch((e: unknown) => e);
+    await live.started.promise;
+
+    const clock = new ManualClock();
+    const { runs, flow } = counted('job');
+    const engine = new Engine({ log, locks: locks.provider, clock });
+    await using recovery = engine.startRecovery({ flows: [flow], intervalMs: 1000 });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ flowId: 'o2', outcome: 'busy' });
+    expect(runs).toEqual({});
+
+    // The owner dies (its lease is lost); the next scan, one interval later, takes the flow over.
+    locks.lose('rigging-tasks:o2');
+    gate.resolve();
+    expect(RiggingError.hasCode(await owned, 'tasks.ownership_lost')).toBe(true);
+    await expect.poll(() => clock.pendingSleeps).toBe(1);
+    expect(recovery.scans).toBe(1);
+    await clock.advance(1000);
+    await expect.poll(() => finished.length).toBe(2);
+    expect(recovery.scans).toBe(2);
+    expect(finished[1]).toMatchObject({ flowId: 'o2', outcome: 'succeeded' });
+    expect(runs).toEqual({ c: 1 });
+  });
+
+  it('refuses a changed definition (reported once), and goes on with the other flows', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 'old', 'job');
+    await orphan(log, locks, 'other', 'other-job');
+    const changed = linearFlow('job', task({ name: 'only', execute: () => 1 }));
+    const { runs, flow: otherFlow } = counted('other-job');
+    const clock = new ManualClock();
+    const engine = new Engine({ log, locks: locks.provider, clock });
+    await using recovery = engine.startRecovery({ flows: [changed, otherFlow], intervalMs: 10 });
+    const refused: RecoveryRefusedEvent[] = [];
+    recovery.on('recovery:refused', (e) => refused.push(e));
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length + refused.length).toBe(2);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]!.flowId).toBe('old');
+    expect(RiggingError.hasCode(refused[0]!.error, 'tasks.incompatible_log')).toBe(true);
+    expect(finished[0]).toMatchObject({ flowId: 'other', outcome: 'succeeded' });
+    expect(runs).toEqual({ c: 1 });
+    // Later scans do not report it again.
+    await expect.poll(() => clock.pendingSleeps).toBe(1);
+    await clock.advance(10);
+    await expect.poll(() => recovery.scans).toBe(2);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(refused).toHaveLength(1);
+    expect((await log.load('old'))!.record.state).toBe('RUNNING');
+  });
+
+  it('resumes at most `concurrency` flows at once, and all of them in the end', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    for (const id of ['c1', 'c2', 'c3', 'c4']) await orphan(log, locks, id);
+    let inFlight = 0;
+    let most = 0;
+    const slow = linearFlow(
+      'job',
+      ...['a', 'b', 'c'].map((t) =>
+        task({
+          name: t,
+          provides: t,
+          execute: async () => {
+            inFlight++;
+            most = Math.max(most, inFlight);
+            await new Promise((r) => setTimeout(r, 5));
+            inFlight--;
+            return `${t}!`;
+          },
+        }),
+      ),
+    );
+    const engine = new Engine({ log, locks: locks.provider, clock: new ManualClock() });
+    await using recovery = engine.startRecovery({ flows: [slow], concurrency: 2 });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(4);
+    expect(finished.every((f) => f.outcome === 'succeeded')).toBe(true);
+    expect(most).toBe(2);
+    expect(recovery.scans).toBe(1); // one scan: freed slots took the rest
+  });
+
+  it('stop() suspends the flows being resumed (nothing reverted) and ends the scans', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 's1');
+    const gate = deferred<void>();
+    const { flow, started } = counted('job', { task: 'c', gate });
+    const clock = new ManualClock();
+    const engine = new Engine({ log, locks: locks.provider, clock });
+    const recovery = engine.startRecovery({ flows: [flow] });
+    const finished = collect(recovery);
+    await started.promise;
+    expect(recovery.recovering).toEqual(['s1']);
+    const stopping = recovery.stop();
+    gate.resolve();
+    await stopping;
+    expect(finished[0]).toMatchObject({ flowId: 's1', outcome: 'stopped' });
+    expect((await log.load('s1'))!.record.state).toBe('SUSPENDED');
+    expect(clock.pendingSleeps).toBe(0);
+    await recovery.stop(); // idempotent
+  });
+
+  it('refuses bad options', () => {
+    const engine = new Engine();
+    const { flow } = counted('job');
+    expect(() => engine.startRecovery({ flows: [] })).toThrow(TypeError);
+    expect(() => engine.startRecovery({ flows: [flow, flow] })).toThrow(TypeError);
+    expect(() => engine.startRecovery({ flows: [flow], concurrency: 0 })).toThrow(TypeError);
+    expect(() => engine.startRecovery({ flows: [flow], intervalMs: -5 })).toThrow(TypeError);
+  });
+});
