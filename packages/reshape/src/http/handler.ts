@@ -61,6 +61,14 @@ export interface PlacementHandlerOptions {
       };
   /** A prefix to strip, e.g. `/placement` when mounted there. @default '' */
   basePath?: string;
+  /**
+   * Build absolute URLs (the `Location` of a create) from the `X-Forwarded-Proto`,
+   * `X-Forwarded-Host` and `X-Forwarded-Prefix` headers a reverse proxy sets. Turn it on only
+   * behind a proxy that sets (or strips) them: otherwise any client chooses the URLs it is sent.
+   * Off: the scheme is the connection's, the host the `Host` header.
+   * @default false
+   */
+  trustForwardedHeaders?: boolean;
   /** Largest accepted request body. @default 16 MiB */
   maxBodyBytes?: number;
 }
@@ -96,6 +104,11 @@ export function createPlacementHandler(
     options.maxBodyBytes,
     16 * 1024 * 1024,
   );
+  const trustForwarded = options.trustForwardedHeaders ?? false;
+  if (typeof trustForwarded !== 'boolean')
+    throw new TypeError(
+      `createPlacementHandler: trustForwardedHeaders must be a boolean, got ${String(trustForwarded)}`,
+    );
   const routes = buildRoutes(store);
 
   async function handle(
@@ -165,6 +178,7 @@ export function createPlacementHandler(
         query: url.searchParams,
         body,
         base,
+        absolute: (p) => `${originOf(req, trustForwarded)}${base}${p}`,
       });
       if (atLeast(version, [1, 15]) && method === 'GET') {
         headers['cache-control'] = 'no-cache';
@@ -221,6 +235,40 @@ function send(
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', Buffer.byteLength(text));
   res.end(text);
+}
+
+/** One value of a header sent once or several times (a proxy chain: the first, the client's). */
+function firstHeader(req: IncomingMessage, name: string): string | undefined {
+  const raw = req.headers[name];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  return value?.split(',')[0]?.trim() || undefined;
+}
+
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+const PREFIX = /^(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)+$/;
+
+/**
+ * The scheme, host and proxy prefix a client reached us at, e.g. `https://cloud.example/api`:
+ * the connection's scheme and the `Host` header, or (`trustForwarded`) the `X-Forwarded-*`
+ * headers. A malformed value is ignored (the socket's own address stands in for a bad `Host`).
+ */
+function originOf(req: IncomingMessage, trustForwarded: boolean): string {
+  let scheme = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  let host = firstHeader(req, 'host');
+  let prefix = '';
+  if (trustForwarded) {
+    const proto = firstHeader(req, 'x-forwarded-proto')?.toLowerCase();
+    if (proto === 'http' || proto === 'https') scheme = proto;
+    const fhost = firstHeader(req, 'x-forwarded-host');
+    if (fhost && HOST.test(fhost)) host = fhost;
+    const fprefix = firstHeader(req, 'x-forwarded-prefix')?.replace(/\/+$/, '');
+    if (fprefix && PREFIX.test(fprefix)) prefix = fprefix;
+  }
+  if (!host || !HOST.test(host)) {
+    const address = req.socket.localAddress ?? '127.0.0.1';
+    host = `${address.includes(':') ? `[${address}]` : address}:${req.socket.localPort ?? 80}`;
+  }
+  return `${scheme}://${host}${prefix}`;
 }
 
 function readBody(req: IncomingMessage, max: number): Promise<string> {

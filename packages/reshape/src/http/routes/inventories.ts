@@ -38,7 +38,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
         },
         POST: {
           body: true,
-          handler: async ({ params, body, base, version }) => {
+          handler: async ({ params, body, absolute, version }) => {
             const p = await provider(params[0]!);
             check.body('createInventory', version, body);
             const o = body as Obj;
@@ -64,7 +64,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
                 ...inventoryJson(r.inventories[rc]!),
                 resource_provider_generation: r.generation,
               },
-              headers: { location: `${base}/resource_providers/${p.uuid}/inventories/${rc}` },
+              headers: { location: absolute(`/resource_providers/${p.uuid}/inventories/${rc}`) },
             };
           },
         },
