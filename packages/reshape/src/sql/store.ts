@@ -5,7 +5,6 @@ import {
   checkName,
   checkResourceClassName,
   normalizeUuid,
-  STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
   type ConsumerAllocations,
   type Inventory,
@@ -51,6 +50,7 @@ import { migrations, T } from './schema.js';
 import { listProviders } from './list-providers.js';
 import { SqlQueries } from './queries.js';
 import { chunks, marks, toInventory } from './rows.js';
+import { STANDARD_RESOURCE_CLASSES } from '../vocabulary.js';
 
 /**
  * Options of {@link sqlStore}. `standardTraits` is not stored: give every store over one database
