@@ -143,13 +143,7 @@ export function createPlacementHandler(
           undefined,
           { allow: 'GET' },
         );
-      send(
-        res,
-        200,
-        versionDocument(base),
-        { ...headers, 'openstack-request-id': requestId },
-        version,
-      );
+      send(res, 200, versionDocument(base), { ...headers, 'openstack-request-id': requestId });
       return;
     }
     await authorize(options.auth, req);
@@ -188,13 +182,11 @@ export function createPlacementHandler(
         headers['cache-control'] = 'no-cache';
         headers['last-modified'] = new Date().toUTCString();
       }
-      send(
-        res,
-        reply.status,
-        reply.body,
-        { ...headers, ...reply.headers, 'openstack-request-id': requestId },
-        version,
-      );
+      send(res, reply.status, reply.body, {
+        ...headers,
+        ...reply.headers,
+        'openstack-request-id': requestId,
+      });
       return;
     }
     throw new HttpError(404, 'The resource could not be found.');
@@ -222,7 +214,6 @@ function send(
   status: number,
   body: unknown,
   headers: Record<string, string>,
-  _v: Version,
 ): void {
   if (res.headersSent) {
     res.end();
@@ -411,7 +402,6 @@ function sendError(
       401,
       { message: e.detail, code: '401 Unauthorized', title: TITLES[401] },
       { 'openstack-request-id': requestId },
-      version,
     );
     return;
   }
@@ -436,6 +426,5 @@ function sendError(
       vary: 'openstack-api-version',
       'openstack-api-version': `placement ${fmt(version)}`,
     },
-    version,
   );
 }

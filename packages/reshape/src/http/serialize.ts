@@ -18,7 +18,7 @@ export type Obj = Record<string, unknown>;
 const MISSING_CONSUMER_ID = '00000000-0000-0000-0000-000000000000';
 
 /** @internal */
-export function toInventory(o: Obj): InventoryInput {
+export function inventoryFromJson(o: Obj): InventoryInput {
   const out: InventoryInput = { total: o.total as number };
   if (o.reserved !== undefined) out.reserved = o.reserved as number;
   if (o.min_unit !== undefined) out.minUnit = o.min_unit as number;
@@ -29,7 +29,7 @@ export function toInventory(o: Obj): InventoryInput {
 }
 /** @internal */
 export function toInventories(o: Obj): Record<string, InventoryInput> {
-  return dictOf(Object.entries(o).map(([rc, inv]) => [rc, toInventory(inv as Obj)]));
+  return dictOf(Object.entries(o).map(([rc, inv]) => [rc, inventoryFromJson(inv as Obj)]));
 }
 /** A consumer body in the 1.12+ form. @internal */
 export function toConsumer(o: Obj, v: Version): AllocationsInput {
