@@ -1,11 +1,12 @@
 export { ReshapeError, ReshapeNeeded, ReshapeFailed } from './errors.js';
 export type { ReshapeErrorCode, Problem } from './errors.js';
+export { capacityOf, isStandardResourceClass, normalizeInventory } from './model.js';
 export {
   STANDARD_RESOURCE_CLASSES,
-  capacityOf,
-  isStandardResourceClass,
-  normalizeInventory,
-} from './model.js';
+  STANDARD_RESOURCE_CLASSES_VERSION,
+  STANDARD_TRAITS,
+  STANDARD_TRAITS_VERSION,
+} from './vocabulary.js';
 export type {
   ResourceProvider,
   Inventory,

@@ -15,7 +15,6 @@ import {
   isStandardResourceClass,
   fitsInventory,
   normalizeUuid,
-  STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
   type ConsumerAllocations,
   type Inventory,
@@ -61,6 +60,7 @@ import {
   standardTraitsOption,
   traitInUse,
 } from './shared.js';
+import { STANDARD_RESOURCE_CLASSES } from './vocabulary.js';
 
 /** A store in process memory. Every operation is atomic (it runs without yielding). */
 export function memoryStore(options: StoreOptions = {}): ReshapeStore {

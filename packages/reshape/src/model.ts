@@ -1,3 +1,4 @@
+import { STANDARD_RESOURCE_CLASSES } from './vocabulary.js';
 import { ReshapeError } from './errors.js';
 
 /** A resource provider: a node of a provider tree. */
@@ -130,30 +131,6 @@ export interface ReshapeResult {
   consumerGenerations: Record<string, number | null>;
 }
 
-/** Placement's standard resource classes (os-resource-classes 1.1). */
-export const STANDARD_RESOURCE_CLASSES: readonly string[] = [
-  'VCPU',
-  'MEMORY_MB',
-  'DISK_GB',
-  'PCI_DEVICE',
-  'SRIOV_NET_VF',
-  'NUMA_SOCKET',
-  'NUMA_CORE',
-  'NUMA_THREAD',
-  'NUMA_MEMORY_MB',
-  'IPV4_ADDRESS',
-  'VGPU',
-  'VGPU_DISPLAY_HEAD',
-  'NET_BW_EGR_KILOBIT_PER_SEC',
-  'NET_BW_IGR_KILOBIT_PER_SEC',
-  'PCPU',
-  'MEM_ENCRYPTION_CONTEXT',
-  'FPGA',
-  'PGPU',
-  'NET_PACKET_RATE_KILOPACKET_PER_SEC',
-  'NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC',
-  'NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC',
-];
 const STANDARD = new Set(STANDARD_RESOURCE_CLASSES);
 
 export const MAX_INT = 2147483647;

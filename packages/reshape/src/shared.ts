@@ -1,4 +1,5 @@
 import { ReshapeError } from './errors.js';
+import { STANDARD_TRAITS } from './vocabulary.js';
 import {
   CUSTOM_NAME,
   isStandardResourceClass,
@@ -109,7 +110,7 @@ export function standardTraitsOption(
   owner: string,
   value: Iterable<string> | undefined,
 ): ReadonlySet<string> | undefined {
-  if (value === undefined) return undefined;
+  if (value === undefined) return new Set(STANDARD_TRAITS);
   if (typeof value !== 'object' || value === null || !(Symbol.iterator in value))
     throw new TypeError(`${owner}: standardTraits must be an iterable of trait names`);
   const out = new Set<string>();

@@ -18,12 +18,10 @@ import type {
 /** Options every store takes (`memoryStore`, `sqlStore`). */
 export interface StoreOptions {
   /**
-   * The standard trait names (Placement's are os-traits' `get_traits()`). When given, a trait
-   * exists only if it is one of these or a created `CUSTOM_*` trait: `listTraits` lists exactly
-   * those, and `setTraits` refuses any other name with `reshape.trait_not_found`. When omitted,
-   * every well-formed non-`CUSTOM_*` name is taken as a standard trait, and `listTraits` lists the
-   * created custom traits and the traits some provider has.
-   * @default undefined
+   * The standard trait names. A trait exists only if it is one of these or a created `CUSTOM_*`
+   * trait: `listTraits` lists exactly those, and `setTraits` (and every filter naming traits)
+   * refuses any other name with `reshape.trait_not_found`, as Placement does.
+   * @default STANDARD_TRAITS (os-traits' `get_traits()`, shipped with the package)
    */
   standardTraits?: Iterable<string>;
 }

@@ -1,7 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../src/index.js';
+import { memoryStore, STANDARD_TRAITS } from '../src/index.js';
 import { serve } from './http-server.js';
+
+describe('the default vocabulary', () => {
+  it('serves os-traits as Placement: listed, found, made-up standard names refused', async () => {
+    const { call, close } = await serve(memoryStore());
+    try {
+      const r = await call('GET', '/traits');
+      expect(r.body.traits).toEqual(expect.arrayContaining(['HW_CPU_X86_AVX', 'COMPUTE_NODE']));
+      expect(r.body.traits).toHaveLength(STANDARD_TRAITS.length);
+      expect((await call('GET', '/traits/HW_CPU_X86_AVX')).status).toBe(204);
+      expect((await call('GET', '/traits/MISC_SHARES_VIA_AGGREGATE')).status).toBe(204);
+      expect((await call('GET', '/traits/HW_CPU_X86_MADE_UP')).status).toBe(404);
+      expect((await call('PUT', '/traits/HW_CPU_X86_MADE_UP')).status).toBe(400);
+      expect((await call('DELETE', '/traits/HW_CPU_X86_AVX')).status).toBe(400);
+      const rp = randomUUID();
+      await call('POST', '/resource_providers', { name: 'cn', uuid: rp });
+      const put = await call('PUT', `/resource_providers/${rp}/traits`, {
+        traits: ['HW_CPU_X86_MADE_UP'],
+        resource_provider_generation: 0,
+      });
+      expect(put.status).toBe(400);
+      expect(put.body.errors[0].detail).toBe('No such trait(s): HW_CPU_X86_MADE_UP');
+    } finally {
+      await close();
+    }
+  });
+});
 
 describe('a store with standard traits', () => {
   it('knows only those and created custom traits, as Placement with os-traits', async () => {

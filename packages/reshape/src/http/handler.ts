@@ -61,7 +61,19 @@ export interface PlacementHandlerOptions {
       };
   /** A prefix to strip, e.g. `/placement` when mounted there. @default '' */
   basePath?: string;
-  /** Largest accepted request body. @default 16 MiB */
+  /**
+   * Build absolute URLs (the `Location` of a create) from the `X-Forwarded-Proto`,
+   * `X-Forwarded-Host` and `X-Forwarded-Prefix` headers a reverse proxy sets. Turn it on only
+   * behind a proxy that sets (or strips) them: otherwise any client chooses the URLs it is sent.
+   * Off: the scheme is the connection's, the host the `Host` header.
+   * @default false
+   */
+  trustForwardedHeaders?: boolean;
+  /**
+   * Largest accepted request body, in bytes; a larger one is answered 413 with
+   * `Connection: close` (see {@link DEFAULT_MAX_BODY_BYTES}).
+   * @default 4 MiB
+   */
   maxBodyBytes?: number;
 }
 
@@ -94,8 +106,13 @@ export function createPlacementHandler(
     'createPlacementHandler',
     'maxBodyBytes',
     options.maxBodyBytes,
-    16 * 1024 * 1024,
+    DEFAULT_MAX_BODY_BYTES,
   );
+  const trustForwarded = options.trustForwardedHeaders ?? false;
+  if (typeof trustForwarded !== 'boolean')
+    throw new TypeError(
+      `createPlacementHandler: trustForwardedHeaders must be a boolean, got ${String(trustForwarded)}`,
+    );
   const routes = buildRoutes(store);
 
   async function handle(
@@ -126,13 +143,7 @@ export function createPlacementHandler(
           undefined,
           { allow: 'GET' },
         );
-      send(
-        res,
-        200,
-        versionDocument(base),
-        { ...headers, 'openstack-request-id': requestId },
-        version,
-      );
+      send(res, 200, versionDocument(base), { ...headers, 'openstack-request-id': requestId });
       return;
     }
     await authorize(options.auth, req);
@@ -165,18 +176,17 @@ export function createPlacementHandler(
         query: url.searchParams,
         body,
         base,
+        absolute: (p) => `${originOf(req, trustForwarded)}${base}${p}`,
       });
       if (atLeast(version, [1, 15]) && method === 'GET') {
         headers['cache-control'] = 'no-cache';
         headers['last-modified'] = new Date().toUTCString();
       }
-      send(
-        res,
-        reply.status,
-        reply.body,
-        { ...headers, ...reply.headers, 'openstack-request-id': requestId },
-        version,
-      );
+      send(res, reply.status, reply.body, {
+        ...headers,
+        ...reply.headers,
+        'openstack-request-id': requestId,
+      });
       return;
     }
     throw new HttpError(404, 'The resource could not be found.');
@@ -204,7 +214,6 @@ function send(
   status: number,
   body: unknown,
   headers: Record<string, string>,
-  _v: Version,
 ): void {
   if (res.headersSent) {
     res.end();
@@ -223,21 +232,84 @@ function send(
   res.end(text);
 }
 
+/** One value of a header sent once or several times (a proxy chain: the first, the client's). */
+function firstHeader(req: IncomingMessage, name: string): string | undefined {
+  const raw = req.headers[name];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  return value?.split(',')[0]?.trim() || undefined;
+}
+
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+const PREFIX = /^(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)+$/;
+
+/**
+ * The scheme, host and proxy prefix a client reached us at, e.g. `https://cloud.example/api`:
+ * the connection's scheme and the `Host` header, or (`trustForwarded`) the `X-Forwarded-*`
+ * headers. A malformed value is ignored (the socket's own address stands in for a bad `Host`).
+ */
+function originOf(req: IncomingMessage, trustForwarded: boolean): string {
+  let scheme = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  let host = firstHeader(req, 'host');
+  let prefix = '';
+  if (trustForwarded) {
+    const proto = firstHeader(req, 'x-forwarded-proto')?.toLowerCase();
+    if (proto === 'http' || proto === 'https') scheme = proto;
+    const fhost = firstHeader(req, 'x-forwarded-host');
+    if (fhost && HOST.test(fhost)) host = fhost;
+    const fprefix = firstHeader(req, 'x-forwarded-prefix')?.replace(/\/+$/, '');
+    if (fprefix && PREFIX.test(fprefix)) prefix = fprefix;
+  }
+  if (!host || !HOST.test(host)) {
+    const address = req.socket.localAddress ?? '127.0.0.1';
+    host = `${address.includes(':') ? `[${address}]` : address}:${req.socket.localPort ?? 80}`;
+  }
+  return `${scheme}://${host}${prefix}`;
+}
+
+/**
+ * The default of {@link PlacementHandlerOptions.maxBodyBytes}: 4 MiB. Placement's largest real
+ * requests are Nova's `POST /reshaper` and `POST /allocations`, about 350 bytes per consumer with
+ * two providers: 4 MiB holds more than 10,000 consumers in one request.
+ */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** How much of an oversize body is read and dropped before answering 413 (past it, the answer goes at once). */
+const DRAIN_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The request body as text. Past `max` bytes the rest is read and dropped (up to
+ * {@link DRAIN_BYTES} more), then a 413 with `Connection: close` is answered: a client that sends
+ * its whole body before reading gets the answer instead of a reset connection.
+ */
 function readBody(req: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let settled = false;
+    const tooLarge = () =>
+      new HttpError(413, `Request body larger than ${max} bytes`, undefined, {
+        connection: 'close',
+      });
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > max) {
-        reject(new HttpError(413, `request body above ${max} bytes`));
-        req.destroy();
-        return;
+      if (size <= max) chunks.push(c);
+      else if (chunks.length) chunks.length = 0;
+      if (size > max + DRAIN_BYTES && !settled) {
+        settled = true;
+        reject(tooLarge());
       }
-      chunks.push(c);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    req.on('end', () => {
+      if (settled) return;
+      settled = true;
+      if (size > max) reject(tooLarge());
+      else resolve(Buffer.concat(chunks).toString('utf8'));
+    });
+    req.on('error', (error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    });
   });
 }
 
@@ -330,7 +402,6 @@ function sendError(
       401,
       { message: e.detail, code: '401 Unauthorized', title: TITLES[401] },
       { 'openstack-request-id': requestId },
-      version,
     );
     return;
   }
@@ -355,6 +426,5 @@ function sendError(
       vary: 'openstack-api-version',
       'openstack-api-version': `placement ${fmt(version)}`,
     },
-    version,
   );
 }

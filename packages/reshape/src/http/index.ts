@@ -8,6 +8,7 @@
 export {
   createPlacementHandler,
   createPlacementServer,
+  DEFAULT_MAX_BODY_BYTES,
   type AuthResult,
   type PlacementHandler,
   type PlacementHandlerOptions,

@@ -2,6 +2,7 @@
 import { isUuid } from '../model.js';
 import { HttpError } from './errors.js';
 import { atLeast, type Version } from './microversion.js';
+import { dict } from './dict.js';
 
 /**
  * `member_of` values: a uuid, or `in:` uuids (any of them); from 1.24 the parameter may repeat
@@ -103,7 +104,7 @@ export function resourcesFilter(raw: string): Record<string, number> {
       400,
       'Badly formed resources parameter. Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: empty string.',
     );
-  const resources: Record<string, number> = {};
+  const resources = dict<number>();
   for (const part of raw.split(',')) {
     const m = /^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$/.exec(part);
     if (!m)

@@ -17,6 +17,11 @@ export interface Ctx {
   body: unknown;
   /** The prefix the API is mounted under. */
   base: string;
+  /**
+   * `path` (under the mount prefix) as an absolute URL: the request's scheme, host and mount
+   * prefix, as Placement builds its `Location` headers.
+   */
+  absolute(path: string): string;
 }
 
 /** A route handler's answer. @internal */

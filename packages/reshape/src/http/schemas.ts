@@ -6,6 +6,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isUuid, MAX_INT } from '../model.js';
 import { HttpError } from './errors.js';
 import { atLeast, compare, type Version } from './microversion.js';
+import { dict as nullProto } from './dict.js';
 
 type Schema = Record<string, unknown>;
 
@@ -322,7 +323,7 @@ export function validators(): Validators {
         throw new HttpError(400, `JSON does not validate: ${describe(validate.errors)}`);
     },
     query(name, version, params) {
-      const value: Record<string, unknown> = {};
+      const value = nullProto<unknown>();
       for (const key of new Set(params.keys()))
         value[key] = REPEATABLE.has(key) ? params.getAll(key) : params.get(key);
       const validate = pick(queries, name, version);
@@ -333,19 +334,74 @@ export function validators(): Validators {
   };
 }
 
-const show = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v));
+/** The most of a rejected value an error message echoes, in characters. */
+const ECHO_LENGTH = 200;
+/** The deepest an echoed value is shown; deeper arrays and objects print as `[...]`, `{...}`. */
+const ECHO_DEPTH = 4;
+/** The most items or properties shown of one array or object. */
+const ECHO_ITEMS = 10;
+
+/**
+ * A rejected value as an error message shows it (a string in Python's quotes): at most
+ * {@link ECHO_DEPTH} levels, {@link ECHO_ITEMS} items a level and {@link ECHO_LENGTH} characters,
+ * so that a 100 KiB or 100,000-deep value neither comes back whole nor overflows the stack.
+ */
+function show(v: unknown): string {
+  if (typeof v === 'string') return `'${clip(v)}'`;
+  try {
+    return clip(render(v, 0));
+  } catch {
+    return '(a value that cannot be shown)';
+  }
+}
+
+function clip(text: string): string {
+  return text.length > ECHO_LENGTH ? `${text.slice(0, ECHO_LENGTH)}...` : text;
+}
+
+function render(v: unknown, depth: number): string {
+  if (Array.isArray(v)) {
+    if (depth >= ECHO_DEPTH) return v.length ? '[...]' : '[]';
+    const items = v.slice(0, ECHO_ITEMS).map((x) => render(x, depth + 1));
+    if (v.length > ECHO_ITEMS) items.push('...');
+    return `[${items.join(', ')}]`;
+  }
+  if (typeof v === 'object' && v !== null) {
+    const keys = Object.keys(v);
+    if (depth >= ECHO_DEPTH) return keys.length ? '{...}' : '{}';
+    const items = keys
+      .slice(0, ECHO_ITEMS)
+      .map(
+        (k) =>
+          `${JSON.stringify(clip(k))}: ${render((v as Record<string, unknown>)[k], depth + 1)}`,
+      );
+    if (keys.length > ECHO_ITEMS) items.push('...');
+    return `{${items.join(', ')}}`;
+  }
+  if (typeof v === 'string') return JSON.stringify(clip(v));
+  return String(JSON.stringify(v));
+}
+
+/** The first error, worded as Python's jsonschema words it; never throws. */
+function describe(errors: ErrorObject[] | null | undefined): string {
+  try {
+    return describeFirst(errors);
+  } catch {
+    return 'invalid';
+  }
+}
 
 /** The first error, worded as Python's jsonschema words it (Placement's messages). */
-function describe(errors: ErrorObject[] | null | undefined): string {
+function describeFirst(errors: ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
   if (!e) return 'invalid';
   const p = e.params as Record<string, unknown>;
-  const at = e.instancePath ? ` at ${e.instancePath}` : '';
+  const at = e.instancePath ? ` at ${clip(e.instancePath)}` : '';
   switch (e.keyword) {
     case 'required':
-      return `'${String(p.missingProperty)}' is a required property${at}`;
+      return `'${clip(String(p.missingProperty))}' is a required property${at}`;
     case 'additionalProperties':
-      return `Additional properties are not allowed ('${String(p.additionalProperty)}' was unexpected)${at}`;
+      return `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
     case 'type':
       return `${show(e.data)} is not of type '${String(p.type)}'${at}`;
     case 'minimum':

@@ -9,6 +9,7 @@ import type {
 import { normalizeUuid } from '../model.js';
 import { atLeast, MAX_MICROVERSION, type Version } from './microversion.js';
 import type { Reply } from './route.js';
+import { dict, dictOf } from './dict.js';
 
 /** @internal */
 export type Obj = Record<string, unknown>;
@@ -17,7 +18,7 @@ export type Obj = Record<string, unknown>;
 const MISSING_CONSUMER_ID = '00000000-0000-0000-0000-000000000000';
 
 /** @internal */
-export function toInventory(o: Obj): InventoryInput {
+export function inventoryFromJson(o: Obj): InventoryInput {
   const out: InventoryInput = { total: o.total as number };
   if (o.reserved !== undefined) out.reserved = o.reserved as number;
   if (o.min_unit !== undefined) out.minUnit = o.min_unit as number;
@@ -28,13 +29,15 @@ export function toInventory(o: Obj): InventoryInput {
 }
 /** @internal */
 export function toInventories(o: Obj): Record<string, InventoryInput> {
-  return Object.fromEntries(Object.entries(o).map(([rc, inv]) => [rc, toInventory(inv as Obj)]));
+  return dictOf(Object.entries(o).map(([rc, inv]) => [rc, inventoryFromJson(inv as Obj)]));
 }
 /** A consumer body in the 1.12+ form. @internal */
 export function toConsumer(o: Obj, v: Version): AllocationsInput {
-  const allocations: AllocationMap = {};
+  const allocations: AllocationMap = dict();
   for (const [rp, entry] of Object.entries(o.allocations as Record<string, Obj>))
-    allocations[normalizeUuid(rp)] = { ...(entry.resources as Record<string, number>) };
+    allocations[normalizeUuid(rp)] = dictOf(
+      Object.entries(entry.resources as Record<string, number>),
+    );
   return {
     projectId: o.project_id as string,
     userId: o.user_id as string,
@@ -45,11 +48,11 @@ export function toConsumer(o: Obj, v: Version): AllocationsInput {
 }
 /** A consumer body in the list form of microversions before 1.12. @internal */
 export function toListConsumer(o: Obj): AllocationsInput {
-  const allocations: AllocationMap = {};
+  const allocations: AllocationMap = dict();
   for (const item of o.allocations as { resource_provider: { uuid: string }; resources: Obj }[])
-    allocations[normalizeUuid(item.resource_provider.uuid)] = {
-      ...(item.resources as Record<string, number>),
-    };
+    allocations[normalizeUuid(item.resource_provider.uuid)] = dictOf(
+      Object.entries(item.resources as Record<string, number>),
+    );
   return {
     projectId: (o.project_id as string | undefined) ?? MISSING_CONSUMER_ID,
     userId: (o.user_id as string | undefined) ?? MISSING_CONSUMER_ID,
@@ -58,7 +61,7 @@ export function toListConsumer(o: Obj): AllocationsInput {
 }
 /** `{ consumer uuid: consumer body }`, as `POST /allocations` and `POST /reshaper` take it. @internal */
 export function toConsumers(o: Obj, v: Version): Record<string, AllocationsInput> {
-  const out: Record<string, AllocationsInput> = {};
+  const out = dict<AllocationsInput>();
   for (const [consumer, entry] of Object.entries(o))
     out[normalizeUuid(consumer)] = toConsumer(entry as Obj, v);
   return out;

@@ -3,11 +3,11 @@ import { fitsInventory, normalizeUuid, type ResourceProvider } from '../model.js
 import { checkFilter, parentsFirst, type ProviderFilter } from '../store.js';
 import { checkFilterNames } from '../shared.js';
 import type { SqlQueries } from './queries.js';
-import { chunks, toInventory, toProvider, type ProviderRecord } from './rows.js';
+import { chunks, inventoryFromRow, toProvider, type ProviderRecord } from './rows.js';
 import { T } from './schema.js';
 
 /** The providers matching `filter`, parents before children. @internal */
-export async function listProviders(
+export async function selectProviders(
   q: SqlQueries,
   filter: ProviderFilter,
   standardTraits: ReadonlySet<string> | undefined,
@@ -85,7 +85,7 @@ async function withRoom(
       const uuid = String(r.provider_uuid);
       const rc = String(r.resource_class);
       const amount = resources.find(([c]) => c === rc)![1];
-      if (fitsInventory(toInventory(r), used.get(key(uuid, rc)) ?? 0, amount))
+      if (fitsInventory(inventoryFromRow(r), used.get(key(uuid, rc)) ?? 0, amount))
         fitting.set(uuid, (fitting.get(uuid) ?? 0) + 1);
     }
   }

@@ -31,14 +31,15 @@ import {
   BULK,
   chunks,
   marks,
-  toInventory,
+  inventoryFromRow,
   toProvider,
   type Db,
   type ProviderRecord,
+  type StatementRunner,
 } from './rows.js';
 
 /** The statements of a store over `database`, sharing its transactions. @internal */
-export class SqlQueries {
+export class SqlQueries implements StatementRunner {
   readonly dialect: Database['dialect'];
   readonly db: Db;
   /** Whether rows are locked with `FOR UPDATE` (SQLite serializes writers instead). */
@@ -194,7 +195,7 @@ export class SqlQueries {
       'provider_uuid',
       ids,
     ))
-      inventories.get(String(r.provider_uuid))![String(r.resource_class)] = toInventory(r);
+      inventories.get(String(r.provider_uuid))![String(r.resource_class)] = inventoryFromRow(r);
     for (const r of await this.selectIn(
       trx,
       `select provider_uuid, resource_class, sum(used) as used from ${T.allocations}`,

@@ -5,6 +5,11 @@ import type { Inventory, ResourceProvider } from '../model.js';
 /** @internal */
 export type Db = Kysely<any>;
 
+/** Something that runs a hand-written statement (`?` placeholders) in a transaction. @internal */
+export interface StatementRunner {
+  run(trx: Db, text: string, params: unknown[]): Promise<Record<string, unknown>[]>;
+}
+
 /** @internal */
 export interface ProviderRecord {
   uuid: string;
@@ -42,7 +47,7 @@ export function toProvider(r: ProviderRecord): ResourceProvider {
 }
 
 /** @internal */
-export function toInventory(r: Record<string, unknown>): Inventory {
+export function inventoryFromRow(r: Record<string, unknown>): Inventory {
   return {
     total: Number(r.total),
     reserved: Number(r.reserved),

@@ -5,7 +5,6 @@ import {
   checkName,
   checkResourceClassName,
   normalizeUuid,
-  STANDARD_RESOURCE_CLASSES,
   type AllocationsInput,
   type ConsumerAllocations,
   type Inventory,
@@ -48,9 +47,10 @@ import {
 } from '../store.js';
 import { plan, prepare } from '../engine.js';
 import { migrations, T } from './schema.js';
-import { listProviders } from './list-providers.js';
+import { selectProviders } from './list-providers.js';
 import { SqlQueries } from './queries.js';
-import { chunks, marks, toInventory } from './rows.js';
+import { chunks, marks, inventoryFromRow } from './rows.js';
+import { STANDARD_RESOURCE_CLASSES } from '../vocabulary.js';
 
 /**
  * Options of {@link sqlStore}. `standardTraits` is not stored: give every store over one database
@@ -109,7 +109,7 @@ class SqlStore implements ReshapeStore {
   }
 
   listProviders(filter: ProviderFilter = {}): Promise<ResourceProvider[]> {
-    return listProviders(this.q, filter, this.standardTraits);
+    return selectProviders(this.q, filter, this.standardTraits);
   }
 
   async updateProvider(
@@ -209,7 +209,7 @@ class SqlStore implements ReshapeStore {
     if (rows.length === 0) throw notFound(id);
     const inventories: Record<string, Inventory> = {};
     for (const r of rows)
-      if (r.resource_class != null) inventories[String(r.resource_class)] = toInventory(r);
+      if (r.resource_class != null) inventories[String(r.resource_class)] = inventoryFromRow(r);
     return { generation: Number(rows[0]!.provider_generation), inventories };
   }
 

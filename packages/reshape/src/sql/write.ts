@@ -4,8 +4,7 @@
  * statements.
  */
 import type { AllocationRow, ConsumerWrite, Plan, Snapshot } from '../engine.js';
-import type { SqlQueries } from './queries.js';
-import { BULK, chunks, marks, type Db } from './rows.js';
+import { BULK, chunks, marks, type Db, type StatementRunner } from './rows.js';
 import { T } from './schema.js';
 
 /** What a plan changes in the consumer and allocation tables. */
@@ -27,7 +26,12 @@ interface AllocationChanges {
 }
 
 /** Applies a plan checked against `snap` in the transaction `trx`. @internal */
-export async function applyPlan(q: SqlQueries, trx: Db, snap: Snapshot, p: Plan): Promise<void> {
+export async function applyPlan(
+  q: StatementRunner,
+  trx: Db,
+  snap: Snapshot,
+  p: Plan,
+): Promise<void> {
   for (const [rp, inv] of p.inventories) {
     await q.run(trx, `delete from ${T.inventories} where provider_uuid = ?`, [rp]);
     const entries = Object.entries(inv);
@@ -99,7 +103,7 @@ function allocationChanges(snap: Snapshot, p: Plan): AllocationChanges {
   return out;
 }
 
-async function writeAllocations(q: SqlQueries, trx: Db, c: AllocationChanges): Promise<void> {
+async function writeAllocations(q: StatementRunner, trx: Db, c: AllocationChanges): Promise<void> {
   for (const [consumer, w] of c.owners)
     await q.run(
       trx,

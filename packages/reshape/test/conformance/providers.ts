@@ -154,9 +154,9 @@ export function providerCases(suite: { store: ReshapeStore }): void {
         inventories: { VCPU: { total: 8 }, DISK_GB: { total: 100, stepSize: 10, maxUnit: 50 } },
       });
       for (const [p, traits] of [
-        [c1, [custom, 'HW_FILTER_A']],
-        [c2, ['HW_FILTER_A']],
-        [c3, ['HW_FILTER_B']],
+        [c1, [custom, 'HW_CPU_X86_SSE2']],
+        [c2, ['HW_CPU_X86_SSE2']],
+        [c3, ['HW_CPU_X86_SSE3']],
       ] as const) {
         const { generation } = await store.getTraits(p.uuid);
         await store.setTraits(p.uuid, { generation, traits: [...traits] });
@@ -175,13 +175,15 @@ export function providerCases(suite: { store: ReshapeStore }): void {
       const sorted = (...list: { uuid: string }[]) => list.map((p) => p.uuid).sort();
 
       expect(await uuids({ requiredTraits: [[custom]] })).toEqual([c1.uuid]);
-      expect(await uuids({ requiredTraits: [['HW_FILTER_A']] })).toEqual(sorted(c1, c2));
-      expect(await uuids({ requiredTraits: [[custom], ['HW_FILTER_A']] })).toEqual([c1.uuid]);
-      expect(await uuids({ requiredTraits: [[custom, 'HW_FILTER_B']] })).toEqual(sorted(c1, c3));
-      expect(await uuids({ forbiddenTraits: [custom] })).toEqual(sorted(c2, c3));
-      expect(await uuids({ requiredTraits: [['HW_FILTER_A']], forbiddenTraits: [custom] })).toEqual(
-        [c2.uuid],
+      expect(await uuids({ requiredTraits: [['HW_CPU_X86_SSE2']] })).toEqual(sorted(c1, c2));
+      expect(await uuids({ requiredTraits: [[custom], ['HW_CPU_X86_SSE2']] })).toEqual([c1.uuid]);
+      expect(await uuids({ requiredTraits: [[custom, 'HW_CPU_X86_SSE3']] })).toEqual(
+        sorted(c1, c3),
       );
+      expect(await uuids({ forbiddenTraits: [custom] })).toEqual(sorted(c2, c3));
+      expect(
+        await uuids({ requiredTraits: [['HW_CPU_X86_SSE2']], forbiddenTraits: [custom] }),
+      ).toEqual([c2.uuid]);
 
       expect(await uuids({ resources: { VCPU: 2 } })).toEqual(sorted(c1, c2, c3));
       expect(await uuids({ resources: { VCPU: 3 } })).toEqual(sorted(c2, c3));
@@ -190,9 +192,9 @@ export function providerCases(suite: { store: ReshapeStore }): void {
       expect(await uuids({ resources: { DISK_GB: 15 } })).toEqual([]);
       expect(await uuids({ resources: { DISK_GB: 60 } })).toEqual([]);
       expect(await uuids({ resources: { VCPU: 1, DISK_GB: 10 } })).toEqual([c2.uuid]);
-      expect(await uuids({ resources: { VCPU: 3 }, requiredTraits: [['HW_FILTER_A']] })).toEqual([
-        c2.uuid,
-      ]);
+      expect(
+        await uuids({ resources: { VCPU: 3 }, requiredTraits: [['HW_CPU_X86_SSE2']] }),
+      ).toEqual([c2.uuid]);
 
       const missing = `CUSTOM_MISSING_${randomUUID().slice(0, 8).toUpperCase()}`;
       const e = await expectCode(

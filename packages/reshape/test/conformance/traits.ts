@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { ReshapeStore, StoreOptions } from '../../src/index.js';
+import { STANDARD_TRAITS } from '../../src/index.js';
 import { compute, expectCode } from './helpers.js';
 
 /** @internal */
@@ -32,11 +33,21 @@ export function traitCases(suite: {
       expect(await store.listTraits()).toContain('CUSTOM_FAST');
     });
 
-    it('without standardTraits, takes any well-formed name as standard and lists used ones', async () => {
+    it('without standardTraits, serves os-traits and refuses made-up standard names', async () => {
       const { store } = suite;
+      const listed = await store.listTraits();
+      expect(listed.filter((t) => !t.startsWith('CUSTOM_'))).toEqual([...STANDARD_TRAITS]);
       const cn = await compute(store);
-      await store.setTraits(cn.uuid, { generation: cn.generation, traits: ['MADE_UP_TRAIT'] });
-      expect(await store.listTraits()).toContain('MADE_UP_TRAIT');
+      await store.setTraits(cn.uuid, {
+        generation: cn.generation,
+        traits: ['HW_CPU_X86_AVX', 'MISC_SHARES_VIA_AGGREGATE'],
+      });
+      const error = await expectCode(
+        store.setTraits(cn.uuid, { generation: cn.generation + 1, traits: ['MADE_UP_TRAIT'] }),
+        'reshape.trait_not_found',
+      );
+      expect(error.message).toBe('No such trait(s): MADE_UP_TRAIT');
+      await expectCode(store.deleteTrait('MADE_UP_TRAIT'), 'reshape.trait_not_found');
     });
 
     it('with standardTraits, only those and created custom traits exist', async () => {
@@ -90,12 +101,15 @@ export function traitCases(suite: {
       const used = `CUSTOM_USED_${tag()}`;
       await store.createTrait(unused);
       await store.createTrait(used);
-      await store.setTraits(cn.uuid, { generation: cn.generation, traits: [used, 'HW_GPU_API'] });
+      await store.setTraits(cn.uuid, {
+        generation: cn.generation,
+        traits: [used, 'HW_GPU_API_VULKAN'],
+      });
 
       let error = await expectCode(store.deleteTrait(used), 'reshape.trait_in_use');
       expect(error.message).toBe(`The trait ${used} is in use by a resource provider.`);
-      error = await expectCode(store.deleteTrait('HW_GPU_API'), 'reshape.invalid_input');
-      expect(error.message).toBe('Cannot delete standard trait HW_GPU_API.');
+      error = await expectCode(store.deleteTrait('HW_GPU_API_VULKAN'), 'reshape.invalid_input');
+      expect(error.message).toBe('Cannot delete standard trait HW_GPU_API_VULKAN.');
       await expectCode(store.deleteTrait(`CUSTOM_NEVER_${tag()}`), 'reshape.trait_not_found');
       await expectCode(store.deleteTrait('not a trait'), 'reshape.trait_not_found');
       expect(await store.listTraits()).toEqual(expect.arrayContaining([unused, used]));

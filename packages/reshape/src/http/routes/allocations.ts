@@ -5,6 +5,7 @@ import { HttpError, fromStoreError } from '../errors.js';
 import { atLeast } from '../microversion.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 import { type Obj, toConsumer, toListConsumer, toConsumers } from '../serialize.js';
+import { dict } from '../dict.js';
 
 /** @internal */
 export function allocationRoutes({ store, check, call, provider }: Kit): Route[] {
@@ -36,7 +37,7 @@ export function allocationRoutes({ store, check, call, provider }: Kit): Route[]
             if (!isUuid(consumer)) return { status: 200, body: { allocations: {} } };
             const a = await call(() => store.getAllocations(consumer));
             if (!a) return { status: 200, body: { allocations: {} } };
-            const allocations: Obj = {};
+            const allocations = dict<unknown>();
             for (const [rp, res] of Object.entries(a.allocations)) {
               const p = await store.getProvider(rp);
               allocations[rp] = { generation: p?.generation ?? 0, resources: res };

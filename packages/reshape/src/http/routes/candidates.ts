@@ -6,6 +6,7 @@ import { atLeast, type Version } from '../microversion.js';
 import { requiredFilter, resourcesFilter } from '../provider-filters.js';
 import { V, type Route, type Kit } from '../route.js';
 import { type Obj } from '../serialize.js';
+import { dict } from '../dict.js';
 
 /** @internal */
 export function candidateRoutes({ store, check, call }: Kit): Route[] {
@@ -95,9 +96,9 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
               if (at([1, 34])) out.mappings = { '': Object.keys(r).sort() };
               return out;
             });
-            const provider_summaries: Obj = {};
+            const provider_summaries = dict<unknown>();
             for (const [uuid, sum] of c.summaries) {
-              const res: Obj = {};
+              const res = dict<unknown>();
               for (const [rc, v] of Object.entries(sum.resources))
                 if (at([1, 27]) || rc in resources) res[rc] = v;
               const entry: Obj = { resources: res };

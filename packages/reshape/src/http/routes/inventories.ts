@@ -8,7 +8,7 @@ import {
   inventoriesReply,
   inventoryJson,
   toInventories,
-  toInventory,
+  inventoryFromJson,
 } from '../serialize.js';
 
 /** @internal */
@@ -38,12 +38,12 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
         },
         POST: {
           body: true,
-          handler: async ({ params, body, base, version }) => {
+          handler: async ({ params, body, absolute, version }) => {
             const p = await provider(params[0]!);
             check.body('createInventory', version, body);
             const o = body as Obj;
             const rc = o.resource_class as string;
-            const inv = toInventory(o);
+            const inv = inventoryFromJson(o);
             checkReserved(version, p.uuid, { [o.resource_class as string]: inv });
             // As Placement: a generation in the body is not checked (adding a class is safe).
             const current = await call(() => store.getInventories(p.uuid));
@@ -64,7 +64,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
                 ...inventoryJson(r.inventories[rc]!),
                 resource_provider_generation: r.generation,
               },
-              headers: { location: `${base}/resource_providers/${p.uuid}/inventories/${rc}` },
+              headers: { location: absolute(`/resource_providers/${p.uuid}/inventories/${rc}`) },
             };
           },
         },
@@ -105,7 +105,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             check.body('updateInventory', version, body);
             const o = body as Obj;
             const generation = o.resource_provider_generation as number;
-            const inv = toInventory(o);
+            const inv = inventoryFromJson(o);
             checkReserved(version, p.uuid, { [rc]: inv });
             if (!/^[A-Z0-9_]+$/.test(rc) || rc.length > 255)
               throw new HttpError(

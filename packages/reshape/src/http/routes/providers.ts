@@ -91,7 +91,7 @@ function listProviders({ store, check }: Kit): Handler {
 
 /** `POST /resource_providers`: 201 with a location, or (1.20+) 200 with the provider. */
 function createProvider({ store, check, call }: Kit): Handler {
-  return async ({ body, version, base }) => {
+  return async ({ body, version, base, absolute }) => {
     check.body('createProvider', version, body);
     const o = body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
     const name = o.name;
@@ -108,7 +108,7 @@ function createProvider({ store, check, call }: Kit): Handler {
         parentProviderUuid: parent,
       }),
     );
-    const location = `${base}/resource_providers/${p.uuid}`;
+    const location = absolute(`/resource_providers/${p.uuid}`);
     if (atLeast(version, [1, 20]))
       return { status: 200, body: providerJson(p, version, base), headers: { location } };
     return { status: 201, headers: { location } };

@@ -3,6 +3,7 @@ import { normalizeUuid, type InventoryInput } from '../../model.js';
 import { HttpError } from '../errors.js';
 import { V, type Route, type Kit } from '../route.js';
 import { type Obj, toInventories, toConsumers } from '../serialize.js';
+import { dict } from '../dict.js';
 
 /** @internal */
 export function reshaperRoutes({ store, check, call }: Kit): Route[] {
@@ -22,10 +23,10 @@ export function reshaperRoutes({ store, check, call }: Kit): Route[] {
               >;
               allocations: Obj;
             };
-            const inventories: Record<
-              string,
-              { generation: number; inventories: Record<string, InventoryInput> }
-            > = {};
+            const inventories = dict<{
+              generation: number;
+              inventories: Record<string, InventoryInput>;
+            }>();
             for (const [rp, entry] of Object.entries(o.inventories))
               inventories[normalizeUuid(rp)] = {
                 generation: entry.resource_provider_generation,

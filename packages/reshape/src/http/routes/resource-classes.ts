@@ -24,7 +24,7 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
         POST: {
           min: V(1, 2),
           body: true,
-          handler: async ({ body, base, version }) => {
+          handler: async ({ body, absolute, version }) => {
             check.body('createResourceClass', version, body);
             const { name } = body as { name: string };
             const created = await call(() => store.createResourceClass(name));
@@ -34,7 +34,7 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
                 `Conflicting resource class already exists: ${name}`,
                 'placement.duplicate_name',
               );
-            return { status: 201, headers: { location: `${base}/resource_classes/${name}` } };
+            return { status: 201, headers: { location: absolute(`/resource_classes/${name}`) } };
           },
         },
       },
@@ -53,13 +53,13 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
         },
         PUT: {
           min: V(1, 7),
-          handler: async ({ params, base, version }) => {
+          handler: async ({ params, absolute, version }) => {
             const name = params[0]!;
             check.body('resourceClassName', version, name);
             const created = await call(() => store.createResourceClass(name));
             return {
               status: created ? 201 : 204,
-              headers: { location: `${base}/resource_classes/${name}` },
+              headers: { location: absolute(`/resource_classes/${name}`) },
             };
           },
         },

@@ -101,7 +101,7 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
         },
         PUT: {
           min: V(1, 6),
-          handler: async ({ params, base }) => {
+          handler: async ({ params, absolute }) => {
             const name = params[0]!;
             if (!CUSTOM_NAME.test(name))
               throw new HttpError(
@@ -109,7 +109,10 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
                 `The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"`,
               );
             const created = await call(() => store.createTrait(name));
-            return { status: created ? 201 : 204, headers: { location: `${base}/traits/${name}` } };
+            return {
+              status: created ? 201 : 204,
+              headers: { location: absolute(`/traits/${name}`) },
+            };
           },
         },
         DELETE: {

@@ -1,7 +1,7 @@
 /** Usages of a provider, and of a project (and user) across providers. */
 import { atLeast } from '../microversion.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
-import { type Obj } from '../serialize.js';
+import { dict } from '../dict.js';
 
 /** @internal */
 export function usageRoutes({ store, check, call, provider }: Kit): Route[] {
@@ -38,7 +38,7 @@ export function usageRoutes({ store, check, call, provider }: Kit): Route[] {
               store.getTotalUsages({ projectId, ...(userId === undefined ? {} : { userId }) }),
             );
             if (!byType) return { status: 200, body: { usages: t.usages } };
-            const usages: Obj = {};
+            const usages = dict<unknown>();
             const group = (u: { usages: Record<string, number>; consumerCount: number }) => ({
               ...u.usages,
               consumer_count: u.consumerCount,
