@@ -3,8 +3,9 @@
 // relative link to a file that does not ship points at the repository), and checks that each
 // tarball ships what a user needs: LICENSE, README.md, CHANGELOG.md, the `types` and JavaScript
 // file of every `exports` entry, and a README whose relative links all resolve inside it.
-// `node scripts/pack-all.mjs [dir]` packs into `dir` (a fresh temporary directory by default),
-// prints one line per tarball and exits non-zero on any problem; the install test imports it.
+// `node scripts/pack-all.mjs [dir]` packs into `dir` (by default a temporary directory, removed
+// afterwards), prints one line per tarball and exits non-zero on any problem (part of `pnpm lint`,
+// after the build); the à-la-carte test imports it.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -97,13 +98,20 @@ export function packAll(destination) {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // Without a directory, the tarballs go to a temporary one that is removed afterwards.
+  const keep = process.argv[2] !== undefined;
   const destination = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'rigging-pack-')));
   let failed = false;
-  for (const { name, version, tarball, problems } of packAll(destination)) {
-    console.log(
-      `${name}@${version}: ${tarball}${problems.length ? ` — ${problems.join('; ')}` : ''}`,
-    );
-    failed ||= problems.length > 0;
+  try {
+    for (const { name, version, tarball, problems } of packAll(destination)) {
+      const where = keep ? `: ${tarball}` : '';
+      console.log(
+        `${name}@${version}${where}${problems.length ? ` — ${problems.join('; ')}` : ''}`,
+      );
+      failed ||= problems.length > 0;
+    }
+  } finally {
+    if (!keep) rmSync(destination, { recursive: true, force: true });
   }
   if (failed) process.exit(1);
 }
