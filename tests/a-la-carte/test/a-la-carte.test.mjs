@@ -11,7 +11,7 @@
 // On Node 20 all three run; on other majors (scripts/test-on-node.sh) npm and esbuild, which
 // cover what depends on Node (pnpm's layout does not). RIGGING_A_LA_CARTE=npm,pnpm,esbuild picks.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -237,6 +237,22 @@ describe.each(publishedPackages().map(({ name }) => [name]))('%s à la carte', (
       }
     },
   );
+
+  it('loads its /sql entry from ESM and CommonJS once @rigging/sql is installed', () => {
+    const manifest = tarballOf(name).manifest;
+    if (!manifest.exports['./sql'] || !manifest.peerDependencies?.['@rigging/sql']) return;
+    if (!existsSync(join(dir, 'node_modules', '@rigging', 'sql')))
+      npmInstall(dir, ['@rigging/sql']);
+    const specifier = `${name}/sql`;
+    for (const args of [
+      ['--input-type=module', '-e', `await import('${specifier}')`],
+      ['-e', `require('${specifier}')`],
+    ]) {
+      const result = node(args, dir);
+      expect(result.output, `${specifier} loads`).toBe('');
+      expect(result.status).toBe(0);
+    }
+  });
 
   it.runIf(MODES.has('pnpm'))('runs each README example with pnpm (strict)', () => {
     expect(Date.now() - started, 'the test outgrew its time budget').toBeLessThan(DEADLINE_MS);
