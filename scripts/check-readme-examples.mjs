@@ -1,49 +1,87 @@
-// Checks that the example a package README shows is the file the tests run: in every
-// packages/*/README.md, a link to `examples/<file>` followed (before the next heading) by a
-// ```ts block must show that file, whole or without its leading `//` comment lines.
-// Run: node scripts/check-readme-examples.mjs   (part of `pnpm lint`)
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+// The example a package README shows is the file its tests run. In every packages/*/README.md, a
+// `<!-- example: examples/<file> -->` line is followed (after a blank line) by a ```ts block holding that file as a user
+// writes it: without its leading `//` comment lines, importing the package by name.
+//   node scripts/check-readme-examples.mjs           checks (part of `pnpm lint`): exit 1 on drift
+//   node scripts/check-readme-examples.mjs --write   pastes every file into its README again
+// The à-la-carte test imports `readmeExamples` to run the blocks of the published READMEs.
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const EXAMPLE_LINK = /\[`examples\/([^`]+\.ts)`\]\(examples\/[^)]+\)/g;
+const MARKER = /^<!-- example: (examples\/[^\s]+) -->\n\n```ts\n([\s\S]*?)\n```$/gm;
 
-/** The example as a README may show it: the whole file, or the file after its header comment. */
-function acceptedBodies(source) {
+/** The marked example blocks of a README: `{ file, code }` in order (`file` is `examples/…`). */
+export function readmeExamples(readme) {
+  return [...readme.matchAll(MARKER)].map((match) => ({ file: match[1], code: match[2] }));
+}
+
+/** The example file as its README shows it: no header comment, the package imported by name. */
+export function exampleBody(source, packageName) {
   const lines = source.replace(/\s+$/, '').split('\n');
   let start = 0;
   while (start < lines.length && lines[start].startsWith('//')) start += 1;
-  return [lines.join('\n'), lines.slice(start).join('\n').replace(/^\n+/, '')];
+  return lines
+    .slice(start)
+    .join('\n')
+    .replace(/^\n+/, '')
+    .replaceAll(`'../src/index.js'`, `'${packageName}'`);
 }
 
-const problems = [];
-let checked = 0;
-for (const pkg of readdirSync(join(root, 'packages'))) {
-  const readme = join(root, 'packages', pkg, 'README.md');
-  if (!existsSync(readme)) continue;
-  const text = readFileSync(readme, 'utf8');
-  for (const match of text.matchAll(EXAMPLE_LINK)) {
-    const after = text.slice(match.index + match[0].length);
-    const nextHeading = after.search(/^#/m);
-    const block = /^```ts\n([\s\S]*?)\n```$/m.exec(after);
-    if (!block || (nextHeading !== -1 && block.index > nextHeading)) continue;
-    const file = join(root, 'packages', pkg, 'examples', match[1]);
-    const where = `packages/${pkg}/README.md: examples/${match[1]}`;
-    if (!existsSync(file)) {
-      problems.push(`${where}: no such file`);
-      continue;
+/** Every package README with its marked examples: what it shows and what its file says. */
+export function workspaceExamples() {
+  const found = [];
+  for (const pkg of readdirSync(join(root, 'packages'))) {
+    const dir = join(root, 'packages', pkg);
+    const readme = join(dir, 'README.md');
+    if (!existsSync(readme)) continue;
+    const name = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name;
+    found.push({ pkg, name, dir, readme, text: readFileSync(readme, 'utf8') });
+  }
+  return found;
+}
+
+function main(write) {
+  const problems = [];
+  let checked = 0;
+  let written = 0;
+  for (const { pkg, name, dir, readme, text } of workspaceExamples()) {
+    const examples = readmeExamples(text);
+    if (examples.length === 0 && existsSync(join(dir, 'examples'))) {
+      problems.push(`packages/${pkg}/README.md: no <!-- example: examples/… --> block`);
     }
-    checked += 1;
-    if (!acceptedBodies(readFileSync(file, 'utf8')).includes(block[1])) {
-      problems.push(`${where}: the README's code differs from the file; paste the file again`);
+    const next = text.replace(MARKER, (block, file, code) => {
+      const where = `packages/${pkg}/README.md: ${file}`;
+      const path = join(dir, file);
+      if (!existsSync(path)) {
+        problems.push(`${where}: no such file`);
+        return block;
+      }
+      checked += 1;
+      const body = exampleBody(readFileSync(path, 'utf8'), name);
+      if (body === code) return block;
+      if (!write) {
+        problems.push(
+          `${where}: the README's code differs from the file; run \`pnpm docs:examples\``,
+        );
+      }
+      return `<!-- example: ${file} -->\n\n\`\`\`ts\n${body}\n\`\`\``;
+    });
+    if (write && next !== text) {
+      writeFileSync(readme, next);
+      written += 1;
     }
+  }
+  if (problems.length > 0) {
+    console.error(problems.join('\n'));
+    process.exitCode = 1;
+  } else if (write) {
+    console.log(`check-readme-examples: ${checked} examples, ${written} README(s) rewritten`);
+  } else {
+    console.log(`check-readme-examples: ${checked} README examples match their files`);
   }
 }
 
-if (problems.length > 0) {
-  console.error(problems.join('\n'));
-  process.exitCode = 1;
-} else {
-  console.log(`check-readme-examples: ${checked} README examples match their files`);
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.includes('--write'));
 }

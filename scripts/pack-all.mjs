@@ -1,13 +1,17 @@
 // Packs every published package with `pnpm pack` (which turns `workspace:` ranges into the
-// versions being released) and checks that each tarball ships what a user needs: LICENSE,
-// README.md, CHANGELOG.md, and the `types` and JavaScript file of every `exports` entry.
-// `node scripts/pack-all.mjs [dir]` packs into `dir` (a fresh temporary directory by default),
-// prints one line per tarball and exits non-zero on any problem; the install test imports it.
+// versions being released), puts the README in its published form (scripts/readme-links.mjs: a
+// relative link to a file that does not ship points at the repository), and checks that each
+// tarball ships what a user needs: LICENSE, README.md, CHANGELOG.md, the `types` and JavaScript
+// file of every `exports` entry, and a README whose relative links all resolve inside it.
+// `node scripts/pack-all.mjs [dir]` packs into `dir` (by default a temporary directory, removed
+// afterwards), prints one line per tarball and exits non-zero on any problem (part of `pnpm lint`,
+// after the build); the à-la-carte test imports it.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { danglingLinks, publishedReadme } from './readme-links.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -20,8 +24,11 @@ export function publishedPackages() {
     .map(({ dir, manifest }) => ({ name: manifest.name, dir, manifest }));
 }
 
-/** What a tarball lacks, given the manifest it was packed from and the paths it holds. */
-export function tarballProblems(manifest, files) {
+/**
+ * What a tarball lacks, given the manifest it was packed from, the paths it holds and its
+ * README's text.
+ */
+export function tarballProblems(manifest, files, readme = '') {
   const have = new Set(files);
   const problems = [];
   for (const file of ['LICENSE', 'README.md', 'CHANGELOG.md', 'package.json']) {
@@ -37,7 +44,25 @@ export function tarballProblems(manifest, files) {
         problems.push(`lacks ${path} (exports["${entry}"])`);
     }
   }
+  for (const target of danglingLinks(readme, files)) {
+    problems.push(`README.md links to ${target}, which is not in the tarball`);
+  }
   return problems;
+}
+
+/** Rewrites the README inside a packed tarball into its published form; returns its text. */
+function publishReadmeIn(tarball, dir, manifest) {
+  const unpacked = mkdtempSync(join(tmpdir(), 'rigging-readme-'));
+  try {
+    execFileSync('tar', ['-xzf', tarball, '-C', unpacked]);
+    const file = join(unpacked, 'package', 'README.md');
+    const text = publishedReadme(readFileSync(file, 'utf8'), dir, manifest);
+    writeFileSync(file, text);
+    execFileSync('tar', ['-czf', tarball, '-C', unpacked, 'package']);
+    return text;
+  } finally {
+    rmSync(unpacked, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -55,9 +80,11 @@ export function packAll(destination) {
     const manifest = JSON.parse(
       execFileSync('tar', ['-xzOf', packed.filename, 'package/package.json'], { encoding: 'utf8' }),
     );
+    const readme = publishReadmeIn(packed.filename, dir, manifest);
     const problems = tarballProblems(
       manifest,
       packed.files.map((file) => file.path),
+      readme,
     );
     if (JSON.stringify(manifest).includes('workspace:')) problems.push('keeps a workspace: range');
     return {
@@ -71,13 +98,20 @@ export function packAll(destination) {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // Without a directory, the tarballs go to a temporary one that is removed afterwards.
+  const keep = process.argv[2] !== undefined;
   const destination = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'rigging-pack-')));
   let failed = false;
-  for (const { name, version, tarball, problems } of packAll(destination)) {
-    console.log(
-      `${name}@${version}: ${tarball}${problems.length ? ` — ${problems.join('; ')}` : ''}`,
-    );
-    failed ||= problems.length > 0;
+  try {
+    for (const { name, version, tarball, problems } of packAll(destination)) {
+      const where = keep ? `: ${tarball}` : '';
+      console.log(
+        `${name}@${version}${where}${problems.length ? ` — ${problems.join('; ')}` : ''}`,
+      );
+      failed ||= problems.length > 0;
+    }
+  } finally {
+    if (!keep) rmSync(destination, { recursive: true, force: true });
   }
   if (failed) process.exit(1);
 }

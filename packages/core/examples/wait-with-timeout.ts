@@ -7,14 +7,18 @@ const events = new TypedEmitter<Events>();
 events.on('job:waited', ({ job, ms }) => console.log(`waited for ${job}: ${ms} ms`));
 
 async function waitForJob(job: string, options: { signal?: AbortSignal; timeoutMs?: number }) {
-  using scope = scopedSignal({
+  const scope = scopedSignal({
     ...options,
     onTimeout: () =>
       new RiggingError('demo.timeout', `gave up waiting for ${job}`, { details: { job } }),
   });
-  const start = Date.now();
-  await sleep(job === 'slow' ? 1_000 : 10, { signal: scope.signal });
-  events.emit('job:waited', { job, ms: Date.now() - start });
+  try {
+    const start = Date.now();
+    await sleep(job === 'slow' ? 1_000 : 10, { signal: scope.signal });
+    events.emit('job:waited', { job, ms: Date.now() - start });
+  } finally {
+    scope.dispose(); // removes the timer and the listener on the caller's signal
+  }
 }
 
 await waitForJob('fast', { timeoutMs: 500 });

@@ -17,6 +17,10 @@ export interface OptionalPeerOptions {
  * `import`, a missing peer is a {@link RiggingError} with `options.code` whose message names what
  * to install (`@rigging/locks/sql needs @rigging/sql: npm i @rigging/sql`), and the entry still
  * loads with `require()` (no top-level await). Errors other than "not installed" propagate.
+ *
+ * Bundlers (esbuild, rollup, webpack) do not follow a `createRequire` call: a bundle of an entry
+ * that loads its peer this way lacks the peer. An entry meant to be bundled imports its peer with
+ * a static `import` instead (rigging's `/sql` entries do), trading this error for the runtime's.
  */
 export function requireOptionalPeer<T>(specifier: string, options: OptionalPeerOptions): T {
   const require = createRequire(options.from);

@@ -19,12 +19,18 @@ console.log(`${readers.length} shared holders of pkg/x`);
 // ...then a writer, which waits for them.
 const writer = locks.acquire('pkg/x', { mode: 'exclusive', timeoutMs: 5000 });
 await Promise.all(readers.map((r) => r.release()));
-{
-  await using lease = await writer;
+const lease = await writer;
+try {
   assertHeld(lease); // throws locks.lost if the lock file was replaced under us
   console.log(`exclusive lock on ${lease.key}, fencing token ${lease.token > readers[2]!.token}`);
+} finally {
+  await lease.release();
 }
 
 // Several keys in one global order: no deadlock whatever order callers list them in.
-await using all = await acquireAll(locks, ['pkg/b', 'pkg/a'], { timeoutMs: 5000 });
-console.log(`holding ${all.leases.map((l) => l.key).join(' and ')}`);
+const all = await acquireAll(locks, ['pkg/b', 'pkg/a'], { timeoutMs: 5000 });
+try {
+  console.log(`holding ${all.leases.map((l) => l.key).join(' and ')}`);
+} finally {
+  await all.release();
+}

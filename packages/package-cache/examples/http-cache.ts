@@ -40,9 +40,11 @@ console.log(`manifest: ${(await readFile(join(a.path, 'manifest.yaml'), 'utf8'))
 await a.release();
 await b.release();
 
-{
-  await using again = await cache.acquire(ref);
+const again = await cache.acquire(ref);
+try {
   console.log(`second acquire hit the cache: ${again.hit}`);
+} finally {
+  await again.release();
 }
 console.log(JSON.stringify(cache.stats()));
 

@@ -24,20 +24,23 @@ const migrations: Migration[] = [
 ];
 
 const url = process.argv[2] ?? `sqlite:${join(mkdtempSync(join(tmpdir(), 'notes-')), 'notes.db')}`;
-await using database = await openDatabase<Tables>(url);
+const database = await openDatabase<Tables>(url);
+try {
+  const { applied, version } = await database.migrate('notes', migrations);
+  console.log(`migrated 'notes' to version ${version} (applied: ${applied.join(', ') || 'none'})`);
 
-const { applied, version } = await database.migrate('notes', migrations);
-console.log(`migrated 'notes' to version ${version} (applied: ${applied.join(', ') || 'none'})`);
+  await database.transaction(async (trx) => {
+    await trx
+      .insertInto('notes_note')
+      .values([
+        { title: 'buy GPUs', created_at: Date.now() },
+        { title: 'reshape them', created_at: Date.now() },
+      ])
+      .execute();
+  });
 
-await database.transaction(async (trx) => {
-  await trx
-    .insertInto('notes_note')
-    .values([
-      { title: 'buy GPUs', created_at: Date.now() },
-      { title: 'reshape them', created_at: Date.now() },
-    ])
-    .execute();
-});
-
-const notes = await database.db.selectFrom('notes_note').select('title').orderBy('id').execute();
-console.log(`${database.dialect}: ${notes.map((n) => n.title).join(' → ')}`);
+  const notes = await database.db.selectFrom('notes_note').select('title').orderBy('id').execute();
+  console.log(`${database.dialect}: ${notes.map((n) => n.title).join(' → ')}`);
+} finally {
+  await database.close();
+}

@@ -1,15 +1,12 @@
-import { requireOptionalPeer } from '@rigging/core';
-
-type Sql = typeof import('@rigging/sql');
-
 /**
- * The values `@rigging/tasks/sql` uses from its optional peer `@rigging/sql`, loaded when that
- * entry is: without the peer installed, importing it throws `tasks.peer_missing` naming what to
- * install instead of a bare module-resolution failure.
+ * The values `@rigging/tasks/sql` uses from its optional peer `@rigging/sql`, imported statically
+ * so that bundlers (esbuild, rollup, webpack) follow the import and carry `@rigging/sql` into a
+ * bundle. Only code that imports this subpath loads the peer; the package's main entry never does.
+ *
+ * The trade-off: without the peer installed, importing this subpath fails with the runtime's own
+ * error, which names the missing package but not the command (Node: `ERR_MODULE_NOT_FOUND`,
+ * "Cannot find package '@rigging/sql' imported from …/dist/sql.js"; a bundler: "Could not
+ * resolve" at build time). The README's install line names it.
  * @internal
  */
-export const { isConnectionError, isUniqueViolation, sql } = requireOptionalPeer<Sql>('@rigging/sql', {
-  from: import.meta.url,
-  neededBy: '@rigging/tasks/sql',
-  code: 'tasks.peer_missing',
-});
+export { isConnectionError, isUniqueViolation, sql } from '@rigging/sql';

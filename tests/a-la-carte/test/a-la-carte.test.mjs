@@ -1,42 +1,45 @@
-// À la carte: every published package installs on its own. Each one is packed as it will be
-// published, installed with npm into an empty project outside the workspace together with only
-// the @rigging tarballs it depends on, loaded from ESM and CommonJS, and its README example
-// (the file under its examples/) run from an .mjs and a .cjs file against the installed tarball.
+// À la carte: every published package installs on its own, and the examples its README shows
+// run as a user pastes them. Each package is packed as it will be published; its README is read
+// from the tarball and every `<!-- example: … -->` block in it is run in an empty project outside
+// the workspace, with what the README says to install and nothing else:
+// - npm: the block saved as `.mts` and run with tsx (as the README says), and with its types
+//   stripped as an `.mjs` run by plain `node` (no syntax the running Node cannot parse);
+// - pnpm (strict: only declared dependencies resolve): the `.mjs` run by `node`;
+// - esbuild: the block bundled for Node with everything but native addons, then run from a
+//   directory whose node_modules holds only those addons.
+// Every entry is also loaded from ESM and from CommonJS with nothing but the package installed.
+// On Node 20 all three run; on other majors (scripts/test-on-node.sh) npm and esbuild, which
+// cover what depends on Node (pnpm's layout does not). RIGGING_A_LA_CARTE=npm,pnpm,esbuild picks.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { transformSync } from 'esbuild';
+import { buildSync, transformSync } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packAll } from '../../../scripts/pack-all.mjs';
+import { readmeExamples } from '../../../scripts/check-readme-examples.mjs';
+import { packAll, publishedPackages } from '../../../scripts/pack-all.mjs';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-/** The driver the sql example needs, linked from the workspace where it is already compiled. */
+/** The SQLite driver, linked from the workspace where it is built for the running Node. */
 const betterSqlite3 = join(
   fileURLToPath(new URL('..', import.meta.url)),
   'node_modules',
   'better-sqlite3',
 );
+const tsx = join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs');
+/** Native addons stay outside a bundle (a bundler cannot inline a `.node` file). */
+const NATIVE = ['better-sqlite3', 'fs-native-extensions'];
 
-/**
- * Per package: the README example it runs, what else its README tells the user to install for
- * that example (`@rigging/*` names come from the packed tarballs), and the subpath entries that
- * need the optional peer `@rigging/sql`.
- */
-const CASES = {
-  '@rigging/core': { example: 'wait-with-timeout.ts' },
-  '@rigging/sql': { example: 'notes.ts', extras: [betterSqlite3] },
-  '@rigging/locks': { example: 'file-lock.ts', needsSql: ['sql'] },
-  '@rigging/tasks': { example: 'deploy.ts', extras: ['@rigging/sql'], needsSql: ['sql'] },
-  '@rigging/package-cache': { example: 'http-cache.ts' },
-  '@rigging/async-queue': { example: 'containers.ts', needsSql: ['sql'] },
-  '@rigging/destroy-graph': { example: 'app-network-vms.ts' },
-  '@rigging/reshape': { example: 'vgpu.ts', needsSql: ['sql'] },
-};
+const MODES = new Set(
+  (
+    process.env.RIGGING_A_LA_CARTE ??
+    (process.versions.node.startsWith('20.') ? 'npm,pnpm,esbuild' : 'npm,esbuild')
+  ).split(','),
+);
 
-/** The whole file must finish within this (npm's cache makes reruns much faster). */
-const DEADLINE_MS = 6 * 60_000;
+/** The whole file must finish within this (npm's and pnpm's caches make reruns faster). */
+const DEADLINE_MS = 15 * 60_000;
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'rigging-a-la-carte-'));
 let packed = [];
@@ -55,11 +58,11 @@ const env = Object.fromEntries(
   Object.entries(process.env).filter(([key]) => !/^(npm_|pnpm_|NODE_PATH$)/i.test(key)),
 );
 
-/** Runs npm in `cwd`, throwing with its output when it fails. */
-function npm(args, cwd) {
-  const result = spawnSync('npm', args, { cwd, env, encoding: 'utf8', timeout: 180_000 });
+/** Runs a package manager in `cwd`, throwing with its output when it fails. */
+function run(command, args, cwd) {
+  const result = spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout: 240_000 });
   if (result.status !== 0) {
-    throw new Error(`npm ${args.join(' ')} failed:\n${result.stdout}\n${result.stderr}`);
+    throw new Error(`${command} ${args.join(' ')} failed:\n${result.stdout}\n${result.stderr}`);
   }
 }
 
@@ -69,132 +72,226 @@ function node(args, cwd) {
   return { status: result.status, output: `${result.stdout}${result.stderr}` };
 }
 
+const tarballOf = (name) => packed.find((p) => p.name === name);
+
 /** The tarball of `name` and of every @rigging package it depends on, transitively. */
-function closure(name) {
-  const byName = new Map(packed.map((p) => [p.name, p]));
+function closure(names) {
   const seen = new Set();
   const visit = (current) => {
     if (seen.has(current)) return;
     seen.add(current);
-    for (const dependency of Object.keys(byName.get(current).manifest.dependencies ?? {})) {
-      if (byName.has(dependency)) visit(dependency);
+    for (const dependency of Object.keys(tarballOf(current).manifest.dependencies ?? {})) {
+      if (tarballOf(dependency)) visit(dependency);
     }
   };
-  visit(name);
-  return [...seen].map((n) => byName.get(n).tarball);
+  for (const name of names) visit(name);
+  return [...seen];
 }
 
-/** An empty npm project outside the workspace with `specs` installed, as a user would do. */
-function project(name, specs) {
-  const dir = mkdtempSync(join(work, `${name.replace('@rigging/', '')}-`));
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
-  npm(
-    ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', ...specs],
-    dir,
-  );
-  return dir;
+/** What to install for a package name a README tells the user to install. */
+const spec = (name) =>
+  tarballOf(name)?.tarball ?? (name === 'better-sqlite3' ? betterSqlite3 : name);
+
+/** The packages a block imports (bare specifiers, `node:` built-ins left out). */
+function importedPackages(code) {
+  const names = new Set();
+  for (const [, specifier] of code.matchAll(/^import\s[^'"]*?from\s+'([^']+)';/gms)) {
+    if (specifier.startsWith('node:') || specifier.startsWith('.')) continue;
+    const parts = specifier.split('/');
+    names.add(specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]);
+  }
+  return names;
 }
 
 /**
- * The README example as an ES module (types stripped, `await using` lowered for Node 20) and as
- * CommonJS: imports become `require` calls and the top-level awaits run in an async function.
+ * The README's install command for an example: the last `npm i…` in backticks between the
+ * previous heading or example and the block, else the first `npm install` of the Install section.
  */
-function exampleModules(name, file) {
-  const source = readFileSync(
-    join(root, 'packages', name.slice('@rigging/'.length), 'examples', file),
-    'utf8',
-  )
-    // Examples inside the repository may import the sources; a user imports the package.
-    .replaceAll(`'../src/index.js'`, `'${name}'`);
-  const esm = transformSync(source, { loader: 'ts', format: 'esm', target: 'node20' }).code;
-  const requires = [];
-  const body = esm
-    .replace(/^import ([^;"]+?) from (".+?");$/gm, (_line, clause, specifier) => {
-      const named = clause.replace(/\s+/g, ' ').match(/^\{(.*)\}$/);
-      const binding = named
-        ? `{${named[1].replace(/ as /g, ': ')}}`
-        : clause.replace(/^\* as /, '');
-      requires.push(`const ${binding} = require(${specifier});`);
-      return '';
-    })
-    .replace(/^export (?=async function|function|const|let|class)/gm, '')
-    .replace(/^export \{[^}]*\};$/gm, '')
-    .replaceAll('import.meta.url', 'require("node:url").pathToFileURL(__filename).href');
-  const cjs = [
-    '"use strict";',
-    ...requires,
-    '(async () => {',
-    body,
-    '})().catch((error) => {',
-    '  console.error(error);',
-    '  process.exitCode = 1;',
-    '});',
-  ].join('\n');
-  return { esm, cjs };
+function installCommand(readme, file) {
+  const at = readme.indexOf(`<!-- example: ${file} -->`);
+  const before = readme.slice(0, at);
+  const from = Math.max(before.lastIndexOf('\n#'), before.lastIndexOf('<!-- example:'));
+  const commands = [...before.slice(from).matchAll(/`(npm i(?:nstall)? [^`]+)`/g)];
+  const command =
+    commands.at(-1)?.[1] ?? /^## Install\n+```sh\n(npm i(?:nstall)? [^\n#]+)/m.exec(readme)?.[1];
+  return new Set(command?.trim().split(/\s+/).slice(2) ?? []);
 }
 
-describe.each(Object.entries(CASES))(
-  '%s à la carte',
-  (name, { example, extras = [], needsSql = [] }) => {
-    let dir = '';
+/** An empty npm project outside the workspace with `names` installed, as a user would do. */
+function npmProject(name, names) {
+  const dir = mkdtempSync(join(work, `npm-${name.replace('@rigging/', '')}-`));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
+  npmInstall(dir, names);
+  return dir;
+}
+function npmInstall(dir, names) {
+  const args = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'];
+  run('npm', [...args, ...names.map(spec)], dir);
+}
 
-    it('packs with LICENSE, README, CHANGELOG and .d.ts types for every entry', () => {
-      const tarball = packed.find((p) => p.name === name);
-      expect(tarball, `${name} was not packed`).toBeDefined();
-      expect(tarball.problems).toEqual([]);
-      const license = execFileSync('tar', ['-xzOf', tarball.tarball, 'package/LICENSE'], {
-        encoding: 'utf8',
-      });
-      expect(license).toBe(readFileSync(join(root, 'LICENSE'), 'utf8'));
+/**
+ * An empty pnpm project (strict: a package resolves only what it declares) with `names` as its
+ * dependencies; every @rigging package, including the dependencies of those, comes from its
+ * tarball (overrides), as it would from the registry after a release.
+ */
+function pnpmProject(name, names) {
+  const dir = mkdtempSync(join(work, `pnpm-${name.replace('@rigging/', '')}-`));
+  const source = (n) =>
+    tarballOf(n)
+      ? `file:${tarballOf(n).tarball}`
+      : n === 'better-sqlite3'
+        ? `link:${betterSqlite3}`
+        : 'latest';
+  const manifest = {
+    name: 'consumer',
+    private: true,
+    dependencies: Object.fromEntries(names.map((n) => [n, source(n)])),
+    pnpm: { overrides: Object.fromEntries(packed.map((p) => [p.name, `file:${p.tarball}`])) },
+  };
+  writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
+  run('pnpm', ['install', '--prefer-offline', '--ignore-scripts', '--reporter=silent'], dir);
+  return dir;
+}
+
+/** The block with its types stripped and nothing else changed (no lowering for old Nodes). */
+const stripTypes = (code) =>
+  transformSync(code, { loader: 'ts', format: 'esm', target: 'esnext' }).code;
+
+/** Runs a file and checks it succeeds and prints something. */
+function expectRuns(args, cwd) {
+  const result = node(args, cwd);
+  expect(result.status, `${args.join(' ')} in ${cwd}:\n${result.output}`).toBe(0);
+  expect(result.output.trim(), `${args.join(' ')} printed nothing`).not.toBe('');
+  return result.output;
+}
+
+describe.each(publishedPackages().map(({ name }) => [name]))('%s à la carte', (name) => {
+  let readme = '';
+  let examples = [];
+  let needs = [];
+  let dir = '';
+
+  it('packs with LICENSE, README with its examples, CHANGELOG and .d.ts types', () => {
+    const tarball = tarballOf(name);
+    expect(tarball, `${name} was not packed`).toBeDefined();
+    expect(tarball.problems).toEqual([]);
+    const license = execFileSync('tar', ['-xzOf', tarball.tarball, 'package/LICENSE'], {
+      encoding: 'utf8',
     });
+    expect(license).toBe(execFileSync('cat', [join(root, 'LICENSE')], { encoding: 'utf8' }));
+    readme = execFileSync('tar', ['-xzOf', tarball.tarball, 'package/README.md'], {
+      encoding: 'utf8',
+    });
+    examples = readmeExamples(readme);
+    expect(examples.length, `${name}'s README shows no example`).toBeGreaterThan(0);
+  });
 
-    it('installs alone and loads every entry from ESM and CommonJS', () => {
-      dir = project(name, closure(name));
-      const manifest = packed.find((p) => p.name === name).manifest;
-      for (const entry of Object.keys(manifest.exports).filter((e) => e !== './package.json')) {
-        const specifier = entry === '.' ? name : `${name}/${entry.slice(2)}`;
-        const missingPeer = needsSql.includes(entry.slice(2));
-        const esm = node(['--input-type=module', '-e', `await import('${specifier}')`], dir);
-        const cjs = node(['-e', `require('${specifier}')`], dir);
-        for (const run of [esm, cjs]) {
-          if (missingPeer) {
-            expect(run.status, `${specifier} without @rigging/sql`).not.toBe(0);
-            expect(run.output).toContain(`${specifier} needs @rigging/sql: npm i @rigging/sql`);
-          } else {
-            expect(run.output, `${specifier} loads`).toBe('');
-            expect(run.status).toBe(0);
-          }
+  it("names in each example's install command exactly what the example imports", () => {
+    const all = new Set();
+    for (const { file, code } of examples) {
+      const imported = importedPackages(code);
+      // @rigging/sql opens SQLite by default in the examples: its driver is part of the install.
+      if (imported.has('@rigging/sql')) imported.add('better-sqlite3');
+      expect([...installCommand(readme, file)].sort(), `${name} README, ${file}`).toEqual(
+        [...imported].sort(),
+      );
+      for (const n of imported) all.add(n);
+    }
+    needs = [...all];
+  });
+
+  it('installs alone with npm and loads every entry from ESM and CommonJS', () => {
+    dir = npmProject(name, closure([name]));
+    const manifest = tarballOf(name).manifest;
+    const optional = Object.keys(manifest.peerDependenciesMeta ?? {});
+    for (const entry of Object.keys(manifest.exports).filter((e) => e !== './package.json')) {
+      const specifier = entry === '.' ? name : `${name}/${entry.slice(2)}`;
+      const esm = node(['--input-type=module', '-e', `await import('${specifier}')`], dir);
+      const cjs = node(['-e', `require('${specifier}')`], dir);
+      for (const result of [esm, cjs]) {
+        if (entry === './sql' && optional.includes('@rigging/sql')) {
+          // The /sql entries import their optional peer statically (bundlers follow it).
+          expect(result.status, `${specifier} without @rigging/sql`).not.toBe(0);
+          expect(result.output).toMatch(/Cannot find (package|module) '@rigging\/sql'/);
+        } else {
+          expect(result.output, `${specifier} loads`).toBe('');
+          expect(result.status).toBe(0);
         }
       }
-    });
+    }
+  });
 
-    it(`runs examples/${example} from an .mjs and a .cjs file`, () => {
-      expect(Date.now() - started, 'the install test outgrew its time budget').toBeLessThan(
-        DEADLINE_MS,
+  it.runIf(MODES.has('npm'))(
+    'runs each README example with npm: .mts with tsx, .mjs with node',
+    () => {
+      expect(Date.now() - started, 'the test outgrew its time budget').toBeLessThan(DEADLINE_MS);
+      npmInstall(
+        dir,
+        needs.filter((n) => n !== name),
       );
-      const tarballs = new Map(packed.map((p) => [p.name, p.tarball]));
-      if (extras.length > 0) {
-        npm(
-          [
-            'install',
-            '--prefer-offline',
-            '--no-audit',
-            '--no-fund',
-            '--ignore-scripts',
-            ...extras.map((e) => tarballs.get(e) ?? e),
-          ],
-          dir,
-        );
+      for (const [index, { code }] of examples.entries()) {
+        writeFileSync(join(dir, `example${index}.mts`), code);
+        writeFileSync(join(dir, `example${index}.mjs`), stripTypes(code));
+        expectRuns([tsx, `example${index}.mts`], dir);
+        expectRuns([`example${index}.mjs`], dir);
       }
-      const { esm, cjs } = exampleModules(name, example);
-      writeFileSync(join(dir, 'example.mjs'), esm);
-      writeFileSync(join(dir, 'example.cjs'), cjs);
-      const fromEsm = node(['example.mjs'], dir);
-      expect(fromEsm.status, fromEsm.output).toBe(0);
-      expect(fromEsm.output.trim()).not.toBe('');
-      const fromCjs = node(['example.cjs'], dir);
-      expect(fromCjs.status, fromCjs.output).toBe(0);
-      expect(fromCjs.output.split('\n').length).toBe(fromEsm.output.split('\n').length);
-    });
-  },
-);
+    },
+  );
+
+  it('loads its /sql entry from ESM and CommonJS once @rigging/sql is installed', () => {
+    const manifest = tarballOf(name).manifest;
+    if (!manifest.exports['./sql'] || !manifest.peerDependencies?.['@rigging/sql']) return;
+    if (!existsSync(join(dir, 'node_modules', '@rigging', 'sql')))
+      npmInstall(dir, ['@rigging/sql']);
+    const specifier = `${name}/sql`;
+    for (const args of [
+      ['--input-type=module', '-e', `await import('${specifier}')`],
+      ['-e', `require('${specifier}')`],
+    ]) {
+      const result = node(args, dir);
+      expect(result.output, `${specifier} loads`).toBe('');
+      expect(result.status).toBe(0);
+    }
+  });
+
+  it.runIf(MODES.has('pnpm'))('runs each README example with pnpm (strict)', () => {
+    expect(Date.now() - started, 'the test outgrew its time budget').toBeLessThan(DEADLINE_MS);
+    const project = pnpmProject(name, needs.includes(name) ? needs : [name, ...needs]);
+    for (const [index, { code }] of examples.entries()) {
+      writeFileSync(join(project, `example${index}.mjs`), stripTypes(code));
+      expectRuns([`example${index}.mjs`], project);
+    }
+  });
+
+  it.runIf(MODES.has('esbuild'))('runs each README example bundled by esbuild', () => {
+    expect(Date.now() - started, 'the test outgrew its time budget').toBeLessThan(DEADLINE_MS);
+    if (!MODES.has('npm'))
+      npmInstall(
+        dir,
+        needs.filter((n) => n !== name),
+      );
+    const deployed = mkdtempSync(join(work, `bundle-${name.replace('@rigging/', '')}-`));
+    mkdirSync(join(deployed, 'node_modules'));
+    for (const addon of NATIVE) {
+      symlinkSync(join(dir, 'node_modules', addon), join(deployed, 'node_modules', addon));
+    }
+    for (const [index, { code }] of examples.entries()) {
+      writeFileSync(join(dir, `bundled${index}.mts`), code);
+      buildSync({
+        entryPoints: [join(dir, `bundled${index}.mts`)],
+        outfile: join(deployed, `bundle${index}.mjs`),
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node20',
+        external: NATIVE,
+        logLevel: 'silent',
+        // CommonJS dependencies call require(); an ES module bundle provides it.
+        banner: {
+          js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+        },
+      });
+      expectRuns([`bundle${index}.mjs`], deployed);
+    }
+  });
+});

@@ -1,15 +1,12 @@
-import { requireOptionalPeer } from '@rigging/core';
-
-type Sql = typeof import('@rigging/sql');
-
 /**
- * The values `@rigging/reshape/sql` uses from its optional peer `@rigging/sql`, loaded when that
- * entry is: without the peer installed, importing it throws `reshape.peer_missing` naming what to
- * install instead of a bare module-resolution failure.
+ * The values `@rigging/reshape/sql` uses from its optional peer `@rigging/sql`, imported statically
+ * so that bundlers (esbuild, rollup, webpack) follow the import and carry `@rigging/sql` into a
+ * bundle. Only code that imports this subpath loads the peer; the package's main entry never does.
+ *
+ * The trade-off: without the peer installed, importing this subpath fails with the runtime's own
+ * error, which names the missing package but not the command (Node: `ERR_MODULE_NOT_FOUND`,
+ * "Cannot find package '@rigging/sql' imported from …/dist/sql.js"; a bundler: "Could not
+ * resolve" at build time). The README's install line names it.
  * @internal
  */
-export const { CompiledQuery, isUniqueViolation } = requireOptionalPeer<Sql>('@rigging/sql', {
-  from: import.meta.url,
-  neededBy: '@rigging/reshape/sql',
-  code: 'reshape.peer_missing',
-});
+export { CompiledQuery, isUniqueViolation } from '@rigging/sql';
