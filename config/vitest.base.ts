@@ -1,16 +1,17 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ViteUserConfig } from 'vitest/config';
 
 /**
  * The export condition every workspace package maps to its TypeScript sources
- * (`"@rigging/source": "./src/index.ts"` in each `exports` entry). Tests resolve it first, so
+ * (`"@rigging/source": { "import": "./src/index.ts" }` in each `exports` entry), so
  * `@rigging/locks` imported from another package's test is the current `src/`, never a stale
- * `dist/`. Child processes started with testkit's `spawnNode` pass it to Node as `--conditions`.
+ * `dist/` (through {@link sourceResolve}'s aliases). Child processes started with testkit's
+ * `spawnNode` pass it to Node as `--conditions` (tsx runs the TypeScript); it maps only `import`,
+ * so a `require()` still gets `dist/`.
  */
 export const SOURCE_CONDITION = '@rigging/source';
-
-// Vite replaces its defaults when `conditions` is set: keep them after ours.
-const conditions = [SOURCE_CONDITION, 'module', 'node', 'development|production'];
 
 /** The test options every package shares (each `vitest.config.ts` spreads them into `test`). */
 export const packageTests = {
@@ -21,10 +22,40 @@ export const packageTests = {
   hookTimeout: 60_000,
 } satisfies ViteUserConfig['test'];
 
+/**
+ * `@rigging/<pkg>` and `@rigging/<pkg>/<entry>` → that entry's TypeScript source, read from the
+ * `@rigging/source` condition of each workspace package's `exports`. Aliases, not Vite
+ * `conditions`: Vitest hands those to its workers as Node `--conditions`, and plain Node (which
+ * loads the optional peers with `require`) cannot run TypeScript.
+ */
+function sourceAliases(): { find: RegExp; replacement: string }[] {
+  const packages = fileURLToPath(new URL('../packages/', import.meta.url));
+  const aliases: { find: RegExp; replacement: string }[] = [];
+  for (const dir of readdirSync(packages)) {
+    const file = join(packages, dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const manifest = JSON.parse(readFileSync(file, 'utf8')) as {
+      name: string;
+      exports?: Record<string, unknown>;
+    };
+    for (const [entry, target] of Object.entries(manifest.exports ?? {})) {
+      const source = (target as { [SOURCE_CONDITION]?: { import?: string } } | null)?.[
+        SOURCE_CONDITION
+      ]?.import;
+      if (typeof source !== 'string') continue;
+      const specifier = manifest.name + entry.slice(1);
+      aliases.push({
+        find: new RegExp(`^${specifier.replace(/[/.]/g, '\\$&')}$`),
+        replacement: join(packages, dir, source),
+      });
+    }
+  }
+  return aliases;
+}
+
 /** Resolution every package's `vitest.config.ts` spreads at the top level: workspace imports go to `src/`. */
 export const sourceResolve = {
-  resolve: { conditions },
-  ssr: { resolve: { conditions, externalConditions: [SOURCE_CONDITION] } },
+  resolve: { alias: sourceAliases() },
 } satisfies ViteUserConfig;
 
 /**
