@@ -1,0 +1,41 @@
+// The StrykerJS setup every package's `stryker.config.mjs` shares (`pnpm mutate` in a package).
+// Not part of CI: a run takes minutes per module on two cores. Scores and the surviving mutants
+// judged equivalent are recorded in the package's BENCHMARKS.md.
+
+/**
+ * @param {{ mutate: string[], timeoutMs?: number }} options - `mutate`: the modules that carry
+ *   the package's guarantees (globs relative to the package)
+ * @returns {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export function strykerConfig({ mutate, timeoutMs = 30_000 }) {
+  return {
+    packageManager: 'pnpm',
+    plugins: ['@stryker-mutator/vitest-runner', '@stryker-mutator/typescript-checker'],
+    testRunner: 'vitest',
+    vitest: { configFile: 'vitest.config.ts', related: true },
+    checkers: ['typescript'],
+    tsconfigFile: 'tsconfig.json',
+    typescriptChecker: { prioritizePerformanceOverAccuracy: true },
+    coverageAnalysis: 'perTest',
+    mutate,
+    // In place: the shared vitest/tsconfig bases are reached by relative paths a sandbox copy
+    // would break. Stryker restores every file at the end (and after Ctrl-C).
+    inPlace: true,
+    // Re-runs only mutate what changed since the last run (tests or code).
+    incremental: true,
+    incrementalFile: 'reports/stryker-incremental.json',
+    reporters: ['clear-text', 'progress', 'json'],
+    jsonReporter: { fileName: 'reports/mutation.json' },
+    clearTextReporter: {
+      allowColor: false,
+      logTests: false,
+      reportMutants: true,
+      reportScoreTable: true,
+    },
+    concurrency: 1,
+    timeoutMS: timeoutMs,
+    thresholds: { high: 90, low: 85, break: null },
+    tempDirName: '.stryker-tmp',
+    cleanTempDir: 'always',
+  };
+}

@@ -1,0 +1,5 @@
+// @ts-nocheck
+import { strykerConfig } from '../../config/stryker.base.mjs';
+
+// The layering: strongly connected components, layers and the spec's comparator.
+export default strykerConfig({ mutate: ['src/layering.ts'] });
