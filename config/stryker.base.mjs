@@ -3,11 +3,14 @@
 // judged equivalent are recorded in the package's BENCHMARKS.md.
 
 /**
- * @param {{ mutate: string[], timeoutMs?: number }} options - `mutate`: the modules that carry
- *   the package's guarantees (globs relative to the package)
+ * @param {{ mutate: string[], tests?: string[], timeoutMs?: number }} options - `mutate`: the
+ *   modules that carry the package's guarantees; `tests`: the test files that exercise them
+ *   (globs relative to the package; every test file by default)
  * @returns {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
-export function strykerConfig({ mutate, timeoutMs = 30_000 }) {
+export function strykerConfig({ mutate, tests = ['test/**/*.test.ts'], timeoutMs = 30_000 }) {
+  // Read by config/vitest.base.ts in the test runner processes (they inherit the environment).
+  process.env.RIGGING_MUTATE_TESTS = tests.join(',');
   return {
     packageManager: 'pnpm',
     plugins: ['@stryker-mutator/vitest-runner', '@stryker-mutator/typescript-checker'],

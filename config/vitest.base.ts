@@ -13,10 +13,14 @@ import type { ViteUserConfig } from 'vitest/config';
  */
 export const SOURCE_CONDITION = '@rigging/source';
 
+// `pnpm mutate` (StrykerJS) runs the suite once per mutant: only the test files its config names
+// (`config/stryker.base.mjs` sets this), and no type tests.
+const mutationTests = process.env.RIGGING_MUTATE_TESTS?.split(',');
+
 /** The test options every package shares (each `vitest.config.ts` spreads them into `test`). */
 export const packageTests = {
-  include: ['test/**/*.test.ts'],
-  typecheck: { enabled: true, include: ['test/**/*.test-d.ts'] },
+  include: mutationTests ?? ['test/**/*.test.ts'],
+  typecheck: { enabled: mutationTests === undefined, include: ['test/**/*.test-d.ts'] },
   // CI runs several suites at once on 2 cores; process and database tests need headroom.
   testTimeout: 30_000,
   hookTimeout: 60_000,
