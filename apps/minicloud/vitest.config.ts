@@ -1,7 +1,9 @@
 import { defineConfig } from 'vitest/config';
-import { packageTests } from '../../config/vitest.base';
+import { freshDist, packageTests, sourceResolve } from '../../config/vitest.base';
 
 export default defineConfig({
+  ...sourceResolve,
   // CLI tests spawn node processes; on a loaded 2-core CI machine one can take over 5 s.
-  test: { ...packageTests, testTimeout: 60_000, hookTimeout: 120_000 },
+  // Most test files spawn the built CLI (`dist/cli.js`): refuse to run them against a stale one.
+  test: { ...packageTests, testTimeout: 60_000, hookTimeout: 120_000, globalSetup: [freshDist] },
 });

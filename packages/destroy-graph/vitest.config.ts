@@ -1,11 +1,5 @@
-import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
-import { packageTests } from '../../config/vitest.base';
+import { packageTests, sourceResolve } from '../../config/vitest.base';
 
-export default defineConfig({
-  resolve: {
-    // Examples import the package by name; test them against the sources.
-    alias: { '@rigging/destroy-graph': fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
-  },
-  test: packageTests,
-});
+// Examples import the package by name: the source condition resolves that to `src/` too.
+export default defineConfig({ ...sourceResolve, test: packageTests });

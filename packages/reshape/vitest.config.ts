@@ -1,4 +1,7 @@
 import { defineConfig } from 'vitest/config';
-import { packageTests } from '../../config/vitest.base';
+import { packageTests, sourceResolve } from '../../config/vitest.base';
 
-export default defineConfig({ test: { ...packageTests, hookTimeout: 90_000 } });
+export default defineConfig({
+  ...sourceResolve,
+  test: { ...packageTests, hookTimeout: 90_000 },
+});

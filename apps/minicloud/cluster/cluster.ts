@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, sql } from '@rigging/sql';
 import { Api } from './api.js';
+import { CapacityWatch } from './capacity.js';
 import { injectFaults, type FaultKind, type FaultRecord } from './faults.js';
 import { runLoad, type Workload } from './load.js';
 import { Network } from './netns.js';
@@ -27,8 +28,31 @@ export interface ClusterRunOptions {
   cli: string;
   /** Where logs go (kept after the run). */
   logDir: string;
+  /** How long the verdict waits for submitted ops to end. @default 60000 */
+  drainMs?: number;
+  /**
+   * Self-test: one fault the verdict must catch (see {@link SABOTAGE}); the container runtime's
+   * are passed to the hosts as `MINICLOUD_SABOTAGE`, the others are injected from here.
+   */
+  sabotage?: Sabotage | undefined;
   say(line: string): void;
 }
+
+/**
+ * The self-test's faults, one per run: `lost-op` (an op reported done without its effect),
+ * `double-apply` (an op's effect applied a second time past the "already applied" check),
+ * `reorder` (an op reported done before its effect, which lands after the next op's),
+ * `over-commit` (an allocation over capacity behind Placement's back, released before the end),
+ * `verdict-500` (the verdict's Placement read answered with a 500).
+ */
+export const SABOTAGE = [
+  'lost-op',
+  'double-apply',
+  'reorder',
+  'over-commit',
+  'verdict-500',
+] as const;
+export type Sabotage = (typeof SABOTAGE)[number];
 
 /** What a run produced. */
 export interface RunResult {
@@ -38,6 +62,8 @@ export interface RunResult {
   usage: Usage;
   hosts: { label: string; ns: string; address: string; role: string; pids: number[] }[];
   durationMs: number;
+  /** The self-test's fault, when one was injected. */
+  sabotage?: Sabotage;
 }
 
 /** Server-side keepalives: PostgreSQL ends a cut-off host's sessions (and its locks) in ~4 s. */
@@ -100,6 +126,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
       concurrency: options.concurrency,
       token,
       port: 8787,
+      sabotage: options.sabotage,
     };
     const apiHosts = [];
     for (let i = 1; i <= options.apiHosts; i++) apiHosts.push(await network.addHost(`api-${i}`));
@@ -126,8 +153,16 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
     );
     const run = randomBytes(3).toString('hex');
     const before = await sample(state, processes);
+    const capacity = new CapacityWatch(state);
+    capacity.start();
     let injecting = options.faults.length > 0;
     const loading = runLoad(api, options.workload, `r${run}`, () => injecting);
+    const overCommit =
+      options.sabotage === 'over-commit'
+        ? new Promise((resolve) => setTimeout(resolve, 2_000))
+            .then(() => state!.overCommit('node-1', 1_500))
+            .then((what) => options.say(`self-test: over-committed ${what}, then released`))
+        : Promise.resolve();
     let faults: FaultRecord[] = [];
     try {
       if (injecting) {
@@ -147,11 +182,23 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
       for (const w of workers) if (!processes.includes(w)) processes.push(w);
     }
     const load = await loading;
+    await overCommit;
+    await capacity.stop();
     const usage = usageBetween(before, await sample(state, processes), processes);
     options.say(
       `load done: ${load.ops.length} container ops, ${load.placement.writes} Placement writes, ${load.deploys.ok + load.deploys.reverted} deploys, ${load.reshapes.ok} reshapes`,
     );
-    const result = await verdict({ api, state, load, faults, drainMs: 60_000 });
+    const result = await verdict({
+      api,
+      state,
+      load,
+      faults,
+      capacity,
+      drainMs: options.drainMs ?? 60_000,
+      ...(options.sabotage === 'verdict-500'
+        ? { apiRead: (read) => state!.withInventoriesGone(read) }
+        : {}),
+    });
     return {
       verdict: result,
       faults,
@@ -164,6 +211,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
         pids: processes.filter((p) => p.host === h).map((p) => p.pid),
       })),
       durationMs: Date.now() - started,
+      ...(options.sabotage ? { sabotage: options.sabotage } : {}),
     };
   } finally {
     process.off('SIGINT', onSignal);

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { runCluster, type RunResult } from './cluster.js';
+import { runCluster, SABOTAGE, type RunResult, type Sabotage } from './cluster.js';
 import type { FaultKind } from './faults.js';
 import type { Workload } from './load.js';
 import { namespacesUnavailable } from './netns.js';
@@ -31,7 +31,11 @@ workload while injecting faults, and prints a verdict. Removes everything it mad
   --max-seconds <s>      the load stops submitting after this long (default 180)
   --database <url>       PostgreSQL (default $MINICLOUD_CLUSTER_DATABASE_URL or
                          postgres://postgres@127.0.0.1:5432/postgres); a fresh database is made
+  --drain-seconds <s>    how long the verdict waits for submitted ops to end (default 60)
   --json <file>          also write the results as JSON
+
+Self-test: MINICLOUD_CLUSTER_SABOTAGE=<fault> injects one fault the verdict must catch
+(${SABOTAGE.join(', ')}); such a run must end with VERDICT FAILS.
 Exit codes: 0 verdict holds, 1 it does not, 2 usage, 3 namespaces cannot be made here.`;
 
 function int(values: Record<string, unknown>, name: string, fallback: number, min = 0): number {
@@ -69,6 +73,16 @@ function scalingList(raw: unknown): [number, number][] | undefined {
     });
 }
 
+function sabotage(raw: string | undefined): Sabotage | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  if (!(SABOTAGE as readonly string[]).includes(raw)) {
+    throw new RangeError(
+      `MINICLOUD_CLUSTER_SABOTAGE: unknown fault ${JSON.stringify(raw)} (${SABOTAGE.join(', ')})`,
+    );
+  }
+  return raw as Sabotage;
+}
+
 /** The verdict as the lines printed at the end of a run. */
 export function formatVerdict(v: Verdict, result: RunResult): string[] {
   const mark = (n: number) => (n === 0 ? `${n}` : `${n}  <-- must be 0`);
@@ -77,12 +91,16 @@ export function formatVerdict(v: Verdict, result: RunResult): string[] {
     `  container ops  submitted ${v.submitted}, succeeded ${v.succeeded}, failed by design ${v.failedByDesign}`,
     `  lost           ${mark(v.lost)}`,
     `  failed unexpectedly ${mark(v.failedUnexpectedly)}`,
-    `  double-applied ${mark(v.doubleApplied)}  (completed tasks run again, from the task log)`,
-    `  order violations ${mark(v.orderViolations)}`,
-    `  over capacity  ${mark(v.overCapacity)}  (${v.placementWrites} Placement writes, ${v.placementRefusedByCapacity} refused for capacity by design)`,
+    `  double-applied ${mark(v.doubleApplied)}  (ops with two accepted effects, from the runtime's witness)`,
+    `  order violations ${mark(v.orderViolations)}  (per-key effect sequence, from the witness)`,
+    `  stale effects refused ${v.staleEffectsRefused}  (lower fencing token than the key had seen)`,
+    `  over capacity  ${mark(v.overCapacity)}  (${v.capacitySamples} direct samples + Placement API; ${v.placementWrites} Placement writes, ${v.placementRefusedByCapacity} refused for capacity by design)`,
     `  half-done flows ${mark(v.halfDoneFlows)}  (flows: ${JSON.stringify(v.flowStates)})`,
+    `  tasks run twice ${mark(v.tasksRunTwice)}  (task log)`,
+    `  failed reads   ${mark(v.readFailures)}; submissions refused ${mark(v.submissionsRefused)}; load errors ${mark(v.loadErrors)}`,
+    `  vacuous        ${v.vacuous.length === 0 ? 'no' : `${v.vacuous.join('; ')}  <-- must be no`}`,
     `  takeovers      ${v.takeoverMs.count}, p50 ${v.takeoverMs.p50} ms, max ${v.takeoverMs.max} ms`,
-    `  stale writes refused ${v.staleWritesRefused}; ops re-reported after a takeover ${v.rerunAfterTakeover}`,
+    `  stale writes refused (victims' logs) ${v.staleWritesRefused}; ops re-reported after a takeover ${v.rerunAfterTakeover}`,
     `  throughput     ${v.opsPerSecond.toFixed(1)} container ops/s; op latency p50 ${v.opLatencyMs.p50} ms, p99 ${v.opLatencyMs.p99} ms`,
     `  Placement      write latency p50 ${v.placementLatencyMs.p50.toFixed(1)} ms, p99 ${v.placementLatencyMs.p99.toFixed(1)} ms`,
     `  machine        ${(result.usage.machineBusy * 100).toFixed(0)}% of ${result.usage.cores} cores busy; CPU (cores) ${Object.entries(
@@ -93,6 +111,9 @@ export function formatVerdict(v: Verdict, result: RunResult): string[] {
         ', ',
       )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s`,
     ...v.problems.slice(0, 20).map((p) => `  problem: ${p}`),
+    ...(result.sabotage
+      ? [`  self-test: sabotage ${result.sabotage} (this verdict must fail)`]
+      : []),
     `${verdictHolds(v) ? 'VERDICT HOLDS' : 'VERDICT FAILS'} (${(result.durationMs / 1000).toFixed(0)} s)`,
   ];
 }
@@ -114,6 +135,7 @@ async function main(argv: string[]): Promise<number> {
       'lease-ms': { type: 'string' },
       concurrency: { type: 'string' },
       'max-seconds': { type: 'string' },
+      'drain-seconds': { type: 'string' },
       database: { type: 'string' },
       json: { type: 'string' },
       help: { type: 'boolean' },
@@ -150,6 +172,8 @@ async function main(argv: string[]): Promise<number> {
     leaseMs: int(values, 'lease-ms', 3000, 500),
     concurrency: int(values, 'concurrency', 4, 1),
     cli: resolve(here, 'cli.js'),
+    drainMs: int(values, 'drain-seconds', 60, 1) * 1000,
+    sabotage: sabotage(process.env.MINICLOUD_CLUSTER_SABOTAGE),
     say: (line: string) => console.log(line),
   };
   const scaling = scalingList(values.scaling);

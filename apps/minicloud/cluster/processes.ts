@@ -35,6 +35,8 @@ export interface ProcessOptions {
   /** Admin token given to every process (`MINICLOUD_ADMIN_TOKEN`). */
   token: string;
   port: number;
+  /** Self-test only: the container runtime's sabotage (`MINICLOUD_SABOTAGE`). */
+  sabotage?: string | undefined;
 }
 
 /**
@@ -68,6 +70,9 @@ export async function startProcess(
     env: {
       ...process.env,
       MINICLOUD_ADMIN_TOKEN: options.token,
+      // Which simulated host applied an effect (the container runtime's witness records it).
+      MINICLOUD_HOST: host.label,
+      MINICLOUD_SABOTAGE: options.sabotage ?? '',
       MINICLOUD_LOG_LEVEL: process.env.MINICLOUD_LOG_LEVEL ?? 'info',
     },
   });

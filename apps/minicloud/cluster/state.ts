@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { openDatabase, sql, type Database } from '@rigging/sql';
 
 /** One row of minicloud's journal: a container op began (`op-start`) or was applied (`op`). */
@@ -6,6 +7,28 @@ export interface JournalRow {
   ref: string;
   pid: number;
   at: number;
+}
+
+/** One row of the container runtime's witness (`minicloud_effects`). */
+export interface EffectRow {
+  op: string;
+  key: string;
+  attempt: number;
+  host: string;
+  pid: number;
+  token: number;
+  /** Per-key sequence number of an accepted effect; undefined when refused. */
+  seq: number | undefined;
+  accepted: boolean;
+  reason: string | undefined;
+}
+
+/** One provider's usage of one resource class against its capacity. */
+export interface CapacityRow {
+  provider: string;
+  resourceClass: string;
+  used: number;
+  capacity: number;
 }
 
 /** A container op as the queue recorded it. */
@@ -23,7 +46,8 @@ export interface OpRow {
 
 /**
  * Reads what the cluster wrote, straight from PostgreSQL (from the machine, not through a
- * simulated host): the journal, the queue's ops, the task log and the flows. Read-only.
+ * simulated host): the journal, the queue's ops, the task log and the flows, the container
+ * runtime's witness and reshape's usage. Read-only, except the two self-test saboteurs.
  */
 export class ClusterState {
   private constructor(readonly database: Database) {}
@@ -88,6 +112,88 @@ export class ClusterState {
       }
     }
     return out;
+  }
+
+  /** Every effect the container runtime applied or refused, from its witness tables. */
+  async effects(): Promise<EffectRow[]> {
+    const { rows } = await sql<Record<string, unknown>>`
+      select op_id, op_key, attempt, host, pid, token, seq, accepted, reason
+      from minicloud_effects order by op_key, seq
+    `.execute(this.database.db);
+    return rows.map((r) => ({
+      op: String(r.op_id),
+      key: String(r.op_key),
+      attempt: Number(r.attempt),
+      host: String(r.host),
+      pid: Number(r.pid),
+      token: Number(r.token),
+      seq: r.seq == null ? undefined : Number(r.seq),
+      accepted: Number(r.accepted) === 1,
+      reason: r.reason == null ? undefined : String(r.reason),
+    }));
+  }
+
+  /** Usage against capacity of every provider's inventories, straight from reshape's tables. */
+  async capacity(): Promise<CapacityRow[]> {
+    const { rows } = await sql<Record<string, unknown>>`
+      select p.name, i.resource_class, i.total, i.reserved, i.allocation_ratio,
+        coalesce(sum(a.used), 0) as used
+      from rigging_reshape_inventories i
+      join rigging_reshape_providers p on p.uuid = i.provider_uuid
+      left join rigging_reshape_allocations a
+        on a.provider_uuid = i.provider_uuid and a.resource_class = i.resource_class
+      group by p.name, i.resource_class, i.total, i.reserved, i.allocation_ratio
+    `.execute(this.database.db);
+    return rows.map((r) => ({
+      provider: String(r.name),
+      resourceClass: String(r.resource_class),
+      used: Number(r.used),
+      capacity: (Number(r.total) - Number(r.reserved)) * Number(r.allocation_ratio),
+    }));
+  }
+
+  /**
+   * Self-test `over-commit`: allocates one more VCPU than `provider` has, behind Placement's
+   * back, for `holdMs`, then releases it. Resolves with what was allocated.
+   */
+  async overCommit(provider: string, holdMs: number): Promise<string> {
+    const rows = await this.capacity();
+    const row = rows.find((r) => r.provider === provider && r.resourceClass === 'VCPU');
+    if (!row) throw new Error(`over-commit: ${provider} has no VCPU inventory yet`);
+    const { rows: uuid } = await sql<{ uuid: string }>`
+      select uuid from rigging_reshape_providers where name = ${provider}
+    `.execute(this.database.db);
+    const consumer = randomUUID();
+    const used = Math.ceil(row.capacity - row.used) + 1;
+    await sql`
+      insert into rigging_reshape_allocations (consumer_uuid, provider_uuid, resource_class, used)
+      values (${consumer}, ${uuid[0]!.uuid}, 'VCPU', ${used})
+    `.execute(this.database.db);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, holdMs));
+    } finally {
+      await sql`
+        delete from rigging_reshape_allocations where consumer_uuid = ${consumer}
+      `.execute(this.database.db);
+    }
+    return `${used} VCPU on ${provider} for ${holdMs} ms (consumer ${consumer})`;
+  }
+
+  /**
+   * Self-test `verdict-500`: while `read` runs, reshape's inventory table is renamed away, so
+   * the API host's Placement reads of inventories fail (500).
+   */
+  async withInventoriesGone<T>(read: () => Promise<T>): Promise<T> {
+    await sql`alter table rigging_reshape_inventories rename to rigging_reshape_inventories_gone`.execute(
+      this.database.db,
+    );
+    try {
+      return await read();
+    } finally {
+      await sql`alter table rigging_reshape_inventories_gone rename to rigging_reshape_inventories`.execute(
+        this.database.db,
+      );
+    }
   }
 
   /** Tasks that succeeded more than once in the same flow (a completed step run again). */

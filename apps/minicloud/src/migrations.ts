@@ -67,6 +67,31 @@ export interface MinicloudTables {
     pid: number;
     at: Millis;
   };
+  /**
+   * The simulated container runtime's witness: one row per effect an op tried to apply, written
+   * in the same transaction as the effect, independently of the task engine's log (see
+   * `cloud/witness.ts`). `accepted` 0 rows are effects refused for a stale fencing token.
+   */
+  minicloud_effects: {
+    op_id: string;
+    op_key: string;
+    attempt: number;
+    host: string;
+    pid: number;
+    /** The fencing token the effect was applied under (the queue claim's). */
+    token: number;
+    /** Per-key sequence number of accepted effects (from `minicloud_effect_keys`), else null. */
+    seq: ColumnType<number | string | null, number | null, never>;
+    accepted: number;
+    reason: string | null;
+    at: Millis;
+  };
+  /** Per container key: the highest fencing token seen and the last effect sequence number. */
+  minicloud_effect_keys: {
+    op_key: string;
+    token: number;
+    seq: ColumnType<number | string, number, number>;
+  };
   /** API tokens (`minicloud token create`): only the SHA-256 of each secret is kept. */
   minicloud_tokens: {
     id: string;
@@ -166,6 +191,35 @@ export const migrations: Migration[] = [
         .addColumn('role', 'varchar(16)', (c) => c.notNull())
         .addColumn('hash', 'char(64)', (c) => c.notNull().unique())
         .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
+  {
+    name: 'create minicloud_effects',
+    up: async (db) => {
+      await db.schema
+        .createTable('minicloud_effects')
+        .addColumn('op_id', 'varchar(64)', (c) => c.notNull())
+        .addColumn('op_key', 'varchar(191)', (c) => c.notNull())
+        .addColumn('attempt', 'integer', (c) => c.notNull())
+        .addColumn('host', 'varchar(64)', (c) => c.notNull())
+        .addColumn('pid', 'integer', (c) => c.notNull())
+        .addColumn('token', 'integer', (c) => c.notNull())
+        .addColumn('seq', 'bigint')
+        .addColumn('accepted', 'integer', (c) => c.notNull())
+        .addColumn('reason', 'varchar(64)')
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('minicloud_effects_op')
+        .on('minicloud_effects')
+        .columns(['op_id'])
+        .execute();
+      await db.schema
+        .createTable('minicloud_effect_keys')
+        .addColumn('op_key', 'varchar(191)', (c) => c.primaryKey())
+        .addColumn('token', 'integer', (c) => c.notNull())
+        .addColumn('seq', 'bigint', (c) => c.notNull())
         .execute();
     },
   },

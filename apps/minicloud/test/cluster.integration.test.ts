@@ -1,8 +1,10 @@
 // `minicloud-cluster`: three simulated hosts (network namespaces: one API host, two worker hosts)
 // on one PostgreSQL, with a partition, a SIGKILL and a SIGSTOP past the lease in the middle of
-// the load. The verdict's counts that must be zero are asserted from its JSON. Skipped with a
-// message where network namespaces cannot be made (not root, no nftables) or PostgreSQL is down,
-// except under CI=true, where that fails.
+// the load. The verdict's counts that must be zero are asserted from its JSON. Then the
+// self-test: one small run per sabotage (MINICLOUD_CLUSTER_SABOTAGE), each of which must make
+// the verdict fail with exactly the count it injects. Skipped with a message where network
+// namespaces cannot be made (not root, no nftables) or PostgreSQL is down, except under CI=true,
+// where that fails.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +18,73 @@ import type { RunResult } from '../cluster/cluster.js';
 
 const run = promisify(execFile);
 const script = fileURLToPath(new URL('../dist/cluster.js', import.meta.url));
+
+/** Runs the cluster; resolves with its exit code, output and result, whatever the verdict. */
+async function cluster(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; result: RunResult }> {
+  const dir = mkdtempSync(join(tmpdir(), 'minicloud-cluster-test-'));
+  const json = join(dir, 'result.json');
+  try {
+    const { code, stdout, stderr } = await run(
+      process.execPath,
+      [script, '--database', PG_URL, ...args, '--json', json],
+      {
+        cwd: dir,
+        timeout: 400_000,
+        maxBuffer: 16 * 1024 * 1024,
+        env: { ...process.env, MINICLOUD_CLUSTER_SABOTAGE: '', ...env },
+      },
+    ).then(
+      (r) => ({ code: 0, ...r }),
+      (error: { code?: number; stdout?: string; stderr?: string; message: string }) => ({
+        code: typeof error.code === 'number' ? error.code : -1,
+        stdout: error.stdout ?? '',
+        stderr: `${error.message}\n${error.stderr ?? ''}`,
+      }),
+    );
+    let result: RunResult;
+    try {
+      [{ result }] = JSON.parse(readFileSync(json, 'utf8')) as [{ result: RunResult }];
+    } catch {
+      throw new Error(`the cluster wrote no result (exit ${code})\n${stdout}\n${stderr}`);
+    }
+    return { code, stdout, result };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The counts a verdict must hold at zero. */
+function mustBeZero(v: RunResult['verdict']) {
+  return {
+    lost: v.lost,
+    failedUnexpectedly: v.failedUnexpectedly,
+    doubleApplied: v.doubleApplied,
+    orderViolations: v.orderViolations,
+    overCapacity: v.overCapacity,
+    halfDoneFlows: v.halfDoneFlows,
+    tasksRunTwice: v.tasksRunTwice,
+    readFailures: v.readFailures,
+    submissionsRefused: v.submissionsRefused,
+    loadErrors: v.loadErrors,
+    vacuous: v.vacuous.length,
+  };
+}
+const ZERO = mustBeZero({
+  lost: 0,
+  failedUnexpectedly: 0,
+  doubleApplied: 0,
+  orderViolations: 0,
+  overCapacity: 0,
+  halfDoneFlows: 0,
+  tasksRunTwice: 0,
+  readFailures: 0,
+  submissionsRefused: 0,
+  loadErrors: 0,
+  vacuous: [],
+} as unknown as RunResult['verdict']);
 const unavailable = await namespacesUnavailable();
 if (unavailable) {
   if (IN_CI) throw new Error(`${unavailable}; the cluster test must run when CI=true`);
@@ -28,59 +97,33 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
     'loses nothing, applies nothing twice, keeps per-key order and capacity, refuses stale writes',
     { timeout: 420_000 },
     async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'minicloud-cluster-test-'));
-      const json = join(dir, 'result.json');
-      try {
-        const { stdout } = await run(
-          process.execPath,
-          [
-            script,
-            '--database',
-            PG_URL,
-            '--api-hosts',
-            '1',
-            '--worker-hosts',
-            '2',
-            '--faults',
-            'partition,kill,stop',
-            '--keys',
-            '4',
-            '--ops-per-key',
-            '8',
-            '--consumers',
-            '140',
-            '--deploys',
-            '1',
-            '--reshapes',
-            '2',
-            '--max-seconds',
-            '150',
-            '--json',
-            json,
-          ],
-          { cwd: dir, timeout: 400_000, maxBuffer: 16 * 1024 * 1024 },
-        ).catch((error: { stdout?: string; stderr?: string; message: string }) => {
-          throw new Error(`${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`);
-        });
+      const { stdout, result } = await cluster([
+        '--api-hosts',
+        '1',
+        '--worker-hosts',
+        '2',
+        '--faults',
+        'partition,kill,stop',
+        '--keys',
+        '4',
+        '--ops-per-key',
+        '8',
+        '--consumers',
+        '140',
+        '--deploys',
+        '1',
+        '--reshapes',
+        '2',
+        '--max-seconds',
+        '150',
+      ]);
+      {
         expect(stdout).toContain('VERDICT HOLDS');
-        const [{ result }] = JSON.parse(readFileSync(json, 'utf8')) as [{ result: RunResult }];
         const v = result.verdict;
         expect(v.problems).toEqual([]);
-        expect({
-          lost: v.lost,
-          failedUnexpectedly: v.failedUnexpectedly,
-          doubleApplied: v.doubleApplied,
-          orderViolations: v.orderViolations,
-          overCapacity: v.overCapacity,
-          halfDoneFlows: v.halfDoneFlows,
-        }).toEqual({
-          lost: 0,
-          failedUnexpectedly: 0,
-          doubleApplied: 0,
-          orderViolations: 0,
-          overCapacity: 0,
-          halfDoneFlows: 0,
-        });
+        expect(mustBeZero(v)).toEqual(ZERO);
+        expect(v.submitted).toBeGreaterThan(0);
+        expect(v.capacitySamples).toBeGreaterThan(1);
         expect(v.succeeded + v.failedByDesign).toBe(v.submitted);
         // More consumers than the node holds: the surplus is refused, never over-committed.
         expect(v.placementRefusedByCapacity).toBeGreaterThan(0);
@@ -92,14 +135,58 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
         // refused (counted in staleRefusals); an accepted stale write would show above as an
         // effect applied twice or out of order.
         for (const f of result.faults) {
+          expect(f.inFlight.length, `${f.kind} hit in-flight work`).toBeGreaterThan(0);
           expect(f.takeoverMs.length + f.finishedByVictim.length).toBe(f.inFlight.length);
         }
         // Nothing the run made is left behind.
         const { stdout: netns } = await run('ip', ['netns', 'list']);
         for (const host of result.hosts) expect(netns).not.toContain(host.ns);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
       }
+    },
+  );
+
+  // The self-test: each sabotage in the smallest run that still goes through the real path
+  // (hosts, queue, runtime, witness, database, Placement API), with the count it must produce.
+  const SABOTAGE = [
+    ['lost-op', { lost: 1 }],
+    ['double-apply', { doubleApplied: 1 }],
+    ['reorder', { orderViolations: 1 }],
+    ['over-commit', { overCapacity: 1 }],
+    ['verdict-500', { readFailures: 1 }],
+  ] as const;
+  it.skipIf(unavailable !== undefined || !postgres.available).each(SABOTAGE)(
+    'self-test: sabotage %s makes the verdict fail with its count',
+    { timeout: 200_000 },
+    async (sabotage, expected) => {
+      const { code, stdout, result } = await cluster(
+        [
+          '--api-hosts',
+          '1',
+          '--worker-hosts',
+          '1',
+          '--faults',
+          'none',
+          '--keys',
+          '1',
+          '--ops-per-key',
+          '4',
+          '--consumers',
+          '0',
+          '--deploys',
+          '0',
+          '--reshapes',
+          '0',
+          '--max-seconds',
+          '30',
+          '--drain-seconds',
+          '10',
+        ],
+        { MINICLOUD_CLUSTER_SABOTAGE: sabotage },
+      );
+      expect(stdout).toContain('VERDICT FAILS');
+      expect(code).toBe(1);
+      expect(result.sabotage).toBe(sabotage);
+      expect(mustBeZero(result.verdict)).toEqual({ ...ZERO, ...expected });
     },
   );
 });

@@ -27,17 +27,23 @@ export interface Child {
 /**
  * Runs `script` (a .ts or .js file) with Node in a child process, TypeScript through tsx.
  * stdout is split into lines for `waitForLine`; stderr is collected for failure messages.
+ * Workspace packages resolve to their `src/` (the `@rigging/source` export condition), as they
+ * do in the test that spawns the child: a child never runs a stale `dist/`.
  */
 export function spawnNode(
   script: string,
   args: string[] = [],
   options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): Child {
-  const proc = spawn(process.execPath, ['--import', tsxImport(), script, ...args], {
-    cwd: options.cwd,
-    env: { ...process.env, ...options.env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    ['--conditions=@rigging/source', '--import', tsxImport(), script, ...args],
+    {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
   const lines: string[] = [];
   let err = '';
   let buf = '';

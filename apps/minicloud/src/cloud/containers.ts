@@ -3,8 +3,9 @@ import type { HandlerContext } from '@rigging/async-queue';
 import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
 import { runOrResume } from './flows.js';
 import { journal } from './journal.js';
-import { isConnectionError, type Database } from '@rigging/sql';
+import { isConnectionError, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
+import { Witness, type EffectClaim } from './witness.js';
 
 /** Payload of a container operation. */
 export interface ContainerOpPayload {
@@ -60,17 +61,36 @@ export interface ContainerDeps {
   clock: Clock;
   /** Called before an op's flow runs, e.g. to name it (`container-start ctr-2`) on a dashboard. */
   onFlow?: (flowId: string, name: string, tasks: string[]) => void;
+  /**
+   * Self-test only: inject one fault the cluster verdict must catch, once per database
+   * (`lost-op`, `double-apply`, `reorder`; see the cluster README). @default `MINICLOUD_SABOTAGE`
+   */
+  sabotage?: string | undefined;
 }
+
+/** The runtime's own faults for the cluster's self-test (the others are injected by the cluster). */
+export const RUNTIME_SABOTAGE = ['lost-op', 'double-apply', 'reorder'] as const;
+
+type Db = Kysely<MinicloudTables>;
 
 /** The simulated container runtime: one revertible task flow per op type. */
 class ContainerRuntime {
   readonly #deps: ContainerDeps;
   readonly #db: Database<MinicloudTables>['db'];
   readonly #flows: Record<ContainerOpType, Flow<any, any>>;
+  readonly #witness: Witness;
+  /** The claim each running flow applies its effect under (by flow id). */
+  readonly #claims = new Map<string, EffectClaim>();
+  readonly #sabotage: string | undefined;
 
   constructor(deps: ContainerDeps) {
     this.#deps = deps;
     this.#db = deps.database.db;
+    this.#witness = new Witness(deps.database, deps.clock);
+    const sabotage = deps.sabotage ?? process.env.MINICLOUD_SABOTAGE;
+    this.#sabotage = (RUNTIME_SABOTAGE as readonly string[]).includes(sabotage ?? '')
+      ? sabotage
+      : undefined;
     this.#flows = {
       create: this.#createFlow(),
       start: this.#switchFlow('container-start', 'start-process', 'created', 'running'),
@@ -89,8 +109,26 @@ class ContainerRuntime {
       () => journal(this.#db, this.#deps.clock, 'op-start', ctx.id),
       ctx.signal,
     );
+    const claim: EffectClaim = {
+      op: ctx.id,
+      key: ctx.key,
+      attempt: ctx.attempt,
+      token:
+        (await this.#transient(() => this.#witness.claimToken(ctx.id), ctx.signal)) ?? ctx.attempt,
+    };
+    if (!(await this.#transient(() => this.#witness.fence(claim), ctx.signal))) {
+      throw new ContainerError(
+        'minicloud.container_fenced',
+        `${op} ${ctx.key}: claim token ${claim.token} is stale`,
+      );
+    }
+    if (op === 'start' && (await this.#ticket('reorder'))) {
+      this.#applyLate(claim);
+      return { name: ctx.key, state: STATE_AFTER[op] };
+    }
     const flowId = `op-${ctx.id}`;
     const flow = this.#flows[op];
+    this.#claims.set(flowId, claim);
     this.#deps.onFlow?.(
       flowId,
       `container-${op} ${ctx.key}`,
@@ -115,6 +153,8 @@ class ContainerRuntime {
         );
       }
       throw error;
+    } finally {
+      this.#claims.delete(flowId);
     }
     await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
     return { name: ctx.key, state: STATE_AFTER[op] };
@@ -137,24 +177,48 @@ class ContainerRuntime {
     }
   }
 
-  #get(name: string) {
-    return this.#db
+  /** True once per database for the configured sabotage `mode` (self-test runs only). */
+  async #ticket(mode: string): Promise<boolean> {
+    return this.#sabotage === mode && (await this.#witness.sabotageTicket(mode));
+  }
+
+  /**
+   * Sabotage `reorder`: the op was reported done before its effect; the effect is applied once
+   * the key's next op has applied its own, under the key's token re-read at that moment (the
+   * bug that lets a late write through fencing). The verdict must see the key out of order.
+   */
+  #applyLate(claim: EffectClaim): void {
+    const late = async () => {
+      const before = await this.#witness.lastSeq(claim.key);
+      for (let i = 0; i < 200 && (await this.#witness.lastSeq(claim.key)) === before; i++) {
+        await this.#deps.clock.sleep(100);
+      }
+      const token = (await this.#witness.currentKeyToken(claim.key)) ?? claim.token;
+      await this.#witness.apply({ ...claim, token }, (db) =>
+        this.#setState(claim.key, 'running', db),
+      );
+    };
+    late().catch(() => {});
+  }
+
+  #get(name: string, db: Db = this.#db) {
+    return db
       .selectFrom('minicloud_containers')
       .selectAll()
       .where('name', '=', name)
       .executeTakeFirst();
   }
 
-  async #setState(name: string, state: string): Promise<void> {
-    await this.#db
+  async #setState(name: string, state: string, db: Db = this.#db): Promise<void> {
+    await db
       .updateTable('minicloud_containers')
       .set({ state, updated_at: this.#deps.clock.now() })
       .where('name', '=', name)
       .execute();
   }
 
-  async #remove(name: string): Promise<void> {
-    await this.#db.deleteFrom('minicloud_containers').where('name', '=', name).execute();
+  async #remove(name: string, db: Db = this.#db): Promise<void> {
+    await db.deleteFrom('minicloud_containers').where('name', '=', name).execute();
   }
 
   /** The simulated work of a step: its share of `durationMs`, then the injected fault, if any. */
@@ -172,7 +236,7 @@ class ContainerRuntime {
   #step(
     name: string,
     last: boolean,
-    apply: (i: OpInputs) => Promise<unknown>,
+    apply: (i: OpInputs, db: Db) => Promise<unknown>,
     undo?: (i: OpInputs) => Promise<void>,
   ): Task<any, any> {
     return task({
@@ -182,7 +246,11 @@ class ContainerRuntime {
       execute: async (ctx, inputs: AnyInputs) => {
         const i = inputs as OpInputs;
         await this.#work(i, ctx.signal, last);
-        return ((await this.#transient(() => apply(i), ctx.signal)) ?? null) as never;
+        if (!last) {
+          return ((await this.#transient(() => apply(i, this.#db), ctx.signal)) ?? null) as never;
+        }
+        await this.#effect(ctx.flowId, i, (db) => apply(i, db), ctx.signal);
+        return null as never;
       },
       ...(undo
         ? {
@@ -192,6 +260,38 @@ class ContainerRuntime {
           }
         : {}),
     });
+  }
+
+  /**
+   * The op's effect (its last step's write), applied through the witness under the claim the op
+   * runs with: refused with `minicloud.container_fenced` when a later claim of the key was seen;
+   * skipped when this op's effect was already applied (a re-run after a takeover).
+   */
+  async #effect(
+    flowId: string,
+    i: OpInputs,
+    write: (db: Db) => Promise<unknown>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const claim = this.#claims.get(flowId);
+    if (!claim) throw new Error(`${flowId}: no claim to apply its effect under`);
+    if (i.op === 'start' && (await this.#ticket('lost-op'))) return; // sabotage: nothing applied
+    const outcome = await this.#transient(
+      () => this.#witness.apply(claim, async (db) => void (await write(db))),
+      signal,
+    );
+    if (outcome.kind === 'refused') {
+      throw new ContainerError(
+        'minicloud.container_fenced',
+        `${i.op} ${i.container}: token ${claim.token} refused, the key has seen ${outcome.highest}`,
+      );
+    }
+    if (i.op === 'start' && (await this.#ticket('double-apply'))) {
+      // sabotage: the same effect applied again, bypassing the "already applied" check
+      await this.#witness.apply(claim, async (db) => void (await write(db)), {
+        idempotent: false,
+      });
+    }
   }
 
   /** The container's state; a `minicloud.container_not_found` error when there is none. */
@@ -213,9 +313,9 @@ class ContainerRuntime {
       this.#step(
         'create-container',
         true,
-        async (i) => {
-          if (await this.#get(i.container)) return;
-          await this.#db
+        async (i, db) => {
+          if (await this.#get(i.container, db)) return;
+          await db
             .insertInto('minicloud_containers')
             .values({
               name: i.container,
@@ -238,7 +338,7 @@ class ContainerRuntime {
       this.#step(
         step,
         true,
-        (i) => this.#setState(i.container, to),
+        (i, db) => this.#setState(i.container, to, db),
         (i) => this.#setState(i.container, from),
       ),
     );
@@ -250,7 +350,7 @@ class ContainerRuntime {
       this.#step('stop-process', false, async (i) => {
         if (await this.#get(i.container)) await this.#setState(i.container, 'stopped');
       }),
-      this.#step('remove-container', true, (i) => this.#remove(i.container)),
+      this.#step('remove-container', true, (i, db) => this.#remove(i.container, db)),
     );
   }
 }
@@ -260,8 +360,10 @@ class ContainerRuntime {
  * task flow in the engine (under its lock; flow id `op-<op id>`, so a worker that takes the op
  * over resumes the flow from the task log instead of starting again), changes the container's
  * row in `minicloud_containers`, and journals itself in `minicloud_journal` (kind `op-start`
- * when it begins, `op` once applied; ref = op id). A failing step reverts the earlier ones and
- * fails the op, which blocks the container's key.
+ * when it begins, `op` once applied; ref = op id). The op's effect (its last step) goes through
+ * the {@link Witness}: fenced by the claim's token, recorded with a per-key sequence number in
+ * `minicloud_effects`. A failing step reverts the earlier ones and fails the op, which blocks
+ * the container's key.
  */
 export function containerHandlers(
   deps: ContainerDeps,

@@ -1,0 +1,185 @@
+import { hostname } from 'node:os';
+import type { Clock } from '@rigging/core';
+import { sql, type Database, type Kysely } from '@rigging/sql';
+import type { MinicloudTables } from '../migrations.js';
+
+/** Who applies an effect, and under which claim. */
+export interface EffectClaim {
+  /** The op id. */
+  op: string;
+  /** The container key. */
+  key: string;
+  /** The queue's attempt number of this claim. */
+  attempt: number;
+  /** The fencing token of this claim (strictly increasing per key across claims). */
+  token: number;
+}
+
+/** What {@link Witness.apply} did. */
+export type EffectOutcome =
+  | { kind: 'applied'; seq: number }
+  | { kind: 'already-applied' }
+  | { kind: 'refused'; highest: number };
+
+/** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
+function hostLabel(): string {
+  return process.env.MINICLOUD_HOST ?? hostname();
+}
+
+/**
+ * The simulated container runtime's fenced resource and its witness, independent of the task
+ * engine's log and of the queue's op rows. Every effect goes through {@link apply}, which in one
+ * transaction: locks the key's row in `minicloud_effect_keys`; refuses the effect when its
+ * fencing token is lower than the highest the key has seen (as a real fenced resource would),
+ * recording the refusal; otherwise takes the key's next sequence number, records the effect in
+ * `minicloud_effects` and applies it. A verdict reads these tables directly: an op with two
+ * accepted effects was applied twice, per-key sequence numbers give the order the effects really
+ * happened in, and refused rows are stale writes that fencing stopped.
+ */
+export class Witness {
+  readonly #database: Database<MinicloudTables>;
+  readonly #clock: Clock;
+
+  constructor(database: Database<MinicloudTables>, clock: Clock) {
+    this.#database = database;
+    this.#clock = clock;
+  }
+
+  /**
+   * The fencing token of op `op`'s current claim, as the jobboard granted it; `undefined` when
+   * the op is not in a durable jobboard. Read once when a claim starts running, then carried.
+   */
+  async claimToken(op: string): Promise<number | undefined> {
+    const { rows } = await sql<{ token: number | string }>`
+      select token from rigging_async_queue_ops where id = ${op}
+    `.execute(this.#database.db);
+    return rows[0] === undefined ? undefined : Number(rows[0].token);
+  }
+
+  /** The key's token as the jobboard holds it now (what a buggy writer would re-read late). */
+  async currentKeyToken(key: string): Promise<number | undefined> {
+    const { rows } = await sql<{ token: number | string }>`
+      select token from rigging_async_queue_keys where op_key = ${key}
+    `.execute(this.#database.db);
+    return rows.length === 0 ? undefined : Math.max(...rows.map((r) => Number(r.token)));
+  }
+
+  /** The key's last effect sequence number (0 before the first). */
+  async lastSeq(key: string): Promise<number> {
+    const row = await this.#database.db
+      .selectFrom('minicloud_effect_keys')
+      .select('seq')
+      .where('op_key', '=', key)
+      .executeTakeFirst();
+    return row ? Number(row.seq) : 0;
+  }
+
+  async #ensureKey(key: string): Promise<void> {
+    const insert = this.#database.db
+      .insertInto('minicloud_effect_keys')
+      .values({ op_key: key, token: 0, seq: 0 });
+    await (
+      this.#database.dialect === 'mysql'
+        ? insert.ignore()
+        : insert.onConflict((oc) => oc.column('op_key').doNothing())
+    ).execute();
+  }
+
+  #lockKey(trx: Kysely<MinicloudTables>, key: string) {
+    const select = trx
+      .selectFrom('minicloud_effect_keys')
+      .select(['token', 'seq'])
+      .where('op_key', '=', key);
+    // SQLite serializes write transactions; the others lock the row.
+    return (
+      this.#database.dialect === 'sqlite' ? select : select.forUpdate()
+    ).executeTakeFirstOrThrow();
+  }
+
+  /**
+   * A claim starts running: the key's highest token becomes `claim.token` (a later write by an
+   * earlier claim is then refused). False when a higher token was already seen (this claim is stale).
+   */
+  async fence(claim: EffectClaim): Promise<boolean> {
+    await this.#ensureKey(claim.key);
+    return this.#database.transaction(async (trx) => {
+      const row = await this.#lockKey(trx, claim.key);
+      if (claim.token < Number(row.token)) return false;
+      await trx
+        .updateTable('minicloud_effect_keys')
+        .set({ token: claim.token })
+        .where('op_key', '=', claim.key)
+        .execute();
+      return true;
+    });
+  }
+
+  /**
+   * Applies `write` as the effect of `claim`, witnessed (see the class). `idempotent: false`
+   * skips the check that the op's effect is not applied yet (only sabotage runs do that).
+   */
+  async apply(
+    claim: EffectClaim,
+    write: (trx: Kysely<MinicloudTables>) => Promise<void>,
+    options: { idempotent?: boolean } = {},
+  ): Promise<EffectOutcome> {
+    await this.#ensureKey(claim.key);
+    return this.#database.transaction(async (trx) => {
+      const row = await this.#lockKey(trx, claim.key);
+      const highest = Number(row.token);
+      const effect = {
+        op_id: claim.op,
+        op_key: claim.key,
+        attempt: claim.attempt,
+        host: hostLabel(),
+        pid: process.pid,
+        token: claim.token,
+        at: this.#clock.now(),
+      };
+      if (claim.token < highest) {
+        await trx
+          .insertInto('minicloud_effects')
+          .values({ ...effect, seq: null, accepted: 0, reason: `stale token (highest ${highest})` })
+          .execute();
+        return { kind: 'refused', highest } as const;
+      }
+      if (options.idempotent !== false) {
+        const done = await trx
+          .selectFrom('minicloud_effects')
+          .select('op_id')
+          .where('op_id', '=', claim.op)
+          .where('accepted', '=', 1)
+          .executeTakeFirst();
+        if (done) return { kind: 'already-applied' } as const;
+      }
+      const seq = Number(row.seq) + 1;
+      await trx
+        .updateTable('minicloud_effect_keys')
+        .set({ token: claim.token, seq })
+        .where('op_key', '=', claim.key)
+        .execute();
+      await trx
+        .insertInto('minicloud_effects')
+        .values({ ...effect, seq, accepted: 1, reason: null })
+        .execute();
+      await write(trx);
+      return { kind: 'applied', seq } as const;
+    });
+  }
+
+  /**
+   * Takes the one ticket of a sabotage mode for the whole database: true for the first caller
+   * only, so a self-test run injects its fault exactly once whatever the number of workers.
+   */
+  async sabotageTicket(mode: string): Promise<boolean> {
+    const key = `sabotage:${mode}`;
+    await this.#ensureKey(key);
+    const result = await this.#database.db
+      .updateTable('minicloud_effect_keys')
+      .set({ seq: 1 })
+      .where('op_key', '=', key)
+      .where('seq', '=', 0)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+}
