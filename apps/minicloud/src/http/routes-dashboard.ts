@@ -7,8 +7,16 @@ import { dashboardDistDir } from './dashboard-dir.js';
 import { HttpError } from './errors.js';
 import { errorBody, streamed } from './schemas.js';
 
-/** Adds `GET /api/events`, the server-sent events the dashboard follows. */
-export function registerEventsRoute(app: FastifyInstance, hub: DashboardHub): void {
+/**
+ * Adds `GET /api/events`, the server-sent events the dashboard follows. One caller (a token, or
+ * an address when no token is needed) holds at most `perCaller` of the hub's streams.
+ */
+export function registerEventsRoute(
+  app: FastifyInstance,
+  hub: DashboardHub,
+  perCaller: number,
+): void {
+  const open = new Map<string, number>();
   app.get(
     '/api/events',
     {
@@ -22,6 +30,22 @@ export function registerEventsRoute(app: FastifyInstance, hub: DashboardHub): vo
       },
     },
     (req, reply) => {
+      const caller = req.principal?.id ?? `addr:${req.socket.remoteAddress ?? 'unknown'}`;
+      const held = open.get(caller) ?? 0;
+      if (held >= perCaller) {
+        throw new HttpError(
+          503,
+          'minicloud.too_many_streams',
+          `this caller already follows ${held} event streams`,
+          { 'retry-after': '5' },
+        );
+      }
+      open.set(caller, held + 1);
+      reply.raw.once('close', () => {
+        const n = (open.get(caller) ?? 1) - 1;
+        if (n > 0) open.set(caller, n);
+        else open.delete(caller);
+      });
       reply.hijack();
       hub.handle(req.raw, reply.raw);
     },
