@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { serveStatic, type DashboardHub } from '../../dashboard/serve.js';
 import { dashboardDistDir } from './dashboard-dir.js';
+import { echoPath } from './app.js';
 import { HttpError } from './errors.js';
 import { errorBody, streamed } from './schemas.js';
 
@@ -62,17 +63,19 @@ export function registerDashboardFiles(app: FastifyInstance, dashboardDir?: stri
   app.get('/*', { config: { access: 'public' }, schema: { hide: true } }, async (req, reply) => {
     const path = req.url.split('?')[0]!;
     if (path === '/api' || path.startsWith('/api/')) {
-      throw new HttpError(404, 'minicloud.not_found', `no route GET ${path}`);
+      throw new HttpError(404, 'minicloud.not_found', `no route GET ${echoPath(path)}`);
     }
     reply.hijack();
     if (await statics(req.raw, reply.raw)) return;
     const notBuilt = path === '/' || path === '/index.html';
+    const error = notBuilt
+      ? {
+          code: 'minicloud.dashboard_not_built',
+          message: 'the dashboard is not built (no index.html): run pnpm --filter minicloud build',
+        }
+      : { code: 'minicloud.not_found', message: `no file ${echoPath(path)}` };
     reply.raw
-      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'text/plain; charset=utf-8' })
-      .end(
-        notBuilt
-          ? `the dashboard is not built (no ${dist.dir}index.html): run pnpm --filter minicloud build\n`
-          : 'not found\n',
-      );
+      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'application/json; charset=utf-8' })
+      .end(JSON.stringify({ error: { ...error, requestId: req.id } }));
   });
 }
