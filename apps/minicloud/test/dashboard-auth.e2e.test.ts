@@ -68,9 +68,9 @@ describe.skipIf(!haveChromium)('dashboard sign-in with a token, in headless Chro
 
     // The session is an HttpOnly, SameSite=Strict cookie: the page's scripts cannot read it.
     const cookies = await browser.context.cookies();
-    const session = cookies.find((c) => c.name === 'minicloud_token');
+    const session = cookies.find((c) => c.name === 'minicloud_session');
     expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
-    expect(await page.evaluate(() => document.cookie)).not.toContain('minicloud_token');
+    expect(await page.evaluate(() => document.cookie)).not.toContain('minicloud_session');
 
     // A reload keeps the session; a reader cannot act on queues.
     await page.reload();

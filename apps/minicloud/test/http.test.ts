@@ -302,7 +302,7 @@ describe('minicloud serve HTTP API', { timeout: 60_000 }, () => {
     await waitStatus('web-2', 'idle');
     const notBlocked = await call('POST', '/api/queues/web-2/resume');
     expect(notBlocked.status).toBe(409);
-    expect(notBlocked.body.error).toEqual({
+    expect(notBlocked.body.error).toMatchObject({
       code: 'queue.not-blocked',
       message: 'web-2 is idle, not blocked',
     });

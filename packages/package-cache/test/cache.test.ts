@@ -265,6 +265,27 @@ describe('PackageCache', () => {
     expect(cache.stats()).toMatchObject({ entries: 0, downloads: 0 });
   });
 
+  it('a multi-hash SRI whose strongest hash is wrong is refused end to end (no downgrade)', async () => {
+    const bytes = simpleTar();
+    const downgrade = `${sri(Buffer.from('other'), 'sha512')} ${sri(bytes, 'sha256')}`;
+    const { cache, root } = await cacheWith((r) =>
+      r.id === 'buf'
+        ? { buffer: bytes, integrity: downgrade }
+        : {
+            stream: (async function* () {
+              yield bytes;
+            })(),
+            integrity: downgrade,
+          },
+    );
+    for (const id of ['buf', 'stream']) {
+      const e = await cache.acquire(ref(id)).catch((x: unknown) => x);
+      expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
+      expect(existsSync(join(root, 'io.murano.Apache', '1.0.0', id))).toBe(false);
+    }
+    expect(cache.stats()).toMatchObject({ entries: 0, downloads: 0 });
+  });
+
   const evilTars: [string, Buffer][] = [
     ['dot-dot path', tarOf([{ name: '../evil', content: 'x' }])],
     ['nested dot-dot', tarOf([{ name: 'a/../../evil', content: 'x' }])],

@@ -13,8 +13,10 @@ export interface FailureLimiterOptions {
 }
 
 /**
- * Counts failed authentications per client address in a fixed window and says when an address
- * has failed too often: it is then refused (429) until its window ends, whatever it sends.
+ * Counts failed authentications per key (a client address, a presented token's prefix) in a
+ * fixed window and says when a key has failed too often. Only failures are counted and only
+ * failures are refused: a caller with a valid credential is never held back by it (the server
+ * checks the credential first and consults the limiter only when it is wrong).
  */
 export class FailureLimiter {
   readonly #max: number;
@@ -36,7 +38,7 @@ export class FailureLimiter {
     this.#clock = options.clock ?? systemClock;
   }
 
-  /** Milliseconds until `address` may try again, or 0 when it is not refused. */
+  /** Milliseconds until the failures of `address` (any key) stop being refused, or 0. */
   blockedFor(address: string): number {
     const entry = this.#current(address);
     if (!entry || entry.count < this.#max) return 0;

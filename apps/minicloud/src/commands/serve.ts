@@ -30,6 +30,21 @@ function intEnv(name: string, min: number, max: number): number {
   return Number(raw);
 }
 
+/** A comma-separated flag (else environment variable) as a list, each entry checked. */
+function list(flag: unknown, env: string, name: string): string[] {
+  const raw = typeof flag === 'string' ? flag : (process.env[env] ?? '');
+  const items = raw
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+  for (const item of items) {
+    if (item.length > 253 || /[\s/]/.test(item.replace(/^https?:\/\//, ''))) {
+      throw new UsageError(`${name}: not a host name or origin: '${item}'`);
+    }
+  }
+  return items;
+}
+
 /** Whether `host` only accepts connections from this machine. */
 export function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
@@ -86,11 +101,17 @@ export const serve: Command = {
   summary: 'run the HTTP API, the Placement API and the dashboard (in-process workers)',
   usage: [
     'Usage: minicloud serve [--port <n>] [--host <h>] [--insecure-no-auth] [--no-workers]',
+    '                       [--allowed-host <h,…>] [--allowed-origin <o,…>] [--secure-cookies]',
     '                       [--database <url>] [--data-dir <dir>]',
     '',
     `  --port <n>        port to listen on; 0 picks a free one (default: $MINICLOUD_PORT, else ${DEFAULT_PORT})`,
     `  --host <h>        address to listen on (default: $MINICLOUD_HOST, else ${DEFAULT_HOST})`,
     '  --insecure-no-auth  listen on a non-loopback address with no token configured',
+    '  --allowed-host <h,…>  Host names answered besides the bound address, localhost,',
+    '                    127.0.0.1 and [::1] (default: $MINICLOUD_ALLOWED_HOSTS); others get 421',
+    '  --allowed-origin <o,…>  origins (https://ops.example.com) whose pages may send',
+    '                    non-GET requests besides this server itself ($MINICLOUD_ALLOWED_ORIGINS)',
+    '  --secure-cookies  mark the dashboard session cookie Secure (served over TLS by a proxy)',
     '  --no-workers      run no container-op or flow workers in this process: the API only,',
     '                    for `minicloud worker` processes (on any host) to do the work',
     '  --database <url>  where minicloud keeps its state (default: $MINICLOUD_DATABASE_URL,',
@@ -103,9 +124,15 @@ export const serve: Command = {
     'Authentication: once a token exists (minicloud token create) or $MINICLOUD_ADMIN_TOKEN is',
     'set, every API call needs one (Authorization: Bearer, X-Auth-Token for /placement). On a',
     'non-loopback address serve refuses to start without one, unless --insecure-no-auth.',
-    'A client address with more than $MINICLOUD_AUTH_MAX_FAILURES (default 20) failed',
-    'authentications in a minute is refused (429) until the minute ends. At most',
-    '$MINICLOUD_MAX_EVENT_STREAMS (default 100) dashboard event streams are served at once.',
+    'Once a token was created, tokens stay required after the last one is revoked',
+    '(minicloud token disable-auth goes back to no tokens on loopback). Past',
+    '$MINICLOUD_AUTH_MAX_FAILURES (default 20) wrong credentials in a minute from one address or',
+    'with one token prefix, wrong credentials answer 429 until the minute ends; valid ones always',
+    'pass. At most $MINICLOUD_MAX_EVENT_STREAMS (default 100) dashboard event streams are served',
+    'at once, 25 of them per caller.',
+    '',
+    'Every request must name this server in Host (DNS rebinding), and every non-GET request',
+    'sent by a browser must come from this server’s own pages (Origin, Sec-Fetch-Site).',
     '',
     'Tracing: with $OTEL_EXPORTER_OTLP_ENDPOINT set, the task flows this process runs are',
     'exported as OpenTelemetry traces over OTLP/HTTP (${endpoint}/v1/traces).',
@@ -115,6 +142,9 @@ export const serve: Command = {
     host: { type: 'string' },
     'insecure-no-auth': { type: 'boolean' },
     'no-workers': { type: 'boolean' },
+    'allowed-host': { type: 'string' },
+    'allowed-origin': { type: 'string' },
+    'secure-cookies': { type: 'boolean' },
   },
   async run({ config, out, values }) {
     const port =
@@ -155,7 +185,18 @@ export const serve: Command = {
       cloud,
       config,
       logger,
-      auth: new Auth({ tokens, mode, limiter: new FailureLimiter({ maxFailures }) }),
+      auth: new Auth({
+        tokens,
+        mode,
+        limiter: new FailureLimiter({ maxFailures }),
+        secureCookies: values['secure-cookies'] === true,
+      }),
+      allowedHosts: list(values['allowed-host'], 'MINICLOUD_ALLOWED_HOSTS', '--allowed-host'),
+      allowedOrigins: list(
+        values['allowed-origin'],
+        'MINICLOUD_ALLOWED_ORIGINS',
+        '--allowed-origin',
+      ),
       metrics,
       ...(process.env.MINICLOUD_MAX_EVENT_STREAMS
         ? { maxEventStreams: intEnv('MINICLOUD_MAX_EVENT_STREAMS', 1, 100_000) }

@@ -12,13 +12,17 @@ export const token: Command = {
     'Usage: minicloud token create --role <admin|member|reader> [--name <n>]',
     '       minicloud token list',
     '       minicloud token revoke <id>',
+    '       minicloud token disable-auth',
     '',
     '  create   prints a new token once (only its SHA-256 is stored); roles: admin (everything),',
     '           member (deploy, queue operations, read), reader (read and the dashboard)',
     '  list     prints id, role, name and creation time of every token (never the secret)',
-    '  revoke   deletes a token; requests with it are refused at once',
+    '  revoke   deletes a token and its dashboard sessions; requests with it are refused at once',
+    '  disable-auth  goes back to serving loopback without tokens (only once every token is',
+    '           revoked; a non-loopback serve still refuses to start without one)',
     '',
-    'Once a token exists, `serve` requires one on every API call (also on loopback).',
+    'Once a token was created, `serve` requires one on every API call (also on loopback), and',
+    'keeps requiring one after the last is revoked, until `token disable-auth`.',
   ],
   options: { role: { type: 'string' }, name: { type: 'string' } },
   positionals: true,
@@ -27,11 +31,16 @@ export const token: Command = {
     const extra = (n: number) => {
       if (rest.length > n) throw new UsageError(`unexpected argument '${rest[n]}'`);
     };
-    if (action !== 'create' && action !== 'list' && action !== 'revoke') {
+    if (
+      action !== 'create' &&
+      action !== 'list' &&
+      action !== 'revoke' &&
+      action !== 'disable-auth'
+    ) {
       throw new UsageError(
         action === undefined
-          ? 'token needs an action: create, list or revoke'
-          : `unknown token action '${action}' (create, list, revoke)`,
+          ? 'token needs an action: create, list, revoke or disable-auth'
+          : `unknown token action '${action}' (create, list, revoke, disable-auth)`,
       );
     }
     if (action !== 'create' && (values.role !== undefined || values.name !== undefined)) {
@@ -59,6 +68,10 @@ export const token: Command = {
           `${t.id}  ${t.role.padEnd(6)}  ${new Date(t.createdAt).toISOString()}  ${t.name ?? ''}`.trimEnd(),
         );
       }
+    } else if (action === 'disable-auth') {
+      extra(0);
+      await store.disableAuth();
+      out.line('tokens are no longer required on loopback (until the next token create)');
     } else {
       const id = rest[0];
       if (id === undefined) throw new UsageError('token revoke needs a token id');

@@ -1,12 +1,20 @@
 /**
  * Authentication and roles of `minicloud serve`: a token in `Authorization: Bearer`, or the
- * dashboard's session cookie, checked before every `/api` route against the access the route
- * declares in `config.access`; clients that keep failing are refused for a while (429).
+ * dashboard's session cookie (a server-side session, not the token), checked before every `/api`
+ * route against the access the route declares in `config.access`. Wrong credentials are counted
+ * per client address and per presented token prefix; past the limit they answer 429 instead of
+ * 401. A valid credential always passes.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FailureLimiter } from '../auth/limiter.js';
-import { allows, type Access, type Principal, type TokenStore } from '../auth/tokens.js';
+import {
+  allows,
+  SESSION_TTL_MS,
+  type Access,
+  type Principal,
+  type TokenStore,
+} from '../auth/tokens.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -20,6 +28,8 @@ export interface AuthOptions {
   tokens: TokenStore;
   mode: AuthMode;
   limiter?: FailureLimiter;
+  /** Mark the session cookie `Secure` (served over TLS, e.g. behind a TLS proxy). @default false */
+  secureCookies?: boolean;
 }
 
 /** What a route is open to: an access level, or `public` (no token). */
@@ -32,8 +42,11 @@ declare module 'fastify' {
   }
 }
 
-/** The dashboard's session cookie (the token itself, HttpOnly, SameSite=Strict). */
-export const SESSION_COOKIE = 'minicloud_token';
+/** The dashboard's session cookie (a session secret, HttpOnly, SameSite=Strict). */
+export const SESSION_COOKIE = 'minicloud_session';
+
+/** Characters of a presented credential its failures are also counted by. */
+const PREFIX_CHARS = 12;
 
 /** The principal used when no token is required: everything is allowed. */
 const OPEN: Principal = { id: 'anonymous', role: 'admin' };
@@ -68,16 +81,23 @@ export function clientAddress(req: IncomingMessage): string {
   return req.socket.remoteAddress ?? 'unknown';
 }
 
+/** The limiter keys of a failed credential: its source address and its prefix. */
+function failureKeys(req: IncomingMessage, token: string): string[] {
+  return [`addr:${clientAddress(req)}`, `prefix:${token.slice(0, PREFIX_CHARS)}`];
+}
+
 /** Checks tokens and roles for the HTTP server. */
 export class Auth {
   readonly tokens: TokenStore;
   readonly mode: AuthMode;
   readonly limiter: FailureLimiter;
+  readonly secureCookies: boolean;
 
   constructor(options: AuthOptions) {
     this.tokens = options.tokens;
     this.mode = options.mode;
     this.limiter = options.limiter ?? new FailureLimiter();
+    this.secureCookies = options.secureCookies ?? false;
   }
 
   /** Whether requests need a token right now. */
@@ -85,46 +105,45 @@ export class Auth {
     return this.mode === 'required' || (await this.tokens.configured());
   }
 
-  /** Throws 429 `minicloud.rate_limited` when the client failed too often lately. */
-  checkLimit(req: IncomingMessage): void {
-    const waitMs = this.limiter.blockedFor(clientAddress(req));
+  /**
+   * Counts a failed credential of `req` and throws: 429 `minicloud.rate_limited` when its source
+   * or its prefix failed too often lately, else 401 `minicloud.unauthorized`.
+   */
+  refuse(req: IncomingMessage, token: string): never {
+    const keys = failureKeys(req, token);
+    for (const key of keys) this.limiter.fail(key);
+    const waitMs = Math.max(...keys.map((key) => this.limiter.blockedFor(key)));
     if (waitMs > 0) {
       throw new HttpError(
         429,
         'minicloud.rate_limited',
-        `too many failed authentications from this address; retry in ${Math.ceil(waitMs / 1000)} s`,
+        `too many failed authentications; retry in ${Math.ceil(waitMs / 1000)} s`,
         { 'retry-after': String(Math.ceil(waitMs / 1000)) },
       );
     }
+    throw new HttpError(401, 'minicloud.unauthorized', 'the token is not valid', {
+      'www-authenticate': 'Bearer realm="minicloud", error="invalid_token"',
+    });
   }
 
   /**
    * The caller of `req`, or a 401 (`minicloud.unauthorized`) when a token is required and
-   * missing or wrong (a wrong one counts as a failure of the client).
+   * missing or wrong (a wrong one counts as a failure: 429 past the limit).
    */
   async principal(req: IncomingMessage): Promise<Principal> {
     if (!(await this.active())) return OPEN;
-    this.checkLimit(req);
     const token = requestToken(req);
     if (token === undefined) {
       throw new HttpError(401, 'minicloud.unauthorized', 'this API needs a token', {
         'www-authenticate': 'Bearer realm="minicloud"',
       });
     }
-    const principal = await this.verify(req, token);
-    if (!principal) {
-      throw new HttpError(401, 'minicloud.unauthorized', 'the token is not valid', {
-        'www-authenticate': 'Bearer realm="minicloud", error="invalid_token"',
-      });
-    }
-    return principal;
+    return (await this.tokens.verify(token)) ?? this.refuse(req, token);
   }
 
-  /** Verifies `token`, counting a failure of the client when it is not valid. */
-  async verify(req: IncomingMessage, token: string): Promise<Principal | undefined> {
-    const principal = await this.tokens.verify(token);
-    if (!principal) this.limiter.fail(clientAddress(req));
-    return principal;
+  /** Verifies `token`; a wrong one counts as a failure and throws 401 or 429. */
+  async verify(req: IncomingMessage, token: string): Promise<Principal> {
+    return (await this.tokens.verify(token)) ?? this.refuse(req, token);
   }
 
   /** Checks that `req` may use a route that needs `access`; resolves with its caller. */
@@ -147,6 +166,10 @@ declare module 'fastify' {
     /** Who made the request (set by {@link installAuth} on non-public routes). */
     principal?: Principal;
   }
+}
+
+function cookieAttributes(auth: Auth): string {
+  return `Path=/; HttpOnly; SameSite=Strict${auth.secureCookies ? '; Secure' : ''}`;
 }
 
 /**
@@ -201,12 +224,11 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
     async (req, reply: FastifyReply) => {
       const { token } = req.body as { token: string };
       if (!(await auth.active())) return { auth: false, role: OPEN.role };
-      auth.checkLimit(req.raw);
       const principal = await auth.verify(req.raw, token);
-      if (!principal) throw new HttpError(401, 'minicloud.unauthorized', 'the token is not valid');
+      const session = await auth.tokens.createSession(principal);
       void reply.header(
         'set-cookie',
-        `${SESSION_COOKIE}=${encodeURIComponent(token)}; Path=/; HttpOnly; SameSite=Strict`,
+        `${SESSION_COOKIE}=${session}; ${cookieAttributes(auth)}; Max-Age=${SESSION_TTL_MS / 1000}`,
       );
       return { auth: true, role: principal.role };
     },
@@ -221,11 +243,10 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
         response: { 204: { type: 'null', description: 'the cookie is cleared' } },
       },
     },
-    async (_req, reply) => {
-      void reply.header(
-        'set-cookie',
-        `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`,
-      );
+    async (req, reply) => {
+      const session = cookieToken(req.raw);
+      if (session !== undefined) await auth.tokens.revokeSession(session);
+      void reply.header('set-cookie', `${SESSION_COOKIE}=; ${cookieAttributes(auth)}; Max-Age=0`);
       return reply.status(204).send();
     },
   );

@@ -2,7 +2,7 @@ import { RiggingError } from '@rigging/core';
 
 /** The body of every error answer of the API: `{ error: { code, message } }`. */
 export interface ApiErrorBody {
-  error: { code: string; message: string; details?: unknown };
+  error: { code: string; message: string; details?: unknown; requestId?: string };
 }
 
 /** An error the API answers with a given status (thrown by route handlers). */

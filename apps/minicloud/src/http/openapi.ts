@@ -50,7 +50,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<readonly Rou
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer' },
-          cookie: { type: 'apiKey', in: 'cookie', name: 'minicloud_token' },
+          cookie: { type: 'apiKey', in: 'cookie', name: 'minicloud_session' },
         },
       },
       security: [{ bearer: [] }, { cookie: [] }],

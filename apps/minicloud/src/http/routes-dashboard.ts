@@ -4,11 +4,20 @@
 import type { FastifyInstance } from 'fastify';
 import { serveStatic, type DashboardHub } from '../../dashboard/serve.js';
 import { dashboardDistDir } from './dashboard-dir.js';
+import { echoPath } from './app.js';
 import { HttpError } from './errors.js';
 import { errorBody, streamed } from './schemas.js';
 
-/** Adds `GET /api/events`, the server-sent events the dashboard follows. */
-export function registerEventsRoute(app: FastifyInstance, hub: DashboardHub): void {
+/**
+ * Adds `GET /api/events`, the server-sent events the dashboard follows. One caller (a token, or
+ * an address when no token is needed) holds at most `perCaller` of the hub's streams.
+ */
+export function registerEventsRoute(
+  app: FastifyInstance,
+  hub: DashboardHub,
+  perCaller: number,
+): void {
+  const open = new Map<string, number>();
   app.get(
     '/api/events',
     {
@@ -22,6 +31,22 @@ export function registerEventsRoute(app: FastifyInstance, hub: DashboardHub): vo
       },
     },
     (req, reply) => {
+      const caller = req.principal?.id ?? `addr:${req.socket.remoteAddress ?? 'unknown'}`;
+      const held = open.get(caller) ?? 0;
+      if (held >= perCaller) {
+        throw new HttpError(
+          503,
+          'minicloud.too_many_streams',
+          `this caller already follows ${held} event streams`,
+          { 'retry-after': '5' },
+        );
+      }
+      open.set(caller, held + 1);
+      reply.raw.once('close', () => {
+        const n = (open.get(caller) ?? 1) - 1;
+        if (n > 0) open.set(caller, n);
+        else open.delete(caller);
+      });
       reply.hijack();
       hub.handle(req.raw, reply.raw);
     },
@@ -38,17 +63,19 @@ export function registerDashboardFiles(app: FastifyInstance, dashboardDir?: stri
   app.get('/*', { config: { access: 'public' }, schema: { hide: true } }, async (req, reply) => {
     const path = req.url.split('?')[0]!;
     if (path === '/api' || path.startsWith('/api/')) {
-      throw new HttpError(404, 'minicloud.not_found', `no route GET ${path}`);
+      throw new HttpError(404, 'minicloud.not_found', `no route GET ${echoPath(path)}`);
     }
     reply.hijack();
     if (await statics(req.raw, reply.raw)) return;
     const notBuilt = path === '/' || path === '/index.html';
+    const error = notBuilt
+      ? {
+          code: 'minicloud.dashboard_not_built',
+          message: 'the dashboard is not built (no index.html): run pnpm --filter minicloud build',
+        }
+      : { code: 'minicloud.not_found', message: `no file ${echoPath(path)}` };
     reply.raw
-      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'text/plain; charset=utf-8' })
-      .end(
-        notBuilt
-          ? `the dashboard is not built (no ${dist.dir}index.html): run pnpm --filter minicloud build\n`
-          : 'not found\n',
-      );
+      .writeHead(notBuilt ? 503 : 404, { 'content-type': 'application/json; charset=utf-8' })
+      .end(JSON.stringify({ error: { ...error, requestId: req.id } }));
   });
 }

@@ -168,6 +168,7 @@ export const errorBody = {
         code: { type: 'string', description: 'stable, e.g. minicloud.unauthorized' },
         message: { type: 'string' },
         details: {},
+        requestId: { type: 'string', description: 'the id the server log has this request under' },
       },
     },
   },

@@ -14,6 +14,8 @@ import { TokenStore } from '../auth/tokens.js';
 import { Auth, installAuth } from './auth.js';
 import { ArchiveUploads } from './archive-upload.js';
 import { createApp } from './app.js';
+import { Redactor } from './redact.js';
+import { installGuard, RequestGuard } from './guard.js';
 import { DemoRunner } from './demo.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { installOpenApi, type RouteInfo } from './openapi.js';
@@ -51,6 +53,13 @@ export interface ServerOptions {
   maxEventStreams?: number;
   /** Prometheus metrics served at `/metrics`. @default createMetrics(cloud), closed with the server */
   metrics?: Metrics;
+  /**
+   * `Host` names accepted besides the bound address, `localhost`, `127.0.0.1` and `[::1]`
+   * (`--allowed-host`). @default none
+   */
+  allowedHosts?: readonly string[];
+  /** Origins whose pages may send non-GET requests besides the server's own. @default none */
+  allowedOrigins?: readonly string[];
 }
 
 /** A server built by {@link createServer}. */
@@ -81,7 +90,11 @@ interface ServerParts {
   uploads: ArchiveUploads;
   demo: DemoRunner;
   closeGraceMs: number;
+  guard: RequestGuard;
 }
+
+/** Event streams one caller (token, or address without tokens) may hold at once. */
+const MAX_STREAMS_PER_CALLER = 25;
 
 /** How long in-flight requests may take once closing before their connections are cut. */
 const FORCE_CLOSE_MS = 5_000;
@@ -101,6 +114,7 @@ class Server implements MinicloudServer {
   }
 
   async listen({ host, port }: { host: string; port: number }): Promise<string> {
+    this.#parts.guard.bind(host);
     await this.app.listen({ host, port });
     const address = this.app.server.address() as AddressInfo;
     const shown = address.address.includes(':') ? `[${address.address}]` : address.address;
@@ -132,8 +146,18 @@ class Server implements MinicloudServer {
 /** Builds the Fastify app around `cloud` (not listening yet). */
 export async function createServer(options: ServerOptions): Promise<MinicloudServer> {
   const { cloud } = options;
-  const app = createApp(options.logger);
-  const { hub, off: offHub } = await openDashboardHub(cloud, options.maxEventStreams ?? 100);
+  const app = createApp(
+    options.logger,
+    new Redactor([options.config.dataDir, options.config.baseDir]),
+  );
+  const guard = new RequestGuard({
+    ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
+    ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
+  });
+  // Host and Origin first: a foreign page learns nothing, not even whether a token is needed.
+  installGuard(app, guard);
+  const maxEventStreams = options.maxEventStreams ?? 100;
+  const { hub, off: offHub } = await openDashboardHub(cloud, maxEventStreams);
   // The document generator first, so that it sees every route registered after it.
   const routes = await installOpenApi(app);
   const auth = options.auth ?? new Auth({ tokens: new TokenStore(cloud.database), mode: 'auto' });
@@ -150,7 +174,7 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
   registerFlowRoutes(app, cloud);
   registerProviderRoute(app, cloud);
   registerDemoRoute(app, demo);
-  registerEventsRoute(app, hub);
+  registerEventsRoute(app, hub, Math.min(maxEventStreams, MAX_STREAMS_PER_CALLER));
   await registerPlacementRoutes(app, cloud, auth);
   registerDashboardFiles(app, options.dashboardDir);
 
@@ -163,5 +187,6 @@ export async function createServer(options: ServerOptions): Promise<MinicloudSer
     uploads,
     demo,
     closeGraceMs: options.closeGraceMs ?? 30_000,
+    guard,
   });
 }

@@ -1,0 +1,418 @@
+// A hostile web page and a hostile client against a real `minicloud serve` process, in loopback
+// "auto" mode (no token) and with tokens: DNS rebinding (foreign Host), CSRF (cross-site Origin,
+// Sec-Fetch-Site, text/plain forms), framing, lockout through the failure limiter, revoking the
+// last token, oversize Placement bodies, stacks and paths in answers, error shapes of the HTTP
+// parser and the router, slow headers, sessions. Each attack asserts the refusal code and that
+// nothing changed (state read back, files on disk counted).
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  cleanEnv,
+  cli,
+  createToken,
+  killServes,
+  startServe,
+  type Served,
+} from './dashboard-serve.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'minicloud-hostile-'));
+afterAll(() => {
+  killServes();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const EVIL = 'http://evil.example';
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json: { error?: { code?: string; message?: string; requestId?: string } } & Record<
+    string,
+    unknown
+  >;
+}
+
+/** One request with exactly the headers given (Host included), through `node:http`. */
+function raw(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string | Buffer,
+): Promise<Answer> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        method,
+        path,
+        headers: {
+          host: url.host,
+          ...(body !== undefined ? { 'content-length': String(Buffer.byteLength(body)) } : {}),
+          ...headers,
+        },
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: Answer['json'] = {};
+          try {
+            json = JSON.parse(text) as Answer['json'];
+          } catch {
+            // not JSON: the assertions say so
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** Files and directories under `dir`, recursively (0 when it does not exist). */
+function countEntries(dir: string): number {
+  if (!existsSync(dir)) return 0;
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    n += 1;
+    if (e.isDirectory()) n += countEntries(join(dir, e.name));
+  }
+  return n;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+for (const mode of ['auto', 'tokens'] as const) {
+  describe(`a hostile client against minicloud serve (${mode})`, () => {
+    const dir = join(tmp, mode);
+    let served: Served;
+    let admin = '';
+    /** Headers a legitimate client of this mode sends. */
+    let auth: Record<string, string> = {};
+    const db = `sqlite:${join(dir, 'mc.db')}`;
+
+    beforeAll(async () => {
+      mkdirSync(dir, { recursive: true });
+      if (mode === 'tokens') {
+        admin = createToken(dir, tmp, 'admin');
+        auth = { authorization: `Bearer ${admin}` };
+      }
+      served = await startServe(dir, tmp, ['--data-dir', dir]);
+    }, 90_000);
+
+    const state = async () => {
+      const [containers, flows, health] = await Promise.all(
+        ['/api/containers', '/api/flows', '/api/health'].map((p) =>
+          raw(served.url, 'GET', p, auth),
+        ),
+      );
+      return {
+        containers: containers!.json.containers,
+        flows: flows!.json.flows,
+        demoRunning: health!.json.demoRunning,
+        files: countEntries(join(dir, 'uploads')),
+      };
+    };
+
+    it('DNS rebinding: a foreign Host is refused on every listener path (421), nothing changes', async () => {
+      const before = await state();
+      const port = new URL(served.url).port;
+      const host = `evil.example:${port}`;
+      const attacks: [string, string, string?][] = [
+        ['POST', '/api/containers/k/ops', '{"type":"create","payload":{"image":"x"}}'],
+        ['POST', '/api/demo'],
+        ['GET', '/api/environments'],
+        ['GET', '/api/session'],
+        ['GET', '/api/health'],
+        ['GET', '/api/events'],
+        ['GET', '/placement/resource_providers'],
+        ['POST', '/placement/resource_providers', '{"name":"evil"}'],
+        ['GET', '/'],
+        ['GET', '/no-such-file.js'],
+      ];
+      for (const [method, path, body] of attacks) {
+        const r = await raw(
+          served.url,
+          method,
+          path,
+          {
+            ...auth,
+            host,
+            origin: `http://${host}`,
+            ...(body ? { 'content-type': 'application/json' } : {}),
+          },
+          body,
+        );
+        expect({ path, status: r.status, code: r.json.error?.code }).toEqual({
+          path,
+          status: 421,
+          code: 'minicloud.host_not_allowed',
+        });
+      }
+      // no Host at all (HTTP/1.0), and a host with a trailing junk
+      expect(
+        (await raw(served.url, 'GET', '/api/health', { host: `127.0.0.1.evil.example:${port}` }))
+          .status,
+      ).toBe(421);
+      expect(await state()).toEqual(before);
+      // The names of this machine are accepted.
+      for (const name of ['localhost', '127.0.0.1']) {
+        const ok = await raw(served.url, 'GET', '/api/health', { host: `${name}:${port}` });
+        expect(ok.status).toBe(200);
+      }
+    });
+
+    it('CSRF: a cross-site Origin or Sec-Fetch-Site is refused on every non-GET request (403), with or without credentials', async () => {
+      const before = await state();
+      let cookie = '';
+      if (mode === 'tokens') {
+        const signIn = await raw(
+          served.url,
+          'POST',
+          '/api/session',
+          { 'content-type': 'application/json' },
+          JSON.stringify({ token: admin }),
+        );
+        expect(signIn.status).toBe(200);
+        cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+        // the cookie holds a session, not the token
+        expect(cookie).not.toContain(admin);
+      }
+      const credentials: Record<string, string> = cookie ? { cookie } : {};
+      const port = new URL(served.url).port;
+      const attacks: [string, Record<string, string>][] = [
+        ['/api/demo', { origin: EVIL, 'content-type': 'text/plain' }],
+        ['/api/queues/k/discard', { origin: EVIL, 'content-type': 'text/plain' }],
+        ['/api/queues/k/resume', { origin: EVIL }],
+        ['/api/containers/k/ops', { origin: EVIL, 'content-type': 'application/json' }],
+        // another port of this machine is same-site, not same-origin
+        ['/api/demo', { origin: 'http://127.0.0.1:1', 'sec-fetch-site': 'same-site' }],
+        ['/api/demo', { 'sec-fetch-site': 'cross-site' }],
+        ['/api/demo', { 'sec-fetch-site': 'same-site' }],
+        ['/api/demo', { origin: 'null' }],
+        ['/api/session', { origin: EVIL, 'content-type': 'application/json' }],
+        ['/placement/resource_providers', { origin: EVIL, 'content-type': 'application/json' }],
+        // scheme-less or decorated origins do not pass as this server's own
+        ['/api/demo', { origin: `http://127.0.0.1:${port}/path` }],
+      ];
+      for (const [path, headers] of attacks) {
+        const body = path.includes('ops')
+          ? '{"type":"create","payload":{"image":"x"}}'
+          : path === '/api/session'
+            ? JSON.stringify({ token: admin || 'x' })
+            : path.startsWith('/placement')
+              ? '{"name":"evil"}'
+              : 'x';
+        const r = await raw(served.url, 'POST', path, { ...credentials, ...headers }, body);
+        expect({ path, headers, status: r.status, code: r.json.error?.code }).toEqual({
+          path,
+          headers,
+          status: 403,
+          code: 'minicloud.cross_origin',
+        });
+      }
+      const del = await raw(served.url, 'DELETE', '/api/environments/web', {
+        ...credentials,
+        origin: EVIL,
+      });
+      expect(del.json.error?.code).toBe('minicloud.cross_origin');
+      expect(await state()).toEqual(before);
+
+      // A text/plain body is not parsed, even from this server's own origin (415).
+      const plain = await raw(
+        served.url,
+        'POST',
+        '/api/queues/k/discard',
+        { ...auth, 'content-type': 'text/plain' },
+        'x',
+      );
+      expect(plain.status).toBe(415);
+      expect(plain.json.error?.code).toBe('minicloud.unsupported_media_type');
+
+      // The server's own pages still work.
+      const own = await raw(
+        served.url,
+        'POST',
+        '/api/containers/own/ops',
+        {
+          ...(cookie ? { cookie } : auth),
+          origin: served.url,
+          'sec-fetch-site': 'same-origin',
+          'content-type': 'application/json',
+        },
+        '{"type":"create","payload":{"image":"x"}}',
+      );
+      expect(own.status).toBe(202);
+      if (cookie) {
+        // signing out ends the session: the cookie no longer works
+        const out = await raw(served.url, 'DELETE', '/api/session', {
+          cookie,
+          origin: served.url,
+        });
+        expect(out.status).toBe(204);
+        const after = await raw(served.url, 'GET', '/api/environments', { cookie });
+        expect(after.status).toBe(401);
+      }
+    });
+
+    it('the dashboard cannot be framed and runs under a strict CSP', async () => {
+      for (const path of ['/', '/api/health', '/no-such-file.js']) {
+        const r = await raw(served.url, 'GET', path);
+        expect(r.headers['x-frame-options']).toBe('DENY');
+        expect(r.headers['content-security-policy']).toMatch(/frame-ancestors 'none'/);
+        expect(r.headers['content-security-policy']).toMatch(/default-src 'self'/);
+        expect(r.headers['x-content-type-options']).toBe('nosniff');
+      }
+    });
+
+    it('every error has one shape: unknown files, long keys, huge headers', async () => {
+      const missing = await raw(served.url, 'GET', '/no-such-file.js');
+      expect(missing.status).toBe(404);
+      expect(missing.json.error?.code).toBe('minicloud.not_found');
+      const longKey = await raw(served.url, 'GET', `/api/queues/${'k'.repeat(2000)}`, auth);
+      expect([400, 404]).toContain(longKey.status);
+      expect(longKey.json.error?.code).toMatch(/^minicloud\./);
+      expect(longKey.text.length).toBeLessThan(600);
+      const huge = await raw(served.url, 'GET', '/api/health', { 'x-big': 'a'.repeat(20_000) });
+      expect(huge.status).toBe(431);
+      expect(huge.json.error?.code).toBe('minicloud.headers_too_large');
+      expect(missing.json.error?.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    });
+
+    it('Placement: a body above its limit is refused (413 or a closed connection), nothing is created', async () => {
+      const before = await raw(served.url, 'GET', '/placement/resource_providers', {
+        ...(admin ? { 'x-auth-token': admin } : {}),
+        'openstack-api-version': 'placement 1.39',
+      });
+      const big = JSON.stringify({ name: 'n', uuid: undefined, pad: 'x'.repeat(2 * 1024 * 1024) });
+      const r = await raw(
+        served.url,
+        'POST',
+        '/placement/resource_providers',
+        { ...(admin ? { 'x-auth-token': admin } : {}), 'content-type': 'application/json' },
+        big,
+      ).catch((e: NodeJS.ErrnoException) => ({ status: 0, code: e.code }));
+      expect([0, 413]).toContain(r.status);
+      const after = await raw(served.url, 'GET', '/placement/resource_providers', {
+        ...(admin ? { 'x-auth-token': admin } : {}),
+        'openstack-api-version': 'placement 1.39',
+      });
+      expect(after.text).toBe(before.text);
+    });
+
+    it('a failed operation is reported without a stack or a server path', async () => {
+      const cast = await raw(
+        served.url,
+        'POST',
+        '/api/containers/doomed/ops',
+        { ...auth, 'content-type': 'application/json' },
+        JSON.stringify({ type: 'create', payload: { image: 'x', fail: `boom at ${dir}/secret` } }),
+      );
+      expect(cast.status).toBe(202);
+      const opId = String(cast.json.opId);
+      let op: Answer | undefined;
+      for (let i = 0; i < 100; i++) {
+        op = await raw(served.url, 'GET', `/api/ops/${encodeURIComponent(opId)}`, auth);
+        if (/"(failed|blocked|error)"/.test(op.text)) break;
+        await sleep(100);
+      }
+      expect(op!.status).toBe(200);
+      expect(op!.text).not.toMatch(/"stack"/);
+      expect(op!.text).not.toContain(dir);
+      expect(op!.text).not.toContain('file://');
+      const flows = await raw(served.url, 'GET', '/api/flows', auth);
+      for (const f of (flows.json.flows as { flowId: string }[] | undefined) ?? []) {
+        const one = await raw(
+          served.url,
+          'GET',
+          `/api/flows/${encodeURIComponent(f.flowId)}`,
+          auth,
+        );
+        expect(one.text).not.toMatch(/"stack"/);
+        expect(one.text).not.toContain('file://');
+        expect(one.text).not.toContain(dir);
+      }
+    });
+
+    if (mode === 'auto') {
+      it('a client that sends headers slowly is cut off within the header timeout', async () => {
+        const { port } = new URL(served.url);
+        const started = Date.now();
+        const closed = await new Promise<number>((resolve) => {
+          const socket = connect(Number(port), '127.0.0.1', () => {
+            socket.write('GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+          });
+          socket.on('data', () => undefined);
+          socket.on('close', () => resolve(Date.now() - started));
+          socket.on('error', () => undefined);
+        });
+        // headersTimeout is 10 s; Node checks every second (it checked every 30 s before).
+        expect(closed).toBeLessThan(15_000);
+      }, 30_000);
+    }
+
+    if (mode === 'tokens') {
+      it('failing clients never lock out a valid credential (API and Placement)', async () => {
+        for (let i = 0; i < 30; i++) {
+          await raw(served.url, 'GET', '/api/environments', {
+            cookie: 'minicloud_session=mcs_bad',
+          });
+        }
+        const bad = await raw(served.url, 'GET', '/api/environments', {
+          authorization: 'Bearer mct_bad',
+        });
+        expect(bad.status).toBe(429);
+        expect(bad.json.error?.code).toBe('minicloud.rate_limited');
+        const good = await raw(served.url, 'GET', '/api/environments', auth);
+        expect(good.status).toBe(200);
+        const placement = await raw(served.url, 'GET', '/placement/resource_providers', {
+          'x-auth-token': admin,
+        });
+        expect(placement.status).toBe(200);
+      });
+
+      it(
+        'revoking the last token keeps tokens required until disable-auth',
+        { timeout: 90_000 },
+        async () => {
+          const run = (...args: string[]) =>
+            execFileSync(process.execPath, [cli, 'token', ...args, '--database', db], {
+              cwd: tmp,
+              env: cleanEnv(),
+              encoding: 'utf8',
+            });
+          const id = /^(\S+)/.exec(run('list'))![1]!;
+          run('revoke', id);
+          expect(run('list').trim()).toBe('no tokens');
+          const anon = await raw(
+            served.url,
+            'POST',
+            '/api/containers/k/ops',
+            { 'content-type': 'application/json' },
+            '{"type":"create","payload":{"image":"x"}}',
+          );
+          expect(anon.status).toBe(401);
+          const session = await raw(served.url, 'GET', '/api/session');
+          expect(session.status).toBe(401);
+          run('disable-auth');
+          const open = await raw(served.url, 'GET', '/api/session');
+          expect(open.json).toEqual({ auth: false, role: 'admin' });
+        },
+      );
+    }
+  });
+}
