@@ -8,8 +8,11 @@ type Sql = typeof import('@rigging/sql');
  * install instead of a bare module-resolution failure.
  * @internal
  */
-export const { isConnectionError, isUniqueViolation, sql } = requireOptionalPeer<Sql>('@rigging/sql', {
-  from: import.meta.url,
-  neededBy: '@rigging/tasks/sql',
-  code: 'tasks.peer_missing',
-});
+export const { isConnectionError, isUniqueViolation, sql } = requireOptionalPeer<Sql>(
+  '@rigging/sql',
+  {
+    from: import.meta.url,
+    neededBy: '@rigging/tasks/sql',
+    code: 'tasks.peer_missing',
+  },
+);
