@@ -1,4 +1,4 @@
 import { defineConfig } from 'vitest/config';
-import { packageTests } from '../../config/vitest.base';
+import { packageTests, sourceResolve } from '../../config/vitest.base';
 
-export default defineConfig({ test: packageTests });
+export default defineConfig({ ...sourceResolve, test: packageTests });
