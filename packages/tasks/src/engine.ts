@@ -226,7 +226,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
     }
     return this.#own(flowId, async (lease) => {
       const run = this.#start(compiled, flowId, lease, options.signal, symbols, inputs);
-      await run.create(definitionOf(compiled), storedInputs);
+      run.create(definitionOf(compiled), storedInputs);
       return (await run.execute()) as O;
     });
   }

@@ -64,9 +64,9 @@ export class FlowRun {
     this.#state.stop(reason);
   }
 
-  /** Records the new flow in the log (then {@link execute} runs it). */
-  create(definition: FlowDefinition, storedInputs: JsonObject): Promise<void> {
-    return this.#journal.create(definition, storedInputs);
+  /** A new flow: recorded in the log with its first write (then {@link execute} runs it). */
+  create(definition: FlowDefinition, storedInputs: JsonObject): void {
+    this.#journal.create(definition, storedInputs);
   }
 
   /** Folds a stored log into the run's state. */
@@ -151,7 +151,7 @@ export class FlowRun {
     if (lease?.lost.aborted) this.#onLost();
     try {
       if (state.phase === 'forward') {
-        await runForward(this.#context, state, this.#attempts, this.#reverter);
+        await runForward(this.#context, state, journal, this.#attempts, this.#reverter);
         await this.#suspendOrThrowIfStopped();
         if (state.failures.length === 0 && state.stopReason !== 'cancel') {
           await journal.flow('SUCCESS');
@@ -201,7 +201,15 @@ export class FlowRun {
       if (state.stopReason === 'lost') throw this.#lostError(state.fatal);
       throw state.fatal;
     }
-    if (state.stopReason === 'lost') throw this.#lostError();
+    if (state.stopReason === 'lost') {
+      // What completed is recorded if the log still takes this owner's writes.
+      try {
+        await this.#journal.flush();
+      } catch (error) {
+        throw this.#lostError(error);
+      }
+      throw this.#lostError();
+    }
     if (state.stopReason === 'suspend') {
       await this.#journal.flow('SUSPENDED');
       throw new TasksError(

@@ -58,12 +58,23 @@ export class TaskAttempts {
   run(index: number): boolean | Promise<boolean> {
     const written = this.#journal.running(index);
     if (written !== SETTLED) return this.#executeAfter(written, index);
+    if (this.#state.stopReason !== undefined) return this.#notStarted(index);
     return this.#execute(index);
   }
 
   async #executeAfter(written: Promise<void>, index: number): Promise<boolean> {
     await written;
+    if (this.#state.stopReason !== undefined) return this.#notStarted(index);
     return this.#execute(index);
+  }
+
+  /**
+   * The run was asked to stop while RUNNING was written (e.g. by a listener of the previous
+   * task's SUCCESS, which is durable in the same write): the task is not executed.
+   */
+  #notStarted(index: number): false {
+    this.#journal.notStarted(index);
+    return false;
   }
 
   /** The first attempt's `execute` (RUNNING is durable). */

@@ -2,6 +2,7 @@ import { MinHeap } from './min-heap.js';
 import { pump } from './pump.js';
 import type { RunContext } from './run-context.js';
 import type { TaskAttempts } from './run-attempts.js';
+import type { RunJournal } from './run-journal.js';
 import type { Reverter } from './run-revert.js';
 import type { RunState } from './run-state.js';
 
@@ -14,6 +15,7 @@ import type { RunState } from './run-state.js';
 export async function runForward(
   context: RunContext,
   state: RunState,
+  journal: RunJournal,
   attempts: TaskAttempts,
   reverter: Reverter,
 ): Promise<void> {
@@ -42,6 +44,7 @@ export async function runForward(
         ? ready.pop()
         : -1,
     start: (index) => attempts.run(index),
+    flush: () => journal.flush(),
     done: (index, ok) => {
       if (!ok) return;
       for (const successor of atoms[index]!.succs) {

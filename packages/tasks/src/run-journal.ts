@@ -4,6 +4,7 @@ import type { FlowStateEvent, TaskStateEvent } from './events.js';
 import {
   SETTLED,
   type FlowDefinition,
+  type FlowRecord,
   type FlowState,
   type LogEntry,
   type TaskState,
@@ -33,15 +34,31 @@ export function failureOf(task: string | null, error: unknown): TaskFailure {
   return { ...serializeError(error), task };
 }
 
-/** @internal Task states the journal writes with {@link RunJournal.task} (RUNNING and SUCCESS have their own methods). */
+/** @internal Task states the journal writes with {@link RunJournal.task} (RUNNING, SUCCESS and REVERTED have their own methods). */
 export type TaskMove =
-  'FAILURE' | 'RETRYING' | 'CANCELLED' | 'REVERTING' | 'REVERTED' | 'REVERT_FAILURE' | 'PENDING';
+  'FAILURE' | 'RETRYING' | 'CANCELLED' | 'REVERTING' | 'REVERT_FAILURE' | 'PENDING';
+
+/** A held entry (see {@link RunJournal}): its atom and, for a SUCCESS, the result for its event. */
+interface Held {
+  index: number;
+  entry: LogEntry;
+  result: unknown;
+}
 
 /**
  * @internal The only writer of a run's {@link RunState} transitions that the log records: each
  * method appends its entries to the log (durable before the method's promise settles), then
  * applies them to the state and emits `task:state` / `flow:state`. `restore` folds a stored log
  * into the state through the same transitions.
+ *
+ * One commit per task: a task's SUCCESS (and a task's REVERTED) is *held* — applied to the state
+ * at once, so that the scheduler can start what depends on it — and written with the run's next
+ * append, which always comes before anything that depends on it runs: the next task's RUNNING,
+ * the next revert's REVERTING, the flow's final state, or {@link RunJournal.flush}, which the
+ * schedulers call before they wait with nothing to start. Likewise the flow's record is created
+ * with the first task's RUNNING. Its event is emitted once that write is durable. A crash before
+ * that write leaves the task RUNNING (or REVERTING) in the log: it runs again on resume, exactly
+ * like a task whose process died inside `execute` (at-least-once for the task in flight).
  *
  * On a log whose `append` is already durable when it returns (the memory log), `running` and
  * `succeeded` apply synchronously and return the shared settled promise `SETTLED`: the caller can
@@ -56,6 +73,10 @@ export class RunJournal {
   readonly #token: bigint | null;
   /** The `update` of every task-level append (built once per run). */
   readonly #tokenOnly: { token: bigint | null };
+  /** Held entries (SUCCESS, REVERTED), written with the next append; their events follow it. */
+  #held: Held[] = [];
+  /** The new flow's record and first entry, created with the first append. */
+  #create: { record: FlowRecord; entry: LogEntry } | undefined;
 
   constructor(context: RunContext, state: RunState) {
     this.#context = context;
@@ -65,12 +86,15 @@ export class RunJournal {
     this.#tokenOnly = { token: this.#token };
   }
 
-  /** Records the new flow (state RUNNING, its first entry) with its definition and stored inputs. */
-  async create(definition: FlowDefinition, inputs: JsonObject): Promise<void> {
+  /**
+   * The new flow (state RUNNING, its first entry) with its definition and stored inputs: created
+   * in the log with the first task's RUNNING (or whatever the run writes first), in one commit.
+   */
+  create(definition: FlowDefinition, inputs: JsonObject): void {
     const at = this.#context.clock.now();
     const token = this.#token;
-    await this.#context.log.create(
-      {
+    this.#create = {
+      record: {
         flowId: this.flowId,
         name: this.#context.compiled.root.name,
         state: 'RUNNING',
@@ -80,9 +104,8 @@ export class RunJournal {
         createdAt: at,
         updatedAt: at,
       },
-      [{ seq: ++this.#seq, task: null, state: 'RUNNING', at, token }],
-    );
-    this.#emitFlow('RUNNING', at);
+      entry: { seq: ++this.#seq, task: null, state: 'RUNNING', at, token },
+    };
   }
 
   /** Atom `index` starts its next attempt: RUNNING (the attempt is counted before the write). */
@@ -97,23 +120,46 @@ export class RunJournal {
     return written.then(() => this.#entered(index, entry));
   }
 
-  /** Atom `index` returned `result` (JSON, checked by the caller): SUCCESS with its stored result. */
+  /**
+   * Atom `index` returned `result` (JSON, checked by the caller): SUCCESS with its stored result,
+   * held for the next append (see the class); the state moves at once.
+   */
   succeeded(index: number, result: unknown): Promise<void> {
     const entry = this.#entry(index, 'SUCCESS');
     const stored = this.#sensitive(index) ? protect(result, this.#context.key) : (result as Json);
     entry.result = stored;
-    const written = this.#append([entry], this.#tokenOnly);
-    if (written === SETTLED) {
-      this.#completed(index, entry, result);
-      return SETTLED;
-    }
-    return written.then(() => this.#completed(index, entry, result));
+    this.#state.completed(index, stored, result);
+    this.#held.push({ index, entry, result });
+    return SETTLED;
+  }
+
+  /** Atom `index` was reverted (or had nothing to revert): REVERTED, held for the next append. */
+  reverted(index: number): void {
+    const entry = this.#entry(index, 'REVERTED');
+    this.#state.entered(index, 'REVERTED');
+    this.#state.revertEnded({ task: entry.task!, state: 'REVERTED' });
+    this.#held.push({ index, entry, result: undefined });
+  }
+
+  /**
+   * Atom `index` was logged RUNNING but the run stopped before executing it (a stop requested
+   * while that entry was being written): PENDING again with its previous attempt count, held.
+   */
+  notStarted(index: number): void {
+    this.#state.entered(index, 'PENDING', this.#state.attempt(index) - 1);
+    this.#held.push({ index, entry: this.#entry(index, 'PENDING'), result: undefined });
+  }
+
+  /** Writes what is held, if anything (undefined when nothing is). */
+  flush(): Promise<void> | undefined {
+    if (this.#held.length === 0 && this.#create === undefined) return undefined;
+    return this.#append([], this.#tokenOnly);
   }
 
   /**
    * Atom `index` moves to `state`: FAILURE (the flow will revert for `failure`), RETRYING,
-   * CANCELLED, REVERTING, REVERTED or REVERT_FAILURE (the revert's outcome is recorded), PENDING
-   * (its sub-flow runs again: attempt 0).
+   * CANCELLED, REVERTING, REVERT_FAILURE (the revert's outcome is recorded), PENDING (its
+   * sub-flow runs again: attempt 0).
    */
   async task(index: number, state: TaskMove, failure?: TaskFailure): Promise<void> {
     if (state === 'PENDING') this.#state.reset(index);
@@ -123,7 +169,6 @@ export class RunJournal {
     this.#entered(index, entry);
     const name = entry.task!;
     if (state === 'FAILURE') this.#state.failed(failure!);
-    else if (state === 'REVERTED') this.#state.revertEnded({ task: name, state });
     else if (state === 'REVERT_FAILURE') this.#state.revertEnded({ task: name, state, failure });
   }
 
@@ -218,9 +263,43 @@ export class RunJournal {
     }
   }
 
-  /** Appends `entries` (made durable by the log). */
+  /**
+   * Appends what is held, then `entries`, in one write (creating the flow first when it is new),
+   * made durable by the log; then emits the held entries' events.
+   */
   #append(entries: LogEntry[], update: { state?: FlowState; token: bigint | null }): Promise<void> {
-    return this.#context.log.append(this.flowId, entries, update);
+    const held = this.#held;
+    const create = this.#create;
+    if (held.length === 0 && create === undefined)
+      return this.#context.log.append(this.flowId, entries, update);
+    let all = entries;
+    if (held.length > 0) {
+      this.#held = [];
+      all = new Array<LogEntry>(held.length + entries.length);
+      for (let k = 0; k < held.length; k++) all[k] = held[k]!.entry;
+      for (let k = 0; k < entries.length; k++) all[held.length + k] = entries[k]!;
+    }
+    let written: Promise<void>;
+    if (create !== undefined) {
+      this.#create = undefined;
+      const { record, entry } = create;
+      if (update.state) record.state = update.state;
+      if (all.length > 0) record.updatedAt = all[all.length - 1]!.at;
+      written = this.#context.log
+        .create(record, [entry, ...all])
+        .then(() => this.#emitFlow('RUNNING', entry.at));
+    } else written = this.#context.log.append(this.flowId, all, update);
+    if (held.length === 0) return written;
+    if (written === SETTLED) {
+      this.#emitHeld(held);
+      return SETTLED;
+    }
+    return written.then(() => this.#emitHeld(held));
+  }
+
+  #emitHeld(held: Held[]): void {
+    for (const { index, entry, result } of held)
+      this.#emitTask(index, entry, entry.state === 'SUCCESS', result);
   }
 
   /** The entry of a transition of atom `index` (its current attempt, now). */
@@ -241,11 +320,6 @@ export class RunJournal {
     const symbols = this.#context.symbols;
     for (const symbol of atom.provides) if (symbols.has(symbol)) return true;
     return false;
-  }
-
-  #completed(index: number, entry: LogEntry, result: unknown): void {
-    this.#state.completed(index, entry.result, result);
-    this.#emitTask(index, entry, true, result);
   }
 
   #entered(index: number, entry: LogEntry): void {

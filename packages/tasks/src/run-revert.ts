@@ -71,6 +71,7 @@ export class Reverter {
           ? ready.pop()
           : -1,
       start: (index) => this.#revert(index, state.cause),
+      flush: () => this.#journal.flush(),
       done: (index, ok) => {
         if (!ok) failed = true;
         if (ok || tolerant) {
@@ -107,7 +108,7 @@ export class Reverter {
         return false;
       }
     }
-    await this.#journal.task(index, 'REVERTED');
+    this.#journal.reverted(index);
     return true;
   }
 
@@ -137,6 +138,7 @@ export class Reverter {
       if (state.state(member) !== 'PENDING') await this.#journal.task(member, 'PENDING');
     if (retry.delayMs) {
       try {
+        await this.#journal.flush();
         await this.#context.clock.sleep(retry.delayMs, { signal: this.#forwardSignal });
       } catch {
         // Cancelled while waiting: the forward loop sees the stop.
