@@ -243,3 +243,6 @@ if (!hasTaskflow) {
       );
   }
 }
+
+// Durable flows on PostgreSQL beside DBOS Transact, with the commit floor and WAL flushes per task.
+await import('./durable.js');

@@ -159,7 +159,9 @@ function sensitiveSymbols(c: CompiledFlow): ReadonlySet<string> {
 /**
  * Runs flows: tasks in dependency order (in parallel up to `concurrency`), every transition made
  * durable in the log before the next task starts; on failure, completed tasks are reverted in
- * exact reverse order of completion.
+ * reverse dependency order: a task is reverted only once every completed task depending on it
+ * was, at most `concurrency` at once. With `concurrency: 1` that is the exact reverse order of
+ * completion; with more, independent branches are reverted in parallel.
  */
 export class Engine extends TypedEmitter<EngineEvents> {
   /** Where transitions are recorded (the `log` option, or a fresh in-memory log). */
@@ -229,24 +231,8 @@ export class Engine extends TypedEmitter<EngineEvents> {
       }
     }
     return this.#own(flowId, async (lease) => {
-      const run = this.#start(compiled, flowId, lease, options.signal, symbols);
-      run.inputs = inputs;
-      const at = this.#clock.now();
-      const token = lease?.token ?? null;
-      await this.log.create(
-        {
-          flowId,
-          name: compiled.root.name,
-          state: 'RUNNING',
-          definition: definitionOf(compiled),
-          inputs: storedInputs,
-          token,
-          createdAt: at,
-          updatedAt: at,
-        },
-        [{ seq: ++run.seq, task: null, state: 'RUNNING', at, token }],
-      );
-      run.emitFlow('RUNNING', at);
+      const run = this.#start(compiled, flowId, lease, options.signal, symbols, inputs);
+      run.create(definitionOf(compiled), storedInputs);
       return (await run.execute()) as O;
     });
   }
@@ -273,14 +259,13 @@ export class Engine extends TypedEmitter<EngineEvents> {
         options.migrate,
         flowId,
       );
-      const run = this.#start(compiled, flowId, lease, options.signal, symbols);
       const inputs: Record<string, unknown> = {};
       for (const [symbol, stored] of Object.entries(loaded.record.inputs)) {
         const revealed = reveal(stored, this.#key);
         if (revealed.ok) inputs[symbol] = revealed.value;
       }
       Object.assign(inputs, options.inputs ?? {});
-      run.inputs = inputs;
+      const run = this.#start(compiled, flowId, lease, options.signal, symbols, inputs);
       run.restore(loaded.entries, rename);
       return (await run.continue(loaded.record.state)) as O;
     });
@@ -341,29 +326,33 @@ export class Engine extends TypedEmitter<EngineEvents> {
     return [...this.#owned];
   }
 
-  /** A run of `compiled` as `flowId`, given this engine's settings; active until its flow is released. */
+  /** A run of `compiled` as `flowId` with `inputs`, given this engine's settings; active until its flow is released. */
   #start(
     compiled: CompiledFlow,
     flowId: string,
     lease: Lease | undefined,
     signal: AbortSignal | undefined,
     symbols: ReadonlySet<string>,
+    inputs: Readonly<Record<string, unknown>>,
   ): FlowRun {
-    const run = new FlowRun({
-      log: this.log,
-      concurrency: this.concurrency,
-      logger: this.#logger,
-      clock: this.#clock,
-      onRevertFailure: this.#mode,
-      key: this.#key,
-      events: this,
-      compiled,
-      flowId,
-      lease,
-      taskLease: lease && Object.freeze({ key: lease.key, token: lease.token, lost: lease.lost }),
-      signal,
-      symbols,
-    });
+    const run = new FlowRun(
+      {
+        log: this.log,
+        concurrency: this.concurrency,
+        logger: this.#logger,
+        clock: this.#clock,
+        onRevertFailure: this.#mode,
+        key: this.#key,
+        events: this,
+        compiled,
+        flowId,
+        lease,
+        taskLease: lease && Object.freeze({ key: lease.key, token: lease.token, lost: lease.lost }),
+        signal,
+        symbols,
+      },
+      inputs,
+    );
     this.#active.set(flowId, run);
     return run;
   }

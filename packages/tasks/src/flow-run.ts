@@ -1,182 +1,180 @@
-import { serializeError } from '@rigging/core';
+import { deferred, serializeError, type JsonObject } from '@rigging/core';
 import { FlowFailed, TasksError } from './errors.js';
-import type { FlowState, LogEntry } from './log.js';
-import { MinHeap } from './min-heap.js';
-import { pump } from './pump.js';
-import { failureOf, type StopReason } from './run-journal.js';
-import { RunRevert } from './run-revert.js';
-import { reveal } from './secrets.js';
+import type { FlowDefinition, FlowState, LogEntry } from './log.js';
+import type { RunContext } from './run-context.js';
+import { TaskAttempts } from './run-attempts.js';
+import { runForward } from './run-forward.js';
+import { RunJournal } from './run-journal.js';
+import { Reverter } from './run-revert.js';
+import { RunState, type StopReason } from './run-state.js';
 
 /**
  * @internal One flow run by an engine: the run loop (forward in dependency order, then revert on
  * failure), restoring from a log, and stopping (suspension, cancellation, lost ownership).
+ *
+ * It composes the run's parts, each given what it needs: the {@link RunState}, the
+ * {@link RunJournal} that alone writes the state's logged transitions, the {@link TaskAttempts}
+ * that run one task, the {@link Reverter}, and the forward scheduler ({@link runForward}).
  */
-export class FlowRun extends RunRevert {
+export class FlowRun {
+  /** The flow's id in the log. */
+  readonly flowId: string;
+  /** Resolves once the run returned or threw. */
+  readonly settled: Promise<void>;
+  readonly #settle: () => void;
+  readonly #context: RunContext;
+  readonly #state: RunState;
+  readonly #journal: RunJournal;
+  readonly #attempts: TaskAttempts;
+  readonly #reverter: Reverter;
+  /** Aborts running tasks when the run is cancelled. */
+  readonly #forward = new AbortController();
+  /** Aborts running reverts when the lease is lost. */
+  readonly #revert = new AbortController();
+
   /** The caller's signal aborted: cancel (running tasks see their signal abort), then revert. */
   readonly #onAbort = () => {
-    if (!this.stopReason || this.stopReason === 'suspend') this.stopReason = 'cancel';
-    this.controller.abort(this.signal?.reason);
+    this.#state.cancel();
+    this.#forward.abort(this.#context.signal?.reason);
   };
   /** The lease was lost: stop at the next task boundary; running reverts see their signal abort. */
   readonly #onLost = () => {
-    this.stopReason = 'lost';
-    this.revertController.abort(this.lease?.lost.reason);
+    this.#state.lose();
+    this.#revert.abort(this.#context.lease?.lost.reason);
   };
+
+  /** A run of `context.compiled` with `inputs` (as given to `run`, or as restored for `resume`). */
+  constructor(context: RunContext, inputs: Readonly<Record<string, unknown>>) {
+    this.#context = context;
+    this.flowId = context.flowId;
+    this.#state = new RunState(context.compiled, inputs);
+    this.#journal = new RunJournal(context, this.#state);
+    this.#attempts = new TaskAttempts(context, this.#state, this.#journal, this.#forward.signal);
+    this.#reverter = new Reverter(context, this.#state, this.#journal, {
+      forward: this.#forward.signal,
+      revert: this.#revert.signal,
+    });
+    const settled = deferred<void>();
+    this.settled = settled.promise;
+    this.#settle = () => settled.resolve();
+  }
 
   /** Asks the run to stop at the next task boundary (the first reason given wins). */
   stop(reason: StopReason): void {
-    this.stopReason ??= reason;
+    this.#state.stop(reason);
+  }
+
+  /** A new flow: recorded in the log with its first write (then {@link execute} runs it). */
+  create(definition: FlowDefinition, storedInputs: JsonObject): void {
+    this.#journal.create(definition, storedInputs);
   }
 
   /** Folds a stored log into the run's state. */
   restore(entries: LogEntry[], rename: Map<string, string>): void {
-    const key = this.context.key;
-    for (const entry of entries) {
-      if (entry.seq > this.seq) this.seq = entry.seq;
-      if (entry.task === null) {
-        if (entry.state === 'REVERTING') {
-          this.phase = 'revert';
-          this.cause = entry.failure;
-        } else if (entry.state === 'RUNNING') this.phase = 'forward';
-        continue;
+    this.#journal.restore(entries, rename);
+  }
+
+  /** Continues a restored run. */
+  async continue(stored: FlowState): Promise<unknown> {
+    const state = this.#state;
+    try {
+      if (stored === 'SUCCESS') return state.outputs();
+      if (stored === 'REVERTED' || stored === 'CANCELLED') {
+        const code = stored === 'CANCELLED' ? 'tasks.cancelled' : 'tasks.flow_failed';
+        throw new FlowFailed(code, this.flowId, this.#failures(), state.reverts());
       }
-      if (entry.subflow === true) {
-        const scope = this.compiled.scopes.get(rename.get(entry.task) ?? entry.task);
-        if (!scope || entry.attempt === undefined) continue;
-        if (entry.state === 'RETRYING') {
-          this.flowAttempts.set(scope.name, entry.attempt);
-          this.pendingFlowRetry = {
-            name: scope.name,
-            failure: entry.failure ?? failureOf(null, ''),
-          };
-        } else if (entry.state === 'RUNNING') {
-          this.flowCurrent.set(scope.name, entry.attempt);
-          if (this.pendingFlowRetry?.name === scope.name) this.pendingFlowRetry = undefined;
+      if (state.phase === 'forward') {
+        this.#checkAvailable();
+        if (state.failures.length && state.some('FAILURE')) {
+          await this.#journal.flow('REVERTING', state.failures[0]);
+        } else {
+          this.#requestRestoredRetry();
+          await this.#journal.flow('RUNNING');
         }
-        continue;
+      } else {
+        await this.#journal.flow('REVERTING', state.cause);
       }
-      const atom = this.compiled.byName.get(rename.get(entry.task) ?? entry.task);
-      if (!atom) continue;
-      const index = atom.index;
-      this.states[index] = entry.state;
-      if (entry.attempt !== undefined) this.attempts[index] = entry.attempt;
-      if (entry.state === 'SUCCESS') {
-        this.results[index] = entry.result;
-        this.completedAt[index] = ++this.completedCount;
-        const revealed = reveal(entry.result, key);
-        if (revealed.ok) this.bind(index, revealed.value);
-        else for (const symbol of atom.provides) this.unavailable.add(symbol);
-      } else if (entry.state === 'FAILURE' && entry.failure) this.failures.push(entry.failure);
-      else if (entry.state === 'REVERTED') this.outcome({ task: atom.name, state: 'REVERTED' });
-      else if (entry.state === 'REVERT_FAILURE' && entry.failure) {
-        this.outcome({ task: atom.name, state: 'REVERT_FAILURE', failure: entry.failure });
+      return await this.execute();
+    } finally {
+      this.#settle();
+    }
+  }
+
+  /** Nothing left to run may read a value that was stored redacted and not given again. */
+  #checkAvailable(): void {
+    const state = this.#state;
+    for (const atom of this.#context.compiled.atoms) {
+      if (state.state(atom.index) === 'SUCCESS') continue;
+      const requires = atom.task.requires;
+      for (let position = 0; position < requires.length; position++) {
+        const symbol = requires[position]!;
+        if (
+          state.unavailable(symbol) ||
+          (!(symbol in state.inputs) && atom.sources[position] === -1)
+        ) {
+          throw new TasksError(
+            'tasks.sensitive_unavailable',
+            `cannot resume flow ${this.flowId}: task '${atom.name}' needs '${symbol}', which was not stored in clear; give the engine the secretKey or pass it in resume(…, { inputs })`,
+            { details: { flowId: this.flowId, task: atom.name, symbol: symbol } },
+          );
+        }
       }
     }
   }
 
-  /** Continues a restored run. */
-  async continue(state: FlowState): Promise<unknown> {
-    try {
-      if (state === 'SUCCESS') return this.outputs();
-      if (state === 'REVERTED' || state === 'CANCELLED') {
-        const code = state === 'CANCELLED' ? 'tasks.cancelled' : 'tasks.flow_failed';
-        throw new FlowFailed(
-          code,
-          this.flowId,
-          this.failures.length ? this.failures : this.cause ? [this.cause] : [],
-          [...this.reverts.values()],
-        );
-      }
-      // Nothing to run may read a redacted value.
-      if (this.phase === 'forward') {
-        for (const atom of this.compiled.atoms) {
-          if (this.states[atom.index] === 'SUCCESS') continue;
-          for (const symbol of atom.task.requires) {
-            if (
-              this.unavailable.has(symbol) ||
-              (!(symbol in this.inputs) && atom.sources[atom.task.requires.indexOf(symbol)] === -1)
-            ) {
-              throw new TasksError(
-                'tasks.sensitive_unavailable',
-                `cannot resume flow ${this.flowId}: task '${atom.name}' needs '${symbol}', which was not stored in clear; give the engine the secretKey or pass it in resume(…, { inputs })`,
-                { details: { flowId: this.flowId, task: atom.name, symbol: symbol } },
-              );
-            }
-          }
-        }
-        if (
-          this.failures.length &&
-          this.compiled.atoms.some((atom) => this.states[atom.index] === 'FAILURE')
-        ) {
-          this.phase = 'revert';
-          this.cause = this.failures[0];
-        }
-      }
-      if (this.phase === 'forward') {
-        const pending = this.pendingFlowRetry;
-        if (pending) {
-          // Killed between logging a sub-flow's retry and starting its next attempt: finish the retry.
-          const scope = this.compiled.scopes.get(pending.name)!;
-          const attempt = this.flowAttempts.get(scope.name) ?? 1;
-          const decision = scope.retry.onFailure({
-            task: scope.name,
-            attempt,
-            error: pending.failure,
-          });
-          this.flowRetry = {
-            name: scope.name,
-            lo: scope.lo,
-            hi: scope.hi,
-            attempt,
-            delayMs: decision.action === 'retry' ? (decision.delayMs ?? 0) : 0,
-            failure: pending.failure,
-          };
-        }
-        await this.flowState('RUNNING');
-      } else {
-        await this.flowState('REVERTING', this.cause);
-      }
-      return await this.execute();
-    } finally {
-      this.settle();
-    }
+  /** Killed between logging a sub-flow's retry and starting its next attempt: finish the retry. */
+  #requestRestoredRetry(): void {
+    const state = this.#state;
+    const pending = state.pendingFlowRetry;
+    if (!pending) return;
+    const scope = this.#context.compiled.scopes.get(pending.name)!;
+    const attempt = state.flowAttempts(scope.name) || 1;
+    const decision = scope.retry.onFailure({ task: scope.name, attempt, error: pending.failure });
+    state.requestFlowRetry({
+      name: scope.name,
+      lo: scope.lo,
+      hi: scope.hi,
+      attempt,
+      delayMs: decision.action === 'retry' ? (decision.delayMs ?? 0) : 0,
+      failure: pending.failure,
+    });
   }
 
   /** Runs the forward phase (if still in it), then reverts on failure. */
   async execute(): Promise<unknown> {
-    const signal = this.signal;
+    const { signal, lease } = this.#context;
+    const state = this.#state;
+    const journal = this.#journal;
     signal?.addEventListener('abort', this.#onAbort, { once: true });
-    this.lease?.lost.addEventListener('abort', this.#onLost, { once: true });
+    lease?.lost.addEventListener('abort', this.#onLost, { once: true });
     if (signal?.aborted) this.#onAbort();
-    if (this.lease?.lost.aborted) this.#onLost();
+    if (lease?.lost.aborted) this.#onLost();
     try {
-      if (this.phase === 'forward') {
-        await this.#forward();
-        this.#throwIfStopped();
-        if (this.failures.length === 0 && this.stopReason !== 'cancel') {
-          await this.flowState('SUCCESS');
-          return this.outputs();
+      if (state.phase === 'forward') {
+        await runForward(this.#context, state, journal, this.#attempts, this.#reverter);
+        await this.#suspendOrThrowIfStopped();
+        if (state.failures.length === 0 && state.stopReason !== 'cancel') {
+          await journal.flow('SUCCESS');
+          return state.outputs();
         }
-        this.cause =
-          this.stopReason === 'cancel'
+        const cause =
+          state.stopReason === 'cancel'
             ? { ...serializeError(signal?.reason ?? new Error('cancelled')), task: null }
-            : this.failures[0];
-        this.phase = 'revert';
-        await this.flowState('REVERTING', this.cause);
+            : state.failures[0];
+        await journal.flow('REVERTING', cause);
       }
       const cancelled =
-        this.stopReason === 'cancel' || (this.cause !== undefined && this.cause.task === null);
-      if (this.stopReason === 'cancel') this.stopReason = undefined; // reverting goes on after a cancellation
-      await this.revertAll();
-      this.#throwIfStopped();
-      const failed = this.states.some((s) => s === 'REVERT_FAILURE');
-      const failures = this.failures.length ? this.failures : this.cause ? [this.cause] : [];
-      const reverts = [...this.reverts.values()];
-      if (failed) {
-        await this.flowState('REVERT_FAILURE', this.cause);
+        state.stopReason === 'cancel' || (state.cause !== undefined && state.cause.task === null);
+      state.cancelHandled(); // reverting goes on after a cancellation
+      await this.#reverter.revertAll();
+      await this.#suspendOrThrowIfStopped();
+      const failures = this.#failures();
+      const reverts = state.reverts();
+      if (state.some('REVERT_FAILURE')) {
+        await journal.flow('REVERT_FAILURE', state.cause);
         throw new FlowFailed('tasks.revert_failed', this.flowId, failures, reverts);
       }
-      await this.flowState(cancelled ? 'CANCELLED' : 'REVERTED', this.cause);
+      await journal.flow(cancelled ? 'CANCELLED' : 'REVERTED', state.cause);
       throw new FlowFailed(
         cancelled ? 'tasks.cancelled' : 'tasks.flow_failed',
         this.flowId,
@@ -185,76 +183,48 @@ export class FlowRun extends RunRevert {
       );
     } finally {
       signal?.removeEventListener('abort', this.#onAbort);
-      this.lease?.lost.removeEventListener('abort', this.#onLost);
-      this.settle();
+      lease?.lost.removeEventListener('abort', this.#onLost);
+      this.#settle();
     }
   }
 
-  #throwIfStopped(): void {
-    if (this.fatal !== undefined) {
-      if (this.stopReason === 'lost') throw this.#lostError(this.fatal);
-      throw this.fatal;
+  /** The failures the flow failed for (or its cause, e.g. a cancellation). */
+  #failures() {
+    const state = this.#state;
+    return state.failures.length ? [...state.failures] : state.cause ? [state.cause] : [];
+  }
+
+  /** After a phase: throws a fatal error or the lost lease; logs SUSPENDED and throws `tasks.suspended`. */
+  async #suspendOrThrowIfStopped(): Promise<void> {
+    const state = this.#state;
+    if (state.fatal !== undefined) {
+      if (state.stopReason === 'lost') throw this.#lostError(state.fatal);
+      throw state.fatal;
     }
-    if (this.stopReason === 'lost') throw this.#lostError();
+    if (state.stopReason === 'lost') {
+      // What completed is recorded if the log still takes this owner's writes.
+      try {
+        await this.#journal.flush();
+      } catch (error) {
+        throw this.#lostError(error);
+      }
+      throw this.#lostError();
+    }
+    if (state.stopReason === 'suspend') {
+      await this.#journal.flow('SUSPENDED');
+      throw new TasksError(
+        'tasks.suspended',
+        `flow ${this.flowId} suspended; resume it with engine.resume()`,
+        { details: { flowId: this.flowId } },
+      );
+    }
   }
 
   #lostError(cause?: unknown): TasksError {
     return new TasksError(
       'tasks.ownership_lost',
       `flow ${this.flowId} stopped: this engine lost its lease; whoever acquires it next can resume the flow`,
-      { cause: cause ?? this.lease?.lost.reason, details: { flowId: this.flowId } },
+      { cause: cause ?? this.#context.lease?.lost.reason, details: { flowId: this.flowId } },
     );
-  }
-
-  /** Runs every task not yet completed, in dependency order, `concurrency` at a time. */
-  async #forward(): Promise<void> {
-    const { atoms, rank } = this.compiled;
-    const states = this.states;
-    const waiting = new Int32Array(atoms.length);
-    let ready = new MinHeap((index) => rank[index]!);
-    const rebuild = () => {
-      ready = new MinHeap((index) => rank[index]!);
-      for (const atom of atoms) {
-        if (states[atom.index] === 'SUCCESS') continue;
-        let count = 0;
-        for (const predecessor of atom.preds) if (states[predecessor] !== 'SUCCESS') count++;
-        waiting[atom.index] = count;
-        if (count === 0) ready.push(atom.index);
-      }
-    };
-    rebuild();
-    await pump(this.context.concurrency, {
-      fail: (error) => {
-        this.fatal ??= error;
-      },
-      next: () =>
-        ready.size > 0 &&
-        this.stopReason === undefined &&
-        this.failures.length === 0 &&
-        this.fatal === undefined &&
-        this.flowRetry === undefined
-          ? ready.pop()
-          : -1,
-      start: (index) => this.runAtom(index),
-      done: (index, ok) => {
-        if (!ok) return;
-        for (const successor of atoms[index]!.succs) {
-          if (--waiting[successor]! === 0) ready.push(successor);
-        }
-      },
-      idle: async () => {
-        const retry = this.flowRetry;
-        if (retry === undefined || this.fatal !== undefined) return false;
-        this.flowRetry = undefined;
-        if (this.stopReason !== undefined || this.failures.length > 0) {
-          if (this.stopReason === undefined) this.failures.push(retry.failure);
-          return false;
-        }
-        await this.retryFlow(retry);
-        rebuild();
-        return true;
-      },
-    });
-    if (this.fatal === undefined && this.stopReason === 'suspend') await this.suspended();
   }
 }

@@ -10,12 +10,19 @@ export interface PumpLoop {
   idle?(): Promise<boolean>;
   /** A `start` that threw or rejected: fatal, nothing new should start (`next` sees it). */
   fail(error: unknown): void;
+  /**
+   * Called before the loop waits for running items with nothing new to start: writes what was
+   * held back for the next write (undefined when nothing was). A rejection goes to `fail`.
+   */
+  flush?(): Promise<void> | undefined;
 }
 
 /**
  * @internal Runs `loop.start(item)` for each item that `loop.next()` gives, at most `limit` at
  * once; `done` sees each outcome before the next pick. When nothing runs, `idle()` may restart
- * the loop (`true`) or end it. A throw or rejection of `start` goes to `fail`.
+ * the loop (`true`) or end it. Before waiting with nothing new to start, `flush()` writes what
+ * was held back (one at a time; the loop ends only once it settled). A throw or rejection of
+ * `start` goes to `fail`.
  */
 export async function pump(limit: number, loop: PumpLoop): Promise<void> {
   if (limit === 1) {
@@ -38,10 +45,16 @@ export async function pump(limit: number, loop: PumpLoop): Promise<void> {
     }
   }
   let running = 0;
+  let flushing = false;
   let woken = false;
   let wake: (() => void) | undefined;
   const settle = () => {
     running--;
+    woken = true;
+    wake?.();
+  };
+  const flushed = () => {
+    flushing = false;
     woken = true;
     wake?.();
   };
@@ -68,9 +81,19 @@ export async function pump(limit: number, loop: PumpLoop): Promise<void> {
         },
       );
     }
-    if (running === 0) {
+    if (running === 0 && !flushing) {
       if (loop.idle && (await loop.idle())) continue;
       break;
+    }
+    if (!woken && !flushing) {
+      const flush = loop.flush?.();
+      if (flush) {
+        flushing = true;
+        flush.then(flushed, (error: unknown) => {
+          loop.fail(error);
+          flushed();
+        });
+      }
     }
     if (!woken) {
       await new Promise<void>((resolve) => {

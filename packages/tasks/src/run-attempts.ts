@@ -1,98 +1,116 @@
-import type { JsonObject } from '@rigging/core';
+import { silentLogger, type JsonObject } from '@rigging/core';
 import { TasksError } from './errors.js';
-import { SETTLED, type LogEntry } from './log.js';
-import { failureOf, isThenable, RunJournal, whyNotJson, type FlowRetry } from './run-journal.js';
+import { SETTLED } from './log.js';
+import type { RunContext } from './run-context.js';
+import { failureOf, isThenable, whyNotJson, type RunJournal } from './run-journal.js';
+import type { FlowRetry, RunState } from './run-state.js';
+import type { TaskContext } from './task.js';
+
+/** @internal The context a task's `execute` or `revert` receives. */
+export function taskContext(
+  context: RunContext,
+  state: RunState,
+  index: number,
+  signal: AbortSignal,
+  params: JsonObject | undefined,
+): TaskContext {
+  const name = context.compiled.atoms[index]!.name;
+  return {
+    signal,
+    logger:
+      context.logger === silentLogger
+        ? silentLogger
+        : context.logger.child({ flowId: context.flowId, task: name }),
+    flowId: context.flowId,
+    task: name,
+    attempt: state.attempt(index),
+    params,
+    lease: context.taskLease,
+  };
+}
 
 /**
- * @internal Running one task: its attempts (RUNNING, execute, SUCCESS or FAILURE), its retry
- * controller's decisions, and the enclosing flow whose controller retries it, if any.
+ * @internal Runs one task: its attempts (RUNNING, execute, SUCCESS or FAILURE) and its retry
+ * controller's decisions; when the task's own controller gives up, asks the innermost enclosing
+ * flow with a retry controller whether the flow runs again. Reads the run's state; changes it
+ * only through the journal.
  */
-export class RunAttempts extends RunJournal {
+export class TaskAttempts {
+  readonly #context: RunContext;
+  readonly #state: RunState;
+  readonly #journal: RunJournal;
+  /** Aborts when the run is cancelled (running tasks see it). */
+  readonly #signal: AbortSignal;
+
+  constructor(context: RunContext, state: RunState, journal: RunJournal, signal: AbortSignal) {
+    this.#context = context;
+    this.#state = state;
+    this.#journal = journal;
+    this.#signal = signal;
+  }
+
   /**
-   * Runs atom `index`. The hot path — RUNNING, a synchronous JSON result, SUCCESS, on a log whose
-   * writes are already durable when `append` returns (the memory log) — is synchronous: no
-   * promise, await or closure per task, which is what keeps the cost per task flat as runs grow.
-   * Anything else (a pending write, a promise from the task, a failure, a result to check
-   * further) continues asynchronously.
+   * Runs atom `index`; true when it completed. The hot path — RUNNING, a synchronous JSON result,
+   * SUCCESS, on a log whose writes are already durable when `append` returns (the memory log) —
+   * is synchronous: no promise, await or closure per task, which is what keeps the cost per task
+   * flat as runs grow. Anything else (a pending write, a promise from the task, a failure, a
+   * result to check further) continues asynchronously.
    */
-  protected runAtom(index: number): boolean | Promise<boolean> {
-    const task = this.compiled.atoms[index]!.task;
-    const attempt = this.attempts[index]! + 1;
-    this.attempts[index] = attempt;
-    const params = this.paramsOf(index, task.retry?.paramsFor?.(attempt));
-    const running = this.entryOf(index, 'RUNNING', false, undefined, undefined);
-    const written = this.write(running);
-    if (written !== SETTLED) return this.#runAfter(written, index, running, attempt, params);
-    this.applied(index, running, false, undefined);
-    return this.#executeAtom(index, attempt, params);
+  run(index: number): boolean | Promise<boolean> {
+    const written = this.#journal.running(index);
+    if (written !== SETTLED) return this.#executeAfter(written, index);
+    if (this.#state.stopReason !== undefined) return this.#notStarted(index);
+    return this.#execute(index);
   }
 
-  async #runAfter(
-    written: Promise<void>,
-    index: number,
-    running: LogEntry,
-    attempt: number,
-    params: JsonObject | undefined,
-  ): Promise<boolean> {
+  async #executeAfter(written: Promise<void>, index: number): Promise<boolean> {
     await written;
-    this.applied(index, running, false, undefined);
-    return this.#executeAtom(index, attempt, params);
+    if (this.#state.stopReason !== undefined) return this.#notStarted(index);
+    return this.#execute(index);
   }
 
-  /** First attempt of atom `index` (RUNNING is durable). */
-  #executeAtom(
-    index: number,
-    attempt: number,
-    params: JsonObject | undefined,
-  ): boolean | Promise<boolean> {
-    const task = this.compiled.atoms[index]!.task;
+  /**
+   * The run was asked to stop while RUNNING was written (e.g. by a listener of the previous
+   * task's SUCCESS, which is durable in the same write): the task is not executed.
+   */
+  #notStarted(index: number): false {
+    this.#journal.notStarted(index);
+    return false;
+  }
+
+  /** The first attempt's `execute` (RUNNING is durable). */
+  #execute(index: number): boolean | Promise<boolean> {
+    const task = this.#context.compiled.atoms[index]!.task;
+    const params = this.#state.paramsOf(index, task.retry?.paramsFor?.(this.#state.attempt(index)));
     let result: unknown;
     try {
       result = task.execute(
-        this.taskContext(index, this.controller.signal, params),
-        this.inputsFor(index, params),
+        taskContext(this.#context, this.#state, index, this.#signal, params),
+        this.#state.inputsFor(index, params),
       );
     } catch (error) {
-      return this.#attemptLoop(index, attempt, params, { threw: true, value: error });
+      return this.#attempts(index, params, { threw: true, value: error });
     }
     if (result === undefined) result = null;
     if (isThenable(result) || Array.isArray(task.provides) || whyNotJson(result) !== undefined) {
-      return this.#attemptLoop(index, attempt, params, { threw: false, value: result });
+      return this.#attempts(index, params, { threw: false, value: result });
     }
-    this.bind(index, result);
-    const success = this.entryOf(index, 'SUCCESS', true, result, undefined);
-    const written = this.write(success);
-    if (written !== SETTLED) return this.#succeededAfter(written, index, success, result);
-    this.#succeeded(index, success, result);
+    const written = this.#journal.succeeded(index, result);
+    if (written !== SETTLED) return written.then(() => true);
     return true;
-  }
-
-  async #succeededAfter(
-    written: Promise<void>,
-    index: number,
-    success: LogEntry,
-    result: unknown,
-  ): Promise<boolean> {
-    await written;
-    this.#succeeded(index, success, result);
-    return true;
-  }
-
-  #succeeded(index: number, success: LogEntry, result: unknown): void {
-    this.applied(index, success, true, result);
-    this.completedAt[index] = ++this.completedCount;
   }
 
   /** Attempts of atom `index` from the outcome of its first `execute` call (retries included). */
-  async #attemptLoop(
+  async #attempts(
     index: number,
-    attempt: number,
     params: JsonObject | undefined,
     first: { threw: boolean; value: unknown } | undefined,
   ): Promise<boolean> {
-    const atom = this.compiled.atoms[index]!;
+    const state = this.#state;
+    const journal = this.#journal;
+    const atom = this.#context.compiled.atoms[index]!;
     const task = atom.task;
-    const signal = this.controller.signal;
+    const signal = this.#signal;
     for (;;) {
       let result: unknown;
       let error: unknown;
@@ -105,8 +123,8 @@ export class RunAttempts extends RunJournal {
           result = value;
         } else
           result = task.execute(
-            this.taskContext(index, signal, params),
-            this.inputsFor(index, params),
+            taskContext(this.#context, state, index, signal, params),
+            state.inputsFor(index, params),
           );
         if (isThenable(result)) result = await result;
         ok = true;
@@ -117,91 +135,82 @@ export class RunAttempts extends RunJournal {
         if (result === undefined) result = null;
         const bad = resultProblem(atom.name, task.provides, result);
         if (!bad) {
-          this.bind(index, result);
-          const success = this.entryOf(index, 'SUCCESS', true, result, undefined);
-          await this.write(success);
-          this.applied(index, success, true, result);
-          this.completedAt[index] = ++this.completedCount;
+          await journal.succeeded(index, result);
           return true;
         }
-        const failure = failureOf(atom.name, bad);
-        await this.transition(index, 'FAILURE', { failure });
-        this.failures.push(failure);
+        await journal.task(index, 'FAILURE', failureOf(atom.name, bad));
         return false;
       }
       const failure = failureOf(atom.name, error);
       if (signal.aborted) {
-        await this.transition(index, 'CANCELLED', { failure });
+        await journal.task(index, 'CANCELLED', failure);
         return false;
       }
+      const attempt = state.attempt(index);
       const decision = task.retry
         ? task.retry.onFailure({ task: atom.name, attempt, error })
         : { action: 'revert' as const };
-      if (decision.action === 'retry' && this.stopReason === undefined) {
-        await this.transition(index, 'RETRYING', { failure });
+      if (decision.action === 'retry' && state.stopReason === undefined) {
+        await journal.task(index, 'RETRYING', failure);
         try {
-          if (decision.delayMs) await this.clock.sleep(decision.delayMs, { signal });
+          if (decision.delayMs) await this.#context.clock.sleep(decision.delayMs, { signal });
         } catch (thrown) {
-          await this.transition(index, 'CANCELLED', { failure: failureOf(atom.name, thrown) });
+          await journal.task(index, 'CANCELLED', failureOf(atom.name, thrown));
           return false;
         }
-        attempt = this.attempts[index] = attempt + 1;
-        params = this.paramsOf(index, decision.params ?? task.retry?.paramsFor?.(attempt));
-        await this.transition(index, 'RUNNING');
+        const written = journal.running(index);
+        params = state.paramsOf(
+          index,
+          decision.params ?? task.retry?.paramsFor?.(state.attempt(index)),
+        );
+        await written;
         continue;
       }
-      const scope = decision.action === 'revertAll' ? undefined : this.#flowRetryFor(index, error);
-      if (scope && this.flowRetry === undefined) {
-        // The task will run again with its flow: RETRYING (not FAILURE), so a resume re-runs it.
-        // The flow's failed attempt is logged with it, atomically: a resume continues the count.
-        await this.transition(index, 'RETRYING', { failure }, [
-          {
-            seq: 0,
-            task: scope.name,
-            subflow: true,
-            state: 'RETRYING',
-            attempt: scope.attempt,
-            failure,
-            at: 0,
-            token: this.token,
-          },
-        ]);
-        this.flowRetry = { ...scope, failure };
+      const retry =
+        decision.action === 'revertAll' || state.flowRetry !== undefined
+          ? undefined
+          : this.#flowRetryFor(index, error, failure);
+      if (retry) {
+        await journal.flowRetrying(index, retry);
         return false;
       }
-      await this.transition(index, 'FAILURE', { failure });
-      this.failures.push(failure);
+      await journal.task(index, 'FAILURE', failure);
       return false;
     }
   }
 
-  /** The innermost enclosing flow whose retry controller retries, if any (counting its attempt). */
-  #flowRetryFor(index: number, error: unknown): Omit<FlowRetry, 'failure'> | undefined {
-    const atom = this.compiled.atoms[index]!;
+  /** The innermost enclosing flow whose retry controller retries, if any (with its failed attempt's number). */
+  #flowRetryFor(
+    index: number,
+    error: unknown,
+    failure: FlowRetry['failure'],
+  ): FlowRetry | undefined {
+    const { atoms, scopes } = this.#context.compiled;
+    const atom = atoms[index]!;
     for (let level = atom.path.length - 1; level >= 0; level--) {
-      const scope = this.compiled.scopes.get(atom.path[level]!);
+      const scope = scopes.get(atom.path[level]!);
       if (!scope) continue;
-      const attempt = (this.flowAttempts.get(scope.name) ?? 0) + 1;
+      const attempt = this.#state.flowAttempts(scope.name) + 1;
       const decision = scope.retry.onFailure({ task: scope.name, attempt, error });
       if (decision.action === 'revertAll') return undefined;
       if (decision.action === 'revert') continue;
       // Tasks outside the flow that already used its results would make reverting it unsound.
       for (let member = scope.lo; member < scope.hi; member++) {
-        for (const successor of this.compiled.atoms[member]!.succs) {
+        for (const successor of atoms[member]!.succs) {
           if (
             (successor < scope.lo || successor >= scope.hi) &&
-            this.states[successor] !== 'PENDING'
+            this.#state.state(successor) !== 'PENDING'
           )
             return undefined;
         }
       }
-      this.flowAttempts.set(scope.name, attempt);
       return {
         name: scope.name,
         lo: scope.lo,
         hi: scope.hi,
         attempt,
         delayMs: decision.delayMs ?? 0,
+        failure,
       };
     }
     return undefined;

@@ -1,46 +1,17 @@
-import {
-  deferred,
-  explainNotJson,
-  serializeError,
-  silentLogger,
-  type Clock,
-  type Json,
-  type JsonObject,
-  type Lease,
-  type Logger,
-} from '@rigging/core';
-import { TasksError, type RevertOutcome, type TaskFailure } from './errors.js';
+import { explainNotJson, serializeError, type Json, type JsonObject } from '@rigging/core';
+import type { TaskFailure } from './errors.js';
 import type { FlowStateEvent, TaskStateEvent } from './events.js';
-import type { CompiledFlow } from './flow.js';
-import type { FlowState, LogEntry, TaskState } from './log.js';
+import {
+  SETTLED,
+  type FlowDefinition,
+  type FlowRecord,
+  type FlowState,
+  type LogEntry,
+  type TaskState,
+} from './log.js';
 import type { RunContext } from './run-context.js';
-import { protect, REDACTED } from './secrets.js';
-import type { Task, TaskContext } from './task.js';
-
-/** @internal Why a run stops at the next task boundary. */
-export type StopReason = 'suspend' | 'lost' | 'cancel';
-
-/** @internal A sub-flow about to be retried: its atoms are `lo`..`hi - 1`; `attempt` is the one that failed. */
-export interface FlowRetry {
-  name: string;
-  lo: number;
-  hi: number;
-  attempt: number;
-  delayMs: number;
-  failure: TaskFailure;
-}
-
-function isSensitiveResult(
-  task: Task,
-  atomProvides: string[],
-  symbols: ReadonlySet<string>,
-): boolean {
-  if (task.sensitive === true) return true;
-  for (const symbol of atomProvides) if (symbols.has(symbol)) return true;
-  return false;
-}
-
-const NO_EXTRA: { result?: unknown; failure?: TaskFailure } = Object.freeze({});
+import type { FlowRetry, RunState } from './run-state.js';
+import { protect, REDACTED, reveal } from './secrets.js';
 
 /** @internal `explainNotJson`, without its allocations for the common scalar results. */
 export function whyNotJson(value: unknown): string | undefined {
@@ -63,244 +34,326 @@ export function failureOf(task: string | null, error: unknown): TaskFailure {
   return { ...serializeError(error), task };
 }
 
+/** @internal Task states the journal writes with {@link RunJournal.task} (RUNNING, SUCCESS and REVERTED have their own methods). */
+export type TaskMove =
+  'FAILURE' | 'RETRYING' | 'CANCELLED' | 'REVERTING' | 'REVERT_FAILURE' | 'PENDING';
+
+/** A held entry (see {@link RunJournal}): its atom and, for a SUCCESS, the result for its event. */
+interface Held {
+  index: number;
+  entry: LogEntry;
+  result: unknown;
+}
+
 /**
- * @internal The state of one flow run and its writes: every transition is appended to the log
- * (durable before the run moves on), then applied to the state and emitted as an event. The
- * attempt, revert and run-loop layers build on it.
+ * @internal The only writer of a run's {@link RunState} transitions that the log records: each
+ * method appends its entries to the log (durable before the method's promise settles), then
+ * applies them to the state and emits `task:state` / `flow:state`. `restore` folds a stored log
+ * into the state through the same transitions.
+ *
+ * One commit per task: a task's SUCCESS (and a task's REVERTED) is *held* — applied to the state
+ * at once, so that the scheduler can start what depends on it — and written with the run's next
+ * append, which always comes before anything that depends on it runs: the next task's RUNNING,
+ * the next revert's REVERTING, the flow's final state, or {@link RunJournal.flush}, which the
+ * schedulers call before they wait with nothing to start. Likewise the flow's record is created
+ * with the first task's RUNNING. Its event is emitted once that write is durable. A crash before
+ * that write leaves the task RUNNING (or REVERTING) in the log: it runs again on resume, exactly
+ * like a task whose process died inside `execute` (at-least-once for the task in flight).
+ *
+ * On a log whose `append` is already durable when it returns (the memory log), `running` and
+ * `succeeded` apply synchronously and return the shared settled promise `SETTLED`: the caller can
+ * go on without a tick.
  */
 export class RunJournal {
-  /** The flow's id in the log. */
   readonly flowId: string;
-  /** What the engine gave this run. */
-  protected readonly context: RunContext;
-  protected readonly compiled: CompiledFlow;
-  /** Sequence number of the last log entry written (or restored). */
-  seq = 0;
-  /** The flow's inputs (revealed on resume). */
-  inputs: Record<string, unknown> = {};
-  /** Resolves once the run returned or threw. */
-  readonly settled: Promise<void>;
-  protected readonly settle: () => void;
-  protected readonly lease: Lease | undefined;
-  protected readonly token: bigint | null;
-  /** The `update` of every task-level append (never mutated by logs). */
-  protected readonly tokenOnly: { token: bigint | null };
-  protected readonly logger: Logger;
-  protected readonly clock: Clock;
-  protected readonly symbols: ReadonlySet<string>;
-  protected readonly states: TaskState[];
-  protected readonly attempts: Int32Array;
-  protected readonly values = new Map<string, unknown>();
-  /** Stored (possibly protected) results of completed atoms. */
-  protected readonly results: unknown[];
-  protected readonly completedAt: Float64Array;
-  protected completedCount = 0;
-  protected readonly failures: TaskFailure[] = [];
-  protected readonly reverts = new Map<string, RevertOutcome>();
-  protected cause: TaskFailure | undefined;
-  protected phase: 'forward' | 'revert' = 'forward';
-  /** Why the run stops at the next task boundary, if it does. */
-  protected stopReason: StopReason | undefined;
-  protected fatal: unknown;
-  protected readonly controller = new AbortController();
-  protected readonly revertController = new AbortController();
-  protected readonly signal: AbortSignal | undefined;
-  protected unavailable = new Set<string>();
-  protected flowRetry: FlowRetry | undefined;
-  /** Failed attempts of each sub-flow with a retry controller (restored from the log). */
-  protected readonly flowAttempts = new Map<string, number>();
-  /** The attempt each such sub-flow is running (1 until it is retried). */
-  protected readonly flowCurrent = new Map<string, number>();
-  /** Restored: a sub-flow whose retry was logged but whose next attempt had not started. */
-  protected pendingFlowRetry: { name: string; failure: TaskFailure } | undefined;
+  readonly #context: RunContext;
+  readonly #state: RunState;
+  /** Sequence number of the last entry written (or restored). */
+  #seq = 0;
+  readonly #token: bigint | null;
+  /** The `update` of every task-level append (built once per run). */
+  readonly #tokenOnly: { token: bigint | null };
+  /** Held entries (SUCCESS, REVERTED), written with the next append; their events follow it. */
+  #held: Held[] = [];
+  /** The new flow's record and first entry, created with the first append. */
+  #create: { record: FlowRecord; entry: LogEntry } | undefined;
 
-  constructor(context: RunContext) {
-    this.context = context;
-    this.compiled = context.compiled;
+  constructor(context: RunContext, state: RunState) {
+    this.#context = context;
+    this.#state = state;
     this.flowId = context.flowId;
-    this.lease = context.lease;
-    this.token = context.lease?.token ?? null;
-    this.tokenOnly = { token: this.token };
-    this.logger = context.logger;
-    this.clock = context.clock;
-    this.symbols = context.symbols;
-    const count = context.compiled.atoms.length;
-    this.states = new Array<TaskState>(count).fill('PENDING');
-    this.attempts = new Int32Array(count);
-    this.results = new Array<unknown>(count);
-    this.completedAt = new Float64Array(count);
-    this.signal = context.signal;
-    const settled = deferred<void>();
-    this.settled = settled.promise;
-    this.settle = () => settled.resolve();
+    this.#token = context.lease?.token ?? null;
+    this.#tokenOnly = { token: this.#token };
   }
 
-  /** Records how a task's revert ended (latest last). */
-  protected outcome(outcome: RevertOutcome): void {
-    this.reverts.delete(outcome.task);
-    this.reverts.set(outcome.task, outcome);
-  }
-
-  /** The symbols provided so far. */
-  protected outputs(): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const [symbol, value] of this.values) out[symbol] = value;
-    return out;
-  }
-
-  protected bind(index: number, value: unknown): void {
-    const atom = this.compiled.atoms[index]!;
-    const provides = atom.task.provides;
-    if (provides === undefined) return;
-    if (typeof provides === 'string') this.values.set(provides, value);
-    else
-      for (const symbol of provides)
-        this.values.set(symbol, (value as Record<string, unknown>)[symbol]);
-  }
-
-  protected inputsFor(index: number, params: JsonObject | undefined): Record<string, unknown> {
-    const atom = this.compiled.atoms[index]!;
-    const requires = atom.task.requires;
-    const inputs: Record<string, unknown> = {};
-    for (let position = 0; position < requires.length; position++) {
-      const symbol = requires[position]!;
-      inputs[symbol] =
-        atom.sources[position] === -1 ? this.inputs[symbol] : this.values.get(symbol);
-    }
-    if (params) Object.assign(inputs, params);
-    return inputs;
-  }
-
-  /** Parameters of atom `index`: those of its enclosing flows' controllers for their current attempts, then its own. */
-  protected paramsOf(index: number, own: JsonObject | undefined): JsonObject | undefined {
-    if (this.compiled.scopes.size === 0) return own;
-    let out: JsonObject | undefined;
-    for (const name of this.compiled.atoms[index]!.path) {
-      const scope = this.compiled.scopes.get(name);
-      const params = scope?.retry.paramsFor?.(this.flowCurrent.get(name) ?? 1);
-      if (params) out = { ...out, ...params };
-    }
-    return out === undefined ? own : own === undefined ? out : { ...out, ...own };
-  }
-
-  /** One entry, made durable (the update objects are built once per run: no allocation per write). */
-  protected write(entry: LogEntry, flowState?: FlowState): Promise<void> {
-    return this.context.log.append(
-      this.flowId,
-      [entry],
-      flowState ? { state: flowState, token: this.token } : this.tokenOnly,
-    );
-  }
-
-  protected async flowState(state: FlowState, failure?: TaskFailure): Promise<void> {
-    const at = this.clock.now();
-    const entry: LogEntry = { seq: ++this.seq, task: null, state, at, token: this.token };
-    if (failure) entry.failure = failure;
-    await this.write(entry, state);
-    this.emitFlow(state, at, failure);
-  }
-
-  emitFlow(state: FlowState, at: number, failure?: TaskFailure): void {
-    if (!this.context.events.hasListeners('flow:state')) return;
-    const e: FlowStateEvent = { flowId: this.flowId, flow: this.compiled.root.name, state, at };
-    if (failure) e.failure = failure;
-    this.context.events.emit('flow:state', e);
-  }
-
-  protected async transition(
-    index: number,
-    state: TaskState,
-    extra: { result?: unknown; failure?: TaskFailure } = NO_EXTRA,
-    also?: LogEntry[],
-  ): Promise<void> {
-    const has = 'result' in extra;
-    const entry = this.entryOf(index, state, has, extra.result, extra.failure);
-    if (also) {
-      for (const laterEntry of also) {
-        laterEntry.seq = ++this.seq;
-        laterEntry.at = entry.at;
-      }
-      await this.context.log.append(this.flowId, [entry, ...also], this.tokenOnly);
-    } else await this.write(entry);
-    this.applied(index, entry, has, extra.result);
-  }
-
-  /** The log entry of a task transition (a SUCCESS result is kept for reverting). */
-  protected entryOf(
-    index: number,
-    state: TaskState,
-    hasResult: boolean,
-    result: unknown,
-    failure: TaskFailure | undefined,
-  ): LogEntry {
-    const atom = this.compiled.atoms[index]!;
-    const entry: LogEntry = {
-      seq: ++this.seq,
-      task: atom.name,
-      state,
-      attempt: this.attempts[index]!,
-      at: this.clock.now(),
-      token: this.token,
+  /**
+   * The new flow (state RUNNING, its first entry) with its definition and stored inputs: created
+   * in the log with the first task's RUNNING (or whatever the run writes first), in one commit.
+   */
+  create(definition: FlowDefinition, inputs: JsonObject): void {
+    const at = this.#context.clock.now();
+    const token = this.#token;
+    this.#create = {
+      record: {
+        flowId: this.flowId,
+        name: this.#context.compiled.root.name,
+        state: 'RUNNING',
+        definition,
+        inputs,
+        token,
+        createdAt: at,
+        updatedAt: at,
+      },
+      entry: { seq: ++this.#seq, task: null, state: 'RUNNING', at, token },
     };
-    if (hasResult) {
-      const stored = isSensitiveResult(atom.task, atom.provides, this.symbols)
-        ? protect(result, this.context.key)
-        : ((result ?? null) as Json);
-      entry.result = stored;
-      if (state === 'SUCCESS') this.results[index] = stored;
-    }
-    if (failure) entry.failure = failure;
-    return entry;
   }
 
-  /** Once `entry` is durable: the task's state moves and `task:state` is emitted. */
-  protected applied(index: number, entry: LogEntry, hasResult: boolean, result: unknown): void {
-    this.states[index] = entry.state;
-    if (!this.context.events.hasListeners('task:state')) return;
-    const atom = this.compiled.atoms[index]!;
+  /** Atom `index` starts its next attempt: RUNNING (the attempt is counted before the write). */
+  running(index: number): Promise<void> {
+    this.#state.nextAttempt(index);
+    const entry = this.#entry(index, 'RUNNING');
+    const written = this.#append([entry], this.#tokenOnly);
+    if (written === SETTLED) {
+      this.#entered(index, entry);
+      return SETTLED;
+    }
+    return written.then(() => this.#entered(index, entry));
+  }
+
+  /**
+   * Atom `index` returned `result` (JSON, checked by the caller): SUCCESS with its stored result,
+   * held for the next append (see the class); the state moves at once.
+   */
+  succeeded(index: number, result: unknown): Promise<void> {
+    const entry = this.#entry(index, 'SUCCESS');
+    const stored = this.#sensitive(index) ? protect(result, this.#context.key) : (result as Json);
+    entry.result = stored;
+    this.#state.completed(index, stored, result);
+    this.#held.push({ index, entry, result });
+    return SETTLED;
+  }
+
+  /** Atom `index` was reverted (or had nothing to revert): REVERTED, held for the next append. */
+  reverted(index: number): void {
+    const entry = this.#entry(index, 'REVERTED');
+    this.#state.entered(index, 'REVERTED');
+    this.#state.revertEnded({ task: entry.task!, state: 'REVERTED' });
+    this.#held.push({ index, entry, result: undefined });
+  }
+
+  /**
+   * Atom `index` was logged RUNNING but the run stopped before executing it (a stop requested
+   * while that entry was being written): PENDING again with its previous attempt count, held.
+   */
+  notStarted(index: number): void {
+    this.#state.entered(index, 'PENDING', this.#state.attempt(index) - 1);
+    this.#held.push({ index, entry: this.#entry(index, 'PENDING'), result: undefined });
+  }
+
+  /** Writes what is held, if anything (undefined when nothing is). */
+  flush(): Promise<void> | undefined {
+    if (this.#held.length === 0 && this.#create === undefined) return undefined;
+    return this.#append([], this.#tokenOnly);
+  }
+
+  /**
+   * Atom `index` moves to `state`: FAILURE (the flow will revert for `failure`), RETRYING,
+   * CANCELLED, REVERTING, REVERT_FAILURE (the revert's outcome is recorded), PENDING (its
+   * sub-flow runs again: attempt 0).
+   */
+  async task(index: number, state: TaskMove, failure?: TaskFailure): Promise<void> {
+    if (state === 'PENDING') this.#state.reset(index);
+    const entry = this.#entry(index, state);
+    if (failure) entry.failure = failure;
+    await this.#append([entry], this.#tokenOnly);
+    this.#entered(index, entry);
+    const name = entry.task!;
+    if (state === 'FAILURE') this.#state.failed(failure!);
+    else if (state === 'REVERT_FAILURE') this.#state.revertEnded({ task: name, state, failure });
+  }
+
+  /**
+   * Atom `index` failed and its sub-flow `retry.name` will be reverted and run again: the task's
+   * RETRYING (not FAILURE: a resume re-runs it) and the sub-flow's failed attempt, atomically (a
+   * resume continues the count).
+   */
+  async flowRetrying(index: number, retry: FlowRetry): Promise<void> {
+    const entry = this.#entry(index, 'RETRYING');
+    entry.failure = retry.failure;
+    const subflow: LogEntry = {
+      seq: ++this.#seq,
+      task: retry.name,
+      subflow: true,
+      state: 'RETRYING',
+      attempt: retry.attempt,
+      failure: retry.failure,
+      at: entry.at,
+      token: this.#token,
+    };
+    await this.#append([entry, subflow], this.#tokenOnly);
+    this.#entered(index, entry);
+    this.#state.flowAttemptFailed(retry.name, retry.attempt, retry.failure, retry);
+  }
+
+  /** Attempt `attempt` of sub-flow `name` starts (durable before any of its tasks runs). */
+  async flowAttemptStarted(name: string, attempt: number): Promise<void> {
+    await this.#append(
+      [
+        {
+          seq: ++this.#seq,
+          task: name,
+          subflow: true,
+          state: 'RUNNING',
+          attempt,
+          at: this.#context.clock.now(),
+          token: this.#token,
+        },
+      ],
+      this.#tokenOnly,
+    );
+    this.#state.flowAttemptStarted(name, attempt);
+  }
+
+  /** The flow moves to `state` (RUNNING: forward; REVERTING: reverting for `failure`). */
+  async flow(state: FlowState, failure?: TaskFailure): Promise<void> {
+    const at = this.#context.clock.now();
+    const entry: LogEntry = { seq: ++this.#seq, task: null, state, at, token: this.#token };
+    if (failure) entry.failure = failure;
+    await this.#append([entry], { state, token: this.#token });
+    if (state === 'RUNNING') this.#state.phaseEntered('forward');
+    else if (state === 'REVERTING') this.#state.phaseEntered('revert', failure);
+    this.#emitFlow(state, at, failure);
+  }
+
+  /** Folds a stored log into the state (task names mapped through `rename`). */
+  restore(entries: readonly LogEntry[], rename: ReadonlyMap<string, string>): void {
+    const state = this.#state;
+    const compiled = this.#context.compiled;
+    for (const entry of entries) {
+      if (entry.seq > this.#seq) this.#seq = entry.seq;
+      if (entry.task === null) {
+        if (entry.state === 'REVERTING') state.phaseEntered('revert', entry.failure);
+        else if (entry.state === 'RUNNING') state.phaseEntered('forward');
+        continue;
+      }
+      if (entry.subflow === true) {
+        const scope = compiled.scopes.get(rename.get(entry.task) ?? entry.task);
+        if (!scope || entry.attempt === undefined) continue;
+        if (entry.state === 'RETRYING')
+          state.flowAttemptFailed(scope.name, entry.attempt, entry.failure ?? failureOf(null, ''));
+        else if (entry.state === 'RUNNING') state.flowAttemptStarted(scope.name, entry.attempt);
+        continue;
+      }
+      const atom = compiled.byName.get(rename.get(entry.task) ?? entry.task);
+      if (!atom) continue;
+      const index = atom.index;
+      if (entry.state === 'SUCCESS') {
+        const revealed = reveal(entry.result, this.#context.key);
+        state.entered(index, 'SUCCESS', entry.attempt);
+        state.completed(index, entry.result, revealed.ok ? revealed.value : undefined, revealed.ok);
+        continue;
+      }
+      state.entered(index, entry.state, entry.attempt);
+      if (entry.state === 'FAILURE' && entry.failure) state.failed(entry.failure);
+      else if (entry.state === 'REVERTED')
+        state.revertEnded({ task: atom.name, state: 'REVERTED' });
+      else if (entry.state === 'REVERT_FAILURE' && entry.failure) {
+        state.revertEnded({ task: atom.name, state: 'REVERT_FAILURE', failure: entry.failure });
+      }
+    }
+  }
+
+  /**
+   * Appends what is held, then `entries`, in one write (creating the flow first when it is new),
+   * made durable by the log; then emits the held entries' events.
+   */
+  #append(entries: LogEntry[], update: { state?: FlowState; token: bigint | null }): Promise<void> {
+    const held = this.#held;
+    const create = this.#create;
+    if (held.length === 0 && create === undefined)
+      return this.#context.log.append(this.flowId, entries, update);
+    let all = entries;
+    if (held.length > 0) {
+      this.#held = [];
+      all = new Array<LogEntry>(held.length + entries.length);
+      for (let k = 0; k < held.length; k++) all[k] = held[k]!.entry;
+      for (let k = 0; k < entries.length; k++) all[held.length + k] = entries[k]!;
+    }
+    let written: Promise<void>;
+    if (create !== undefined) {
+      this.#create = undefined;
+      const { record, entry } = create;
+      if (update.state) record.state = update.state;
+      if (all.length > 0) record.updatedAt = all[all.length - 1]!.at;
+      written = this.#context.log
+        .create(record, [entry, ...all])
+        .then(() => this.#emitFlow('RUNNING', entry.at));
+    } else written = this.#context.log.append(this.flowId, all, update);
+    if (held.length === 0) return written;
+    if (written === SETTLED) {
+      this.#emitHeld(held);
+      return SETTLED;
+    }
+    return written.then(() => this.#emitHeld(held));
+  }
+
+  #emitHeld(held: Held[]): void {
+    for (const { index, entry, result } of held)
+      this.#emitTask(index, entry, entry.state === 'SUCCESS', result);
+  }
+
+  /** The entry of a transition of atom `index` (its current attempt, now). */
+  #entry(index: number, state: TaskState): LogEntry {
+    return {
+      seq: ++this.#seq,
+      task: this.#context.compiled.atoms[index]!.name,
+      state,
+      attempt: this.#state.attempt(index),
+      at: this.#context.clock.now(),
+      token: this.#token,
+    };
+  }
+
+  #sensitive(index: number): boolean {
+    const atom = this.#context.compiled.atoms[index]!;
+    if (atom.task.sensitive === true) return true;
+    const symbols = this.#context.symbols;
+    for (const symbol of atom.provides) if (symbols.has(symbol)) return true;
+    return false;
+  }
+
+  #entered(index: number, entry: LogEntry): void {
+    this.#state.entered(index, entry.state);
+    this.#emitTask(index, entry, false, undefined);
+  }
+
+  #emitTask(index: number, entry: LogEntry, hasResult: boolean, result: unknown): void {
+    const events = this.#context.events;
+    if (!events.hasListeners('task:state')) return;
+    const atom = this.#context.compiled.atoms[index]!;
     const event: TaskStateEvent = {
       flowId: this.flowId,
-      flow: this.compiled.root.name,
+      flow: this.#context.compiled.root.name,
       task: atom.name,
       state: entry.state,
       attempt: entry.attempt!,
       at: entry.at,
     };
-    if (hasResult)
-      event.result = isSensitiveResult(atom.task, atom.provides, this.symbols) ? REDACTED : result;
+    if (hasResult) event.result = this.#sensitive(index) ? REDACTED : result;
     if (entry.failure) event.failure = entry.failure;
-    this.context.events.emit('task:state', event);
+    events.emit('task:state', event);
   }
 
-  protected taskContext(
-    index: number,
-    signal: AbortSignal,
-    params: JsonObject | undefined,
-  ): TaskContext {
-    const atom = this.compiled.atoms[index]!;
-    return {
-      signal,
-      logger:
-        this.logger === silentLogger
-          ? silentLogger
-          : this.logger.child({ flowId: this.flowId, task: atom.name }),
+  #emitFlow(state: FlowState, at: number, failure?: TaskFailure): void {
+    const events = this.#context.events;
+    if (!events.hasListeners('flow:state')) return;
+    const e: FlowStateEvent = {
       flowId: this.flowId,
-      task: atom.name,
-      attempt: this.attempts[index]!,
-      params,
-      lease: this.context.taskLease,
+      flow: this.#context.compiled.root.name,
+      state,
+      at,
     };
-  }
-
-  /** Logs SUSPENDED and throws `tasks.suspended` (the flow resumes later). */
-  protected async suspended(): Promise<never> {
-    await this.flowState('SUSPENDED');
-    throw new TasksError(
-      'tasks.suspended',
-      `flow ${this.flowId} suspended; resume it with engine.resume()`,
-      {
-        details: { flowId: this.flowId },
-      },
-    );
+    if (failure) e.failure = failure;
+    events.emit('flow:state', e);
   }
 }

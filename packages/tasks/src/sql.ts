@@ -212,24 +212,27 @@ class SqlTaskLog implements TaskLog {
   }
 
   /**
-   * SQLite, a task transition by the current owner: one autocommitted statement that inserts the
-   * entry only while the flow's token is still the writer's (writers are serialized by SQLite, so
-   * the check and the insert are atomic). Anything else takes the transactional path.
+   * SQLite, task transitions by the current owner: one autocommitted statement that inserts the
+   * entries only while the flow's token is still the writer's (writers are serialized by SQLite,
+   * so the check and the insert are atomic). Anything else takes the transactional path.
    */
   async #appendSqliteFast(
     flowId: string,
-    entry: LogEntry,
+    entries: LogEntry[],
     token: bigint | null | undefined,
   ): Promise<boolean> {
-    const r = toRow(flowId, entry);
     const fence = token == null ? sql`token is null` : sql`token = ${token.toString()}`;
+    const rows = entries.map((e) => {
+      const r = toRow(flowId, e);
+      return sql`(${r.flow_id}, ${r.seq}, ${r.task}, ${r.state}, ${r.attempt}, ${r.payload}, ${r.token}, ${r.at})`;
+    });
     const result = await sql`
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      select ${r.flow_id}, ${r.seq}, ${r.task}, ${r.state}, ${r.attempt}, ${r.payload}, ${r.token}, ${r.at}
+      select * from (values ${sql.join(rows)})
       where exists (select 1 from ${sql.table(FLOWS)} where flow_id = ${flowId} and ${fence})`.execute(
       this.#db,
     );
-    return Number(result.numAffectedRows ?? 0) === 1;
+    return Number(result.numAffectedRows ?? 0) === entries.length;
   }
 
   async create(record: FlowRecord, entries: LogEntry[]): Promise<void> {
@@ -273,8 +276,8 @@ class SqlTaskLog implements TaskLog {
         await this.#appendPostgres(flowId, entries, update);
         return;
       }
-      if (this.#database.dialect === 'sqlite' && entries.length === 1 && !update.state) {
-        if (await this.#appendSqliteFast(flowId, entries[0]!, token)) return;
+      if (this.#database.dialect === 'sqlite' && entries.length > 0 && !update.state) {
+        if (await this.#appendSqliteFast(flowId, entries, token)) return;
       }
       await this.#database.transaction(async (trx) => {
         const t = trx as Db;

@@ -71,15 +71,19 @@ describe('work per task does not grow with the flow (counted, not timed)', () =>
         expect(c![key] - a![key], key).toBe(9 * perThousand);
         expect(perThousand, key).toBeLessThanOrEqual(4 * 1000); // a handful per task
       }
-      // Exactly: RUNNING + SUCCESS per task (plus REVERTING + REVERTED when rolled back), each
-      // one durable write, plus the flow's own transitions.
+      // Exactly one durable write per task: the flow is created with the first task's RUNNING,
+      // each task's SUCCESS is written with the next task's RUNNING, the last one with the
+      // flow's SUCCESS. Rolled back: the failing task's FAILURE and the flow's REVERTING, then
+      // one write per reverted task (its REVERTING, with the previous task's REVERTED), the
+      // last REVERTED with the flow's. Entries stay RUNNING + SUCCESS (+ REVERTING + REVERTED).
       const n = sizes[2];
       if (!failLast) {
-        expect(c!.writes).toBe(2 * n + 2);
+        expect(c!.writes).toBe(n + 1);
         expect(c!.entries).toBe(2 * n + 2);
       } else {
         expect(c!.reverts).toBe(n - 1);
-        expect(c!.writes).toBe(2 * n + 2 * (n - 1) + 3);
+        expect(c!.writes).toBe(n + 2 + (n - 1) + 1);
+        expect(c!.entries).toBe(2 * n + 2 * (n - 1) + 3);
       }
     });
   }
