@@ -12,7 +12,7 @@ import {
 } from '@rigging/core';
 import type { EnqueueInput, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
-import { memoryBackend, syncMethods, type SyncMethods } from './memory.js';
+import { memoryBackend } from './memory.js';
 import { checkRetention, resolveOptions, type ResolvedOptions } from './options.js';
 import { Reporter } from './status.js';
 import type {
@@ -126,15 +126,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #isAttached = false;
   /** Background loops (heartbeats, waiter polls, retention) that close() waits for. */
   readonly #timers: Promise<void>[] = [];
-  /** The memory backend's promise-free hot methods, when that is the backend. */
-  readonly #fast: SyncMethods | undefined;
 
   constructor(options: QueueOptions<H>) {
     const resolved = (this.#options = resolveOptions(options));
     this.mode = resolved.mode;
     this.workerId = resolved.workerId;
     const backend = (this.backend = options.backend ?? memoryBackend());
-    this.#fast = syncMethods(backend);
     this.#waiters = new Waiters(backend);
     this.#reporter = new Reporter(backend, resolved.logger, this.#waiters);
     this.#events = this.#reporter.events;
@@ -159,7 +156,6 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       reporter: this.#reporter,
       waiters: this.#waiters,
       attached: this.#attached,
-      fast: this.#fast,
     });
     const stop = this.#worker.stop.signal;
     if (this.mode === 'async' && resolved.isWorker && resolved.concurrency > 0) {
@@ -188,13 +184,15 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
-    // Memory backend, nobody listening for key statuses: stored at once, nothing to await.
-    if (this.#fast && this.mode === 'async' && !this.#events.hasListeners('key:status')) {
-      const info = this.#reporter.stored(this.#fast.enqueue(this.#input(key, op, false)));
-      this.#worker.ring();
-      return info.id;
+    const input = this.#input(key, op, false);
+    if (!this.#isAttached) await this.#attached;
+    const out = await this.backend.enqueue(input);
+    const info = this.#reporter.stored(out);
+    if (out.created) {
+      const status = this.#reporter.keyStatus(key);
+      if (status) await status;
     }
-    const info = await this.#enqueue(key, op);
+    this.#worker.ring();
     if (this.mode === 'sync') await this.#worker.runInline(key, info.id);
     return info.id;
   }
@@ -349,13 +347,10 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
 
   async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
     const input = this.#input(key, op, waited);
-    // The memory backend stores at once (and needs no attach to finish): call order is kept.
-    let out: { op: OpInfo; created: boolean };
-    if (this.#fast) out = this.#fast.enqueue(input);
-    else {
-      if (!this.#isAttached) await this.#attached;
-      out = await this.backend.enqueue(input);
-    }
+    // Stored in call order: each enqueue reaches the backend in the turn it was called in once
+    // attached (and, before that, attach resolves its waiters in call order).
+    if (!this.#isAttached) await this.#attached;
+    const out = await this.backend.enqueue(input);
     const info = this.#reporter.stored(out);
     if (out.created) {
       const status = this.#reporter.keyStatus(key);
