@@ -13,7 +13,8 @@ import type {
 } from '../backend.js';
 import { QueueError } from '../errors.js';
 import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from '../types.js';
-import type { QueueDialect } from './dialects/dialect.js';
+import type { Presence, QueueDialect } from './dialects/dialect.js';
+import { ownerColumn } from './owner.js';
 import type { Notifier, NotifierListener } from './notifier.js';
 import { toInfo } from './rows.js';
 import { migrations } from './schema.js';
@@ -42,6 +43,9 @@ export class SqlQueueBackend implements QueueBackend {
   #me: NotifierListener | undefined;
   #unsubscribe: (() => void) | undefined;
   #listening: Promise<void> | undefined;
+  /** This process's evidence of liveness, recorded with each claim (dialects that have one). */
+  #presence: Promise<Presence | undefined> | undefined;
+  #logger: BackendContext['logger'] | undefined;
   #closed = false;
 
   constructor(
@@ -69,6 +73,7 @@ export class SqlQueueBackend implements QueueBackend {
 
   async attach(context: BackendContext): Promise<void> {
     this.#clock = context.clock;
+    this.#logger = context.logger;
     await this.#database.migrate('async-queue', migrations);
     this.#me = { wake: () => context.wake(), settled: (id) => context.settled(id) };
     this.#unsubscribe = this.#notifier.subscribe(this.#name, this.#me);
@@ -110,9 +115,36 @@ export class SqlQueueBackend implements QueueBackend {
     return { op: toInfo(row, held), created };
   }
 
+  /**
+   * The `worker` recorded with a claim: the worker id and this process's owner tag, so that
+   * other workers can take the claim over as soon as this process is provably gone.
+   */
+  async #owner(workerId: string): Promise<string> {
+    const { owners } = this.#dialect;
+    if (!owners || this.#closed) return workerId;
+    if (!this.#presence) {
+      const opening: Promise<Presence | undefined> = owners.presence(this.#database).then(
+        (p) => {
+          p.lost.addEventListener('abort', () => {
+            if (this.#presence === opening) this.#presence = undefined;
+          });
+          return p;
+        },
+        (err: unknown) => {
+          this.#logger?.warn({ err }, 'async-queue could not open its presence session');
+          if (this.#presence === opening) this.#presence = undefined;
+          return undefined;
+        },
+      );
+      this.#presence = opening;
+    }
+    const presence = await this.#presence;
+    return ownerColumn(workerId, presence?.tag);
+  }
+
   async claim(options: ClaimOptions): Promise<Claimed> {
     if (options.limit <= 0) return { claims: [], poisoned: [] };
-    return this.#store.claim(options);
+    return this.#store.claim({ ...options, workerId: await this.#owner(options.workerId) });
   }
 
   heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>> {
@@ -130,10 +162,11 @@ export class SqlQueueBackend implements QueueBackend {
   }
 
   /** Records one batch of successes; once closed, none claims a next op. */
-  #succeedMany(items: SucceedItem[]): Promise<(Completion | undefined)[]> {
+  async #succeedMany(items: SucceedItem[]): Promise<(Completion | undefined)[]> {
     if (this.#closed) for (const it of items) it.next = undefined;
     const next = items.find((it) => it.next)?.next;
-    return this.#store.succeedMany(items, next);
+    const chain = next && { ...next, workerId: await this.#owner(next.workerId) };
+    return this.#store.succeedMany(items, chain);
   }
 
   async fail(
@@ -204,5 +237,8 @@ export class SqlQueueBackend implements QueueBackend {
     this.#stop.abort();
     this.#unsubscribe?.();
     await this.#listening;
+    const presence = await this.#presence;
+    this.#presence = undefined;
+    await presence?.close().catch(() => {});
   }
 }

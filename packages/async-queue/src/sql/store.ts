@@ -9,6 +9,7 @@ import type { Claim, ClaimOptions, Completion, EnqueueInput, FailOutcome } from 
 import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from '../types.js';
 import type { QueueDialect } from './dialects/dialect.js';
 import { heldBy, holds, nextToken } from './fence.js';
+import { ownerTagOf } from './owner.js';
 import { KEYS, OPS } from './names.js';
 import { newOpRow, num, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type {
@@ -455,6 +456,56 @@ export class QueueStore {
     return (await q.execute()) as KeyRow[];
   }
 
+  /**
+   * Running keys whose claim's owner is provably gone (see `QueueDialect.owners`) although
+   * their lease has not expired yet, at most `n`, locked. Looks at up to 1000 running keys.
+   */
+  async #pickGone(trx: Db, n: number, at: number, key: string | undefined): Promise<KeyRow[]> {
+    const { owners } = this.dialect;
+    if (!owners || n <= 0) return [];
+    let q = trx
+      .selectFrom(`${KEYS} as k`)
+      .innerJoin(`${OPS} as o`, 'o.id', 'k.running_op')
+      .select(['k.op_key as op_key', 'k.running_op as running_op', 'o.worker as worker'])
+      .where('k.queue', '=', this.name)
+      .where('k.state', '=', 'running')
+      .where('k.lease_until', '>=', at);
+    if (key !== undefined) q = q.where('k.op_key', '=', key);
+    const rows = (await q.limit(1000).execute()) as {
+      op_key: string;
+      running_op: string;
+      worker: string | null;
+    }[];
+    const tags = new Set<string>();
+    for (const r of rows) {
+      const tag = ownerTagOf(r.worker);
+      if (tag !== undefined) tags.add(tag);
+    }
+    if (tags.size === 0) return [];
+    const gone = await owners.gone(trx, [...tags]);
+    const doomed = rows.filter((r) => gone.has(ownerTagOf(r.worker) ?? '')).slice(0, n);
+    if (doomed.length === 0) return [];
+    const locked = (await this.dialect
+      .forUpdate(
+        trx
+          .selectFrom(KEYS)
+          .selectAll()
+          .where('queue', '=', this.name)
+          .where('state', '=', 'running')
+          .where(
+            'op_key',
+            'in',
+            doomed.map((r) => r.op_key),
+          )
+          .orderBy('op_key'),
+        true,
+      )
+      .execute()) as KeyRow[];
+    // Still the claim judged gone (not finished or re-claimed meanwhile).
+    const judged = new Map(doomed.map((r) => [r.op_key, r.running_op]));
+    return locked.filter((k) => judged.get(k.op_key) === k.running_op);
+  }
+
   /** Re-claims the op of an expired lease, or fails it as poison after too many expiries. */
   async #reclaim(trx: Db, k: KeyRow, at: number, options: ClaimOptions, out: Claimed) {
     const row = await this.#opRow(trx, k.running_op ?? '');
@@ -489,6 +540,10 @@ export class QueueStore {
     if (key !== undefined || this.#expiredCheckDue(leaseMs)) {
       this.#lastExpiredCheck = at;
       for (const k of await this.#pick(trx, 'running', limit, at, key)) {
+        await this.#reclaim(trx, k, at, options, out);
+      }
+      const room = limit - out.claims.length;
+      for (const k of await this.#pickGone(trx, room, at, key)) {
         await this.#reclaim(trx, k, at, options, out);
       }
     }

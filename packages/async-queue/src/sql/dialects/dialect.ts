@@ -12,6 +12,18 @@ import type {
   SucceedItem,
 } from '../types.js';
 
+/**
+ * Evidence that this process (and so its claims) is alive, which other workers can check: the
+ * claim records `tag` next to the worker id. `lost` aborts when the evidence is gone (the
+ * session behind it ended); the backend then makes a new one.
+ * @internal
+ */
+export interface Presence {
+  readonly tag: string;
+  readonly lost: AbortSignal;
+  close(): Promise<void>;
+}
+
 /** The key row of a first op, and the changes that count one more op in on an existing row. @internal */
 export interface KeyUpsert {
   values: Record<string, unknown>;
@@ -84,6 +96,17 @@ export interface QueueDialect {
     until: number,
     held: (claims: readonly Claim[]) => any,
   ): Promise<HeldRow[]>;
+  /**
+   * Opens this process's {@link Presence}, and says which of the owner tags seen on running
+   * claims are provably gone (their session ended, their process died): those claims are taken
+   * over without waiting for their lease. Absent: only leases tell.
+   */
+  readonly owners?:
+    | {
+        presence(database: Database): Promise<Presence>;
+        gone(db: Db, tags: readonly string[]): Promise<Set<string>>;
+      }
+    | undefined;
   /** The single-statement hot paths, where the dialect has them. */
   readonly hot?: HotPaths | undefined;
   /**

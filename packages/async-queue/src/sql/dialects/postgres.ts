@@ -1,6 +1,7 @@
 import type { Session } from '@rigging/sql';
 import { sql } from '../../sql-peer.js';
 import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
+import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
 import type { HotPaths, QueueDialect } from './dialect.js';
 import { claimHeadReturning, upsertKeyReturning } from './sqlite.js';
@@ -60,6 +61,54 @@ const hot: HotPaths = {
 };
 
 /**
+ * Owners by database session: this process holds a session open and a claim records its server
+ * pid and start time; a claim whose session is no longer in `pg_stat_activity` (the process died,
+ * the connection broke) is taken over at once. A pid reused by a new session has another start
+ * time. (If a live process loses that session, its claims are taken over too; its heartbeat then
+ * finds them lost and aborts their handlers with `async-queue.lease_lost`.)
+ */
+const sessionOwners = {
+  async presence(database: Parameters<NonNullable<QueueDialect['listen']>>[0]) {
+    const session = await database.session();
+    try {
+      const { rows } = await session.query<{ pid: number; t: string }>(
+        `select pid, (extract(epoch from backend_start) * 1000000)::bigint::text as t
+         from pg_stat_activity where pid = pg_backend_pid()`,
+      );
+      const row = rows[0]!;
+      return { tag: `pg:${row.pid}:${row.t}`, lost: session.lost, close: () => session.close() };
+    } catch (err) {
+      await session.close().catch(() => {});
+      throw err;
+    }
+  },
+  async gone(db: Db, tags: readonly string[]) {
+    const wanted = new Map<string, string>();
+    for (const tag of tags) {
+      const m = /^pg:(\d+):(\d+)$/.exec(tag);
+      if (m) wanted.set(tag, m[1]!);
+    }
+    if (wanted.size === 0) return new Set<string>();
+    const pids = [...new Set(wanted.values())].map(Number);
+    const { rows } = await sql<{ pid: number; t: string | null }>`
+      select pid, (extract(epoch from backend_start) * 1000000)::bigint::text as t
+      from pg_stat_activity where pid = any(${pids}::integer[])
+    `.execute(db);
+    const alive = new Set<string>();
+    for (const r of rows) {
+      alive.add(`pg:${r.pid}:${r.t}`);
+      // Another role's session may hide its start time: its pid alone then counts as alive.
+      if (r.t === null) alive.add(`pid-only:${r.pid}`);
+    }
+    const gone = new Set<string>();
+    for (const [tag, pid] of wanted) {
+      if (!alive.has(tag) && !alive.has(`pid-only:${pid}`)) gone.add(tag);
+    }
+    return gone;
+  },
+};
+
+/**
  * PostgreSQL: row locks with `FOR UPDATE SKIP LOCKED`, wake-ups by `LISTEN/NOTIFY` (unless
  * `pushes` is false), and the single-statement hot paths. Under READ COMMITTED one statement sees
  * one snapshot, so the claim re-checks op status on update and leaves anything unusual to the
@@ -96,6 +145,7 @@ export function postgresDialect(pushes: boolean): QueueDialect {
     },
     hot,
     listen: pushes ? listen : undefined,
+    owners: sessionOwners,
   };
 }
 

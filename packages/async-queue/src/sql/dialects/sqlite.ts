@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import { isProcessAlive } from '@rigging/core';
 import { KEYS, OPS } from '../names.js';
 import type { Db, OpRow } from '../rows.js';
 import type { GrantSet, HeldRow, KeyCount } from '../types.js';
@@ -40,6 +42,29 @@ export async function claimHeadReturning(
 }
 
 /**
+ * Owners on one machine: a claim records this host and pid; a claim whose pid on this host is no
+ * longer alive is taken over at once (a SQLite file is shared by processes of one machine).
+ */
+const processOwners = {
+  async presence() {
+    return {
+      tag: `pid:${hostname()}:${process.pid}`,
+      lost: new AbortController().signal,
+      close: async () => {},
+    };
+  },
+  async gone(_db: Db, tags: readonly string[]) {
+    const gone = new Set<string>();
+    const here = hostname();
+    for (const tag of tags) {
+      const m = /^pid:(.*):(\d+)$/.exec(tag);
+      if (m && m[1] === here && !isProcessAlive(Number(m[2]))) gone.add(tag);
+    }
+    return gone;
+  },
+};
+
+/**
  * SQLite (WAL): one writer at a time, so a write transaction needs no row locks; other processes
  * on the machine are found by polling. `RETURNING` (SQLite ≥ 3.35) saves the read-backs.
  * @internal
@@ -60,5 +85,6 @@ export function sqliteDialect(): QueueDialect {
         .returning(['running_op', 'token'])
         .execute()) as HeldRow[];
     },
+    owners: processOwners,
   };
 }
