@@ -1,13 +1,15 @@
 // Side-by-side figures for @rigging/async-queue. Run: pnpm bench (about a minute or two).
 // BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's);
-// BENCH_PEERS=0 skips pg-boss and BullMQ (for repeated before/after runs).
+// BENCH_PEERS=0 skips pg-boss and BullMQ (for repeated before/after runs); BENCH_ONLY=takeover
+// runs only the SIGKILL -> takeover figures.
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
-import { freshDatabase, service, REDIS_URL, PG_URL } from '@rigging/testkit';
+import { freshDatabase, service, spawnNode, REDIS_URL, PG_URL } from '@rigging/testkit';
+import { fileURLToPath } from 'node:url';
 import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
-import { sqlBackend } from '../src/sql.js';
+import { Notifier, sqlBackend } from '../src/sql.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
 const PEERS = process.env.BENCH_PEERS !== '0';
@@ -136,9 +138,11 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   // Producer on its own connection (a different handle on SQLite: still one process here).
   const p: Database = kind === 'postgres' ? await openDatabase(fresh.url) : a;
   try {
+    // Producer and workers of this process connected directly, as one app would connect them.
+    const notifier = new Notifier();
     const rate = await perKeyThroughput(
-      () => sqlBackend(a, { name: 'tp' }),
-      () => sqlBackend(p, { name: 'tp' }),
+      () => sqlBackend(a, { name: 'tp', notifier }),
+      () => sqlBackend(p, { name: 'tp', notifier }),
     );
     rows.push({
       name: `${label}: ${KEYS} keys x ${JOBS} jobs, concurrency ${CONCURRENCY}`,
@@ -160,8 +164,8 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
       });
     }
     const lat = await idleLatency(
-      () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250 }),
-      () => sqlBackend(p, { name: 'lat' }),
+      () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250, notifier }),
+      () => sqlBackend(p, { name: 'lat', notifier }),
     );
     rows.push({
       name: `${label}: idle enqueue -> start (same process)`,
@@ -171,6 +175,47 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   } finally {
     if (p !== a) await p.close();
     await a.close();
+    await fresh.drop();
+  }
+}
+
+// ------------------------------------------------ SIGKILL -> takeover
+const TAKEOVER_WORKER = fileURLToPath(new URL('./takeover-worker.ts', import.meta.url));
+const TAKEOVER_LEASE_MS = 5000;
+
+/**
+ * A worker process claims an op and is SIGKILLed; how long until a surviving worker (default
+ * `pollMs`) runs the op. With owner evidence (PostgreSQL session, SQLite pid) it takes over at
+ * once; MySQL/MariaDB has none and waits the lease (as every backend did before).
+ */
+async function takeover(kind: 'sqlite-file' | 'postgres' | 'mysql'): Promise<number> {
+  const fresh = await freshDatabase(kind, 'aq_bench_takeover');
+  const database = await openDatabase(fresh.url);
+  const child = spawnNode(TAKEOVER_WORKER, [fresh.url, 'takeover', String(TAKEOVER_LEASE_MS)]);
+  try {
+    const ran = deferred<number>();
+    const make = (worker: boolean) =>
+      createQueue({
+        backend: sqlBackend(database, { name: 'takeover' }),
+        worker,
+        leaseMs: TAKEOVER_LEASE_MS,
+        handlers: { hold: (_p: null) => void ran.resolve(performance.now()) },
+      });
+    const producer = make(false);
+    const id = await producer.cast('k', { type: 'hold', payload: null });
+    await child.waitForLine(`claimed ${id}`, 60_000);
+    const survivor = make(true);
+    await sleep(500);
+    const killed = performance.now();
+    child.kill('SIGKILL');
+    await child.exited;
+    const at = await ran.promise;
+    await survivor.close();
+    await producer.close();
+    return at - killed;
+  } finally {
+    child.kill('SIGKILL');
+    await database.close();
     await fresh.drop();
   }
 }
@@ -240,49 +285,68 @@ async function bullmq(): Promise<number> {
 
 // ------------------------------------------------ run
 const N = 20_000;
-const [ours, pq] = await memoryVsPQueue(N);
-rows.push({
-  name: `memory backend: ${N} no-op ops, 1000 keys, concurrency ${CONCURRENCY}`,
-  value: `${fmt(ours)} ops/s`,
-});
-rows.push({ name: `p-queue (no per-key order), same ops`, value: `${fmt(pq)} ops/s` });
-rows.push({ name: 'ratio memory / p-queue', value: `${(ours / pq).toFixed(2)}x` });
+const ONLY_TAKEOVER = process.env.BENCH_ONLY === 'takeover';
+if (!ONLY_TAKEOVER) await throughputFigures();
 
-const sqliteRate = await withSql('sqlite-file', 'SQLite backend');
-let pgRate: number | undefined;
-if ((await service('postgres')).available) {
-  pgRate = await withSql('postgres', 'PostgreSQL backend');
-  const boss = !PEERS
-    ? undefined
-    : await pgBoss().catch((e: unknown) => (console.warn('pg-boss failed:', e), undefined));
-  if (boss !== undefined) {
-    rows.push({
-      name: `pg-boss 10 (policy singleton + singletonKey, 16 workers), same jobs`,
-      value: `${fmt(boss)} jobs/s`,
-    });
-    rows.push({
-      name: 'ratio PostgreSQL backend / pg-boss',
-      value: `${(pgRate / boss).toFixed(2)}x`,
-    });
+async function throughputFigures() {
+  const [ours, pq] = await memoryVsPQueue(N);
+  rows.push({
+    name: `memory backend: ${N} no-op ops, 1000 keys, concurrency ${CONCURRENCY}`,
+    value: `${fmt(ours)} ops/s`,
+  });
+  rows.push({ name: `p-queue (no per-key order), same ops`, value: `${fmt(pq)} ops/s` });
+  rows.push({ name: 'ratio memory / p-queue', value: `${(ours / pq).toFixed(2)}x` });
+
+  const sqliteRate = await withSql('sqlite-file', 'SQLite backend');
+  let pgRate: number | undefined;
+  if ((await service('postgres')).available) {
+    pgRate = await withSql('postgres', 'PostgreSQL backend');
+    const boss = !PEERS
+      ? undefined
+      : await pgBoss().catch((e: unknown) => (console.warn('pg-boss failed:', e), undefined));
+    if (boss !== undefined) {
+      rows.push({
+        name: `pg-boss 10 (policy singleton + singletonKey, 16 workers), same jobs`,
+        value: `${fmt(boss)} jobs/s`,
+      });
+      rows.push({
+        name: 'ratio PostgreSQL backend / pg-boss',
+        value: `${(pgRate / boss).toFixed(2)}x`,
+      });
+    }
+  }
+  if (PEERS && (await service('redis')).available) {
+    const bull = await bullmq().catch(
+      (e: unknown) => (console.warn('BullMQ failed:', e), undefined),
+    );
+    if (bull !== undefined) {
+      rows.push({
+        name: `BullMQ (one queue, NO per-key order), same jobs`,
+        value: `${fmt(bull)} jobs/s`,
+      });
+      if (pgRate !== undefined)
+        rows.push({
+          name: 'ratio PostgreSQL backend / BullMQ',
+          value: `${(pgRate / bull).toFixed(2)}x`,
+        });
+      rows.push({
+        name: 'ratio SQLite backend / BullMQ',
+        value: `${(sqliteRate / bull).toFixed(2)}x`,
+      });
+    }
   }
 }
-if (PEERS && (await service('redis')).available) {
-  const bull = await bullmq().catch((e: unknown) => (console.warn('BullMQ failed:', e), undefined));
-  if (bull !== undefined) {
-    rows.push({
-      name: `BullMQ (one queue, NO per-key order), same jobs`,
-      value: `${fmt(bull)} jobs/s`,
-    });
-    if (pgRate !== undefined)
-      rows.push({
-        name: 'ratio PostgreSQL backend / BullMQ',
-        value: `${(pgRate / bull).toFixed(2)}x`,
-      });
-    rows.push({
-      name: 'ratio SQLite backend / BullMQ',
-      value: `${(sqliteRate / bull).toFixed(2)}x`,
-    });
-  }
+
+for (const kind of ['sqlite-file', 'postgres', 'mysql'] as const) {
+  if (kind !== 'sqlite-file' && !(await service(kind)).available) continue;
+  const ms = await takeover(kind).catch(
+    (e: unknown) => (console.warn('takeover failed:', e), undefined),
+  );
+  if (ms === undefined) continue;
+  rows.push({
+    name: `SIGKILL -> takeover on ${kind} (lease ${TAKEOVER_LEASE_MS} ms, default pollMs)${kind === 'mysql' ? ', no owner evidence' : ''}`,
+    value: `${fmt(ms)} ms`,
+  });
 }
 void PG_URL;
 console.table(rows);

@@ -34,32 +34,6 @@ export interface MemoryBackendOptions {
   maxFinished?: number;
 }
 
-/**
- * The memory backend's hot methods without a promise each: the queue calls these directly (ops
- * are stored in call order either way). Internal: not exported from the package.
- */
-export interface SyncMethods {
-  enqueue(input: EnqueueInput): { op: OpInfo; created: boolean };
-  succeed(
-    claim: Claim,
-    result: unknown,
-    next?: Omit<ClaimOptions, 'limit' | 'key'>,
-  ): Completion | undefined;
-}
-
-/** The synchronous methods of each memory backend, while its own methods are not replaced. */
-const syncOf = new WeakMap<
-  QueueBackend,
-  SyncMethods & { wraps: Pick<QueueBackend, 'enqueue' | 'succeed'> }
->();
-
-/** The backend's synchronous methods, unless it is not a memory backend or someone replaced them. */
-export function syncMethods(backend: QueueBackend): SyncMethods | undefined {
-  const s = syncOf.get(backend);
-  if (!s) return undefined;
-  return backend.enqueue === s.wraps.enqueue && backend.succeed === s.wraps.succeed ? s : undefined;
-}
-
 /** Shared by completions that cancelled nothing and chained claims that poisoned nothing. */
 const NONE: never[] = [];
 
@@ -491,10 +465,5 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     },
     async close() {},
   };
-  syncOf.set(backend, {
-    enqueue: (input) => store.enqueue(input),
-    succeed: (claim, result, next) => store.succeed(claim, result, next),
-    wraps: { enqueue: backend.enqueue, succeed: backend.succeed },
-  });
   return backend;
 }

@@ -64,6 +64,11 @@ export function checkRetention(owner: string, retention: RetentionOptions): Rete
 /** The options of `createQueue`, checked, with every default applied. @internal */
 export interface ResolvedOptions<H extends Handlers> {
   handlers: H;
+  /**
+   * A producer typed by an op-type map (no handlers): the types it may enqueue (`'any'`: every
+   * type). Undefined when the queue has handlers (then they say which types exist).
+   */
+  knownTypes: ReadonlySet<string> | 'any' | undefined;
   mode: 'async' | 'sync';
   /** 0 in sync mode. */
   concurrency: number;
@@ -86,7 +91,16 @@ export function resolveOptions<H extends Handlers>(
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`${OWNER}(options): options must be an object`);
   }
-  const { handlers } = options;
+  const producer = options.worker === false && options.handlers === undefined;
+  const handlers = (producer ? {} : options.handlers) as H;
+  const types = (options as { types?: unknown }).types;
+  if (types !== undefined) {
+    if (!producer || !Array.isArray(types) || types.some((t) => typeof t !== 'string')) {
+      throw new TypeError(
+        `${OWNER}: types must be an array of op type names, on a producer (worker: false) without handlers`,
+      );
+    }
+  }
   if (typeof handlers !== 'object' || handlers === null) {
     throw new TypeError(
       `${OWNER}: handlers must be an object of functions, got ${String(handlers)}`,
@@ -110,6 +124,7 @@ export function resolveOptions<H extends Handlers>(
   }
   return {
     handlers,
+    knownTypes: producer ? (types === undefined ? 'any' : new Set(types as string[])) : undefined,
     mode,
     concurrency: mode === 'sync' ? 0 : concurrency,
     policy: normalizePolicy(options.policy),

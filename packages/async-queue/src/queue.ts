@@ -1,4 +1,5 @@
 import {
+  deferred,
   explainNotJson,
   nonNegativeIntegerOption,
   raceAbort,
@@ -12,12 +13,15 @@ import {
 } from '@rigging/core';
 import type { EnqueueInput, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
-import { memoryBackend, syncMethods, type SyncMethods } from './memory.js';
+import { memoryBackend } from './memory.js';
 import { checkRetention, resolveOptions, type ResolvedOptions } from './options.js';
 import { Reporter } from './status.js';
 import type {
   CommonQueueOptions,
   Handlers,
+  HandlersOf,
+  OpTypes,
+  ProducerQueueOptions,
   KeyInfo,
   KeyStatus,
   OpInfo,
@@ -85,6 +89,14 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
    * `timeoutMs` rejects with `async-queue.timeout`; `signal` with its reason.
    */
   onIdle(options?: WaitOptions): Promise<void>;
+  /**
+   * Resolves when `key` (or, without a key, the whole queue — every process sharing the board)
+   * has no pending and no running op: every op stored so far finished. Ops held by a blocked key
+   * are pending: a blocked key with held ops is not drained (a blocked key without any is).
+   * Looks again on each of this instance's events and every `pollMs` (durable backends) or 50 ms.
+   * `timeoutMs` rejects with `async-queue.timeout`; `signal` with its reason.
+   */
+  drained(key?: string, options?: WaitOptions): Promise<void>;
   /** Subscribes to `event`; returns the function that unsubscribes. */
   on<K extends keyof QueueEvents>(event: K, listener: Listener<QueueEvents[K]>): () => void;
   /** Subscribes to the next `event` only; returns the function that unsubscribes. */
@@ -106,8 +118,14 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
  * different keys run in parallel up to `concurrency`, in round-robin order so that no key
  * starves the others. See the README for guarantees per backend.
  */
-export function createQueue<H extends Handlers>(options: QueueOptions<H>): Queue<H> {
-  return new QueueImpl(options);
+export function createQueue<T extends OpTypes>(
+  options: ProducerQueueOptions<T>,
+): Queue<HandlersOf<T>>;
+export function createQueue<H extends Handlers>(options: QueueOptions<H>): Queue<H>;
+export function createQueue<H extends Handlers>(
+  options: QueueOptions<H> | ProducerQueueOptions<OpTypes>,
+): Queue<H> {
+  return new QueueImpl(options as QueueOptions<H>);
 }
 
 const closedError = () => new QueueError('async-queue.closed', 'the queue is closed');
@@ -126,15 +144,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   #isAttached = false;
   /** Background loops (heartbeats, waiter polls, retention) that close() waits for. */
   readonly #timers: Promise<void>[] = [];
-  /** The memory backend's promise-free hot methods, when that is the backend. */
-  readonly #fast: SyncMethods | undefined;
 
   constructor(options: QueueOptions<H>) {
     const resolved = (this.#options = resolveOptions(options));
     this.mode = resolved.mode;
     this.workerId = resolved.workerId;
     const backend = (this.backend = options.backend ?? memoryBackend());
-    this.#fast = syncMethods(backend);
     this.#waiters = new Waiters(backend);
     this.#reporter = new Reporter(backend, resolved.logger, this.#waiters);
     this.#events = this.#reporter.events;
@@ -159,7 +174,6 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       reporter: this.#reporter,
       waiters: this.#waiters,
       attached: this.#attached,
-      fast: this.#fast,
     });
     const stop = this.#worker.stop.signal;
     if (this.mode === 'async' && resolved.isWorker && resolved.concurrency > 0) {
@@ -188,13 +202,15 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
-    // Memory backend, nobody listening for key statuses: stored at once, nothing to await.
-    if (this.#fast && this.mode === 'async' && !this.#events.hasListeners('key:status')) {
-      const info = this.#reporter.stored(this.#fast.enqueue(this.#input(key, op, false)));
-      this.#worker.ring();
-      return info.id;
+    const input = this.#input(key, op, false);
+    if (!this.#isAttached) await this.#attached;
+    const out = await this.backend.enqueue(input);
+    const info = this.#reporter.stored(out);
+    if (out.created) {
+      const status = this.#reporter.keyStatus(key);
+      if (status) await status;
     }
-    const info = await this.#enqueue(key, op);
+    this.#worker.ring();
     if (this.mode === 'sync') await this.#worker.runInline(key, info.id);
     return info.id;
   }
@@ -298,6 +314,57 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     await raceAbort(this.#worker.idle(), scope.signal);
   }
 
+  async drained(key?: string, options: WaitOptions = {}): Promise<void> {
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0)) {
+      throw new TypeError(
+        `queue.drained: key must be a non-empty string, got ${JSON.stringify(key)}`,
+      );
+    }
+    timeoutOption('queue.drained', options.timeoutMs);
+    throwIfAborted(options.signal);
+    await this.#attached;
+    if (await this.#isDrained(key)) return;
+    using scope = scopedSignal({
+      ...options,
+      onTimeout: () =>
+        new QueueError(
+          'async-queue.timeout',
+          `${key === undefined ? 'the queue' : `key '${key}'`} did not drain within ${options.timeoutMs} ms`,
+        ),
+    });
+    const { signal } = scope;
+    const every = this.backend.durable && this.backend.pollMs > 0 ? this.backend.pollMs : 50;
+    let bell = deferred<void>();
+    const off = this.#events.onAny(() => bell.resolve());
+    try {
+      for (;;) {
+        const wake = new AbortController();
+        await raceAbort(
+          Promise.race([
+            bell.promise,
+            this.#options.clock.sleep(every, { signal: wake.signal }).catch(() => {}),
+          ]),
+          signal,
+        ).finally(() => wake.abort());
+        bell = deferred<void>();
+        if (await this.#isDrained(key)) return;
+      }
+    } finally {
+      off();
+    }
+  }
+
+  /** No pending or running op on `key` (or on any key). */
+  async #isDrained(key: string | undefined): Promise<boolean> {
+    const idle = (info: KeyInfo) => !info.running && info.pending.length === 0;
+    if (key !== undefined) return idle(await this.backend.inspect(key));
+    for (const k of await this.backend.activeKeys(1000)) {
+      if (k.status !== 'blocked') return false;
+      if (!idle(await this.backend.inspect(k.key))) return false;
+    }
+    return true;
+  }
+
   close(): Promise<void> {
     this.#closed ??= this.#doClose();
     return this.#closed;
@@ -318,8 +385,12 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     if (typeof op !== 'object' || op === null || typeof op.type !== 'string') {
       throw new TypeError(`op must be { type, payload }, got ${String(op)}`);
     }
-    const { handlers } = this.#options;
-    if (!Object.hasOwn(handlers, op.type)) {
+    const { handlers, knownTypes } = this.#options;
+    const known =
+      knownTypes === undefined
+        ? Object.hasOwn(handlers, op.type)
+        : knownTypes === 'any' || knownTypes.has(op.type);
+    if (!known) {
       throw new QueueError(
         'async-queue.unknown_type',
         `no handler for op type '${op.type}' (known: ${Object.keys(handlers).join(', ') || 'none'})`,
@@ -349,13 +420,10 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
 
   async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
     const input = this.#input(key, op, waited);
-    // The memory backend stores at once (and needs no attach to finish): call order is kept.
-    let out: { op: OpInfo; created: boolean };
-    if (this.#fast) out = this.#fast.enqueue(input);
-    else {
-      if (!this.#isAttached) await this.#attached;
-      out = await this.backend.enqueue(input);
-    }
+    // Stored in call order: each enqueue reaches the backend in the turn it was called in once
+    // attached (and, before that, attach resolves its waiters in call order).
+    if (!this.#isAttached) await this.#attached;
+    const out = await this.backend.enqueue(input);
     const info = this.#reporter.stored(out);
     if (out.created) {
       const status = this.#reporter.keyStatus(key);

@@ -3,11 +3,14 @@ import type { Database } from '@rigging/sql';
 import type { QueueBackend } from './backend.js';
 import { SqlQueueBackend } from './sql/backend.js';
 import type { QueueDialect } from './sql/dialects/dialect.js';
-import { MysqlDialect } from './sql/dialects/mysql.js';
-import { PostgresDialect } from './sql/dialects/postgres.js';
-import { SqliteDialect } from './sql/dialects/sqlite.js';
+import { mysqlDialect } from './sql/dialects/mysql.js';
+import { postgresDialect } from './sql/dialects/postgres.js';
+import { sqliteDialect } from './sql/dialects/sqlite.js';
+import { Notifier } from './sql/notifier.js';
 
 export { migrations } from './sql/schema.js';
+export { Notifier } from './sql/notifier.js';
+export type { NotifierListener } from './sql/notifier.js';
 
 /** Options of {@link sqlBackend}. */
 export interface SqlBackendOptions {
@@ -23,16 +26,23 @@ export interface SqlBackendOptions {
   pollMs?: number;
   /** PostgreSQL: LISTEN/NOTIFY wake-ups. @default true */
   notify?: boolean;
+  /**
+   * Connects queue instances of this process that share the database and queue name: they wake
+   * each other and settle each other's `call`s at once. Pass one `Notifier` to every backend that
+   * should be connected (a producer and a worker in one process, say). @default a new `Notifier`
+   * for this backend alone (others are then reached by NOTIFY or polling)
+   */
+  notifier?: Notifier;
 }
 
 function dialectOf(database: Database, options: SqlBackendOptions): QueueDialect {
   switch (database.dialect) {
     case 'postgres':
-      return new PostgresDialect(options.notify ?? true);
+      return postgresDialect(options.notify ?? true);
     case 'mysql':
-      return new MysqlDialect();
+      return mysqlDialect();
     case 'sqlite':
-      return new SqliteDialect();
+      return sqliteDialect();
     default:
       throw new TypeError(`sqlBackend: unsupported dialect ${String(database.dialect)}`);
   }
@@ -54,5 +64,9 @@ export function sqlBackend(database: Database, options: SqlBackendOptions = {}):
   }
   const dialect = dialectOf(database, options);
   const pollMs = positiveOption('sqlBackend', 'pollMs', options.pollMs, dialect.defaultPollMs);
-  return new SqlQueueBackend(database, dialect, name, pollMs);
+  const notifier = options.notifier ?? new Notifier();
+  if (!(notifier instanceof Notifier)) {
+    throw new TypeError(`sqlBackend: notifier must be a Notifier, got ${String(notifier)}`);
+  }
+  return new SqlQueueBackend(database, dialect, name, pollMs, notifier);
 }

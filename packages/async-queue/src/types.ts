@@ -49,6 +49,17 @@ export type Handler<P = any, R = unknown> = (payload: P, context: HandlerContext
 /** Handlers keyed by op type. */
 export type Handlers = Record<string, Handler>;
 
+/**
+ * Op types described without handlers, for a producer (`worker: false`):
+ * `{ [type]: { payload: P; result: R } }`.
+ */
+export type OpTypes = Record<string, { payload: unknown; result: unknown }>;
+
+/** The handlers an {@link OpTypes} map stands for (what a worker of the same ops registers). */
+export type HandlersOf<T extends OpTypes> = {
+  [K in keyof T]: Handler<T[K]['payload'], T[K]['result']>;
+};
+
 /** An op for handlers `H`: `{ type, payload, idempotencyKey? }`. */
 export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & string> = {
   [K in T]: {
@@ -303,6 +314,23 @@ export interface QueueEvents {
     /** Ids of the cancelled ops. */
     cancelled: string[];
   };
+}
+
+/**
+ * Options of a producer-only queue typed by an {@link OpTypes} map: no handlers, never claims.
+ * `types` (optional) lists the op types it may enqueue; others are refused with
+ * `async-queue.unknown_type` (without it, any type of the map is accepted).
+ */
+export interface ProducerQueueOptions<T extends OpTypes> extends Omit<
+  CommonQueueOptions<HandlersOf<T>>,
+  'handlers' | 'worker' | 'mode' | 'concurrency'
+> {
+  /** A producer never claims ops. */
+  worker: false;
+  /** A producer has no handlers. */
+  handlers?: undefined;
+  /** The op types this producer may enqueue, checked at run time. @default every type */
+  types?: readonly (keyof T & string)[];
 }
 
 /** Options shared by every queue. */

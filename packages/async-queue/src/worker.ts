@@ -9,10 +9,9 @@ import {
 } from '@rigging/core';
 import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
-import type { SyncMethods } from './memory.js';
 import type { ResolvedOptions } from './options.js';
 import type { Reporter } from './status.js';
-import type { Handlers } from './types.js';
+import type { HandlerContext, Handlers } from './types.js';
 import { TERMINAL, type Waiters } from './waiters.js';
 
 /** A claim this instance runs. */
@@ -42,8 +41,6 @@ export interface WorkerHost<H extends Handlers> {
   readonly waiters: Waiters;
   /** Resolves once the backend is attached. */
   readonly attached: Promise<void>;
-  /** The memory backend's promise-free hot methods, when that is the backend. */
-  readonly fast: SyncMethods | undefined;
 }
 
 /**
@@ -54,6 +51,39 @@ class GiveBack extends Error {
   override readonly name = 'GiveBack';
   constructor(readonly reason: string | undefined) {
     super(`op given back${reason === undefined ? '' : `: ${reason}`}`);
+  }
+}
+
+/** What a handler receives: the op's identity, its stop signal and `giveBack`. */
+class OpContext implements HandlerContext {
+  readonly id: string;
+  readonly opId: string;
+  readonly key: string;
+  readonly type: string;
+  readonly attempt: number;
+  readonly #entry: Inflight;
+  constructor(entry: Inflight) {
+    const { op } = entry.claim;
+    this.id = this.opId = op.id;
+    this.key = op.key;
+    this.type = op.type;
+    this.attempt = op.attempts;
+    this.#entry = entry;
+  }
+  get signal(): AbortSignal {
+    return this.#entry.controller.signal;
+  }
+  /** A getter, so that `const { giveBack } = ctx` works too (made only when looked at). */
+  get giveBack(): (reason?: string, opts?: { delayMs?: number }) => never {
+    const entry = this.#entry;
+    return (reason, opts) => {
+      const delayMs = nonNegativeOption('ctx.giveBack', 'delayMs', opts?.delayMs, 0);
+      if (reason !== undefined && typeof reason !== 'string') {
+        throw new TypeError(`ctx.giveBack: reason must be a string, got ${String(reason)}`);
+      }
+      entry.givenBack ??= { reason, delayMs };
+      throw new GiveBack(reason);
+    };
   }
 }
 
@@ -114,7 +144,8 @@ export class Worker<H extends Handlers> {
   isIdle(): boolean {
     return (
       this.#inflight.size === 0 &&
-      (this.#options.mode === 'sync' || !this.#loop || this.#lastClaimEmpty)
+      // A rung bell means new work may have been stored since the last claim came back empty.
+      (this.#options.mode === 'sync' || !this.#loop || (this.#lastClaimEmpty && !this.#rung))
     );
   }
 
@@ -241,81 +272,67 @@ export class Worker<H extends Handlers> {
   /** Runs the handler of a claim and records its outcome. */
   async #execute(entry: Inflight): Promise<void> {
     const { waiters } = this.#host;
-    waiters.running(entry.claim.op.id);
+    const { op } = entry.claim;
+    waiters.running(op.id);
     try {
-      const outcome = await this.#runHandler(entry);
+      this.#host.reporter.started(op, this.#host.workerId);
+      const started = this.#options.clock.now();
+      let result: unknown;
+      let error: unknown;
+      let ok = true;
+      try {
+        result = await this.#callHandler(entry);
+      } catch (thrown) {
+        ok = false;
+        error = thrown;
+      }
       if (entry.abandoned) return;
       if (entry.givenBack) return await this.#gaveBack(entry, entry.givenBack);
-      if (this.#givenBack.size > 0) this.#givenBack.delete(entry.claim.op.id);
-      if (outcome.ok) await this.#succeeded(entry, outcome.result, outcome.started);
-      else await this.#failed(entry, outcome.error);
+      if (this.#givenBack.size > 0) this.#givenBack.delete(op.id);
+      if (ok) await this.#succeeded(entry, result, started);
+      else await this.#failed(entry, error);
     } finally {
-      waiters.ran(entry.claim.op.id);
+      waiters.ran(op.id);
     }
   }
 
-  /** Calls the op's handler; a durable backend also needs a JSON result. */
-  async #runHandler(
-    entry: Inflight,
-  ): Promise<{ ok: true; result: unknown; started: number } | { ok: false; error: unknown }> {
+  /** Calls the op's handler (its promise, as is); a durable backend also needs a JSON result. */
+  #callHandler(entry: Inflight): unknown {
     const { op } = entry.claim;
-    const { clock, handlers } = this.#options;
-    this.#host.reporter.started(op, this.#host.workerId);
-    const started = clock.now();
-    try {
-      const handler = handlers[op.type];
-      if (!handler) {
+    const handler = this.#options.handlers[op.type];
+    if (!handler) {
+      throw new QueueError(
+        'async-queue.unknown_type',
+        `this worker has no handler for op type '${op.type}'`,
+        { details: { type: op.type } },
+      );
+    }
+    const result = handler(op.payload, new OpContext(entry));
+    if (!this.#backend.durable) return result;
+    return Promise.resolve(result).then((value: unknown) => {
+      value ??= null;
+      const why = explainNotJson(value, '$.result');
+      if (why) {
         throw new QueueError(
-          'async-queue.unknown_type',
-          `this worker has no handler for op type '${op.type}'`,
-          { details: { type: op.type } },
+          'async-queue.not_json',
+          `result of op '${op.type}' is not JSON: ${why}`,
         );
       }
-      let result: unknown = await handler(op.payload, {
-        id: op.id,
-        opId: op.id,
-        key: op.key,
-        type: op.type,
-        attempt: op.attempts,
-        get signal() {
-          return entry.controller.signal;
-        },
-        giveBack(reason?: string, opts?: { delayMs?: number }): never {
-          const delayMs = nonNegativeOption('ctx.giveBack', 'delayMs', opts?.delayMs, 0);
-          if (reason !== undefined && typeof reason !== 'string') {
-            throw new TypeError(`ctx.giveBack: reason must be a string, got ${String(reason)}`);
-          }
-          entry.givenBack ??= { reason, delayMs };
-          throw new GiveBack(reason);
-        },
-      });
-      if (this.#backend.durable) {
-        result ??= null;
-        const why = explainNotJson(result, '$.result');
-        if (why) {
-          const error = new QueueError(
-            'async-queue.not_json',
-            `result of op '${op.type}' is not JSON: ${why}`,
-          );
-          return { ok: false, error };
-        }
-      }
-      return { ok: true, result, started };
-    } catch (error) {
-      return { ok: false, error };
-    }
+      return value;
+    });
   }
 
   async #succeeded(entry: Inflight, result: unknown, started: number): Promise<void> {
     const { op } = entry.claim;
-    const { reporter, waiters, fast } = this.#host;
+    const { reporter, waiters } = this.#host;
     const chain =
       this.#loop !== undefined && !this.stop.signal.aborted
         ? (this.#chain ??= this.#claimOptions())
         : undefined;
-    const c = fast
-      ? fast.succeed(entry.claim, result, chain)
-      : await this.#record(entry, () => this.#backend.succeed(entry.claim, result, chain));
+    // Only a durable backend's writes are retried (see #record).
+    const c = this.#backend.durable
+      ? await this.#record(entry, () => this.#backend.succeed(entry.claim, result, chain))
+      : await this.#backend.succeed(entry.claim, result, chain);
     if (!c) return reporter.refused(entry.claim);
     const { next } = c;
     if (next) {

@@ -633,6 +633,78 @@ export function conformance(
     );
 
     it(
+      'drained(key) and drained() resolve once nothing is pending or running',
+      async () => {
+        const gate = deferred<void>();
+        const worker = createQueue({
+          backend: await makeBackend(),
+          concurrency: 2,
+          handlers: {
+            async make(p: { n: number }) {
+              if (p.n === 0) await gate.promise;
+              return p.n * 2;
+            },
+          },
+        });
+        queues.push(worker);
+        const key = k('drain');
+        const other = k('drain-other');
+        await expect(worker.drained(key)).resolves.toBeUndefined();
+        const a = await worker.cast(key, { type: 'make', payload: { n: 0 } });
+        const b = await worker.cast(key, { type: 'make', payload: { n: 1 } });
+        await worker.cast(other, { type: 'make', payload: { n: 2 } });
+        let keyDrained = false;
+        let allDrained = false;
+        const whole = worker
+          .drained(undefined, { timeoutMs: 15_000 })
+          .then(() => (allDrained = true));
+        const one = worker.drained(key).then(() => (keyDrained = true));
+        await expect(worker.drained(key, { timeoutMs: 50 })).rejects.toMatchObject({
+          code: 'async-queue.timeout',
+        });
+        const aborted = new AbortController();
+        const cancelled = worker.drained(key, { signal: aborted.signal }).catch((e: unknown) => e);
+        aborted.abort(new Error('stop waiting'));
+        expect(((await cancelled) as Error).message).toBe('stop waiting');
+        await expect(worker.drained(other, { timeoutMs: 15_000 })).resolves.toBeUndefined();
+        expect([keyDrained, allDrained]).toEqual([false, false]);
+        gate.resolve();
+        await one;
+        await whole;
+        expect(await worker.get(a)).toMatchObject({ status: 'succeeded', result: 0 });
+        expect(await worker.get(b)).toMatchObject({ status: 'succeeded', result: 2 });
+        await expect(worker.drained(key, { timeoutMs: -1 })).rejects.toThrow(TypeError);
+      },
+      timeout,
+    );
+
+    it(
+      'a producer typed by an op-type map stores ops without handlers; drained waits for them',
+      async () => {
+        const producer = createQueue<{ make: { payload: { n: number }; result: number } }>({
+          backend: await makeBackend(),
+          worker: false,
+          types: ['make'],
+        });
+        queues.push(producer);
+        const key = k('producer');
+        const id = await producer.cast(key, { type: 'make', payload: { n: 1 } });
+        expect(await producer.get(id)).toMatchObject({ status: 'queued', type: 'make' });
+        await expect(
+          producer.cast(key, { type: 'nope' as 'make', payload: { n: 3 } }),
+        ).rejects.toMatchObject({ code: 'async-queue.unknown_type' });
+        // Nobody runs it here: the key is not drained.
+        await expect(producer.drained(key, { timeoutMs: 100 })).rejects.toMatchObject({
+          code: 'async-queue.timeout',
+        });
+        await expect(producer.drained(undefined, { timeoutMs: 100 })).rejects.toMatchObject({
+          code: 'async-queue.timeout',
+        });
+      },
+      timeout,
+    );
+
+    it(
       'rejects unknown op types',
       async () => {
         const h = harness();

@@ -82,7 +82,9 @@ for (const b of backends) {
       const backend = sqlBackend(db1, { name, pollMs: 20 });
       // The database refuses the first two writes of each outcome (a restart, a dropped
       // connection): the worker keeps its claim and writes again.
-      const { succeed, fail } = backend;
+      // Methods are called on the backend: a wrapper calls the original as a method.
+      const succeed = backend.succeed.bind(backend);
+      const fail = backend.fail.bind(backend);
       const failures = new Map<string, number>();
       const flaky = <A extends unknown[], R>(write: (...args: A) => Promise<R>) =>
         (async (...args: A) => {

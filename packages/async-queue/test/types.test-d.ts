@@ -7,6 +7,7 @@ import {
   type OpInput,
   type PolicyOptions,
 } from '../src/index.js';
+import type { HandlersOf } from '../src/index.js';
 
 describe('types', () => {
   const queue = createQueue({
@@ -49,5 +50,29 @@ describe('types', () => {
       PolicyOptions['backoff']
     >();
     expectTypeOf<(retry: number) => number>().toMatchTypeOf<PolicyOptions['backoff']>();
+  });
+});
+
+describe('a producer typed by an op-type map', () => {
+  type Ops = {
+    create: { payload: { image: string }; result: { id: string } };
+    stop: { payload: null; result: void };
+  };
+  it('types payloads and results without handlers', () => {
+    const producer = createQueue<Ops>({ worker: false });
+    expectTypeOf(producer.call('k', { type: 'create', payload: { image: 'x' } })).toEqualTypeOf<
+      Promise<{ id: string }>
+    >();
+    expectTypeOf(producer.call('k', { type: 'stop', payload: null })).toEqualTypeOf<
+      Promise<void>
+    >();
+    // @ts-expect-error a payload of the wrong type
+    void producer.cast('k', { type: 'create', payload: { image: 1 } });
+    // @ts-expect-error an unknown op type
+    void producer.cast('k', { type: 'start', payload: null });
+    // @ts-expect-error a producer typed by a map is not a worker
+    createQueue<Ops>({ worker: true });
+    expectTypeOf(producer.drained).toBeFunction();
+    expectTypeOf<HandlersOf<Ops>['create']>().parameter(0).toEqualTypeOf<{ image: string }>();
   });
 });

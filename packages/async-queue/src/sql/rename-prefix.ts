@@ -6,7 +6,7 @@ import type { Migration } from '@rigging/sql';
 import { sql } from '../sql-peer.js';
 import { NAMES, NAMES_0_1 } from './names.js';
 import { claimByKeyFunction, enqueueFunction, succeedManyFunction } from './pg-functions.js';
-import type { Db } from './schema.js';
+import type { Db } from './rows.js';
 
 const TABLES = [
   [NAMES_0_1.ops, NAMES.ops],

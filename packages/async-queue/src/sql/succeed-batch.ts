@@ -1,52 +1,11 @@
 // Successes recorded in batches, like a database's group commit.
 import type { Claim, Completion } from '../backend.js';
-import type { ChainOptions } from './dialects/dialect.js';
+import type { ChainOptions, SucceedItem } from './types.js';
 
 /** Successes recorded together at most (one statement or transaction). */
 const SUCCEED_BATCH = 64;
 /** Batches of successes being recorded at once by one backend instance. */
 const MAX_SUCCEED_BATCHES = 2;
-
-/** A success waiting to be recorded with others that arrive meanwhile. @internal */
-export interface SucceedItem {
-  claim: Claim;
-  result: unknown;
-  /** `result` as stored (JSON). */
-  text: string;
-  /** Claim the next op along with this success (it takes over the slot). */
-  next: ChainOptions | undefined;
-  resolve: (c: Completion | undefined) => void;
-  reject: (error: unknown) => void;
-}
-
-/** The completion of an accepted success. @internal */
-export const succeeded = (it: SucceedItem, at: number): Completion => ({
-  op: { ...it.claim.op, status: 'succeeded' as const, result: it.result, finishedAt: at },
-  cancelled: [],
-  blocked: false,
-});
-
-/**
- * Hands the ops claimed for a batch to the accepted successes that asked for one (at most one
- * each: it takes over that op's slot); poisoned completions go with the first. @internal
- */
-export function handOut(
-  out: (Completion | undefined)[],
-  items: SucceedItem[],
-  chained: { claims: Claim[]; poisoned: Completion[] } | undefined,
-): (Completion | undefined)[] {
-  if (!chained) return out;
-  let i = 0;
-  let poisoned = chained.poisoned;
-  for (let j = 0; j < items.length; j++) {
-    const c = out[j];
-    if (!c || !items[j]!.next) continue;
-    const claim = chained.claims[i++];
-    c.next = { claims: claim ? [claim] : [], poisoned };
-    poisoned = [];
-  }
-  return out;
-}
 
 /**
  * Successes that arrive in the same turn of the event loop (handlers that finished together),

@@ -1,89 +1,125 @@
 import type { Clock } from '@rigging/core';
-import type { Dialect } from '@rigging/sql';
-import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
-import type { Db, KeyRow, OpRow } from '../schema.js';
-import type { QueueStore } from '../store.js';
-import type { SucceedItem } from '../succeed-batch.js';
+import type { Database, Dialect } from '@rigging/sql';
+import type { Claim, EnqueueInput } from '../../backend.js';
+import type { Db, OpRow } from '../rows.js';
+import type {
+  ClaimedRow,
+  GrantSet,
+  HeldRow,
+  KeyCount,
+  LockableQuery,
+  RemoteEvents,
+  SucceedItem,
+} from '../types.js';
 
-/** What `claim` returns: the claims, and ops failed as poison on the way. @internal */
-export interface Claimed {
-  claims: Claim[];
-  poisoned: Completion[];
+/**
+ * Evidence that this process (and so its claims) is alive, which other workers can check: the
+ * claim records `tag` next to the worker id. `lost` aborts when the evidence is gone (the
+ * session behind it ended); the backend then makes a new one.
+ * @internal
+ */
+export interface Presence {
+  readonly tag: string;
+  readonly lost: AbortSignal;
+  close(): Promise<void>;
 }
 
-/** A stored op, or the op an idempotency key already named. @internal */
-export interface Enqueued {
-  row: OpRow;
-  created: boolean;
-  /** Whether the op is held behind a blocked key; `undefined` when not known yet. */
-  held?: boolean | undefined;
-}
-
-/** The claim options a chained claim (after a success) is made with. @internal */
-export type ChainOptions = Omit<ClaimOptions, 'limit' | 'key'>;
-
-/** The column values that give an op to a worker (see {@link QueueStore.grant}). @internal */
-export type GrantSet = Record<string, unknown>;
-
-/** A SELECT that can lock the rows it reads (Kysely's select builder). @internal */
-export interface LockableQuery<Q> {
-  forUpdate(): Q;
-  skipLocked(): Q;
-}
-
-/** Wake-ups from other processes, as a dialect with push notifications delivers them. @internal */
-export interface RemoteEvents {
-  wake(): void;
-  settled(id: string): void;
-  warn(err: unknown, message: string): void;
+/** The key row of a first op, and the changes that count one more op in on an existing row. @internal */
+export interface KeyUpsert {
+  values: Record<string, unknown>;
+  bump: Record<string, unknown>;
 }
 
 /**
- * What differs between SQLite, PostgreSQL and MySQL/MariaDB for the queue: row locks, the
- * statements without `RETURNING` on MySQL, and PostgreSQL's single-statement hot paths and
- * `LISTEN/NOTIFY`. Everything else is the shared, transactional code of {@link QueueStore}.
+ * PostgreSQL's single-statement hot paths (autocommit calls of the functions in
+ * `pg-functions.ts`). The store decides when to take them and does the rest itself.
+ * @internal
+ */
+export interface HotPaths {
+  /** Stores an op (no idempotency check); the key's state and the op's sequence number. */
+  enqueue(
+    db: Db,
+    queue: string,
+    id: string,
+    input: EnqueueInput,
+    payload: string,
+    at: number,
+  ): Promise<{ state: string; next_seq: number | string }>;
+  /** Claims up to `limit` ready head ops: one row per picked key. */
+  claim(
+    db: Db,
+    queue: string,
+    limit: number,
+    at: number,
+    leaseUntil: number,
+    workerId: string,
+  ): Promise<ClaimedRow[]>;
+  /** Records a batch of successes (each fenced) and claims the next ops for those that ask. */
+  succeedMany(
+    db: Db,
+    queue: string,
+    items: SucceedItem[],
+    at: number,
+    leaseUntil: number,
+    workerId: string,
+  ): Promise<{ ok: number[]; rows: ClaimedRow[] }>;
+}
+
+/**
+ * The pieces that differ between SQLite, PostgreSQL and MySQL/MariaDB, made by one factory per
+ * dialect (`sqliteDialect()`, …): row locks, statements that need `RETURNING` (or a read-back on
+ * MySQL), PostgreSQL's hot paths and `LISTEN/NOTIFY`. Each piece runs its statement on the handle
+ * it is given and never calls back into the store, which owns every other statement and decides
+ * when each piece is used.
  * @internal
  */
 export interface QueueDialect {
   readonly name: Dialect;
   /** Polling interval when the user sets none. */
   readonly defaultPollMs: number;
-  /** Whether wake-ups from other processes are pushed (then `listen` is called). */
-  readonly pushes: boolean;
   /** Locks the rows `query` reads until the transaction ends (skipping locked ones if asked). */
   forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q;
-  /** Tells other processes (PostgreSQL NOTIFY; elsewhere they poll). */
+  /** Tells other processes `payload` when `trx` commits (PostgreSQL NOTIFY; elsewhere nothing). */
   notify(trx: Db, payload: string): Promise<void>;
+  /** Inserts the key row or bumps it; returns its state after. Locks the key row. */
+  upsertKey(trx: Db, queue: string, key: string, upsert: KeyUpsert): Promise<KeyCount>;
+  /** Gives the head op of `key` to a worker with `set`; none when the key has no queued op. */
+  claimHead(trx: Db, queue: string, key: string, set: GrantSet): Promise<OpRow | undefined>;
   /**
-   * Counts an op in on its key row (creating it, or readying an idle key) and returns the row's
-   * state, next sequence number and pending count after. Locks the key row.
+   * Extends the lease of each claim whose key row it still holds (`held` is the fencing
+   * condition) to `until`; returns the fencing fields of the rows that are held.
    */
-  upsertKey(
-    store: QueueStore,
-    trx: Db,
-    key: string,
-    at: number,
-  ): Promise<Pick<KeyRow, 'state' | 'next_seq' | 'pending'>>;
-  /** Gives the head op of the (locked) key `k` to a worker with `set`; none when it has none. */
-  claimHead(store: QueueStore, trx: Db, k: KeyRow, set: GrantSet): Promise<OpRow | undefined>;
-  /** Stores an op (durably) or finds the op its idempotency key named. */
-  enqueue(store: QueueStore, input: EnqueueInput, payload: string, at: number): Promise<Enqueued>;
-  /** Claims up to `options.limit` ops (see `QueueBackend.claim`). */
-  claim(store: QueueStore, options: ClaimOptions): Promise<Claimed>;
-  /** Extends the leases of `claims` still held; returns those that are not. */
-  heartbeat(store: QueueStore, claims: readonly Claim[], until: number): Promise<Set<Claim>>;
+  extendLeases(
+    db: Db,
+    queue: string,
+    claims: readonly Claim[],
+    until: number,
+    held: (claims: readonly Claim[]) => any,
+  ): Promise<HeldRow[]>;
   /**
-   * Records a batch of successes (each fenced by its token) and, with `next`, claims the next
-   * ops for those that asked. Results in the order of `items`; `undefined` where refused.
+   * Opens this process's {@link Presence}, and says which of the owner tags seen on running
+   * claims are provably gone (their session ended, their process died): those claims are taken
+   * over without waiting for their lease. Absent: only leases tell.
    */
-  succeedMany(
-    store: QueueStore,
-    items: SucceedItem[],
-    next: ChainOptions | undefined,
-  ): Promise<(Completion | undefined)[]>;
+  readonly owners?:
+    | {
+        presence(database: Database): Promise<Presence>;
+        gone(db: Db, tags: readonly string[]): Promise<Set<string>>;
+      }
+    | undefined;
+  /** The single-statement hot paths, where the dialect has them. */
+  readonly hot?: HotPaths | undefined;
   /**
    * Listens for other processes' wake-ups until `signal` aborts (dialects that push); waits
-   * between reconnections on `clock`.
+   * between reconnections on `clock`. Absent: other processes are found by polling.
    */
-  listen(store: QueueStore, events: RemoteEvents, signal: AbortSignal, clock: Clock): Promise<void>;
+  listen?:
+    | ((
+        database: Database,
+        queue: string,
+        events: RemoteEvents,
+        signal: AbortSignal,
+        clock: Clock,
+      ) => Promise<void>)
+    | undefined;
 }

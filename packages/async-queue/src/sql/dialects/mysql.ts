@@ -1,85 +1,68 @@
-import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
-import { KEYS } from '../names.js';
-import type { Db, KeyRow, OpRow } from '../schema.js';
-import type { QueueStore } from '../store.js';
-import type { SucceedItem } from '../succeed-batch.js';
-import type {
-  ChainOptions,
-  Claimed,
-  Enqueued,
-  GrantSet,
-  LockableQuery,
-  QueueDialect,
-} from './dialect.js';
+import { KEYS, OPS } from '../names.js';
+import type { KeyRow, OpRow } from '../rows.js';
+import type { HeldRow, KeyCount } from '../types.js';
+import type { QueueDialect } from './dialect.js';
 
 /**
  * MySQL/MariaDB: row locks with `FOR UPDATE SKIP LOCKED`, no `RETURNING` (a write is followed by
  * a read in the same transaction), no push: other processes are found by polling.
  * @internal
  */
-export class MysqlDialect implements QueueDialect {
-  readonly name = 'mysql';
-  readonly defaultPollMs = 250;
-  readonly pushes = false;
-
-  forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q {
-    return skipLocked ? query.forUpdate().skipLocked() : query.forUpdate();
-  }
-
-  async notify(): Promise<void> {}
-
-  async upsertKey(store: QueueStore, trx: Db, key: string, at: number) {
-    await trx
-      .insertInto(KEYS)
-      .values(store.newKeyRow(key, at))
-      .onDuplicateKeyUpdate(store.keyBump(at))
-      .execute();
-    return (await store.keyRow(trx, key, false))!;
-  }
-
-  async claimHead(
-    store: QueueStore,
-    trx: Db,
-    k: KeyRow,
-    set: GrantSet,
-  ): Promise<OpRow | undefined> {
-    const head = await store.headOp(trx, k.op_key);
-    return head ? store.claimById(trx, head, set) : undefined;
-  }
-
-  enqueue(store: QueueStore, input: EnqueueInput, payload: string, at: number): Promise<Enqueued> {
-    return store.enqueueTx(input, payload, at);
-  }
-
-  claim(store: QueueStore, options: ClaimOptions): Promise<Claimed> {
-    return store.claimTx(options);
-  }
-
-  /** One statement per claim: without `RETURNING`, a batch could not tell which rows held. */
-  async heartbeat(store: QueueStore, claims: readonly Claim[], until: number): Promise<Set<Claim>> {
-    const lost = new Set<Claim>();
-    for (const c of claims) {
-      const r = await store.db
-        .updateTable(KEYS)
-        .set({ lease_until: until })
-        .where(store.stillHeld([c]))
-        .executeTakeFirst();
-      if (Number(r.numUpdatedRows) === 0) {
-        // MySQL reports 0 changed rows when the value did not change: check by reading.
-        const k = await store.keyRow(store.db, c.op.key, false);
-        if (!k || k.running_op !== c.op.id || Number(k.token) !== c.token) lost.add(c);
+export function mysqlDialect(): QueueDialect {
+  return {
+    name: 'mysql',
+    defaultPollMs: 250,
+    forUpdate: (query, skipLocked) =>
+      skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
+    notify: async () => {},
+    async upsertKey(trx, queue, key, upsert) {
+      await trx.insertInto(KEYS).values(upsert.values).onDuplicateKeyUpdate(upsert.bump).execute();
+      return (await trx
+        .selectFrom(KEYS)
+        .select(['state', 'next_seq', 'pending'])
+        .where('queue', '=', queue)
+        .where('op_key', '=', key)
+        .executeTakeFirstOrThrow()) as KeyCount;
+    },
+    async claimHead(trx, queue, key, set) {
+      const head = (await trx
+        .selectFrom(OPS)
+        .selectAll()
+        .where('queue', '=', queue)
+        .where('op_key', '=', key)
+        .where('status', '=', 'queued')
+        .orderBy('seq')
+        .limit(1)
+        .executeTakeFirst()) as OpRow | undefined;
+      if (!head) return undefined;
+      await trx.updateTable(OPS).set(set).where('id', '=', head.id).execute();
+      return { ...head, ...set, attempts: Number(head.attempts) + 1 } as OpRow;
+    },
+    /** One statement per claim: without `RETURNING`, a batch could not tell which rows held. */
+    async extendLeases(db, queue, claims, until, held) {
+      const out: HeldRow[] = [];
+      for (const c of claims) {
+        const r = await db
+          .updateTable(KEYS)
+          .set({ lease_until: until })
+          .where(held([c]))
+          .executeTakeFirst();
+        if (Number(r.numUpdatedRows) > 0) {
+          out.push({ running_op: c.op.id, token: c.token });
+          continue;
+        }
+        // MySQL reports 0 changed rows when the value did not change: read the row back.
+        const k = (await db
+          .selectFrom(KEYS)
+          .select(['running_op', 'token', 'state'])
+          .where('queue', '=', queue)
+          .where('op_key', '=', c.op.key)
+          .executeTakeFirst()) as Pick<KeyRow, 'running_op' | 'token' | 'state'> | undefined;
+        if (k?.state === 'running' && k.running_op !== null) {
+          out.push({ running_op: k.running_op, token: k.token });
+        }
       }
-    }
-    return lost;
-  }
-
-  succeedMany(
-    store: QueueStore,
-    items: SucceedItem[],
-    next: ChainOptions | undefined,
-  ): Promise<(Completion | undefined)[]> {
-    return store.succeedManyTx(items, next);
-  }
-
-  async listen(): Promise<void> {}
+      return out;
+    },
+  };
 }

@@ -1,203 +1,13 @@
-import { randomUUID } from 'node:crypto';
-import type { Clock } from '@rigging/core';
 import type { Session } from '@rigging/sql';
 import { sql } from '../../sql-peer.js';
-import type { Claim, ClaimOptions, Completion, EnqueueInput } from '../../backend.js';
 import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
-import { newOpRow, toInfo, type Db, type KeyRow, type OpRow } from '../schema.js';
-import type { QueueStore } from '../store.js';
-import { handOut, succeeded, type SucceedItem } from '../succeed-batch.js';
-import type {
-  ChainOptions,
-  Claimed,
-  Enqueued,
-  GrantSet,
-  LockableQuery,
-  QueueDialect,
-  RemoteEvents,
-} from './dialect.js';
-
-/** A row of the claim functions: `picked` (a locked key) and its claimed head op, if any. */
-type ClaimedRow = OpRow & { picked: string | null };
+import type { Db } from '../rows.js';
+import type { ClaimedRow, HeldRow } from '../types.js';
+import type { HotPaths, QueueDialect } from './dialect.js';
+import { claimHeadReturning, upsertKeyReturning } from './sqlite.js';
 
 /** A `json` column, which drivers return parsed or as text. */
 const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
-
-/**
- * PostgreSQL: row locks with `FOR UPDATE SKIP LOCKED`, wake-ups by `LISTEN/NOTIFY`, and the hot
- * operations (enqueue, claim, a batch of successes) as single statements in autocommit calling
- * the functions of `pg-functions.ts`: one round trip instead of five to seven (BEGIN, statements,
- * COMMIT). Locks are taken in the same order as the transactional paths (key row, then op rows).
- * Under READ COMMITTED one statement sees one snapshot, so the claim re-checks op status on
- * update and leaves anything unusual to the transactional path.
- * @internal
- */
-export class PostgresDialect implements QueueDialect {
-  readonly name = 'postgres';
-  readonly defaultPollMs = 2000;
-
-  constructor(
-    /** LISTEN/NOTIFY wake-ups (else every process polls). */
-    readonly pushes: boolean,
-  ) {}
-
-  forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q {
-    return skipLocked ? query.forUpdate().skipLocked() : query.forUpdate();
-  }
-
-  async notify(trx: Db, payload: string): Promise<void> {
-    await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
-  }
-
-  upsertKey(store: QueueStore, trx: Db, key: string, at: number) {
-    return store.upsertKeyReturning(trx, key, at);
-  }
-
-  claimHead(store: QueueStore, trx: Db, k: KeyRow, set: GrantSet): Promise<OpRow | undefined> {
-    return store.claimHeadReturning(trx, k.op_key, set);
-  }
-
-  /** One statement (no idempotency key check there), after a look-up when a key is given. */
-  async enqueue(
-    store: QueueStore,
-    input: EnqueueInput,
-    payload: string,
-    at: number,
-  ): Promise<Enqueued> {
-    if (input.idempotencyKey !== undefined) {
-      const existing = await store.byIdempotencyKey(store.db, input.idempotencyKey);
-      if (existing) return { row: existing, created: false, held: undefined };
-    }
-    const id = randomUUID();
-    const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(ENQUEUE_FN)}(${store.name}, ${input.key}, ${id}, ${input.type}, ${payload},
-        ${input.idempotencyKey ?? null}::text, ${input.waited ? 1 : 0}, ${at}) as j
-    `.execute(store.db);
-    const k = json<{ state: string; next_seq: number | string }>(rows[0]!.j);
-    const row = newOpRow(store.name, id, input, Number(k.next_seq), payload, at);
-    return { row, created: true, held: k.state === 'blocked' };
-  }
-
-  /** One statement, except when expired leases are due a look (at most every `pollMs`). */
-  async claim(store: QueueStore, options: ClaimOptions): Promise<Claimed> {
-    if (options.key !== undefined || store.expiredCheckDue(options.leaseMs)) {
-      return store.claimTx(options);
-    }
-    const at = store.now();
-    const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(CLAIM_FN)}(${store.name}, ${options.limit}, ${at},
-        ${at + options.leaseMs}, ${options.workerId}) as j
-    `.execute(store.db);
-    return claimLeftovers(
-      store,
-      options,
-      rows.map((r) => json<ClaimedRow>(r.j)),
-    );
-  }
-
-  /**
-   * The key rows are locked in key order first, as every other statement that locks several keys
-   * does (a batch of successes), so the two cannot deadlock (one plain UPDATE locks rows in scan
-   * order; each such deadlock cost a second and a statement).
-   */
-  heartbeat(store: QueueStore, claims: readonly Claim[], until: number): Promise<Set<Claim>> {
-    return store.heartbeatReturning(
-      claims,
-      async (chunk) =>
-        (await store.db
-          .with('l', (qb) =>
-            qb
-              .selectFrom(KEYS)
-              .select('op_key')
-              .where(store.stillHeld(chunk))
-              .orderBy('op_key')
-              .forUpdate(),
-          )
-          .updateTable(KEYS)
-          .set({ lease_until: until })
-          .from('l')
-          .whereRef(`${KEYS}.op_key`, '=', 'l.op_key')
-          .where(`${KEYS}.queue`, '=', store.name)
-          .returning([`${KEYS}.running_op`, `${KEYS}.token`])
-          .execute()) as { running_op: string; token: number | string }[],
-    );
-  }
-
-  /**
-   * One statement: every success of the batch (each fenced) and the chained claims. A chained
-   * claim that should also look for expired leases takes the transactional path.
-   */
-  async succeedMany(
-    store: QueueStore,
-    items: SucceedItem[],
-    next: ChainOptions | undefined,
-  ): Promise<(Completion | undefined)[]> {
-    if (next && store.expiredCheckDue(next.leaseMs)) return store.succeedManyTx(items, next);
-    const at = store.now();
-    const { name } = store;
-    const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(SUCCEED_MANY_FN)}(${name},
-        ${items.map((it) => it.claim.op.key)}::text[],
-        ${items.map((it) => it.claim.op.id)}::text[],
-        ${items.map((it) => it.claim.token)}::integer[],
-        ${items.map((it) => it.text)}::text[],
-        ${items.map((it) => (it.claim.announce ? `d:${name}:${it.claim.op.id}` : null))}::text[],
-        ${items.map((it) => it.next !== undefined)}::boolean[],
-        ${at}, ${at + (next?.leaseMs ?? 0)}, ${next?.workerId ?? ''}) as j
-    `.execute(store.db);
-    const parsed = rows.map((r) => json<unknown>(r.j));
-    const head = parsed.shift() as { ok: (number | string)[] } | undefined;
-    const out: (Completion | undefined)[] = [];
-    let want = 0;
-    for (const ord of head?.ok ?? []) {
-      const i = Number(ord) - 1;
-      out[i] = succeeded(items[i]!, at);
-      if (items[i]!.next) want++;
-    }
-    const chained =
-      want > 0 && next ? await claimLeftovers(store, next, parsed as ClaimedRow[]) : undefined;
-    return handOut(out, items, chained);
-  }
-
-  /**
-   * Keeps a `LISTEN` session open until `signal` aborts, reconnecting with growing waits (at most
-   * 10 s) when it is lost; workers poll meanwhile. Every wait ends at once when `signal` aborts.
-   */
-  async listen(
-    store: QueueStore,
-    events: RemoteEvents,
-    signal: AbortSignal,
-    clock: Clock,
-  ): Promise<void> {
-    const { name } = store;
-    let failures = 0;
-    while (!signal.aborted) {
-      let session: Session | undefined;
-      try {
-        session = await store.database.session();
-        await session.query(`LISTEN ${CHANNEL}`);
-        failures = 0;
-        session.onNotification((n) => {
-          const p = n.payload ?? '';
-          if (p === `n:${name}`) events.wake();
-          else if (p.startsWith(`d:${name}:`)) events.settled(p.slice(name.length + 3));
-        });
-        events.wake();
-        await untilEither(session.lost, signal);
-        if (!signal.aborted)
-          events.warn(undefined, 'async-queue LISTEN session lost; reconnecting');
-      } catch (err) {
-        failures++;
-        events.warn(err, 'async-queue LISTEN failed; polling meanwhile');
-      }
-      await session?.close().catch(() => {});
-      if (signal.aborted) return;
-      await clock
-        .sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), { signal })
-        .catch(() => {});
-    }
-  }
-}
 
 /** Resolves when either signal aborts. */
 function untilEither(a: AbortSignal, b: AbortSignal): Promise<void> {
@@ -214,31 +24,165 @@ function untilEither(a: AbortSignal, b: AbortSignal): Promise<void> {
 }
 
 /**
- * Claims from the claim functions' rows. Keys picked there whose head op the single statement
- * could not claim go through the transactional path, one key at a time.
+ * The hot operations (enqueue, claim, a batch of successes) as single statements in autocommit
+ * calling the functions of `pg-functions.ts`: one round trip instead of five to seven (BEGIN,
+ * statements, COMMIT). Locks are taken in the same order as the transactional paths (key row,
+ * then op rows).
  */
-async function claimLeftovers(
-  store: QueueStore,
-  options: ChainOptions,
-  rows: ClaimedRow[],
-): Promise<Claimed> {
-  const out: Claimed = { claims: [], poisoned: [] };
-  const unclaimed: string[] = [];
-  for (const r of rows) {
-    if (r.picked === null || r.picked === undefined) continue;
-    if (r.id === null || r.id === undefined) unclaimed.push(r.picked);
-    else {
-      out.claims.push({
-        op: toInfo(r),
-        token: Number(r.token),
-        announce: Number(r.announce) === 1,
-      });
+const hot: HotPaths = {
+  async enqueue(db, queue, id, input, payload, at) {
+    const { rows } = await sql<{ j: unknown }>`
+      select ${sql.raw(ENQUEUE_FN)}(${queue}, ${input.key}, ${id}, ${input.type}, ${payload},
+        ${input.idempotencyKey ?? null}::text, ${input.waited ? 1 : 0}, ${at}) as j
+    `.execute(db);
+    return json<{ state: string; next_seq: number | string }>(rows[0]!.j);
+  },
+  async claim(db, queue, limit, at, leaseUntil, workerId) {
+    const { rows } = await sql<{ j: unknown }>`
+      select ${sql.raw(CLAIM_FN)}(${queue}, ${limit}, ${at}, ${leaseUntil}, ${workerId}) as j
+    `.execute(db);
+    return rows.map((r) => json<ClaimedRow>(r.j));
+  },
+  async succeedMany(db, queue, items, at, leaseUntil, workerId) {
+    const { rows } = await sql<{ j: unknown }>`
+      select ${sql.raw(SUCCEED_MANY_FN)}(${queue},
+        ${items.map((it) => it.claim.op.key)}::text[],
+        ${items.map((it) => it.claim.op.id)}::text[],
+        ${items.map((it) => it.claim.token)}::integer[],
+        ${items.map((it) => it.text)}::text[],
+        ${items.map((it) => (it.claim.announce ? `d:${queue}:${it.claim.op.id}` : null))}::text[],
+        ${items.map((it) => it.next !== undefined)}::boolean[],
+        ${at}, ${leaseUntil}, ${workerId}) as j
+    `.execute(db);
+    const parsed = rows.map((r) => json<unknown>(r.j));
+    const head = parsed.shift() as { ok: (number | string)[] } | undefined;
+    return { ok: (head?.ok ?? []).map(Number), rows: parsed as ClaimedRow[] };
+  },
+};
+
+/**
+ * Owners by database session: this process holds a session open and a claim records its server
+ * pid and start time; a claim whose session is no longer in `pg_stat_activity` (the process died,
+ * the connection broke) is taken over at once. A pid reused by a new session has another start
+ * time. (If a live process loses that session, its claims are taken over too; its heartbeat then
+ * finds them lost and aborts their handlers with `async-queue.lease_lost`.)
+ */
+const sessionOwners = {
+  async presence(database: Parameters<NonNullable<QueueDialect['listen']>>[0]) {
+    const session = await database.session();
+    try {
+      const { rows } = await session.query<{ pid: number; t: string }>(
+        `select pid, (extract(epoch from backend_start) * 1000000)::bigint::text as t
+         from pg_stat_activity where pid = pg_backend_pid()`,
+      );
+      const row = rows[0]!;
+      return { tag: `pg:${row.pid}:${row.t}`, lost: session.lost, close: () => session.close() };
+    } catch (err) {
+      await session.close().catch(() => {});
+      throw err;
     }
+  },
+  async gone(db: Db, tags: readonly string[]) {
+    const wanted = new Map<string, string>();
+    for (const tag of tags) {
+      const m = /^pg:(\d+):(\d+)$/.exec(tag);
+      if (m) wanted.set(tag, m[1]!);
+    }
+    if (wanted.size === 0) return new Set<string>();
+    const pids = [...new Set(wanted.values())].map(Number);
+    const { rows } = await sql<{ pid: number; t: string | null }>`
+      select pid, (extract(epoch from backend_start) * 1000000)::bigint::text as t
+      from pg_stat_activity where pid = any(${pids}::integer[])
+    `.execute(db);
+    const alive = new Set<string>();
+    for (const r of rows) {
+      alive.add(`pg:${r.pid}:${r.t}`);
+      // Another role's session may hide its start time: its pid alone then counts as alive.
+      if (r.t === null) alive.add(`pid-only:${r.pid}`);
+    }
+    const gone = new Set<string>();
+    for (const [tag, pid] of wanted) {
+      if (!alive.has(tag) && !alive.has(`pid-only:${pid}`)) gone.add(tag);
+    }
+    return gone;
+  },
+};
+
+/**
+ * PostgreSQL: row locks with `FOR UPDATE SKIP LOCKED`, wake-ups by `LISTEN/NOTIFY` (unless
+ * `pushes` is false), and the single-statement hot paths. Under READ COMMITTED one statement sees
+ * one snapshot, so the claim re-checks op status on update and leaves anything unusual to the
+ * store's transactional path.
+ * @internal
+ */
+export function postgresDialect(pushes: boolean): QueueDialect {
+  return {
+    name: 'postgres',
+    defaultPollMs: 2000,
+    forUpdate: (query, skipLocked) =>
+      skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
+    async notify(trx, payload) {
+      await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
+    },
+    upsertKey: (trx, _queue, _key, upsert) => upsertKeyReturning(trx, upsert),
+    claimHead: claimHeadReturning,
+    /**
+     * The key rows are locked in key order first, as every other statement that locks several
+     * keys does (a batch of successes), so the two cannot deadlock.
+     */
+    async extendLeases(db, queue, claims, until, held) {
+      return (await db
+        .with('l', (qb) =>
+          qb.selectFrom(KEYS).select('op_key').where(held(claims)).orderBy('op_key').forUpdate(),
+        )
+        .updateTable(KEYS)
+        .set({ lease_until: until })
+        .from('l')
+        .whereRef(`${KEYS}.op_key`, '=', 'l.op_key')
+        .where(`${KEYS}.queue`, '=', queue)
+        .returning([`${KEYS}.running_op`, `${KEYS}.token`])
+        .execute()) as HeldRow[];
+    },
+    hot,
+    listen: pushes ? listen : undefined,
+    owners: sessionOwners,
+  };
+}
+
+/**
+ * Keeps a `LISTEN` session open until `signal` aborts, reconnecting with growing waits (at most
+ * 10 s) when it is lost; workers poll meanwhile. Every wait ends at once when `signal` aborts.
+ */
+async function listen(
+  database: Parameters<NonNullable<QueueDialect['listen']>>[0],
+  name: string,
+  events: Parameters<NonNullable<QueueDialect['listen']>>[2],
+  signal: AbortSignal,
+  clock: Parameters<NonNullable<QueueDialect['listen']>>[4],
+): Promise<void> {
+  let failures = 0;
+  while (!signal.aborted) {
+    let session: Session | undefined;
+    try {
+      session = await database.session();
+      await session.query(`LISTEN ${CHANNEL}`);
+      failures = 0;
+      session.onNotification((n) => {
+        const p = n.payload ?? '';
+        if (p === `n:${name}`) events.wake();
+        else if (p.startsWith(`d:${name}:`)) events.settled(p.slice(name.length + 3));
+      });
+      events.wake();
+      await untilEither(session.lost, signal);
+      if (!signal.aborted) events.warn(undefined, 'async-queue LISTEN session lost; reconnecting');
+    } catch (err) {
+      failures++;
+      events.warn(err, 'async-queue LISTEN failed; polling meanwhile');
+    }
+    await session?.close().catch(() => {});
+    if (signal.aborted) return;
+    await clock
+      .sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), { signal })
+      .catch(() => {});
   }
-  for (const key of unclaimed) {
-    const more = await store.claimTx({ ...options, key, limit: 1 });
-    out.claims.push(...more.claims);
-    out.poisoned.push(...more.poisoned);
-  }
-  return out;
 }

@@ -1,0 +1,106 @@
+// The rows of the SQL backend's two tables as drivers return them, and their public views.
+import type { SerializedError } from '@rigging/core';
+import type { Kysely } from '@rigging/sql';
+import type { EnqueueInput } from '../backend.js';
+import type { OpInfo, OpStatus } from '../types.js';
+
+/** The Kysely handle the backend queries through (its tables are not typed). @internal */
+export type Db = Kysely<any>;
+
+/** A row of `rigging_async_queue_ops` as drivers return it (bigints may come as strings). @internal */
+export interface OpRow {
+  id: string;
+  queue: string;
+  op_key: string;
+  seq: number | string;
+  type: string;
+  payload: string;
+  status: string;
+  attempts: number | string;
+  expiries: number | string;
+  token: number | string;
+  idempotency_key: string | null;
+  result: string | null;
+  error: string | null;
+  cancelled_by: string | null;
+  worker: string | null;
+  announce: number | string;
+  created_at: number | string;
+  started_at: number | string | null;
+  finished_at: number | string | null;
+}
+
+/** A row of `rigging_async_queue_keys`. @internal */
+export interface KeyRow {
+  queue: string;
+  op_key: string;
+  state: 'idle' | 'ready' | 'running' | 'blocked';
+  next_seq: number | string;
+  pending: number | string;
+  avail_at: number | string;
+  turn: number | string;
+  running_op: string | null;
+  running_type: string | null;
+  token: number | string;
+  lease_until: number | string;
+  blocked_by: string | null;
+}
+
+/** @internal */
+export const num = (v: number | string | null | undefined): number | undefined =>
+  v === null || v === undefined ? undefined : Number(v);
+
+/** @internal */
+export const parse = (text: string | null): unknown =>
+  text === null ? undefined : JSON.parse(text);
+
+/** The public view of an op row. @internal */
+export function toInfo(row: OpRow, held = false): OpInfo {
+  const info: OpInfo = {
+    id: row.id,
+    key: row.op_key,
+    type: row.type,
+    payload: parse(row.payload),
+    status: row.status as OpStatus,
+    attempts: Number(row.attempts),
+    createdAt: Number(row.created_at),
+    startedAt: num(row.started_at),
+    finishedAt: num(row.finished_at),
+    result: parse(row.result),
+    error: parse(row.error) as SerializedError | undefined,
+    cancelledBy: row.cancelled_by ?? undefined,
+    idempotencyKey: row.idempotency_key ?? undefined,
+  };
+  if (held) info.held = true;
+  return info;
+}
+
+/** The row of a newly enqueued op. @internal */
+export const newOpRow = (
+  name: string,
+  id: string,
+  input: EnqueueInput,
+  seq: number,
+  payload: string,
+  at: number,
+): OpRow => ({
+  id,
+  queue: name,
+  op_key: input.key,
+  seq,
+  type: input.type,
+  payload,
+  status: 'queued',
+  attempts: 0,
+  expiries: 0,
+  token: 0,
+  idempotency_key: input.idempotencyKey ?? null,
+  result: null,
+  error: null,
+  cancelled_by: null,
+  worker: null,
+  announce: input.waited ? 1 : 0,
+  created_at: at,
+  started_at: null,
+  finished_at: null,
+});
