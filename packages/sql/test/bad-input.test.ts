@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { importDriver } from '../src/drivers.js';
 import { openDatabase, SqlError } from '../src/index.js';
@@ -104,15 +105,22 @@ describe('SQLite paths', () => {
     });
   });
 
-  // root reads any file, so this one can only be proven as another user.
-  it.skipIf(process.getuid?.() === 0)('an unreadable file → sql.cannot_open', async () => {
-    const file = join(tmp, 'unreadable.db');
-    writeFileSync(file, '');
-    chmodSync(file, 0o000);
-    await expect(openDatabase(`sqlite:${file}`)).rejects.toMatchObject({
-      code: 'sql.cannot_open',
-    });
-  });
+  // root reads any file, so the open runs in a child that drops root privileges first (CI is root)
+  it('an unreadable file → sql.cannot_open', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sql-unreadable-'));
+    try {
+      chmodSync(dir, 0o755); // the unprivileged child can reach the file, but not read it
+      const file = join(dir, 'unreadable.db');
+      writeFileSync(file, '');
+      chmodSync(file, 0o000);
+      const child = spawnNode(join(here, 'fixtures', 'open-unprivileged.ts'), [file]);
+      expect(await child.exited, child.stderr()).toBe(0);
+      expect(child.lines[0]).toMatch(/^uid [1-9]\d*$/);
+      expect(child.lines[1]).toBe('code sql.cannot_open');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('creates missing directories', async () => {
     await using db = await openDatabase(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
