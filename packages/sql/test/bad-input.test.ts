@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { importDriver } from '../src/drivers.js';
+import { checkSqliteDriver, importDriver } from '../src/drivers.js';
 import { openDatabase, SqlError } from '../src/index.js';
 
 const run = promisify(execFile);
@@ -125,6 +125,75 @@ describe('SQLite paths', () => {
   it('creates missing directories', async () => {
     await using db = await openDatabase(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
     expect(db.url).toBe(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
+  });
+});
+
+describe('a better-sqlite3 that crashes this Node', () => {
+  /** A project whose node_modules holds a better-sqlite3 of `version` (its package.json only). */
+  const projectWith = (version: string) => {
+    const root = mkdtempSync(join(tmpdir(), 'sql-driver-'));
+    const pkg = join(root, 'node_modules', 'better-sqlite3');
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'better-sqlite3', version }));
+    // loading it would fail loudly: the check must refuse before any load
+    writeFileSync(join(pkg, 'index.js'), 'throw new Error("loaded");');
+    return {
+      from: join(root, 'app.js'),
+      drop: () => rmSync(root, { recursive: true, force: true }),
+    };
+  };
+
+  it.each([
+    ['13.0.0', '20.20.2', '12', 'segmentation fault'],
+    ['12.11.1', '24.1.0', '13', 'abort at exit'],
+    ['12.4.1', '25.0.0', '13', 'abort at exit'],
+  ])('better-sqlite3 %s on Node %s is refused, naming %s', (installed, node, use, why) => {
+    const project = projectWith(installed);
+    try {
+      let error: unknown;
+      try {
+        checkSqliteDriver(node, project.from);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(SqlError);
+      expect(error).toMatchObject({
+        code: 'sql.driver_unsupported',
+        details: { package: 'better-sqlite3', installed, node, use: `^${use}` },
+      });
+      expect((error as Error).message).toContain(`npm install better-sqlite3@${use}`);
+      expect((error as Error).message).toContain(why);
+    } finally {
+      project.drop();
+    }
+  });
+
+  it.each([
+    ['12.11.1', '20.20.2'],
+    ['12.11.1', '22.12.0'],
+    ['13.0.0', '22.12.0'],
+    ['13.0.0', '24.1.0'],
+  ])('better-sqlite3 %s on Node %s passes', (installed, node) => {
+    const project = projectWith(installed);
+    try {
+      expect(() => checkSqliteDriver(node, project.from)).not.toThrow();
+    } finally {
+      project.drop();
+    }
+  });
+
+  it('a driver that cannot be found is left to the import (sql.driver_missing)', () => {
+    const root = mkdtempSync(join(tmpdir(), 'sql-driver-none-'));
+    try {
+      expect(() => checkSqliteDriver('20.20.2', join(root, 'app.js'))).not.toThrow();
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('openDatabase checks the installed driver before loading it (this Node, this install)', async () => {
+    await using db = await openDatabase('sqlite::memory:');
+    expect(db.dialect).toBe('sqlite');
   });
 });
 
