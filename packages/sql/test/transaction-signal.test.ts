@@ -1,10 +1,49 @@
 // A transaction's retries under forced conflicts: the signal and close() stop them.
 import { getEventListeners } from 'node:events';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openDatabase, sql, type Database } from '../src/index.js';
 
 /** The error better-sqlite3 throws when another connection holds the write lock. */
 const busy = () => Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+
+/**
+ * Records the retry waits (timers of at least `minMs`) and how each ended: `cleared` before it
+ * fired (woken by a signal) or `fired`. Proves why a wait ended without measuring elapsed time.
+ */
+function watchWaits(minMs: number) {
+  const waits: { ms: number; fired: boolean; cleared: boolean }[] = [];
+  const ids = new Map<unknown, (typeof waits)[number]>();
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const set = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((
+    fn: (...args: unknown[]) => void,
+    ms?: number,
+    ...args: unknown[]
+  ) => {
+    const wait = { ms: ms ?? 0, fired: false, cleared: false };
+    const id = realSet(() => {
+      wait.fired = true;
+      fn(...args);
+    }, ms);
+    if ((ms ?? 0) >= minMs) {
+      waits.push(wait);
+      ids.set(id, wait);
+    }
+    return id;
+  }) as typeof setTimeout);
+  const clear = vi.spyOn(globalThis, 'clearTimeout').mockImplementation(((id?: unknown) => {
+    const wait = ids.get(id);
+    if (wait && !wait.fired) wait.cleared = true;
+    realClear(id as ReturnType<typeof setTimeout>);
+  }) as typeof clearTimeout);
+  return {
+    waits,
+    restore: () => {
+      set.mockRestore();
+      clear.mockRestore();
+    },
+  };
+}
 
 describe('transaction retries', () => {
   let database: Database;
@@ -69,10 +108,20 @@ describe('transaction retries', () => {
       abortedAt = performance.now();
       controller.abort(new Error('stop'));
     });
-    const e = await database
-      .transaction(fn, { signal: controller.signal, retries: 20 })
-      .catch((err: unknown) => err);
-    expect(performance.now() - abortedAt).toBeLessThan(80);
+    const watch = watchWaits(50); // the 7th wait is 100 to 300 ms; earlier ones are shorter
+    let e: unknown;
+    let seventh: { fired: boolean; cleared: boolean } | undefined;
+    try {
+      e = await database
+        .transaction(fn, { signal: controller.signal, retries: 20 })
+        .catch((err: unknown) => err);
+      seventh = watch.waits.at(-1) && { ...watch.waits.at(-1)! };
+    } finally {
+      watch.restore();
+    }
+    // the wait under way when the signal aborted ended because of it, not by running out
+    expect(abortedAt).toBeGreaterThan(0);
+    expect(seventh).toEqual({ ms: expect.any(Number), fired: false, cleared: true });
     expect(e).toMatchObject({ code: 'sql.aborted', details: { attempts: 7 } });
     expect((e as Error & { cause: Error }).cause.message).toBe('stop');
     await new Promise((r) => setTimeout(r, 350));
@@ -86,8 +135,18 @@ describe('transaction retries', () => {
       closedAt = performance.now();
       closing = database.close();
     });
-    const e = await database.transaction(fn, { retries: 20 }).catch((err: unknown) => err);
-    expect(performance.now() - closedAt).toBeLessThan(80);
+    const watch = watchWaits(50);
+    let e: unknown;
+    let seventh: { fired: boolean; cleared: boolean } | undefined;
+    try {
+      e = await database.transaction(fn, { retries: 20 }).catch((err: unknown) => err);
+      seventh = watch.waits.at(-1) && { ...watch.waits.at(-1)! };
+    } finally {
+      watch.restore();
+    }
+    // the wait under way at close() ended because of it, not by running out
+    expect(closedAt).toBeGreaterThan(0);
+    expect(seventh).toEqual({ ms: expect.any(Number), fired: false, cleared: true });
     expect(e).toMatchObject({ code: 'sql.closed' });
     await closing;
     await new Promise((r) => setTimeout(r, 350));
