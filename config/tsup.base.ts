@@ -7,4 +7,7 @@ export const packageBuild = {
   dts: true,
   sourcemap: true,
   clean: true,
+  // classes keep their own names in the bundle (esbuild renames a class that refers to itself,
+  // e.g. `class _RiggingError`, which util.inspect and `constructor.name` then print)
+  keepNames: true,
 } satisfies Options;

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import {
@@ -123,11 +124,21 @@ describe('abort helpers', () => {
   it('sleep rejects with the signal reason and removes its listener', async () => {
     const ac = new AbortController();
     const p = sleep(10_000, { signal: ac.signal });
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
     ac.abort(new Error('bye'));
     await expect(p).rejects.toThrow('bye');
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
     await expect(sleep(1, { signal: ac.signal })).rejects.toThrow('bye');
     await sleep(1);
     await systemClock.sleep(1);
+    // a sleep that ends on its own leaves nothing on a signal that lives on
+    const long = new AbortController();
+    for (let i = 0; i < 3; i++) {
+      const s = sleep(1, { signal: long.signal });
+      expect(getEventListeners(long.signal, 'abort')).toHaveLength(1);
+      await s;
+      expect(getEventListeners(long.signal, 'abort')).toHaveLength(0);
+    }
   });
 
   it('scopedSignal times out with a custom reason and removes listeners on dispose', async () => {

@@ -1,4 +1,4 @@
-import { TypedEmitter, systemClock, timeoutOption } from '@rigging/core';
+import { TypedEmitter, showValue, systemClock, timeoutOption } from '@rigging/core';
 import type { Clock, Lease, LockHolder, LockMode } from '@rigging/core';
 
 import { LocksError } from './errors.js';
@@ -75,7 +75,7 @@ export function newEmitter(): LockEmitter {
 export function validateMode(mode: unknown): LockMode {
   if (mode === undefined) return 'exclusive';
   if (mode !== 'shared' && mode !== 'exclusive') {
-    throw new TypeError(`mode must be 'shared' or 'exclusive', got ${describe(mode)}`);
+    throw new TypeError(`mode must be 'shared' or 'exclusive', got ${showValue(mode)}`);
   }
   return mode;
 }
@@ -84,7 +84,7 @@ export function validateMode(mode: unknown): LockMode {
 export function validateKey(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0 || key.length > 1024 || key.includes('\0')) {
     throw new TypeError(
-      `lock key must be a non-empty string of at most 1024 characters without NUL, got ${describe(key)}`,
+      `lock key must be a non-empty string of at most 1024 characters without NUL, got ${showValue(key)}`,
     );
   }
   return key;
@@ -116,19 +116,6 @@ export function validateRequest(
     mode: validateMode(options?.mode),
     timeoutMs: validateTimeout(owner, options?.timeoutMs),
   };
-}
-
-/** @internal A value as error messages show it (strings quoted and shortened). */
-export function describe(value: unknown): string {
-  if (typeof value === 'string')
-    return JSON.stringify(value.length > 200 ? value.slice(0, 200) + '…' : value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'symbol') return value.toString();
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
 }
 
 /** @internal A new `locks.timeout` error for `key`, naming the holder where known. */
@@ -190,7 +177,9 @@ export function validateClock(owner: string, clock: unknown): Clock {
     typeof c.now !== 'function' ||
     typeof c.sleep !== 'function'
   ) {
-    throw new TypeError(`${owner}: clock must be a Clock ({ now, sleep }), got ${describe(clock)}`);
+    throw new TypeError(
+      `${owner}: clock must be a Clock ({ now, sleep }), got ${showValue(clock)}`,
+    );
   }
   return clock as Clock;
 }

@@ -12,6 +12,7 @@ import { hostname } from 'node:os';
 import { isProcessAlive } from '@rigging/core';
 import type { LockHolder, LockMode } from '@rigging/core';
 import { fsx } from './file-native.js';
+import type { TokenSource } from './file-tokens.js';
 
 const HOST = hostname();
 const HOST_JSON = JSON.stringify(HOST);
@@ -59,30 +60,6 @@ interface FileRecord {
   holders: HolderRecord[];
 }
 
-/**
- * The highest token this process has granted, any key: a key whose lock file was replaced (its
- * counter lost) still gets a token above every earlier grant of this process, even within the
- * same millisecond.
- */
-let lastIssued = 0n;
-
-/** Records a token this process grants; returns it. @internal */
-export function issued(token: bigint): bigint {
-  if (token > lastIssued) lastIssued = token;
-  return token;
-}
-
-/**
- * The token after `previous`, never below the clock in microseconds (`now` in ms) nor below this
- * process's last grant.
- */
-function nextToken(previous: bigint, now: number): bigint {
-  const floor = BigInt(Math.floor(now)) * 1000n;
-  let next = previous >= floor ? previous + 1n : floor;
-  if (next <= lastIssued) next = lastIssued + 1n;
-  return issued(next);
-}
-
 /** @internal True when the file is the one of the cache, and nobody wrote it since our own last write. */
 export function unchangedSince(
   c: TokenCache,
@@ -108,6 +85,9 @@ function bumpSize(fd: number, sizeBefore: number): void {
   ftruncateSync(fd, nextSize(sizeBefore));
 }
 
+// Scratch buffers (`readBuf`, `tokenBuf`, `exRecord`, `sinceBuf`, `writeBuf`): each function below
+// fills what it reads back and none keeps one across an `await`, so every FileLock of the process
+// shares them without sharing state (no allocation per grant).
 const readBuf = Buffer.allocUnsafe(READ_SIZE);
 
 /** Record layout: `<token, 20 digits>\n<JSON record>\n`, then a hole up to the size (see SIZE_BASE). */
@@ -191,6 +171,7 @@ const sinceBuf = Buffer.alloc(13);
  */
 export function reserveExclusive(
   state: { cache: TokenCache | undefined },
+  tokens: TokenSource,
   fd: number,
   sizeBefore: number,
   now: number,
@@ -200,7 +181,7 @@ export function reserveExclusive(
   // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
   if (typeof previous === 'number' && now < 1e13) {
     const floor = Math.floor(now) * 1000;
-    const after = Number(lastIssued) + 1; // this process's grants, any key (a replaced file)
+    const after = Number(tokens.floor); // this FileLock's grants, any key (a replaced file)
     const first = Math.max(previous >= floor ? previous + 1 : floor, after);
     const hi = first + RESERVE - 1;
     if (Number.isSafeInteger(hi) && Number.isSafeInteger(after)) {
@@ -218,10 +199,10 @@ export function reserveExclusive(
         next: first + 1,
         hi,
       };
-      return issued(BigInt(first));
+      return tokens.issued(BigInt(first));
     }
   }
-  const next = nextToken(BigInt(previous), now);
+  const next = tokens.next(BigInt(previous), now);
   const t = next.toString();
   writeText(
     fd,
@@ -256,13 +237,13 @@ export function writeExclusiveSince(
 }
 
 /** @internal Shared grant: advances the counter and appends us to the holders, under the metadata lock. */
-export function grantShared(fd: number, now: number): bigint | undefined {
+export function grantShared(fd: number, tokens: TokenSource, now: number): bigint | undefined {
   if (!fsx.tryLock(fd, META_OFFSET, 1, { shared: false })) return undefined;
   try {
     // other shared holders write under the metadata lock too: the size is read under it
     const sizeBefore = fstatSync(fd).size;
     const { token, record } = readRecord(fd);
-    const next = nextToken(token, now);
+    const next = tokens.next(token, now);
     const holders =
       record?.mode === 'shared'
         ? record.holders.filter((h) => h.host !== HOST || isProcessAlive(h.pid))

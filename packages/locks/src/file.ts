@@ -13,6 +13,7 @@ import {
   nonNegativeIntegerOption,
   nonNegativeOption,
   positiveOption,
+  showValue,
 } from '@rigging/core';
 import type {
   AcquireOptions,
@@ -24,7 +25,6 @@ import type {
 } from '@rigging/core';
 import {
   abortedError,
-  describe,
   emitAcquired,
   newEmitter,
   validateClock,
@@ -43,7 +43,6 @@ import { pollKey } from './file-poller.js';
 import {
   LOCK_OFFSET,
   grantShared,
-  issued,
   readHolder,
   reserveExclusive,
   unchangedSince,
@@ -51,6 +50,7 @@ import {
   writeExclusiveSince,
 } from './file-record.js';
 import { FileLease, type Held, type KeyState } from './file-state.js';
+import { TokenSource } from './file-tokens.js';
 import { HeldLeases } from './file-watch.js';
 
 const OWNER = 'FileLock';
@@ -58,12 +58,6 @@ const OWNER = 'FileLock';
 const SHARED = { shared: true };
 const STAT_OPTIONS = { throwIfNoEntry: false } as const;
 const EXCLUSIVE = { shared: false };
-
-// Methods TwoLevelLock calls on its file level, keyed by symbols the package does not export.
-/** @internal Throws the `TypeError` for a key that cannot name a lock file. */
-export const checkKeyOf: unique symbol = Symbol('checkKey');
-/** @internal One synchronous non-blocking attempt. */
-export const tryNow: unique symbol = Symbol('tryNow');
 
 /** Options of {@link FileLock}. */
 export interface FileLockOptions extends ProviderBaseOptions {
@@ -94,7 +88,7 @@ export function encodeLockKey(key: string): string {
       (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase(),
     );
   } catch {
-    throw new TypeError(`lock key must be well-formed Unicode, got ${describe(key)}`);
+    throw new TypeError(`lock key must be well-formed Unicode, got ${showValue(key)}`);
   }
   if (encoded.length > 180) {
     encoded = `${encoded.slice(0, 120)}~${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
@@ -132,12 +126,14 @@ export class FileLock implements LockProvider {
   #dirReady = false;
   readonly #held: HeldLeases;
   readonly #clock: Clock;
+  /** Tokens above every grant of this FileLock, any key (see TokenSource). */
+  readonly #tokens = new TokenSource();
   #onRelease = (lease: LeaseImpl) => this.#release(lease as FileLease);
 
   constructor(options: FileLockOptions | string) {
     const opts: FileLockOptions = typeof options === 'string' ? { dir: options } : options;
     if (typeof opts?.dir !== 'string' || opts.dir.length === 0) {
-      throw new TypeError(`FileLock: dir must be a non-empty string, got ${describe(opts?.dir)}`);
+      throw new TypeError(`FileLock: dir must be a non-empty string, got ${showValue(opts?.dir)}`);
     }
     this.dir = resolve(opts.dir);
     loadNative();
@@ -240,16 +236,13 @@ export class FileLock implements LockProvider {
     return Promise.resolve(this.#lease(state, mode, held, this.#clock.now()));
   }
 
-  /** Throws the `TypeError` for a key that cannot name a lock file (keys with a state were checked). */
-  [checkKeyOf](key: string): void {
+  /** @internal The file level's `checkKey`, for TwoLevelLock (see `FileLevel` in file-level.ts). */
+  checkKey(key: string): void {
     if (!this.#states.has(key)) encodeLockKey(key);
   }
 
-  /**
-   * One synchronous non-blocking attempt (for TwoLevelLock's front waiter): a lease, or
-   * `undefined` when the lock is taken or waiters of this process queue for it.
-   */
-  [tryNow](key: string, mode: LockMode, started: number): Lease | undefined {
+  /** @internal The file level's `tryNow`, for TwoLevelLock (see `FileLevel` in file-level.ts). */
+  tryNow(key: string, mode: LockMode, started: number): Lease | undefined {
     const state = this.#state(key);
     if (state.queue.size > 0) return undefined;
     let held: Held | undefined;
@@ -407,11 +400,11 @@ export class FileLock implements LockProvider {
           const c = state.cache;
           if (c !== undefined && c.next <= c.hi && unchangedSince(c, st)) {
             // nobody wrote the file since our last write: the counter there is still our `hi`
-            token = issued(BigInt(c.next++));
-          } else token = reserveExclusive(state, fd, st.size, this.#clock.now());
+            token = this.#tokens.issued(BigInt(c.next++));
+          } else token = reserveExclusive(state, this.#tokens, fd, st.size, this.#clock.now());
         } else {
           state.cache = undefined;
-          token = grantShared(fd, this.#clock.now());
+          token = grantShared(fd, this.#tokens, this.#clock.now());
         }
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon

@@ -4,13 +4,12 @@ import {
   validateMode,
   validateRequest,
   validateTimeout,
-  describe,
   validateClock,
 } from './common.js';
 import { WaitQueue } from './queue.js';
 import { KeyedCores, RwCore, checkPreference, type RwPreference } from './rw-core.js';
 import { waitInQueue, type Grant } from './wait.js';
-import type { Clock, LockMode } from '@rigging/core';
+import { showValue, type Clock, type LockMode } from '@rigging/core';
 
 /** Releases what was acquired. Safe to call twice (the second call is a no-op). */
 export type Releaser = () => void;
@@ -50,7 +49,7 @@ export class Semaphore {
 
   constructor(permits: number, options: PrimitiveOptions = {}) {
     if (!Number.isInteger(permits) || permits < 1) {
-      throw new TypeError(`Semaphore permits must be an integer >= 1, got ${describe(permits)}`);
+      throw new TypeError(`Semaphore permits must be an integer >= 1, got ${showValue(permits)}`);
     }
     this.#value = permits;
     this.#max = permits;
@@ -131,7 +130,7 @@ export class Semaphore {
 
   #checkWeight(weight: number): void {
     if (!Number.isInteger(weight) || weight < 1 || weight > this.#max) {
-      throw new TypeError(`weight must be an integer in 1..${this.#max}, got ${describe(weight)}`);
+      throw new TypeError(`weight must be an integer in 1..${this.#max}, got ${showValue(weight)}`);
     }
   }
 

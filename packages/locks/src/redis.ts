@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { positiveIntegerOption, positiveOption } from '@rigging/core';
+import { positiveIntegerOption, positiveOption, showValue } from '@rigging/core';
 import type { Clock, LockHolder, LockMode } from '@rigging/core';
-import { closedError, describe, validateClock } from './common.js';
+import { closedError, validateClock } from './common.js';
 import { LocksError } from './errors.js';
 import {
-  LeaseBackend,
+  RenewedLeases,
   granted,
   HOST,
   RemoteLockProvider,
@@ -144,9 +144,12 @@ interface Held {
 const TRANSIENT =
   /connection|ECONNRESET|ECONNREFUSED|ETIMEDOUT|EPIPE|EHOSTUNREACH|closed|MaxRetriesPerRequest|LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN/i;
 
-class RedisBackend extends LeaseBackend<Held> implements Backend {
-  #client: RedisScriptClient;
-  #prefix: string;
+class RedisBackend implements Backend {
+  readonly #client: RedisScriptClient;
+  readonly #prefix: string;
+  readonly #ttl: number;
+  readonly #clock: Clock;
+  readonly #leases: RenewedLeases<Held>;
 
   constructor(
     client: RedisScriptClient,
@@ -155,9 +158,15 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
     heartbeatMs: number,
     clock: Clock,
   ) {
-    super(ttlMs, heartbeatMs, clock);
     this.#client = client;
     this.#prefix = prefix;
+    this.#ttl = ttlMs;
+    this.#clock = clock;
+    this.#leases = new RenewedLeases(clock, heartbeatMs, () => this.#renew());
+  }
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
   }
 
   #keys(id: string) {
@@ -178,15 +187,15 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
     // never retried: see isTransient
-    if (this.closed) throw closedError(OWNER);
+    if (this.#leases.closed) throw closedError(OWNER);
     const keys = this.#keys(id);
     const leaseId = randomUUID();
-    const started = this.clock.now();
+    const started = this.#clock.now();
     const info = JSON.stringify({ pid: process.pid, host: HOST, since: started });
     const token = await this.#run(
       SCRIPTS.acquire,
       [keys.x, keys.s, keys.t, keys.i],
-      [leaseId, mode, this.ttl, info],
+      [leaseId, mode, this.#ttl, info],
     );
     if (token === null || token === undefined) return undefined;
     const held: Held = {
@@ -194,35 +203,35 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
       leaseId,
       mode,
       keys,
-      expiresAt: started + this.ttl,
+      expiresAt: started + this.#ttl,
       lost: new AbortController(),
     };
-    this.leases.set(leaseId, held);
-    this.heartbeat.start();
+    this.#leases.add(leaseId, held);
     return granted(
       BigInt(String(token)),
       held.lost,
-      () => this.leases.delete(leaseId),
+      () => this.#leases.delete(leaseId),
       () => this.#run(SCRIPTS.release, [keys.x, keys.s, keys.i], [leaseId, mode]),
     );
   }
 
-  protected async renew(): Promise<void> {
+  /** Extends every held lease by `ttl`, aborting the `lost` of those found gone. */
+  async #renew(): Promise<void> {
     await Promise.all(
-      [...this.leases.values()].map(async (held) => {
+      this.#leases.values().map(async (held) => {
         if (held.lost.signal.aborted) return;
-        const sent = this.clock.now();
+        const sent = this.#clock.now();
         try {
           const ok = await this.#run(
             SCRIPTS.renew,
             [held.keys.x, held.keys.s, held.keys.i],
-            [held.leaseId, held.mode, this.ttl],
+            [held.leaseId, held.mode, this.#ttl],
           );
-          if (Number(ok) === 1) held.expiresAt = sent + this.ttl;
+          if (Number(ok) === 1) held.expiresAt = sent + this.#ttl;
           else held.lost.abort(new Error('lease expired or was taken before renewal'));
         } catch (error) {
           // Redis unreachable: the lease is gone once its TTL may have run out
-          if (this.clock.now() >= held.expiresAt) held.lost.abort(error);
+          if (this.#clock.now() >= held.expiresAt) held.lost.abort(error);
         }
       }),
     );
@@ -233,7 +242,7 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
     const r = (await this.#run(SCRIPTS.holder, [keys.x, keys.s, keys.i], [])) as unknown[] | null;
     if (!Array.isArray(r) || r.length === 0) return undefined;
     const mode: LockMode = r[0] === 'shared' ? 'shared' : 'exclusive';
-    const now = this.clock.now();
+    const now = this.#clock.now();
     let first: { pid?: number; host?: string; since: number } | undefined;
     for (const text of r.slice(1)) {
       const info = { ...parseHolder(text), since: sinceOf(text) ?? now };
@@ -248,11 +257,8 @@ class RedisBackend extends LeaseBackend<Held> implements Backend {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    this.heartbeat.stop();
     // leases stop being renewed: free them now rather than at expiry, and say so
-    const leases = [...this.leases.values()];
-    this.leases.clear();
+    const leases = this.#leases.close();
     await Promise.all(
       leases.map(async (held) => {
         await this.#run(
@@ -292,7 +298,7 @@ export class RedisLockProvider extends RemoteLockProvider {
       typeof (client as { eval?: unknown }).eval !== 'function'
     ) {
       throw new TypeError(
-        `redisLockProvider needs a Redis client with evalsha/eval (ioredis), got ${describe(client)}`,
+        `redisLockProvider needs a Redis client with evalsha/eval (ioredis), got ${showValue(client)}`,
       );
     }
     const ttl = positiveIntegerOption(OWNER, 'ttlMs', options.ttlMs, 10_000);
@@ -304,7 +310,7 @@ export class RedisLockProvider extends RemoteLockProvider {
     );
     const prefix = options.prefix ?? 'rigging:locks:';
     if (typeof prefix !== 'string') {
-      throw new TypeError(`${OWNER}: prefix must be a string, got ${describe(prefix)}`);
+      throw new TypeError(`${OWNER}: prefix must be a string, got ${showValue(prefix)}`);
     }
     const clock = validateClock(OWNER, options.clock);
     super(OWNER, new RedisBackend(client, prefix, ttl, heartbeat, clock), options, 'redis', clock);

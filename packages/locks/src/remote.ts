@@ -119,34 +119,49 @@ export function granted(
 }
 
 /**
- * The shared part of backends whose grants are leases with a TTL (SQLite lease table, Redis): the
- * held leases by id, renewed by a heartbeat while any is held.
+ * The leases a backend with TTL grants (SQLite lease table, Redis) holds, by lease id: renewed by
+ * a heartbeat while any is held (the backend's `renew` extends every one of them), closed once.
  * @internal
  */
-export abstract class LeaseBackend<Held> {
-  protected readonly leases = new Map<string, Held>();
-  protected readonly heartbeat: Heartbeat;
-  protected closed = false;
+export class RenewedLeases<Held> {
+  readonly #leases = new Map<string, Held>();
+  readonly #heartbeat: Heartbeat;
+  #closed = false;
 
-  constructor(
-    protected readonly ttl: number,
-    heartbeatMs: number,
-    protected readonly clock: Clock,
-  ) {
-    this.heartbeat = new Heartbeat(
-      clock,
-      heartbeatMs,
-      () => this.leases.size > 0,
-      () => this.renew(),
-    );
+  /** `renew` runs every `heartbeatMs` while a lease is held. */
+  constructor(clock: Clock, heartbeatMs: number, renew: () => Promise<void>) {
+    this.#heartbeat = new Heartbeat(clock, heartbeatMs, () => this.#leases.size > 0, renew);
   }
 
-  localMode(mode: LockMode): LockMode {
-    return mode;
+  /** True once {@link RenewedLeases.close} ran: the backend grants nothing more. */
+  get closed(): boolean {
+    return this.#closed;
   }
 
-  /** Extends every held lease by `ttl`, aborting the `lost` of those found gone. */
-  protected abstract renew(): Promise<void>;
+  /** Records a granted lease; its renewals start. */
+  add(id: string, held: Held): void {
+    this.#leases.set(id, held);
+    this.#heartbeat.start();
+  }
+
+  /** Forgets a released lease (the heartbeat stops at its next tick when none is left). */
+  delete(id: string): void {
+    this.#leases.delete(id);
+  }
+
+  /** The leases held now (a copy: renewals may release some while iterating). */
+  values(): Held[] {
+    return [...this.#leases.values()];
+  }
+
+  /** Stops renewals and grants for good; returns the leases that were held, forgotten now. */
+  close(): Held[] {
+    this.#closed = true;
+    this.#heartbeat.stop();
+    const held = [...this.#leases.values()];
+    this.#leases.clear();
+    return held;
+  }
 }
 
 /** @internal This machine's host name, as recorded for `holder()`. */
@@ -184,32 +199,6 @@ export function parseHolder(text: unknown): { pid?: number; host?: string } {
 }
 
 const noop = () => {};
-const watchers = new WeakMap<AbortSignal, Set<() => void>>();
-
-/**
- * Calls `fn` when `signal` aborts; returns the function that stops watching. One listener per
- * signal however many leases watch it (session backends share one signal across all grants, and
- * EventTarget listeners cost more than a Set entry per grant).
- */
-function watch(signal: AbortSignal, fn: () => void): () => void {
-  let set = watchers.get(signal);
-  if (!set) {
-    const created = new Set<() => void>();
-    watchers.set(signal, (set = created));
-    signal.addEventListener(
-      'abort',
-      () => {
-        watchers.delete(signal);
-        for (const f of [...created]) f();
-      },
-      { once: true },
-    );
-  }
-  const s = set;
-  s.add(fn);
-  return () => s.delete(fn);
-}
-
 /**
  * The part every remote provider shares: waiters of one process queue in memory per key (FIFO)
  * and only the front one talks to the backend — polling with bounded backoff, or woken by the
@@ -228,6 +217,8 @@ export abstract class RemoteLockProvider implements LockProvider {
   #fallbackPoll: number;
   /** Set once `ready()` resolved (it stays resolved): later grants skip awaiting it. */
   #isReady = false;
+  /** The functions {@link RemoteLockProvider.#watch} calls when a grant's `lost` signal aborts. */
+  readonly #watchers = new WeakMap<AbortSignal, Set<() => void>>();
 
   protected constructor(
     owner: string,
@@ -434,8 +425,32 @@ export abstract class RemoteLockProvider implements LockProvider {
       // the lock is gone server-side: let local waiters try again
       releaseLocal();
     };
-    const unwatch = granted.lost.aborted ? (onLost(), noop) : watch(granted.lost, onLost);
+    const unwatch = granted.lost.aborted ? (onLost(), noop) : this.#watch(granted.lost, onLost);
     emitAcquired(this.events, this.name, lease, started);
     return lease;
+  }
+
+  /**
+   * Calls `fn` when `signal` aborts; returns the function that stops watching. One listener per
+   * signal however many leases watch it (session backends share one signal across all grants, and
+   * EventTarget listeners cost more than a Set entry per grant).
+   */
+  #watch(signal: AbortSignal, fn: () => void): () => void {
+    let set = this.#watchers.get(signal);
+    if (!set) {
+      const created = new Set<() => void>();
+      this.#watchers.set(signal, (set = created));
+      signal.addEventListener(
+        'abort',
+        () => {
+          this.#watchers.delete(signal);
+          for (const f of [...created]) f();
+        },
+        { once: true },
+      );
+    }
+    const s = set;
+    s.add(fn);
+    return () => s.delete(fn);
   }
 }

@@ -1,6 +1,5 @@
 // The reader/writer core every lock of this package queues in, and its per-key registry.
-import type { Clock, LockMode } from '@rigging/core';
-import { describe } from './common.js';
+import { showValue, type Clock, type LockMode } from '@rigging/core';
 import { WaitQueue } from './queue.js';
 import { waitInQueue, type Grant } from './wait.js';
 
@@ -151,7 +150,7 @@ export class RwCore {
 export function checkPreference(p: unknown): RwPreference {
   if (p === undefined) return 'fifo';
   if (p !== 'fifo' && p !== 'write' && p !== 'read') {
-    throw new TypeError(`preference must be 'fifo', 'write' or 'read', got ${describe(p)}`);
+    throw new TypeError(`preference must be 'fifo', 'write' or 'read', got ${showValue(p)}`);
   }
   return p;
 }

@@ -4,26 +4,32 @@ import type { Clock, LockHolder, LockMode } from '@rigging/core';
 import type { Database } from '@rigging/sql';
 import { sql } from './sql-peer.js';
 import { closedError } from './common.js';
-import { HOST, LeaseBackend, granted, holderJson, type Backend, type Granted } from './remote.js';
+import { HOST, RenewedLeases, granted, holderJson, type Backend, type Granted } from './remote.js';
 import { OWNER } from './sql-session.js';
 
 /** @internal SQLite leases: a row per grant with an expiry, renewed by a heartbeat. */
-export class LeaseTableBackend
-  extends LeaseBackend<{ id: string; leaseId: string; lost: AbortController }>
-  implements Backend
-{
-  #database: Database;
+export class LeaseTableBackend implements Backend {
+  readonly #database: Database;
+  readonly #ttl: number;
+  readonly #clock: Clock;
+  readonly #leases: RenewedLeases<{ id: string; leaseId: string; lost: AbortController }>;
 
   constructor(database: Database, ttlMs: number, heartbeatMs: number, clock: Clock) {
-    super(ttlMs, heartbeatMs, clock);
     this.#database = database;
+    this.#ttl = ttlMs;
+    this.#clock = clock;
+    this.#leases = new RenewedLeases(clock, heartbeatMs, () => this.#renew());
+  }
+
+  localMode(mode: LockMode): LockMode {
+    return mode;
   }
 
   async tryGrant(key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    if (this.closed) throw closedError(OWNER);
+    if (this.#leases.closed) throw closedError(OWNER);
     const leaseId = randomUUID();
     const token = await this.#database.transaction(async (trx) => {
-      const now = this.clock.now();
+      const now = this.#clock.now();
       await sql`delete from rigging_locks_leases where lock_id = ${id} and expires_at < ${now}`.execute(
         trx,
       );
@@ -42,21 +48,19 @@ export class LeaseTableBackend
         returning token`.execute(trx);
       const token = BigInt(String(t.rows[0]?.token));
       await sql`insert into rigging_locks_leases (lock_id, lease_id, lock_key, mode, token, expires_at, pid, host, since)
-        values (${id}, ${leaseId}, ${key}, ${mode}, ${token.toString()}, ${now + this.ttl}, ${process.pid}, ${HOST}, ${now})`.execute(
+        values (${id}, ${leaseId}, ${key}, ${mode}, ${token.toString()}, ${now + this.#ttl}, ${process.pid}, ${HOST}, ${now})`.execute(
         trx,
       );
       return token;
     });
     if (token === undefined) return undefined;
     const lost = new AbortController();
-    this.leases.set(leaseId, { id, leaseId, lost });
-    this.heartbeat.start();
+    this.#leases.add(leaseId, { id, leaseId, lost });
     return granted(
       token,
       lost,
       () => {
-        this.leases.delete(leaseId);
-        this.heartbeat.start();
+        this.#leases.delete(leaseId);
       },
       () =>
         sql`delete from rigging_locks_leases where lock_id = ${id} and lease_id = ${leaseId}`.execute(
@@ -65,12 +69,13 @@ export class LeaseTableBackend
     );
   }
 
-  protected async renew(): Promise<void> {
-    for (const lease of [...this.leases.values()]) {
+  /** Extends every held lease by `ttl`, aborting the `lost` of those found gone. */
+  async #renew(): Promise<void> {
+    for (const lease of this.#leases.values()) {
       if (lease.lost.signal.aborted) continue;
       try {
-        const now = this.clock.now();
-        const r = await sql`update rigging_locks_leases set expires_at = ${now + this.ttl}
+        const now = this.#clock.now();
+        const r = await sql`update rigging_locks_leases set expires_at = ${now + this.#ttl}
           where lock_id = ${lease.id} and lease_id = ${lease.leaseId} and expires_at >= ${now}`.execute(
           this.#database.db,
         );
@@ -92,7 +97,7 @@ export class LeaseTableBackend
         lease_id: string;
       }>`
         select mode, pid, host, since, lease_id from rigging_locks_leases
-        where lock_id = ${id} and expires_at >= ${this.clock.now()} order by since`.execute(
+        where lock_id = ${id} and expires_at >= ${this.#clock.now()} order by since`.execute(
         this.#database.db,
       )
     ).rows;
@@ -109,11 +114,8 @@ export class LeaseTableBackend
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    this.heartbeat.stop();
     // leases stop being renewed: free their rows now rather than at expiry, and say so
-    const leases = [...this.leases.values()];
-    this.leases.clear();
+    const leases = this.#leases.close();
     for (const lease of leases) {
       await sql`delete from rigging_locks_leases where lock_id = ${lease.id} and lease_id = ${lease.leaseId}`
         .execute(this.#database.db)

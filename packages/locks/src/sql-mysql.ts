@@ -1,8 +1,8 @@
 // MySQL/MariaDB: named locks (GET_LOCK), shared mode from a gate and reader slots.
-import type { LockHolder, LockMode } from '@rigging/core';
-import type { Session } from '@rigging/sql';
-import { granted, holderJson, parseHolder, type Granted } from './remote.js';
-import { SessionBackend } from './sql-session.js';
+import type { Clock, LockHolder, LockMode } from '@rigging/core';
+import type { Database, Session } from '@rigging/sql';
+import { granted, holderJson, parseHolder, type Backend, type Granted } from './remote.js';
+import { DedicatedSession } from './sql-session.js';
 
 /** Reader slots per MySQL lock: at most this many sessions hold one key shared at once. */
 const MYSQL_SLOTS = 32;
@@ -16,7 +16,22 @@ const MYSQL_SLOTS = 32;
  * keeps the gate while it waits for readers to leave, so readers cannot starve it.
  * @internal
  */
-export class MysqlBackend extends SessionBackend {
+export class MysqlBackend implements Backend {
+  readonly #clock: Clock;
+  /** The session every lock of this backend is held on. */
+  readonly #session: DedicatedSession;
+
+  constructor(database: Database, heartbeatMs: number, clock: Clock) {
+    this.#clock = clock;
+    this.#session = new DedicatedSession(database, heartbeatMs, clock, {
+      opened: () => Promise.resolve(),
+      lost: () => this.#lost(),
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#session.close();
+  }
   /** Keys whose gate this session holds for a writer still waiting for readers to leave. */
   #pending = new Set<string>();
 
@@ -24,7 +39,7 @@ export class MysqlBackend extends SessionBackend {
     return mode;
   }
 
-  protected override onLost(): void {
+  #lost(): void {
     this.#pending.clear(); // the gates went with the session
   }
 
@@ -41,7 +56,7 @@ export class MysqlBackend extends SessionBackend {
     return async () => {
       // the writer gave up (or was granted, which already took it out of #pending)
       if (!this.#pending.delete(id)) return;
-      const { session } = await this.session().catch(() => ({ session: undefined }));
+      const { session } = await this.#session.open().catch(() => ({ session: undefined }));
       await session?.query('select release_lock(?)', [this.#gate(id)]).catch(() => undefined);
     };
   }
@@ -56,7 +71,7 @@ export class MysqlBackend extends SessionBackend {
   }
 
   async #tryExclusive(key: string, id: string, waiting: boolean): Promise<Granted | undefined> {
-    const { session, lost } = this.current ?? (await this.session());
+    const { session, lost } = this.#session.current ?? (await this.#session.open());
     const gate = this.#gate(id);
     const slots = this.#slots(id);
     const allFree = slots.map(() => 'coalesce(is_free_lock(?), 0) = 1').join(' and ');
@@ -89,7 +104,7 @@ export class MysqlBackend extends SessionBackend {
   }
 
   async #tryShared(key: string, id: string): Promise<Granted | undefined> {
-    const { session, lost } = this.current ?? (await this.session());
+    const { session, lost } = this.#session.current ?? (await this.#session.open());
     const gate = this.#gate(id);
     const slots = this.#slots(id);
     const r = await session.query<Record<string, number | string | null>>(
@@ -125,7 +140,7 @@ export class MysqlBackend extends SessionBackend {
     await session.query(
       `insert into rigging_locks_tokens (lock_id, lock_key, token, holder, since) values (?, ?, 1, ?, ?)
        on duplicate key update token = token + 1, holder = values(holder), since = values(since)`,
-      [id, key, holderJson(), this.clock.now()],
+      [id, key, holderJson(), this.#clock.now()],
     );
     const t = await session.query<{ token: string | number }>(
       'select token from rigging_locks_tokens where lock_id = ?',
@@ -149,17 +164,17 @@ export class MysqlBackend extends SessionBackend {
       await session.query('select release_lock(?)', [name]).catch(() => undefined);
       throw error;
     }
-    this.held(1);
+    this.#session.held(1);
     return granted(
       token,
       lost,
-      () => this.held(-1),
+      () => this.#session.held(-1),
       () => session.query('select release_lock(?)', [name]),
     );
   }
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {
-    const { session } = await this.session();
+    const { session } = await this.#session.open();
     const slots = this.#slots(id);
     const r = await session.query<Record<string, number | string | null>>(
       `select is_used_lock(?) as g, ${slots.map((_, i) => `is_used_lock(?) as s${i}`).join(', ')}`,

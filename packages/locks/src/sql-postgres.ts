@@ -1,9 +1,9 @@
 // PostgreSQL: session advisory locks, tokens from a sequence, waiters woken by NOTIFY.
-import type { LockHolder, LockMode } from '@rigging/core';
-import type { Session } from '@rigging/sql';
+import type { Clock, LockHolder, LockMode } from '@rigging/core';
+import type { Database, Session } from '@rigging/sql';
 import { after, type Cancel } from './timers.js';
-import { granted, holderJson, parseHolder, type Granted } from './remote.js';
-import { SessionBackend, split64 } from './sql-session.js';
+import { granted, holderJson, parseHolder, type Backend, type Granted } from './remote.js';
+import { DedicatedSession, split64 } from './sql-session.js';
 
 const CHANNEL = 'rigging_locks';
 
@@ -21,20 +21,35 @@ interface PgGrant {
 }
 
 /** @internal PostgreSQL session advisory locks, tokens from a sequence, waiters woken by `NOTIFY`. */
-export class PostgresBackend extends SessionBackend {
+export class PostgresBackend implements Backend {
+  readonly #clock: Clock;
+  /** The session every lock of this backend is held on. */
+  readonly #session: DedicatedSession;
+
+  constructor(database: Database, heartbeatMs: number, clock: Clock) {
+    this.#clock = clock;
+    this.#session = new DedicatedSession(database, heartbeatMs, clock, {
+      opened: (session) => this.#opened(session),
+      lost: () => this.#lost(),
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#session.close();
+  }
   #wakers = new Map<string, Set<() => void>>();
   /** Grants younger than PG_RECORD_AFTER_MS, checked by one timer (no timer per grant). */
   #young = new Set<PgGrant>();
   #recordTimer: Cancel | undefined;
 
   #armRecord(ms: number): void {
-    this.#recordTimer = after(this.clock, ms, () => this.#recordOld(), true);
+    this.#recordTimer = after(this.#clock, ms, () => this.#recordOld(), true);
   }
 
   /** Leases held PG_RECORD_AFTER_MS record their `since` for holder(); brief ones never write. */
   #recordOld(): void {
     this.#recordTimer = undefined;
-    const now = this.clock.now();
+    const now = this.#clock.now();
     let next = Infinity;
     for (const g of this.#young) {
       const age = now - g.since;
@@ -60,7 +75,7 @@ export class PostgresBackend extends SessionBackend {
     return mode;
   }
 
-  protected override async onOpen(session: Session): Promise<void> {
+  async #opened(session: Session): Promise<void> {
     // Grants write nothing; the sequence logs ahead every 32 values and need not wait for the
     // flush: a server restart (crash, failover) is detected below and the sequence moved past
     // the server clock in microseconds, so tokens never repeat (with a sane clock).
@@ -75,7 +90,7 @@ export class PostgresBackend extends SessionBackend {
       `insert into rigging_locks_pg_sessions as s (backend, holder, opened)
        values (pg_backend_pid(), $1, $2)
        on conflict (backend) do update set holder = excluded.holder, opened = excluded.opened`,
-      [holderJson(), this.clock.now()],
+      [holderJson(), this.#clock.now()],
     );
     // the grant and the release, prepared once per session: each call is then an `execute` on the
     // simple protocol (one round trip, nothing to parse or plan)
@@ -111,7 +126,7 @@ export class PostgresBackend extends SessionBackend {
     await session.query(`listen ${CHANNEL}`);
   }
 
-  protected override onLost(): void {
+  #lost(): void {
     this.#young.clear(); // their session is gone, and with it their locks
     for (const set of this.#wakers.values()) for (const wake of [...set]) wake();
   }
@@ -154,7 +169,7 @@ export class PostgresBackend extends SessionBackend {
   }
 
   async beginWait(id: string): Promise<(() => Promise<void>) | undefined> {
-    const { session, lost } = this.current ?? (await this.session());
+    const { session, lost } = this.#session.current ?? (await this.#session.open());
     const { hi, lo } = split64(id);
     // never block the session: a releaser holds the exclusive side for one statement only, so
     // on failure the caller simply tries to announce again after its next (fallback) sleep
@@ -173,7 +188,7 @@ export class PostgresBackend extends SessionBackend {
   }
 
   async tryGrant(_key: string, id: string, mode: LockMode): Promise<Granted | undefined> {
-    const { session, lost } = this.current ?? (await this.session());
+    const { session, lost } = this.#session.current ?? (await this.#session.open());
     const { big, hi, lo } = split64(id);
     const shared = mode === 'shared';
     // One round trip, no write: the prepared statement takes the lock and, once granted, the next
@@ -183,8 +198,8 @@ export class PostgresBackend extends SessionBackend {
     );
     const token = r.rows[0]?.token;
     if (token === null || token === undefined) return undefined;
-    const since = this.clock.now();
-    this.held(1);
+    const since = this.#clock.now();
+    this.#session.held(1);
     const unlock = shared ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
     const releaseStatement = `execute rigging_locks_release_${shared ? 's' : 'x'}(${big}, ${hi | 0}, ${lo | 0})`;
     const grant: PgGrant = { session, big, token, since, recorded: undefined };
@@ -195,7 +210,7 @@ export class PostgresBackend extends SessionBackend {
       lost,
       () => {
         this.#young.delete(grant);
-        this.held(-1);
+        this.#session.held(-1);
       },
       async () => {
         if (grant.recorded !== undefined && (await grant.recorded)) {
@@ -215,7 +230,7 @@ export class PostgresBackend extends SessionBackend {
   }
 
   async holder(_key: string, id: string): Promise<LockHolder | undefined> {
-    const { session } = await this.session();
+    const { session } = await this.#session.open();
     const { big, hi, lo } = split64(id);
     const rows = (
       await session.query<{
@@ -241,7 +256,7 @@ export class PostgresBackend extends SessionBackend {
     }
     return {
       mode: first.mode === 'ShareLock' ? 'shared' : 'exclusive',
-      since: first.since !== null ? Number(first.since) : this.clock.now(),
+      since: first.since !== null ? Number(first.since) : this.#clock.now(),
       ...parseHolder(first.holder),
       owner: `backend ${first.pid}`,
       count: rows.length,

@@ -1,9 +1,9 @@
 // What the session-based backends share: one dedicated session per provider, with heartbeat.
-import type { Clock, LockHolder, LockMode } from '@rigging/core';
+import type { Clock } from '@rigging/core';
 import type { Database, Session } from '@rigging/sql';
 import { closedError } from './common.js';
 import { after } from './timers.js';
-import { Heartbeat, type Backend, type Granted } from './remote.js';
+import { Heartbeat } from './remote.js';
 
 /** @internal The owner named in option errors and `locks.closed`. */
 export const OWNER = 'sqlLockProvider';
@@ -11,18 +11,40 @@ export const OWNER = 'sqlLockProvider';
 // ---------------------------------------------------------------------------------------------
 // Session-based backends (PostgreSQL advisory locks, MySQL GET_LOCK)
 
-/** @internal A backend holding its locks on one dedicated database session. */
-export abstract class SessionBackend implements Backend {
-  protected database: Database;
-  protected readonly clock: Clock;
-  #session: Promise<{ session: Session; lost: AbortController }> | undefined;
+/** @internal A session opened by {@link DedicatedSession}, with the signal aborted on its loss. */
+export interface OpenSession {
+  readonly session: Session;
+  readonly lost: AbortController;
+}
+
+/** @internal What a backend does when its session opens (prepare statements, LISTEN) and is lost. */
+export interface SessionHooks {
+  /** Runs on each newly opened session before any grant uses it. */
+  opened(session: Session): Promise<void>;
+  /** Runs once each time the session is lost (the server freed every lock held on it). */
+  lost(): void;
+}
+
+/**
+ * The one database session a session-based backend holds its locks on: opened on first use,
+ * opened again after a loss, closed once; a heartbeat checks it with a round trip every
+ * `heartbeatMs` while any grant is held. Backends own one and tell it about their grants.
+ * @internal
+ */
+export class DedicatedSession {
+  readonly #database: Database;
+  readonly #clock: Clock;
+  readonly #hooks: SessionHooks;
   readonly #heartbeat: Heartbeat;
+  #opening: Promise<OpenSession> | undefined;
+  #current: OpenSession | undefined;
   #grants = 0;
   #closed = false;
 
-  constructor(database: Database, heartbeatMs: number, clock: Clock) {
-    this.database = database;
-    this.clock = clock;
+  constructor(database: Database, heartbeatMs: number, clock: Clock, hooks: SessionHooks) {
+    this.#database = database;
+    this.#clock = clock;
+    this.#hooks = hooks;
     this.#heartbeat = new Heartbeat(
       clock,
       heartbeatMs,
@@ -31,70 +53,60 @@ export abstract class SessionBackend implements Backend {
     );
   }
 
-  abstract localMode(mode: LockMode): LockMode;
-  abstract tryGrant(
-    key: string,
-    id: string,
-    mode: LockMode,
-    waiting: boolean,
-  ): Promise<Granted | undefined>;
-  abstract holder(key: string, id: string): Promise<LockHolder | undefined>;
-  protected onOpen(_session: Session): Promise<void> {
-    return Promise.resolve();
+  /** The open session once it is ready (grants skip awaiting {@link DedicatedSession.open} then). */
+  get current(): OpenSession | undefined {
+    return this.#current;
   }
-  protected onLost(): void {}
 
-  /** The open session once it is ready (grants skip awaiting `session()` then). */
-  protected current: { session: Session; lost: AbortController } | undefined;
-
-  protected session(): Promise<{ session: Session; lost: AbortController }> {
+  /** The session, opened (and prepared by `hooks.opened`) when there is none. */
+  open(): Promise<OpenSession> {
     if (this.#closed) return Promise.reject(closedError(OWNER));
-    this.#session ??= (async () => {
-      const session = await this.database.session();
+    this.#opening ??= (async () => {
+      const session = await this.#database.session();
       const lost = new AbortController();
       const onLost = () => {
         lost.abort(session.lost.reason);
-        this.#session = undefined;
-        this.current = undefined;
-        this.onLost();
+        this.#opening = undefined;
+        this.#current = undefined;
+        this.#hooks.lost();
       };
       session.lost.addEventListener('abort', onLost, { once: true });
       lost.signal.addEventListener('abort', () => {
-        if (this.current?.lost === lost) this.current = undefined;
-        if (this.#session && !session.lost.aborted) {
-          this.#session = undefined;
+        if (this.#current?.lost === lost) this.#current = undefined;
+        if (this.#opening && !session.lost.aborted) {
+          this.#opening = undefined;
           void session.close();
-          this.onLost();
+          this.#hooks.lost();
         }
       });
-      await this.onOpen(session);
+      await this.#hooks.opened(session);
       const opened = { session, lost };
-      if (!lost.signal.aborted && !this.#closed) this.current = opened;
+      if (!lost.signal.aborted && !this.#closed) this.#current = opened;
       return opened;
     })().catch((error: unknown) => {
-      this.#session = undefined;
+      this.#opening = undefined;
       throw error;
     });
-    return this.#session;
+    return this.#opening;
   }
 
   /** Counts a grant for the heartbeat (a round trip every heartbeatMs while anything is held). */
-  protected held(delta: 1 | -1): void {
+  held(delta: 1 | -1): void {
     this.#grants += delta;
     // started on demand; it stops itself at a tick with nothing held (no timer churn per grant)
     this.#heartbeat.start();
   }
 
   async #beat(): Promise<void> {
-    const current = this.#session;
-    if (!current) return;
-    let s: { session: Session; lost: AbortController };
+    const opening = this.#opening;
+    if (!opening) return;
+    let s: OpenSession;
     try {
-      s = await current;
+      s = await opening;
     } catch {
       return;
     }
-    const cancel = after(this.clock, this.#heartbeat.ms * 2, () =>
+    const cancel = after(this.#clock, this.#heartbeat.ms * 2, () =>
       s.lost.abort(new Error('session heartbeat timed out')),
     );
     try {
@@ -106,14 +118,15 @@ export abstract class SessionBackend implements Backend {
     }
   }
 
+  /** No new session from now on; the open one is closed after its holders are told they lost. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#heartbeat.stop();
-    const current = this.#session;
-    this.#session = undefined;
-    this.current = undefined;
-    if (current) {
-      const s = await current.catch(() => undefined);
+    const opening = this.#opening;
+    this.#opening = undefined;
+    this.#current = undefined;
+    if (opening) {
+      const s = await opening.catch(() => undefined);
       // the server frees the session's locks when it closes: say so to the holders first
       s?.lost.abort(new Error('lock provider closed'));
       await s?.session.close();

@@ -1,7 +1,7 @@
-import { positiveOption } from '@rigging/core';
+import { positiveOption, showValue } from '@rigging/core';
 import type { Database } from '@rigging/sql';
 import { isConnectionError, isRetryableError } from './sql-peer.js';
-import { describe, validateClock, type ProviderBaseOptions } from './common.js';
+import { validateClock, type ProviderBaseOptions } from './common.js';
 import { LocksError } from './errors.js';
 import { RemoteLockProvider } from './remote.js';
 import { lockMigrations } from './sql-migrations.js';
@@ -49,7 +49,7 @@ export class SqlLockProvider extends RemoteLockProvider {
   constructor(database: Database, options: SqlLockOptions = {}) {
     if (!database || typeof database.session !== 'function') {
       throw new TypeError(
-        `sqlLockProvider needs a Database from @rigging/sql, got ${describe(database)}`,
+        `sqlLockProvider needs a Database from @rigging/sql, got ${showValue(database)}`,
       );
     }
     const ttl = positiveOption(OWNER, 'ttlMs', options.ttlMs, 10_000);

@@ -15,7 +15,8 @@ import {
   validateRequest,
   type LockEmitter,
 } from './common.js';
-import { FileLock, checkKeyOf, tryNow, type FileLockOptions } from './file.js';
+import { FileLock, type FileLockOptions } from './file.js';
+import type { FileLevel } from './file-level.js';
 import { KeyedCores, checkPreference, type RwCore, type RwPreference } from './rw-core.js';
 
 /** Options of {@link TwoLevelLock}: those of {@link FileLock}, plus in-process fairness. */
@@ -37,6 +38,8 @@ export class TwoLevelLock implements LockProvider {
   readonly name: string;
   /** The file level (its own events are separate). */
   readonly file: FileLock;
+  /** The same file level, through the interface this class relies on (see FileLevel). */
+  readonly #fileLevel: FileLevel;
   readonly #locks: KeyedCores;
   readonly #clock: Clock;
 
@@ -45,6 +48,7 @@ export class TwoLevelLock implements LockProvider {
     this.events = opts.events ?? newEmitter();
     this.name = opts.name ?? 'two-level';
     this.file = new FileLock({ ...opts, events: newEmitter(), name: `${this.name}/file` });
+    this.#fileLevel = this.file;
     this.#clock = validateClock('TwoLevelLock', opts.clock);
     this.#locks = new KeyedCores(checkPreference(opts.preference), this.#clock);
   }
@@ -69,7 +73,7 @@ export class TwoLevelLock implements LockProvider {
     try {
       ({ mode, timeoutMs } = validateRequest('TwoLevelLock', key, options));
       // a key with a live in-process lock was checked when that lock was made
-      if (!this.#locks.get(key)) this.file[checkKeyOf](key);
+      if (!this.#locks.get(key)) this.#fileLevel.checkKey(key);
       if (signal?.aborted) throw abortedError(key, signal.reason);
       core = this.#locks.of(key);
       wait = core.acquire(mode, key, timeoutMs, signal);
@@ -81,13 +85,13 @@ export class TwoLevelLock implements LockProvider {
     // the uncontended path: one synchronous try at the file, no promise chain
     let inner: Lease | undefined;
     try {
-      inner = this.file[tryNow](key, mode, started);
+      inner = this.#fileLevel.tryNow(key, mode, started);
     } catch (error) {
       core.release(mode);
       return Promise.reject(error);
     }
     if (inner) return Promise.resolve(this.#wrap(key, mode, core, inner, started));
-    return this.#fileLevel(key, mode, core, wanted, started);
+    return this.#acquireFile(key, mode, core, wanted, started);
   }
 
   async #afterWait(
@@ -108,11 +112,11 @@ export class TwoLevelLock implements LockProvider {
       });
     }
     await wait;
-    return this.#fileLevel(key, mode, core, options, started);
+    return this.#acquireFile(key, mode, core, options, started);
   }
 
   /** The front of the in-process queue goes to the file. */
-  #fileLevel(
+  #acquireFile(
     key: string,
     mode: LockMode,
     core: RwCore,
@@ -134,7 +138,7 @@ export class TwoLevelLock implements LockProvider {
 
   async tryAcquire(key: string, options: { mode?: LockMode } = {}): Promise<Lease | undefined> {
     const { mode } = validateRequest('TwoLevelLock', key, options);
-    this.file[checkKeyOf](key);
+    this.#fileLevel.checkKey(key);
     const core = this.#locks.tryAcquire(key, mode);
     if (!core) return undefined;
     let inner: Lease | undefined;

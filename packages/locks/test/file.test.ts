@@ -250,16 +250,17 @@ describe('FileLock tokens and holder records', () => {
   it('a lock file replaced under its holder still gives the next holder a greater token, in the same millisecond', async () => {
     const dir = freshDir();
     const clock = manualClock(1_700_000_000_000); // time stands still: only the token logic orders
-    const a = new FileLock({ dir, clock });
-    const b = new FileLock({ dir, clock });
-    const first = await a.acquire('k');
-    unlinkSync(a.pathOf('k')); // the counter is gone with the file
-    const next = await b.acquire('k', { timeoutMs: 20_000 });
-    expect(next.token).toBeGreaterThan(first.token);
-    await next.release();
-    await first.release();
-    a.close();
-    b.close();
+    const locks = new FileLock({ dir, clock });
+    for (const mode of ['exclusive', 'shared'] as const) {
+      const first = await locks.acquire('k', { mode });
+      unlinkSync(locks.pathOf('k')); // the counter is gone with the file
+      // the FileLock's token source remembers what the file forgot
+      const next = await locks.acquire('k', { mode: 'exclusive', timeoutMs: 20_000 });
+      expect(next.token).toBeGreaterThan(first.token);
+      await next.release();
+      await first.release();
+    }
+    locks.close();
   });
 });
 

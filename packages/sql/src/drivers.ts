@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { SqlError } from './errors.js';
 
 /** The npm package each dialect's driver comes from. */
@@ -58,4 +60,43 @@ export async function loadDriver<T>(
   if (provided !== undefined && provided !== null) return provided as T;
   const what = dialect === 'sqlite' ? 'SQLite' : dialect === 'postgres' ? 'PostgreSQL' : 'MySQL';
   return importDriver<T>(DRIVER_PACKAGES[dialect], what, defaultImporter);
+}
+
+/**
+ * Refuses, before it is loaded, a better-sqlite3 whose major crashes on the running Node: 13 on
+ * Node 20 (a segmentation fault on open), 12 on Node 24 and later (an abort at exit). The version
+ * is read from the installed package's `package.json`, resolved as `import('better-sqlite3')`
+ * would be from `from`; nothing is checked when it cannot be read (the import then says why).
+ * @throws `sql.driver_unsupported` naming the installed version and the one to install.
+ * @internal
+ */
+export function checkSqliteDriver(nodeVersion: string, from: string | URL): void {
+  let version: string;
+  try {
+    const path = createRequire(from).resolve('better-sqlite3/package.json');
+    version = String((JSON.parse(readFileSync(path, 'utf8')) as { version?: unknown }).version);
+  } catch {
+    return;
+  }
+  const driverMajor = Number.parseInt(version, 10);
+  const nodeMajor = Number.parseInt(nodeVersion, 10);
+  const wanted =
+    nodeMajor <= 20 && driverMajor >= 13
+      ? 12
+      : nodeMajor >= 24 && driverMajor <= 12
+        ? 13
+        : undefined;
+  if (wanted === undefined) return;
+  throw new SqlError(
+    'sql.driver_unsupported',
+    `better-sqlite3 ${version} crashes on Node ${nodeVersion} (${wanted === 12 ? 'a segmentation fault' : 'an abort at exit'}): install better-sqlite3@${wanted} (\`npm install better-sqlite3@${wanted}\`); @rigging/sql supports better-sqlite3 12 on Node 20 and 22, 13 on Node 22 and later`,
+    {
+      details: {
+        package: 'better-sqlite3',
+        installed: version,
+        node: nodeVersion,
+        use: `^${wanted}`,
+      },
+    },
+  );
 }

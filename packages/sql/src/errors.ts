@@ -5,6 +5,7 @@ import { isConnectionError } from './retry.js';
 export type SqlErrorCode =
   | 'sql.invalid_url'
   | 'sql.driver_missing'
+  | 'sql.driver_unsupported'
   | 'sql.cannot_open'
   | 'sql.unreachable'
   | 'sql.migration_failed'

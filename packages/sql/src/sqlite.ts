@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { SqliteDialect, sql, type Kysely } from 'kysely';
 import type { ConnectSettings, Connector } from './connector.js';
-import { loadDriver } from './drivers.js';
+import { checkSqliteDriver, loadDriver } from './drivers.js';
 import { SqlError } from './errors.js';
 import { openSession } from './session.js';
 import { cachingSqliteHandle, type SqliteCtor, type SqliteHandle } from './sqlite-handle.js';
@@ -17,6 +17,8 @@ export async function connectSqlite(
   memory: boolean,
   settings: ConnectSettings,
 ): Promise<Connector> {
+  // a driver build that crashes this Node must be refused before it is loaded
+  if (settings.driver === undefined) checkSqliteDriver(process.versions.node, import.meta.url);
   const Sqlite = await loadDriver<SqliteCtor>('sqlite', settings.driver);
   const openHandle = () => openSqliteHandle(Sqlite, filename, memory, settings);
   const handle = openHandle();

@@ -12,8 +12,9 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { importDriver } from '../src/drivers.js';
+import { checkSqliteDriver, importDriver } from '../src/drivers.js';
 import { openDatabase, SqlError } from '../src/index.js';
 
 const run = promisify(execFile);
@@ -104,19 +105,95 @@ describe('SQLite paths', () => {
     });
   });
 
-  // root reads any file, so this one can only be proven as another user.
-  it.skipIf(process.getuid?.() === 0)('an unreadable file → sql.cannot_open', async () => {
-    const file = join(tmp, 'unreadable.db');
-    writeFileSync(file, '');
-    chmodSync(file, 0o000);
-    await expect(openDatabase(`sqlite:${file}`)).rejects.toMatchObject({
-      code: 'sql.cannot_open',
-    });
-  });
+  // root reads any file, so the open runs in a child that drops root privileges first (CI is root)
+  it('an unreadable file → sql.cannot_open', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sql-unreadable-'));
+    try {
+      chmodSync(dir, 0o755); // the unprivileged child can reach the file, but not read it
+      const file = join(dir, 'unreadable.db');
+      writeFileSync(file, '');
+      chmodSync(file, 0o000);
+      const child = spawnNode(join(here, 'fixtures', 'open-unprivileged.ts'), [file]);
+      expect(await child.exited, child.stderr()).toBe(0);
+      expect(child.lines[0]).toMatch(/^uid [1-9]\d*$/);
+      expect(child.lines[1]).toBe('code sql.cannot_open');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('creates missing directories', async () => {
     await using db = await openDatabase(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
     expect(db.url).toBe(`sqlite:${join(tmp, 'a', 'b', 'c.db')}`);
+  });
+});
+
+describe('a better-sqlite3 that crashes this Node', () => {
+  /** A project whose node_modules holds a better-sqlite3 of `version` (its package.json only). */
+  const projectWith = (version: string) => {
+    const root = mkdtempSync(join(tmpdir(), 'sql-driver-'));
+    const pkg = join(root, 'node_modules', 'better-sqlite3');
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'better-sqlite3', version }));
+    // loading it would fail loudly: the check must refuse before any load
+    writeFileSync(join(pkg, 'index.js'), 'throw new Error("loaded");');
+    return {
+      from: join(root, 'app.js'),
+      drop: () => rmSync(root, { recursive: true, force: true }),
+    };
+  };
+
+  it.each([
+    ['13.0.0', '20.20.2', '12', 'segmentation fault'],
+    ['12.11.1', '24.1.0', '13', 'abort at exit'],
+    ['12.4.1', '25.0.0', '13', 'abort at exit'],
+  ])('better-sqlite3 %s on Node %s is refused, naming %s', (installed, node, use, why) => {
+    const project = projectWith(installed);
+    try {
+      let error: unknown;
+      try {
+        checkSqliteDriver(node, project.from);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(SqlError);
+      expect(error).toMatchObject({
+        code: 'sql.driver_unsupported',
+        details: { package: 'better-sqlite3', installed, node, use: `^${use}` },
+      });
+      expect((error as Error).message).toContain(`npm install better-sqlite3@${use}`);
+      expect((error as Error).message).toContain(why);
+    } finally {
+      project.drop();
+    }
+  });
+
+  it.each([
+    ['12.11.1', '20.20.2'],
+    ['12.11.1', '22.12.0'],
+    ['13.0.0', '22.12.0'],
+    ['13.0.0', '24.1.0'],
+  ])('better-sqlite3 %s on Node %s passes', (installed, node) => {
+    const project = projectWith(installed);
+    try {
+      expect(() => checkSqliteDriver(node, project.from)).not.toThrow();
+    } finally {
+      project.drop();
+    }
+  });
+
+  it('a driver that cannot be found is left to the import (sql.driver_missing)', () => {
+    const root = mkdtempSync(join(tmpdir(), 'sql-driver-none-'));
+    try {
+      expect(() => checkSqliteDriver('20.20.2', join(root, 'app.js'))).not.toThrow();
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('openDatabase checks the installed driver before loading it (this Node, this install)', async () => {
+    await using db = await openDatabase('sqlite::memory:');
+    expect(db.dialect).toBe('sqlite');
   });
 });
 

@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { identityPrimaryKey, openDatabase, type Database, type Generated } from '../src/index.js';
+import {
+  identityPrimaryKey,
+  isUniqueViolation,
+  openDatabase,
+  sql,
+  type Database,
+  type Generated,
+} from '../src/index.js';
 
 const backends = await sqlBackends('sql_identity');
 
@@ -47,10 +54,40 @@ describe.each(backends)('identityPrimaryKey on $kind', (backend) => {
 
   it.skipIf(!backend.available)('is a primary key: a duplicate id is refused', async () => {
     const [first] = await database.db.selectFrom('things').select('id').orderBy('id').execute();
-    const duplicate = database.db
-      .insertInto('things')
-      .values({ id: first!.id, name: 'again' } as never)
-      .execute();
-    await expect(duplicate).rejects.toThrow();
+    const id = Number(first!.id);
+    // PostgreSQL refuses any explicit id (GENERATED ALWAYS) unless told to override, so the
+    // duplicate below would fail for that reason alone: override to reach the primary key
+    const duplicate =
+      backend.kind === 'postgres'
+        ? sql`insert into things (id, name) overriding system value values (${id}, 'again')`.execute(
+            database.db,
+          )
+        : database.db
+            .insertInto('things')
+            .values({ id, name: 'again' } as never)
+            .execute();
+    const error = await duplicate.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isUniqueViolation(error), String(error)).toBe(true);
+    expect((error as { code?: unknown }).code).toBe(
+      backend.kind === 'postgres'
+        ? '23505'
+        : backend.kind === 'mysql'
+          ? 'ER_DUP_ENTRY'
+          : 'SQLITE_CONSTRAINT_PRIMARYKEY',
+    );
   });
+
+  it.skipIf(backend.kind !== 'postgres' || !backend.available)(
+    'PostgreSQL numbers every row itself: an explicit id is refused (GENERATED ALWAYS)',
+    async () => {
+      const explicit = database.db
+        .insertInto('things')
+        .values({ id: 1_000_000, name: 'explicit' } as never)
+        .execute();
+      await expect(explicit).rejects.toMatchObject({ code: '428C9' });
+    },
+  );
 });

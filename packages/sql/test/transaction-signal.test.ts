@@ -1,6 +1,7 @@
 // A transaction's retries under forced conflicts: the signal and close() stop them.
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { watchWaits } from './waits.js';
 import { openDatabase, sql, type Database } from '../src/index.js';
 
 /** The error better-sqlite3 throws when another connection holds the write lock. */
@@ -69,10 +70,20 @@ describe('transaction retries', () => {
       abortedAt = performance.now();
       controller.abort(new Error('stop'));
     });
-    const e = await database
-      .transaction(fn, { signal: controller.signal, retries: 20 })
-      .catch((err: unknown) => err);
-    expect(performance.now() - abortedAt).toBeLessThan(80);
+    const watch = watchWaits(50); // the 7th wait is 100 to 300 ms; earlier ones are shorter
+    let e: unknown;
+    let seventh: { fired: boolean; cleared: boolean } | undefined;
+    try {
+      e = await database
+        .transaction(fn, { signal: controller.signal, retries: 20 })
+        .catch((err: unknown) => err);
+      seventh = watch.waits.at(-1) && { ...watch.waits.at(-1)! };
+    } finally {
+      watch.restore();
+    }
+    // the wait under way when the signal aborted ended because of it, not by running out
+    expect(abortedAt).toBeGreaterThan(0);
+    expect(seventh).toEqual({ ms: expect.any(Number), fired: false, cleared: true });
     expect(e).toMatchObject({ code: 'sql.aborted', details: { attempts: 7 } });
     expect((e as Error & { cause: Error }).cause.message).toBe('stop');
     await new Promise((r) => setTimeout(r, 350));
@@ -86,8 +97,18 @@ describe('transaction retries', () => {
       closedAt = performance.now();
       closing = database.close();
     });
-    const e = await database.transaction(fn, { retries: 20 }).catch((err: unknown) => err);
-    expect(performance.now() - closedAt).toBeLessThan(80);
+    const watch = watchWaits(50);
+    let e: unknown;
+    let seventh: { fired: boolean; cleared: boolean } | undefined;
+    try {
+      e = await database.transaction(fn, { retries: 20 }).catch((err: unknown) => err);
+      seventh = watch.waits.at(-1) && { ...watch.waits.at(-1)! };
+    } finally {
+      watch.restore();
+    }
+    // the wait under way at close() ended because of it, not by running out
+    expect(closedAt).toBeGreaterThan(0);
+    expect(seventh).toEqual({ ms: expect.any(Number), fired: false, cleared: true });
     expect(e).toMatchObject({ code: 'sql.closed' });
     await closing;
     await new Promise((r) => setTimeout(r, 350));
