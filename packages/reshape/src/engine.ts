@@ -102,8 +102,10 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
   checkConsumers(snap, req, report);
   const writes = planAllocations(snap, req, report);
   checkUsage(snap, req, writes, options, report);
+  // As Placement: a provider's generation goes up when its inventories are written or the request
+  // writes allocations on it, not when it only loses allocations (a consumer deleted or moved away).
   const providerGenerations = new Map<string, number>();
-  for (const rp of writes.touched) {
+  for (const rp of new Set([...req.inventories.keys(), ...writes.written.keys()])) {
     const provider = snap.providers.get(rp);
     if (provider) providerGenerations.set(rp, provider.generation + 1);
   }
