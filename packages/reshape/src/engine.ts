@@ -80,6 +80,11 @@ export interface PlanOptions {
    * are checked against capacity either way; a reshape leaves this off.
    */
   allowOvercommittedInventories?: boolean;
+  /**
+   * Leave the generation of providers that only lose allocations as it is (Placement's
+   * `DELETE /allocations/{consumer}`); other writes bump every provider they touch.
+   */
+  keepGenerationsOnRemoval?: boolean;
 }
 
 /** Records a problem: throws it, or gathers it when {@link PlanOptions.collect}. */
@@ -102,10 +107,11 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
   checkConsumers(snap, req, report);
   const writes = planAllocations(snap, req, report);
   checkUsage(snap, req, writes, options, report);
-  // As Placement: a provider's generation goes up when its inventories are written or the request
-  // writes allocations on it, not when it only loses allocations (a consumer deleted or moved away).
   const providerGenerations = new Map<string, number>();
-  for (const rp of new Set([...req.inventories.keys(), ...writes.written.keys()])) {
+  const bumped = options.keepGenerationsOnRemoval
+    ? new Set([...req.inventories.keys(), ...writes.written.keys()])
+    : writes.touched;
+  for (const rp of bumped) {
     const provider = snap.providers.get(rp);
     if (provider) providerGenerations.set(rp, provider.generation + 1);
   }

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
+import { serve } from './http-server.js';
 
 const store = memoryStore();
 const server = createPlacementServer(store, {
@@ -242,12 +243,11 @@ describe('Placement HTTP API', () => {
     r = await api('PUT', '/traits/CUSTOM_GOLD');
     expect(r.status).toBe(201);
     r = await api('PUT', `/resource_providers/${child}/traits`, {
-      // Removing the consumer's allocations did not bump the child's generation (as Placement).
       traits: ['CUSTOM_GOLD'],
-      resource_provider_generation: 1,
+      resource_provider_generation: 2,
     });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ traits: ['CUSTOM_GOLD'], resource_provider_generation: 2 });
+    expect(r.body).toEqual({ traits: ['CUSTOM_GOLD'], resource_provider_generation: 3 });
   });
 
   it("validates bodies and query strings per microversion, with Placement's 400 texts", async () => {
@@ -563,6 +563,35 @@ describe('mounted under a prefix with a body already read by a framework', () =>
       expect((await fetch(`${url}/elsewhere`)).status).toBe(404);
     } finally {
       await new Promise((resolve) => srv.close(resolve));
+    }
+  });
+});
+
+describe('DELETE /allocations/{consumer}', () => {
+  it('leaves the generations of the providers it frees as they are, as Placement', async () => {
+    const store = memoryStore();
+    const { call, close } = await serve(store);
+    try {
+      const rp = randomUUID();
+      const consumer = randomUUID();
+      await call('POST', '/resource_providers', { name: 'cn', uuid: rp });
+      await call('PUT', `/resource_providers/${rp}/inventories`, {
+        resource_provider_generation: 0,
+        inventories: { VCPU: { total: 4 } },
+      });
+      await call('PUT', `/allocations/${consumer}`, {
+        allocations: { [rp]: { resources: { VCPU: 1 } } },
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: null,
+        consumer_type: 'INSTANCE',
+      });
+      expect((await store.getProvider(rp))!.generation).toBe(2);
+      expect((await call('DELETE', `/allocations/${consumer}`)).status).toBe(204);
+      expect((await store.getProvider(rp))!.generation).toBe(2);
+      expect(await store.getAllocations(consumer)).toBeUndefined();
+    } finally {
+      await close();
     }
   });
 });
