@@ -80,6 +80,11 @@ export interface PlanOptions {
    * are checked against capacity either way; a reshape leaves this off.
    */
   allowOvercommittedInventories?: boolean;
+  /**
+   * Leave the generation of providers that only lose allocations as it is (Placement's
+   * `DELETE /allocations/{consumer}`); other writes bump every provider they touch.
+   */
+  keepGenerationsOnRemoval?: boolean;
 }
 
 /** Records a problem: throws it, or gathers it when {@link PlanOptions.collect}. */
@@ -103,7 +108,10 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
   const writes = planAllocations(snap, req, report);
   checkUsage(snap, req, writes, options, report);
   const providerGenerations = new Map<string, number>();
-  for (const rp of writes.touched) {
+  const bumped = options.keepGenerationsOnRemoval
+    ? new Set([...req.inventories.keys(), ...writes.written.keys()])
+    : writes.touched;
+  for (const rp of bumped) {
     const provider = snap.providers.get(rp);
     if (provider) providerGenerations.set(rp, provider.generation + 1);
   }

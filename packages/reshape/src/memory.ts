@@ -443,18 +443,21 @@ class MemoryStore implements ReshapeStore {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     const row = this.consumers.get(uuid);
     if (!row) throw consumerNotFound(uuid);
-    this.write({
-      allocations: {
-        [uuid]: {
-          projectId: row.projectId,
-          userId: row.userId,
-          ...(options.consumerGeneration === undefined
-            ? {}
-            : { consumerGeneration: options.consumerGeneration }),
-          allocations: {},
+    this.write(
+      {
+        allocations: {
+          [uuid]: {
+            projectId: row.projectId,
+            userId: row.userId,
+            ...(options.consumerGeneration === undefined
+              ? {}
+              : { consumerGeneration: options.consumerGeneration }),
+            allocations: {},
+          },
         },
       },
-    });
+      { keepGenerationsOnRemoval: true },
+    );
   }
 
   async getProviderAllocations(

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
+import { serve } from './http-server.js';
 
 const store = memoryStore();
 const server = createPlacementServer(store, {
@@ -254,7 +255,9 @@ describe('Placement HTTP API', () => {
     expect((await api('POST', '/resource_providers', { name: `v-${rp}`, uuid: rp })).status).toBe(
       200,
     );
-    const detail = (r: { body: { errors: { detail: string }[] } }) => r.body.errors[0]!.detail;
+    // The first paragraph: the rest names the failing keyword and instance, as Python's jsonschema.
+    const detail = (r: { body: { errors: { detail: string }[] } }) =>
+      r.body.errors[0]!.detail.split('\n\n')[0];
     let r = await api('PUT', `/resource_providers/${rp}/inventories`, { inventories: {} });
     expect(r.status).toBe(400);
     expect(detail(r)).toBe(
@@ -560,6 +563,35 @@ describe('mounted under a prefix with a body already read by a framework', () =>
       expect((await fetch(`${url}/elsewhere`)).status).toBe(404);
     } finally {
       await new Promise((resolve) => srv.close(resolve));
+    }
+  });
+});
+
+describe('DELETE /allocations/{consumer}', () => {
+  it('leaves the generations of the providers it frees as they are, as Placement', async () => {
+    const store = memoryStore();
+    const { call, close } = await serve(store);
+    try {
+      const rp = randomUUID();
+      const consumer = randomUUID();
+      await call('POST', '/resource_providers', { name: 'cn', uuid: rp });
+      await call('PUT', `/resource_providers/${rp}/inventories`, {
+        resource_provider_generation: 0,
+        inventories: { VCPU: { total: 4 } },
+      });
+      await call('PUT', `/allocations/${consumer}`, {
+        allocations: { [rp]: { resources: { VCPU: 1 } } },
+        project_id: 'p',
+        user_id: 'u',
+        consumer_generation: null,
+        consumer_type: 'INSTANCE',
+      });
+      expect((await store.getProvider(rp))!.generation).toBe(2);
+      expect((await call('DELETE', `/allocations/${consumer}`)).status).toBe(204);
+      expect((await store.getProvider(rp))!.generation).toBe(2);
+      expect(await store.getAllocations(consumer)).toBeUndefined();
+    } finally {
+      await close();
     }
   });
 });

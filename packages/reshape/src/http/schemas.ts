@@ -385,10 +385,26 @@ function render(v: unknown, depth: number): string {
 /** The first error, worded as Python's jsonschema words it; never throws. */
 function describe(errors: ErrorObject[] | null | undefined): string {
   try {
-    return describeFirst(errors);
+    return `${describeFirst(errors)}${failedValidating(errors?.[0])}`;
   } catch {
     return 'invalid';
   }
+}
+
+/**
+ * The second paragraph of Python jsonschema's message, which Placement's answers carry: the
+ * keyword and where in the schema and the instance it failed (the instance shown bounded).
+ */
+function failedValidating(e: ErrorObject | undefined): string {
+  if (!e) return '';
+  const python = (pointer: string) =>
+    pointer
+      .split('/')
+      .filter((p) => p !== '' && p !== '#')
+      .map((p) => (/^\d+$/.test(p) ? `[${p}]` : `['${p}']`))
+      .join('');
+  const schemaPath = python(e.schemaPath.split('/').slice(0, -1).join('/'));
+  return `\n\nFailed validating '${e.keyword}' in schema${clip(schemaPath)}:\n\nOn instance${clip(python(e.instancePath))}:\n    ${show(e.data)}`;
 }
 
 /** The first error, worded as Python's jsonschema words it (Placement's messages). */

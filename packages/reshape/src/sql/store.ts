@@ -342,16 +342,19 @@ class SqlStore implements ReshapeStore {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
     const row = await this.q.consumerView(this.q.db, uuid);
     if (!row) throw consumerNotFound(uuid);
-    await this.q.write({
-      allocations: {
-        [uuid]: {
-          projectId: row.projectId,
-          userId: row.userId,
-          consumerGeneration: options.consumerGeneration ?? row.consumerGeneration,
-          allocations: {},
+    await this.q.write(
+      {
+        allocations: {
+          [uuid]: {
+            projectId: row.projectId,
+            userId: row.userId,
+            consumerGeneration: options.consumerGeneration ?? row.consumerGeneration,
+            allocations: {},
+          },
         },
       },
-    });
+      { keepGenerationsOnRemoval: true },
+    );
   }
 
   async getProviderAllocations(

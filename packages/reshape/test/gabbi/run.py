@@ -26,10 +26,15 @@ import os_traits
 # test features we do not have).
 FILES = [
     'aggregate', 'allocation-bad-class', 'allocations', 'allocations-1-8', 'allocations-1-12',
-    'allocations-1.28', 'allocations-post', 'basic-http', 'consumer-types-1.38',
-    'ensure-consumer', 'inventory', 'microversion', 'reshaper', 'resource-classes',
-    'resource-classes-1-6', 'resource-classes-1-7', 'resource-provider',
-    'resource-provider-aggregates', 'resource-provider-links', 'traits', 'unicode', 'usage',
+    'allocations-1.28', 'allocations-bug-1714072', 'allocations-bug-1778591',
+    'allocations-bug-1778743', 'allocations-bug-1779717', 'allocations-post', 'basic-http',
+    'bug-1674694', 'confirm-auth', 'consumer-types-1.38', 'consumer-types-bug-story-2009167',
+    'ensure-consumer', 'inventory', 'microversion', 'microversion-bug-1724065', 'non-cors',
+    'reshaper', 'resource-class-in-use', 'resource-classes', 'resource-classes-1-6',
+    'resource-classes-1-7', 'resource-classes-last-modified', 'resource-provider',
+    'resource-provider-aggregates', 'resource-provider-bug-1779818',
+    'resource-provider-duplication', 'resource-provider-links',
+    'resource-provider-resources-query', 'shared-resources', 'traits', 'unicode', 'usage',
     'with-allocations',
 ]
 
@@ -63,11 +68,13 @@ def allocation_fixture(base, env):
                ALT_RP_UUID=str(uuid.uuid4()), ALT_RP_NAME=str(uuid.uuid4()))
     rp = env['RP_UUID']
     call(base, 'POST', '/resource_providers', {'name': env['RP_NAME'], 'uuid': rp})
-    call(base, 'PUT', f'/resource_providers/{rp}/inventories', {
-        'resource_provider_generation': 0,
-        'inventories': {'DISK_GB': {'total': 2048, 'step_size': 10, 'min_unit': 10,
-                                    'max_unit': 1000},
-                        'VCPU': {'total': 10, 'max_unit': 10}}})
+    # Two inventory writes, as the fixture's two add_inventory calls: generation 2 after them.
+    call(base, 'POST', f'/resource_providers/{rp}/inventories', {
+        'resource_provider_generation': 0, 'resource_class': 'DISK_GB', 'total': 2048,
+        'step_size': 10, 'min_unit': 10, 'max_unit': 1000})
+    call(base, 'POST', f'/resource_providers/{rp}/inventories', {
+        'resource_provider_generation': 1, 'resource_class': 'VCPU', 'total': 10,
+        'max_unit': 10})
     for consumer, user, resources in [
             ('CONSUMER_0', 'USER_ID', {'DISK_GB': 1000}),
             ('CONSUMER_ID', 'USER_ID', {'VCPU': 6}),
