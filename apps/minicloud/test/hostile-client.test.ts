@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tar } from './archives.js';
 import {
   cleanEnv,
   cli,
@@ -334,6 +335,23 @@ for (const mode of ['auto', 'tokens'] as const) {
         'openstack-api-version': 'placement 1.39',
       });
       expect(after.text).toBe(before.text);
+    });
+
+    it('a refused archive upload leaves no directory behind and no path in its message', async () => {
+      const evil = tar([{ name: '../evil', body: 'x' }]);
+      const r = await raw(
+        served.url,
+        'POST',
+        '/api/packages/io.evil.Pkg/1.0.0/archive',
+        { ...auth, 'content-type': 'application/x-tar' },
+        evil,
+      );
+      expect(r.status).toBe(400);
+      expect(r.json.error?.code).toBe('package-cache.unsafe_archive');
+      expect(r.json.error?.message).not.toContain(dir);
+      expect(existsSync(join(dir, 'uploads', 'io.evil.Pkg'))).toBe(false);
+      const pkg = await raw(served.url, 'GET', '/api/packages/io.evil.Pkg/1.0.0', auth);
+      expect(pkg.status).toBe(404);
     });
 
     it('a failed operation is reported without a stack or a server path', async () => {
