@@ -392,3 +392,93 @@ describe('fuzzed requests on every route of the OpenAPI document', () => {
     expect(s.stderr()).not.toMatch(/request failed/);
   }, 120_000);
 });
+
+/** Placement operations (method, path with `{uuid}` / `{rc}` / `{trait}` holes). */
+const PLACEMENT_OPS: [string, string][] = [
+  ['GET', '/placement/'],
+  ['GET', '/placement/resource_providers'],
+  ['POST', '/placement/resource_providers'],
+  ['GET', '/placement/resource_providers/{uuid}'],
+  ['PUT', '/placement/resource_providers/{uuid}'],
+  ['DELETE', '/placement/resource_providers/{uuid}'],
+  ['GET', '/placement/resource_providers/{uuid}/inventories'],
+  ['PUT', '/placement/resource_providers/{uuid}/inventories'],
+  ['PUT', '/placement/resource_providers/{uuid}/inventories/{rc}'],
+  ['GET', '/placement/resource_providers/{uuid}/usages'],
+  ['PUT', '/placement/resource_providers/{uuid}/traits'],
+  ['GET', '/placement/resource_classes'],
+  ['PUT', '/placement/resource_classes/{rc}'],
+  ['GET', '/placement/traits'],
+  ['PUT', '/placement/traits/{trait}'],
+  ['GET', '/placement/allocation_candidates'],
+  ['GET', '/placement/allocations/{uuid}'],
+  ['PUT', '/placement/allocations/{uuid}'],
+  ['POST', '/placement/allocations'],
+  ['POST', '/placement/reshaper'],
+  ['PATCH', '/placement/resource_providers'],
+];
+
+const placementRequest = fc
+  .tuple(
+    fc.constantFrom(...PLACEMENT_OPS),
+    fc.oneof(fc.uuid(), fc.constantFrom('CUSTOM_X', 'VCPU', 'x', '%00', '..', '__proto__')),
+    fc.oneof(
+      fc.constant(''),
+      fc.constantFrom(
+        '?resources=VCPU:1',
+        '?resources=__proto__:1',
+        '?resources=VCPU:-1',
+        '?required=CUSTOM_X',
+        '?member_of=in:x',
+        '?limit=0',
+      ),
+      fc.string({ maxLength: 20 }).map((q) => `?${encodeURIComponent(q)}=1`),
+    ),
+    fc.oneof(
+      { arbitrary: fc.json({ maxDepth: 4 }), weight: 4 },
+      fc.constant(undefined),
+      fc.string({ maxLength: 40 }),
+    ),
+    fc.constantFrom('placement 1.0', 'placement 1.39', 'placement latest', 'junk', undefined),
+  )
+  .map(([[method, path], hole, query, body, version]) => ({
+    operation: `${method} ${path}`,
+    statuses: [] as string[],
+    method,
+    path: path.replace(/\{[a-z]+\}/g, encodeURIComponent(hole)) + query,
+    headers: {
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(version ? { 'openstack-api-version': version } : {}),
+    } as Record<string, string>,
+    ...(method !== 'GET' && body !== undefined ? { body } : {}),
+  }));
+
+describe('fuzzed requests on the Placement API', () => {
+  it('never answer 5xx nor drop the connection, and every error is JSON', async () => {
+    const started = Date.now();
+    let sent = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(placementRequest, { minLength: BATCH, maxLength: BATCH }),
+        async (batch) => {
+          await Promise.all(
+            batch.map(async (req) => {
+              const answer = await send(req).catch((error: unknown) => {
+                throw new Error(`${describeRequest(req)}\n→ no answer: ${String(error)}`);
+              });
+              const answered = `${describeRequest(req)}\n→ ${answer.status} ${answer.body.slice(0, 500)}`;
+              if (answer.status >= 500) throw new Error(answered);
+              if (answer.status >= 400 && answer.body !== '') {
+                expect(() => JSON.parse(answer.body) as unknown, answered).not.toThrow();
+              }
+            }),
+          );
+          sent += batch.length;
+        },
+      ),
+      { numRuns: 1000 / BATCH, interruptAfterTimeLimit: 15_000 },
+    );
+    console.info(`fuzz: ${sent} Placement requests in ${Date.now() - started} ms`);
+    expect(sent).toBeGreaterThanOrEqual(100);
+  }, 60_000);
+});

@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tar } from './archives.js';
 import {
   cleanEnv,
   cli,
@@ -101,6 +102,7 @@ for (const mode of ['auto', 'tokens'] as const) {
     const dir = join(tmp, mode);
     let served: Served;
     let admin = '';
+    let reader = '';
     /** Headers a legitimate client of this mode sends. */
     let auth: Record<string, string> = {};
     const db = `sqlite:${join(dir, 'mc.db')}`;
@@ -109,6 +111,7 @@ for (const mode of ['auto', 'tokens'] as const) {
       mkdirSync(dir, { recursive: true });
       if (mode === 'tokens') {
         admin = createToken(dir, tmp, 'admin');
+        reader = createToken(dir, tmp, 'reader');
         auth = { authorization: `Bearer ${admin}` };
       }
       served = await startServe(dir, tmp, ['--data-dir', dir]);
@@ -269,6 +272,26 @@ for (const mode of ['auto', 'tokens'] as const) {
       }
     });
 
+    it('an unknown method on an existing route answers 405 with Allow, for every role', async () => {
+      const callers: Record<string, string>[] = [
+        {},
+        ...(admin
+          ? [{ authorization: `Bearer ${admin}` }, { authorization: `Bearer ${reader}` }]
+          : []),
+      ];
+      for (const who of callers) {
+        const r = await raw(served.url, 'PUT', '/api/environments', who, '{}');
+        expect(r.status).toBe(405);
+        expect(r.json.error?.code).toBe('minicloud.method_not_allowed');
+        expect(String(r.headers.allow).split(', ')).toEqual(
+          expect.arrayContaining(['GET', 'POST']),
+        );
+        const one = await raw(served.url, 'PATCH', '/api/queues/k/discard', who);
+        expect(one.status).toBe(405);
+        expect(one.headers.allow).toBe('POST');
+      }
+    });
+
     it('the dashboard cannot be framed and runs under a strict CSP', async () => {
       for (const path of ['/', '/api/health', '/no-such-file.js']) {
         const r = await raw(served.url, 'GET', path);
@@ -312,6 +335,23 @@ for (const mode of ['auto', 'tokens'] as const) {
         'openstack-api-version': 'placement 1.39',
       });
       expect(after.text).toBe(before.text);
+    });
+
+    it('a refused archive upload leaves no directory behind and no path in its message', async () => {
+      const evil = tar([{ name: '../evil', body: 'x' }]);
+      const r = await raw(
+        served.url,
+        'POST',
+        '/api/packages/io.evil.Pkg/1.0.0/archive',
+        { ...auth, 'content-type': 'application/x-tar' },
+        evil,
+      );
+      expect(r.status).toBe(400);
+      expect(r.json.error?.code).toBe('package-cache.unsafe_archive');
+      expect(r.json.error?.message).not.toContain(dir);
+      expect(existsSync(join(dir, 'uploads', 'io.evil.Pkg'))).toBe(false);
+      const pkg = await raw(served.url, 'GET', '/api/packages/io.evil.Pkg/1.0.0', auth);
+      expect(pkg.status).toBe(404);
     });
 
     it('a failed operation is reported without a stack or a server path', async () => {
@@ -395,8 +435,12 @@ for (const mode of ['auto', 'tokens'] as const) {
               env: cleanEnv(),
               encoding: 'utf8',
             });
-          const id = /^(\S+)/.exec(run('list'))![1]!;
-          run('revoke', id);
+          const ids = run('list')
+            .trim()
+            .split('\n')
+            .map((line) => line.split(/\s+/)[0]!);
+          expect(ids).toHaveLength(2);
+          for (const id of ids) run('revoke', id);
           expect(run('list').trim()).toBe('no tokens');
           const anon = await raw(
             served.url,

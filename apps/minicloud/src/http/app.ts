@@ -114,7 +114,42 @@ export function createApp(
       .headers(headers ?? {})
       .send(body);
   });
+  // Every route's URL pattern by method, for 405 answers (not the dashboard's catch-all).
+  const patterns: { method: string; pattern: RegExp }[] = [];
+  app.addHook('onRoute', (route) => {
+    if (route.url === '/*') return;
+    const source = route.url
+      .split('/')
+      .map((part) =>
+        part.startsWith(':')
+          ? '[^/]+'
+          : part === '*'
+            ? '.*'
+            : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
+      )
+      .join('/');
+    for (const method of [route.method].flat()) {
+      patterns.push({ method, pattern: new RegExp(`^${source}$`) });
+    }
+  });
   app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = [
+      ...new Set(patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)),
+    ].sort();
+    if (allowed.length > 0) {
+      void reply
+        .status(405)
+        .header('allow', allowed.join(', '))
+        .send({
+          error: {
+            code: 'minicloud.method_not_allowed',
+            message: `${request.method} is not allowed here (allowed: ${allowed.join(', ')})`,
+            requestId: request.id,
+          },
+        });
+      return;
+    }
     void reply.status(404).send({
       error: {
         code: 'minicloud.not_found',

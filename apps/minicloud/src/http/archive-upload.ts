@@ -6,7 +6,7 @@
  * to the repository and the scratch copy is removed.
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, readdir, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, rmdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { PackageCache, type ArchiveLimits } from '@rigging/package-cache';
 import type { PackageFile } from '../cloud/index.js';
@@ -60,6 +60,10 @@ export class ArchiveUploads {
       }
     } finally {
       this.#pending.delete(ref.id);
+      // The cache leaves `<fqn>/<version>` behind, empty: remove them unless another upload uses them.
+      for (const dir of [join(this.root, fqn, version), join(this.root, fqn)]) {
+        await rmdir(dir).catch(() => undefined);
+      }
     }
   }
 

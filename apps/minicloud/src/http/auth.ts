@@ -179,6 +179,8 @@ function cookieAttributes(auth: Auth): string {
  */
 export function installAuth(app: FastifyInstance, auth: Auth): void {
   app.addHook('onRequest', async (req: FastifyRequest) => {
+    // No route: 404 or 405 (with Allow) for every caller alike, nothing to protect.
+    if (req.is404) return;
     const principal = await auth.authorize(req.raw, req.routeOptions.config.access ?? 'admin');
     if (principal) req.principal = principal;
   });

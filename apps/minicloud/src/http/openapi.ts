@@ -31,10 +31,17 @@ export async function installOpenApi(app: FastifyInstance): Promise<readonly Rou
     const errors: Record<number, typeof errorBody> = { 400: errorBody, 404: errorBody };
     if (access !== 'public')
       Object.assign(errors, { 401: errorBody, 403: errorBody, 429: errorBody });
+    // The session routes check a token themselves (401 wrong token, 429 past the failure limit).
+    if (route.url === '/api/session' && route.method !== 'DELETE')
+      Object.assign(errors, { 401: errorBody, 429: errorBody });
+    // Refused before any route runs: a foreign Host, a cross-site write, an unknown method.
+    Object.assign(errors, { 405: errorBody, 421: errorBody });
+    if (route.method !== 'GET') Object.assign(errors, { 403: errorBody });
     if (route.method !== 'GET')
       Object.assign(errors, { 409: errorBody, 413: errorBody, 415: errorBody });
     route.schema = {
       ...route.schema,
+      ...(access === 'public' ? { security: [] } : {}),
       response: { ...errors, ...(route.schema?.response as object | undefined) },
     };
   });
