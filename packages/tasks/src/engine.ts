@@ -26,11 +26,27 @@ import {
   type TaskLog,
 } from './log.js';
 import { Recovery, type RecoveryOptions } from './recovery.js';
-import { runOrResume, type RunOrResumeOptions } from './run-or-resume.js';
+import { runOrResume } from './run-or-resume.js';
+import type {
+  Incompatibility,
+  MigrateHook,
+  ResumeOptions,
+  RunOptions,
+  RunOrResumeOptions,
+} from './engine-types.js';
 import { checkKey, protect, reveal } from './secrets.js';
 import type { Task } from './task.js';
 
 export type { EngineEvents, FlowStateEvent, TaskStateEvent } from './events.js';
+export type {
+  FlowEngine,
+  Incompatibility,
+  MigrateDecision,
+  MigrateHook,
+  ResumeOptions,
+  RunOptions,
+  RunOrResumeOptions,
+} from './engine-types.js';
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -53,63 +69,6 @@ export interface EngineOptions {
   secretKey?: Uint8Array;
   /** Prefix of lock keys (the flow id follows). @default 'rigging-tasks:' */
   lockPrefix?: string;
-}
-
-/** Options of {@link Engine.run}. */
-export interface RunOptions<I> {
-  /** The flow's inputs: every symbol its tasks require that no task provides (JSON values). */
-  inputs: I;
-  /** @default a random UUID */
-  flowId?: string;
-  /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
-  signal?: AbortSignal;
-}
-
-/** What a {@link MigrateHook} returns. */
-export interface MigrateDecision {
-  /** Old task name → new task name. */
-  rename?: Record<string, string>;
-  /** Accept the remaining differences (added tasks run; removed ones are ignored; versions accepted). */
-  accept?: boolean;
-}
-
-/** Maps a log written by an older flow definition onto the current one. */
-export type MigrateHook = (
-  stored: FlowDefinition,
-  current: FlowDefinition,
-) => MigrateDecision | undefined;
-
-/** Options of {@link Engine.resume}. */
-export interface ResumeOptions {
-  /**
-   * Inputs merged over the stored ones, key by key: a key given here replaces the stored value
-   * (e.g. a redacted sensitive input supplied again), a key left out keeps it. Tasks that already
-   * completed are not re-run, whatever the inputs.
-   */
-  inputs?: Record<string, unknown>;
-  /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
-  signal?: AbortSignal;
-  /** Maps a log written by an older flow definition onto the current one; without it any difference fails with `tasks.incompatible_log`. */
-  migrate?: MigrateHook;
-}
-
-/** Differences found between a stored flow definition and the current one. */
-export interface Incompatibility {
-  /** Tasks in the current definition that the stored one lacks. */
-  added: string[];
-  /** Tasks in the stored definition (after renames) that the current one lacks. */
-  removed: string[];
-  /** Tasks that now come before a task they came after in the stored definition. */
-  reordered: string[];
-  /** Tasks whose major version (the part before the first dot) changed. */
-  versions: {
-    /** The task's name. */
-    task: string;
-    /** The stored version. */
-    from: string;
-    /** The current version. */
-    to: string;
-  }[];
 }
 
 function major(v: string): string {

@@ -1,5 +1,5 @@
 import { RiggingError } from '@rigging/core';
-import type { Engine, MigrateHook } from './engine.js';
+import type { FlowEngine, MigrateHook } from './engine-types.js';
 import type { Flow } from './flow.js';
 import type { TaskLog } from './log.js';
 import { isConnectionLoss } from './run-or-resume.js';
@@ -88,7 +88,7 @@ export function resumableReason(
  *   failure policy applies.
  */
 export function flowHandler<I, O, P = I>(
-  engine: Engine,
+  engine: FlowEngine,
   flow: Flow<I, O> | Task<I, O>,
   options: FlowHandlerOptions<P, I> = {},
 ): FlowQueueHandler<P, O> {

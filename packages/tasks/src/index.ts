@@ -13,8 +13,9 @@ export type {
   MigrateHook,
   MigrateDecision,
   Incompatibility,
+  RunOrResumeOptions,
+  FlowEngine,
 } from './engine.js';
-export type { RunOrResumeOptions } from './run-or-resume.js';
 export { flowHandler, resumableReason } from './flow-handler.js';
 export { Recovery } from './recovery.js';
 export type {

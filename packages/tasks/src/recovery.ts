@@ -5,7 +5,7 @@ import {
   type Clock,
   type Logger,
 } from '@rigging/core';
-import type { Engine, MigrateHook } from './engine.js';
+import type { FlowEngine, MigrateHook } from './engine-types.js';
 import { FlowFailed } from './errors.js';
 import { resumableReason } from './flow-handler.js';
 import type { Flow } from './flow.js';
@@ -88,7 +88,7 @@ export interface RecoveryEvents {
 
 /** What {@link Recovery} needs from its engine. @internal */
 export interface RecoveryHost {
-  readonly engine: Engine;
+  readonly engine: FlowEngine;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -99,7 +99,7 @@ export interface RecoveryHost {
  * `stop()` or `await using`.
  */
 export class Recovery extends TypedEmitter<RecoveryEvents> implements AsyncDisposable {
-  readonly #engine: Engine;
+  readonly #engine: FlowEngine;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #definitions = new Map<string, Flow | Task>();

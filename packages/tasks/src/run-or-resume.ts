@@ -1,32 +1,8 @@
 import { RiggingError, type Clock, type Logger } from '@rigging/core';
-import type { Engine, MigrateHook } from './engine.js';
+import type { FlowEngine, RunOrResumeOptions } from './engine-types.js';
 import type { Flow } from './flow.js';
 import type { TaskLog } from './log.js';
 import type { Task } from './task.js';
-
-/** Options of {@link Engine.runOrResume}. */
-export interface RunOrResumeOptions<I> {
-  /** The flow's id: the same id always names the same piece of work (e.g. a queue op's id). */
-  flowId: string;
-  /**
-   * The flow's inputs. A new flow starts with them; an existing one is resumed with them merged
-   * over its stored inputs (which supplies redacted sensitive inputs again).
-   */
-  inputs: I;
-  /**
-   * Stops without undoing anything: ends the waiting, and asks a running flow to suspend at the
-   * next task boundary (it then throws `tasks.suspended` and can be resumed later). Never reverts.
-   */
-  signal?: AbortSignal;
-  /** Cancels the flow as `run({ signal })` does: running tasks see their signal abort, then completed tasks are reverted. */
-  cancel?: AbortSignal;
-  /** Passed on to `resume` (a log written by an older definition); without it any difference fails with `tasks.incompatible_log`. */
-  migrate?: MigrateHook;
-  /** Pause between two tries while the flow is busy elsewhere or the connection is lost. @default 250 */
-  pollMs?: number;
-  /** Stop waiting after this long and throw the last `tasks.flow_busy` (or connection) error. @default no limit */
-  timeoutMs?: number;
-}
 
 /** Why {@link runOrResume} tries again; `undefined` when `error` is not worth waiting out. */
 export function waitReason(
@@ -56,7 +32,7 @@ export function isConnectionLoss(error: unknown, log: TaskLog): boolean {
 
 /** What {@link runOrResume} needs: the engine, and its clock and logger. */
 export interface RunOrResumeHost {
-  readonly engine: Engine;
+  readonly engine: FlowEngine;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -138,7 +114,11 @@ export async function runOrResume(
  * emits is where it is asked to suspend. Dispose to stop watching.
  * @internal
  */
-export function suspendOnAbort(engine: Engine, flowId: string, signal: AbortSignal): Disposable {
+export function suspendOnAbort(
+  engine: FlowEngine,
+  flowId: string,
+  signal: AbortSignal,
+): Disposable {
   let unsubscribe: (() => void) | undefined;
   const onStop = () => {
     unsubscribe = engine.on('flow:state', (e) => {
