@@ -24,6 +24,19 @@ export function publishedPackages() {
     .map(({ dir, manifest }) => ({ name: manifest.name, dir, manifest }));
 }
 
+// The workspace's own export condition: it maps an entry to its TypeScript source for the
+// repository's tests (see config/vitest.base.ts) and resolves only for whoever asks for it by
+// name; the sources do not ship, so it is no target a tarball must hold.
+const SOURCE_CONDITION = '@rigging/source';
+
+/** The files an `exports` target points to, conditions nested or not, the source one aside. */
+function exportPaths(target) {
+  if (typeof target === 'string') return [target];
+  return Object.entries(target ?? {}).flatMap(([condition, value]) =>
+    condition === SOURCE_CONDITION ? [] : exportPaths(value),
+  );
+}
+
 /**
  * What a tarball lacks, given the manifest it was packed from, the paths it holds and its
  * README's text.
@@ -35,7 +48,7 @@ export function tarballProblems(manifest, files, readme = '') {
     if (!have.has(file)) problems.push(`lacks ${file}`);
   }
   for (const [entry, target] of Object.entries(manifest.exports ?? {})) {
-    const paths = typeof target === 'string' ? [target] : Object.values(target);
+    const paths = exportPaths(target);
     if (typeof target !== 'string' && !target.types?.endsWith('.d.ts')) {
       problems.push(`exports["${entry}"] has no .d.ts types`);
     }
