@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 describe('dist/ error class name', () => {
   it('RiggingError prints as RiggingError in String(), name, constructor.name, stack and util.inspect', async () => {
-    const { RiggingError } = (await import('../dist/index.js')) as typeof import('../src/index.js');
+    const { RiggingError } = await import('../dist/index.js');
     const error = new RiggingError('x.test', 'it broke');
     expect(RiggingError.name).toBe('RiggingError');
     expect(error.constructor.name).toBe('RiggingError');

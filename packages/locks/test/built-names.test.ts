@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 describe('dist/ error class name', () => {
   it('LocksError prints as LocksError in String(), name, constructor.name, stack and util.inspect', async () => {
-    const { LocksError } = (await import('../dist/index.js')) as typeof import('../src/index.js');
+    const { LocksError } = await import('../dist/index.js');
     const error = new LocksError('locks.closed', 'it broke');
     expect(LocksError.name).toBe('LocksError');
     expect(error.constructor.name).toBe('LocksError');

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 describe('dist/ error class name', () => {
   it('SqlError prints as SqlError in String(), name, constructor.name, stack and util.inspect', async () => {
-    const { SqlError } = (await import('../dist/index.js')) as typeof import('../src/index.js');
+    const { SqlError } = await import('../dist/index.js');
     const error = new SqlError('sql.closed', 'it broke');
     expect(SqlError.name).toBe('SqlError');
     expect(error.constructor.name).toBe('SqlError');
