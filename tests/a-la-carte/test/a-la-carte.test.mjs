@@ -30,6 +30,8 @@ const betterSqlite3 = join(
 const tsx = join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs');
 /** Native addons stay outside a bundle (a bundler cannot inline a `.node` file). */
 const NATIVE = ['better-sqlite3', 'fs-native-extensions'];
+/** Entries that import an optional peer of their package, and that peer. */
+const ENTRY_PEERS = { './sql': '@rigging/sql', './tasks': '@rigging/tasks' };
 
 const MODES = new Set(
   (
@@ -208,11 +210,13 @@ describe.each(publishedPackages().map(({ name }) => [name]))('%s à la carte', (
       const specifier = entry === '.' ? name : `${name}/${entry.slice(2)}`;
       const esm = node(['--input-type=module', '-e', `await import('${specifier}')`], dir);
       const cjs = node(['-e', `require('${specifier}')`], dir);
+      const peer = ENTRY_PEERS[entry];
       for (const result of [esm, cjs]) {
-        if (entry === './sql' && optional.includes('@rigging/sql')) {
-          // The /sql entries import their optional peer statically (bundlers follow it).
-          expect(result.status, `${specifier} without @rigging/sql`).not.toBe(0);
-          expect(result.output).toMatch(/Cannot find (package|module) '@rigging\/sql'/);
+        if (peer !== undefined && optional.includes(peer)) {
+          // Entries that need an optional peer import it statically (bundlers follow it).
+          expect(result.status, `${specifier} without ${peer}`).not.toBe(0);
+          expect(result.output).toContain(`Cannot find `);
+          expect(result.output).toContain(`'${peer}'`);
         } else {
           expect(result.output, `${specifier} loads`).toBe('');
           expect(result.status).toBe(0);
@@ -238,19 +242,20 @@ describe.each(publishedPackages().map(({ name }) => [name]))('%s à la carte', (
     },
   );
 
-  it('loads its /sql entry from ESM and CommonJS once @rigging/sql is installed', () => {
+  it('loads each entry that needs an optional peer from ESM and CommonJS once the peer is installed', () => {
     const manifest = tarballOf(name).manifest;
-    if (!manifest.exports['./sql'] || !manifest.peerDependencies?.['@rigging/sql']) return;
-    if (!existsSync(join(dir, 'node_modules', '@rigging', 'sql')))
-      npmInstall(dir, ['@rigging/sql']);
-    const specifier = `${name}/sql`;
-    for (const args of [
-      ['--input-type=module', '-e', `await import('${specifier}')`],
-      ['-e', `require('${specifier}')`],
-    ]) {
-      const result = node(args, dir);
-      expect(result.output, `${specifier} loads`).toBe('');
-      expect(result.status).toBe(0);
+    for (const [entry, peer] of Object.entries(ENTRY_PEERS)) {
+      if (!manifest.exports[entry] || !manifest.peerDependencies?.[peer]) continue;
+      if (!existsSync(join(dir, 'node_modules', ...peer.split('/')))) npmInstall(dir, [peer]);
+      const specifier = `${name}/${entry.slice(2)}`;
+      for (const args of [
+        ['--input-type=module', '-e', `await import('${specifier}')`],
+        ['-e', `require('${specifier}')`],
+      ]) {
+        const result = node(args, dir);
+        expect(result.output, `${specifier} loads`).toBe('');
+        expect(result.status).toBe(0);
+      }
     }
   });
 
