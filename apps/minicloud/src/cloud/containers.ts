@@ -126,7 +126,39 @@ class ContainerRuntime {
       this.#applyLate(claim);
       return { name: ctx.key, state: STATE_AFTER[op] };
     }
-    const flowId = `op-${ctx.id}`;
+    try {
+      await this.#runFlow(`op-${ctx.id}`, op, payload, ctx, claim).catch((error: unknown) => {
+        // A stale owner (paused past its claim while this worker took the op over) still held
+        // the flow: its effect was refused by the witness and it reverted the flow. Nothing of
+        // the op was applied, so this owner runs it again as a new flow under its own claim.
+        if (!(error instanceof FlowFailed)) throw error;
+        if (error.failures[0]?.code !== 'minicloud.container_fenced') throw error;
+        return this.#runFlow(`op-${ctx.id}-t${claim.token}`, op, payload, ctx, claim);
+      });
+    } catch (error) {
+      if (error instanceof FlowFailed) {
+        const cause = error.failures[0];
+        throw new ContainerError(
+          (cause?.code?.startsWith('minicloud.container_')
+            ? cause.code
+            : 'minicloud.container_failed') as `minicloud.container_${string}`,
+          cause?.message ?? error.message,
+        );
+      }
+      throw error;
+    }
+    await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
+    return { name: ctx.key, state: STATE_AFTER[op] };
+  }
+
+  /** Runs (or resumes) the op's flow `flowId`, its effect applied under `claim`. */
+  async #runFlow(
+    flowId: string,
+    op: ContainerOpType,
+    payload: ContainerOpPayload | undefined,
+    ctx: HandlerContext,
+    claim: EffectClaim,
+  ): Promise<void> {
     const flow = this.#flows[op];
     this.#claims.set(flowId, claim);
     this.#deps.onFlow?.(
@@ -142,22 +174,9 @@ class ContainerRuntime {
         { container: ctx.key, op, payload: payload ?? {} },
         ctx.signal,
       );
-    } catch (error) {
-      if (error instanceof FlowFailed) {
-        const cause = error.failures[0];
-        throw new ContainerError(
-          (cause?.code?.startsWith('minicloud.container_')
-            ? cause.code
-            : 'minicloud.container_failed') as `minicloud.container_${string}`,
-          cause?.message ?? error.message,
-        );
-      }
-      throw error;
     } finally {
       this.#claims.delete(flowId);
     }
-    await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
-    return { name: ctx.key, state: STATE_AFTER[op] };
   }
 
   /**
