@@ -180,7 +180,9 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
 }
 
 // ------------------------------------------------ SIGKILL -> takeover
-const TAKEOVER_WORKER = fileURLToPath(new URL('./takeover-worker.ts', import.meta.url));
+const TAKEOVER_WORKER = fileURLToPath(
+  new URL('../test/fixtures/takeover-worker.ts', import.meta.url),
+);
 const TAKEOVER_LEASE_MS = 5000;
 
 /**
