@@ -202,15 +202,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   }
 
   async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
-    const input = this.#input(key, op, false);
-    if (!this.#isAttached) await this.#attached;
-    const out = await this.backend.enqueue(input);
-    const info = this.#reporter.stored(out);
-    if (out.created) {
-      const status = this.#reporter.keyStatus(key);
-      if (status) await status;
-    }
-    this.#worker.ring();
+    const info = await this.#enqueue(key, op as OpInput<H>);
     if (this.mode === 'sync') await this.#worker.runInline(key, info.id);
     return info.id;
   }
