@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { SqlError } from './errors.js';
 
 /** The npm package each dialect's driver comes from. */
@@ -65,19 +66,15 @@ export async function loadDriver<T>(
 /**
  * Refuses, before it is loaded, a better-sqlite3 whose major crashes on the running Node: 13 on
  * Node 20 (a segmentation fault on open), 12 on Node 24 and later (an abort at exit). The version
- * is read from the installed package's `package.json`, resolved as `import('better-sqlite3')`
- * would be from `from`; nothing is checked when it cannot be read (the import then says why).
+ * is read from the installed package's `package.json`, found as `import('better-sqlite3')` finds
+ * it from `from` (see {@link installedVersion}); nothing is checked when it cannot be read (the
+ * import then says why).
  * @throws `sql.driver_unsupported` naming the installed version and the one to install.
  * @internal
  */
 export function checkSqliteDriver(nodeVersion: string, from: string | URL): void {
-  let version: string;
-  try {
-    const path = createRequire(from).resolve('better-sqlite3/package.json');
-    version = String((JSON.parse(readFileSync(path, 'utf8')) as { version?: unknown }).version);
-  } catch {
-    return;
-  }
+  const version = installedVersion('better-sqlite3', from);
+  if (version === undefined) return;
   const driverMajor = Number.parseInt(version, 10);
   const nodeMajor = Number.parseInt(nodeVersion, 10);
   const wanted =
@@ -99,4 +96,29 @@ export function checkSqliteDriver(nodeVersion: string, from: string | URL): void
       },
     },
   );
+}
+
+/**
+ * The version of `packageName` that `import(packageName)` would load from the module `from`, or
+ * undefined when there is none or its `package.json` cannot be read. ESM resolution walks up the
+ * `node_modules` folders only: `NODE_PATH` and the global folders, which `require.resolve` also
+ * searches, are not where `import()` looks (pnpm's bin shims set `NODE_PATH`), so they are not
+ * read here either.
+ */
+function installedVersion(packageName: string, from: string | URL): string | undefined {
+  const start =
+    from instanceof URL || from.startsWith('file:') ? fileURLToPath(from) : String(from);
+  for (let dir = dirname(start); ; dir = dirname(dir)) {
+    const manifest = join(dir, 'node_modules', packageName, 'package.json');
+    if (basename(dir) !== 'node_modules' && existsSync(manifest)) {
+      try {
+        const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version?: unknown })
+          .version;
+        return typeof version === 'string' ? version : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
 }

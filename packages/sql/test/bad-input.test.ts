@@ -9,8 +9,10 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import Module from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -179,6 +181,27 @@ describe('a better-sqlite3 that crashes this Node', () => {
       expect(() => checkSqliteDriver(node, project.from)).not.toThrow();
     } finally {
       project.drop();
+    }
+  });
+
+  it('NODE_PATH is not searched: import() does not look there', () => {
+    const other = projectWith('13.0.0');
+    const root = mkdtempSync(join(tmpdir(), 'sql-driver-none-'));
+    const saved = process.env.NODE_PATH;
+    try {
+      // as pnpm's bin shims do: require.resolve() would find the 13 there, import() would not
+      process.env.NODE_PATH = join(dirname(other.from), 'node_modules');
+      (Module as unknown as { _initPaths(): void })._initPaths();
+      expect(() => checkSqliteDriver('20.20.2', join(root, 'app.js'))).not.toThrow();
+      expect(() => checkSqliteDriver('20.20.2', pathToFileURL(other.from))).toThrow(
+        expect.objectContaining({ code: 'sql.driver_unsupported' }),
+      );
+    } finally {
+      if (saved === undefined) delete process.env.NODE_PATH;
+      else process.env.NODE_PATH = saved;
+      (Module as unknown as { _initPaths(): void })._initPaths();
+      rmSync(root, { recursive: true, force: true });
+      other.drop();
     }
   });
 
