@@ -199,7 +199,11 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
     '/api/session',
     {
       config: { access: 'public' },
-      schema: { summary: 'Who the caller is', response: { 200: sessionSchema } },
+      schema: {
+        operationId: 'getSession',
+        summary: 'Who the caller is',
+        response: { 200: sessionSchema },
+      },
     },
     async (req) => {
       const principal = await auth.principal(req.raw);
@@ -213,6 +217,7 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
       config: { access: 'public' },
       bodyLimit: 1024,
       schema: {
+        operationId: 'signIn',
         summary: 'Sign the dashboard in with a token (sets an HttpOnly cookie)',
         body: {
           type: 'object',
@@ -241,6 +246,7 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
     {
       config: { access: 'public' },
       schema: {
+        operationId: 'signOut',
         summary: 'Sign the dashboard out',
         response: { 204: { type: 'null', description: 'the cookie is cleared' } },
       },

@@ -23,6 +23,7 @@ export function registerEventsRoute(
     {
       config: { access: 'read' },
       schema: {
+        operationId: 'followEvents',
         summary: 'The dashboard event stream',
         response: {
           200: streamed('text/event-stream', 'a snapshot, then every change'),

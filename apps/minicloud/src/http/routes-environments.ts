@@ -2,18 +2,56 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
-import { anyObject, deployBody, envParams, environmentsResponse } from './schemas.js';
+import {
+  deleteResponse,
+  deployBody,
+  deployResponse,
+  envParams,
+  environmentResponse,
+  environmentsResponse,
+  type DeleteAnswer,
+  type DeployAnswer,
+} from './schemas.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 
 const READ = { access: 'read' } as const;
 const DEPLOY = { access: 'deploy' } as const;
 
+/** What a client does next with a deployed environment (OpenAPI links of the 201 answer). */
+const ENVIRONMENT_LINKS = {
+  getEnvironment: {
+    operationId: 'getEnvironment',
+    parameters: { name: '$response.body#/env' },
+    description: 'read the environment back',
+  },
+  deleteEnvironment: {
+    operationId: 'deleteEnvironment',
+    parameters: { name: '$response.body#/env' },
+    description: 'tear it down',
+  },
+  getDeployFlow: {
+    operationId: 'getFlow',
+    parameters: { id: '$response.body#/flowId' },
+    description: "the deployment flow's history",
+  },
+} as const;
+
+/** The failed deployment's flow (OpenAPI link of the 200 answer). */
+const FLOW_LINK = { getDeployFlow: ENVIRONMENT_LINKS.getDeployFlow } as const;
+
 /** Adds `GET/POST /api/environments` and `GET/DELETE /api/environments/:name`. */
 export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): void {
   app.get(
     '/api/environments',
-    { config: READ, schema: { response: { 200: environmentsResponse } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'listEnvironments',
+        summary: 'List the environments',
+        response: { 200: environmentsResponse },
+      },
+    },
     async () => ({
       environments: await cloud.environments(),
     }),
@@ -21,7 +59,15 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
 
   app.get(
     '/api/environments/:name',
-    { config: READ, schema: { params: envParams, response: { 200: anyObject } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'getEnvironment',
+        summary: 'One environment',
+        params: envParams,
+        response: { 200: environmentResponse },
+      },
+    },
     async (req) => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const env = (await cloud.environments()).find((e) => e.name === name);
@@ -32,7 +78,18 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
 
   app.post(
     '/api/environments',
-    { config: DEPLOY, schema: { body: deployBody, response: { 200: anyObject, 201: anyObject } } },
+    {
+      config: { ...DEPLOY, links: { 201: ENVIRONMENT_LINKS, 200: FLOW_LINK } },
+      schema: {
+        operationId: 'deployEnvironment',
+        summary: 'Deploy an environment (answers once the flow ended: 201 deployed, 200 reverted)',
+        body: deployBody,
+        response: {
+          200: { ...deployResponse, description: 'the deployment failed and was reverted' },
+          201: { ...deployResponse, description: 'the environment is deployed' },
+        },
+      },
+    },
     async (req, reply) => {
       const body = (
         req as Req<{
@@ -48,14 +105,23 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
         ...(body.faults ? { faults: body.faults } : {}),
       });
       const { path: _path, ...pkg } = result.package;
-      return reply.status(result.ok ? 201 : 200).send({ ...result, package: pkg });
+      const answer: DeployAnswer = { ...result, package: pkg };
+      return reply.status(result.ok ? 201 : 200).send(answer);
     },
   );
 
   app.delete(
     '/api/environments/:name',
-    { config: DEPLOY, schema: { params: envParams, response: { 200: anyObject } } },
-    async (req) => {
+    {
+      config: DEPLOY,
+      schema: {
+        operationId: 'deleteEnvironment',
+        summary: 'Tear an environment down (answers once it is gone)',
+        params: envParams,
+        response: { 200: deleteResponse },
+      },
+    },
+    async (req): Promise<DeleteAnswer> => {
       const { name } = (req as Req<{ Params: { name: string } }>).params;
       const report = await cloud.deleteEnvironment(name);
       return {

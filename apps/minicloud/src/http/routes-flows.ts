@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
-import { anyObject, flowParams, flowsQuery, flowsResponse } from './schemas.js';
+import { flowParams, flowResponse, flowsQuery, flowsResponse, type FlowAnswer } from './schemas.js';
 
 type Req<T extends { Params?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
 
@@ -13,7 +13,15 @@ const DEFAULT_LIST_LIMIT = 100;
 export function registerFlowRoutes(app: FastifyInstance, cloud: Cloud): void {
   app.get(
     '/api/flows',
-    { config: READ, schema: { querystring: flowsQuery, response: { 200: flowsResponse } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'listFlows',
+        summary: 'Recent flows, newest first',
+        querystring: flowsQuery,
+        response: { 200: flowsResponse },
+      },
+    },
     async (req) => {
       const q = (req as Req<{ Querystring: { limit?: string; state?: string } }>).query;
       const flows = await cloud.engine.flows({
@@ -26,8 +34,16 @@ export function registerFlowRoutes(app: FastifyInstance, cloud: Cloud): void {
 
   app.get(
     '/api/flows/:id',
-    { config: READ, schema: { params: flowParams, response: { 200: anyObject } } },
-    async (req) => {
+    {
+      config: READ,
+      schema: {
+        operationId: 'getFlow',
+        summary: 'A flow and its history, from the task log',
+        params: flowParams,
+        response: { 200: flowResponse },
+      },
+    },
+    async (req): Promise<FlowAnswer> => {
       const { id } = (req as Req<{ Params: { id: string } }>).params;
       const history = await cloud.engine.history(id);
       if (history.length === 0) {

@@ -6,7 +6,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud, PackageFile } from '../cloud/index.js';
 import { UPLOAD_LIMITS, type ArchiveUploads } from './archive-upload.js';
 import { HttpError } from './errors.js';
-import { anyObject, packageParams, packageRefSchema, uploadBody } from './schemas.js';
+import {
+  archiveBody,
+  packageParams,
+  packageRefSchema,
+  packageResponse,
+  uploadBody,
+} from './schemas.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 
@@ -25,6 +31,15 @@ const ARCHIVE_TYPES = [
 const ADMIN = { access: 'admin' } as const;
 const READ = { access: 'read' } as const;
 
+/** What a client does next with an upload (OpenAPI links of the 201 answers). */
+const UPLOAD_LINKS = {
+  getPackage: {
+    operationId: 'getPackage',
+    parameters: { fqn: '$response.body#/fqn', version: '$response.body#/version' },
+    description: 'the current upload of this package version (this one, until replaced)',
+  },
+} as const;
+
 /** Adds `POST /api/packages`, `POST /api/packages/:fqn/:version/archive` and `GET …/:version`. */
 export async function registerPackageRoutes(
   app: FastifyInstance,
@@ -34,9 +49,14 @@ export async function registerPackageRoutes(
   app.post(
     '/api/packages',
     {
-      config: ADMIN,
+      config: { ...ADMIN, links: { 201: UPLOAD_LINKS } },
       bodyLimit: UPLOAD_BODY_LIMIT,
-      schema: { body: uploadBody, response: { 201: packageRefSchema } },
+      schema: {
+        operationId: 'uploadPackage',
+        summary: 'Upload a package as JSON files (replaces the current upload of the version)',
+        body: uploadBody,
+        response: { 201: packageRefSchema },
+      },
     },
     async (req, reply) => {
       const body = (
@@ -75,9 +95,14 @@ export async function registerPackageRoutes(
     scope.post(
       '/api/packages/:fqn/:version/archive',
       {
-        config: ADMIN,
+        config: {
+          ...ADMIN,
+          links: { 201: UPLOAD_LINKS },
+          requestBody: archiveBody(ARCHIVE_TYPES, UPLOAD_LIMITS),
+        },
         bodyLimit: UPLOAD_LIMITS.maxArchiveBytes,
         schema: {
+          operationId: 'uploadPackageArchive',
           summary: 'Upload a package as a tar, tar.gz or zip archive (bounded; see the README)',
           params: packageParams,
           consumes: ARCHIVE_TYPES,
@@ -101,7 +126,15 @@ export async function registerPackageRoutes(
 
   app.get(
     '/api/packages/:fqn/:version',
-    { config: READ, schema: { params: packageParams, response: { 200: anyObject } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'getPackage',
+        summary: 'The current upload of a package version',
+        params: packageParams,
+        response: { 200: packageResponse },
+      },
+    },
     async (req) => {
       const { fqn, version } = (req as Req<{ Params: { fqn: string; version: string } }>).params;
       const current = await cloud.repository.current(fqn, version);

@@ -7,14 +7,17 @@ import type { DashboardHub } from '../../dashboard/serve.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.js';
 import { HttpError } from './errors.js';
 import {
-  anyObject,
   containerParams,
   containersResponse,
+  discardResponse,
   keyParams,
+  keyResponse,
   opAccepted,
   opBody,
   opParams,
+  opResponse,
   queuesResponse,
+  resumeResponse,
 } from './schemas.js';
 import { knownKey } from './seed.js';
 
@@ -23,11 +26,35 @@ type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 const READ = { access: 'read' } as const;
 const DEPLOY = { access: 'deploy' } as const;
 
+/** What a client does next with a queued op (OpenAPI links of the 202 answer). */
+const OP_LINKS = {
+  getOp: {
+    operationId: 'getOp',
+    parameters: { id: '$response.body#/opId' },
+    description: "the op's status and result",
+  },
+  getQueueKey: {
+    operationId: 'getQueueKey',
+    parameters: { key: '$response.body#/key' },
+    description: "the container's queue: its running and pending ops",
+  },
+} as const;
+
+/** A blocked key's queue, once resumed or discarded (OpenAPI link of the 200 answers). */
+const KEY_LINK = { getQueueKey: OP_LINKS.getQueueKey } as const;
+
 /** Adds the `/api/containers`, `/api/ops` and `/api/queues` routes. */
 export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: DashboardHub): void {
   app.get(
     '/api/containers',
-    { config: READ, schema: { response: { 200: containersResponse } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'listContainers',
+        summary: 'List the containers, each with its queue status',
+        response: { 200: containersResponse },
+      },
+    },
     async () => {
       const containers = await cloud.containers();
       return {
@@ -41,8 +68,14 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
   app.post(
     '/api/containers/:name/ops',
     {
-      config: DEPLOY,
-      schema: { params: containerParams, body: opBody, response: { 202: opAccepted } },
+      config: { ...DEPLOY, links: { 202: OP_LINKS } },
+      schema: {
+        operationId: 'castContainerOp',
+        summary: "Queue an operation on a container (runs in order with the container's others)",
+        params: containerParams,
+        body: opBody,
+        response: { 202: opAccepted },
+      },
     },
     async (req, reply) => {
       const r = req as Req<{
@@ -56,7 +89,15 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
 
   app.get(
     '/api/ops/:id',
-    { config: READ, schema: { params: opParams, response: { 200: anyObject } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'getOp',
+        summary: 'One container operation',
+        params: opParams,
+        response: { 200: opResponse },
+      },
+    },
     async (req) => {
       const { id } = (req as Req<{ Params: { id: string } }>).params;
       const op = await cloud.queue.get(id);
@@ -68,13 +109,28 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
   // ------------------------------------------------------------------ queues
   app.get(
     '/api/queues',
-    { config: READ, schema: { response: { 200: queuesResponse } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'listQueueKeys',
+        summary: 'The queue keys that are not idle',
+        response: { 200: queuesResponse },
+      },
+    },
     async () => ({ keys: await cloud.queue.activeKeys() }),
   );
 
   app.get(
     '/api/queues/:key',
-    { config: READ, schema: { params: keyParams, response: { 200: anyObject } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'getQueueKey',
+        summary: "A queue key's status, running op and pending ops",
+        params: keyParams,
+        response: { 200: keyResponse },
+      },
+    },
     async (req) => {
       const { key } = (req as Req<{ Params: { key: string } }>).params;
       const info = await cloud.queue.inspect(key);
@@ -105,12 +161,28 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
   };
   app.post(
     '/api/queues/:key/resume',
-    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
+    {
+      config: { ...DEPLOY, links: { 200: KEY_LINK } },
+      schema: {
+        operationId: 'resumeQueueKey',
+        summary: 'Unblock a blocked key: its held ops run',
+        params: keyParams,
+        response: { 200: resumeResponse },
+      },
+    },
     queueAction('resume'),
   );
   app.post(
     '/api/queues/:key/discard',
-    { config: DEPLOY, schema: { params: keyParams, response: { 200: anyObject } } },
+    {
+      config: { ...DEPLOY, links: { 200: KEY_LINK } },
+      schema: {
+        operationId: 'discardQueueKey',
+        summary: "Cancel a blocked key's held ops and unblock it",
+        params: keyParams,
+        response: { 200: discardResponse },
+      },
+    },
     queueAction('discard'),
   );
 }

@@ -21,6 +21,7 @@ export function registerMetricsRoute(app: FastifyInstance, metrics: Metrics): vo
     {
       config: READ,
       schema: {
+        operationId: 'getMetrics',
         summary: 'Prometheus metrics (text exposition format)',
         produces: ['text/plain'],
         response: { 200: { type: 'string', description: 'Prometheus text format 0.0.4' } },
@@ -39,7 +40,14 @@ export function registerHealthRoute(
   const started = Date.now();
   app.get(
     '/api/health',
-    { config: PUBLIC, schema: { response: { 200: healthResponse } } },
+    {
+      config: PUBLIC,
+      schema: {
+        operationId: 'getHealth',
+        summary: 'Whether the server is up, and what it runs on',
+        response: { 200: healthResponse },
+      },
+    },
     async () => ({
       ok: true,
       uptimeMs: Date.now() - started,
@@ -55,7 +63,14 @@ export function registerHealthRoute(
 export function registerProviderRoute(app: FastifyInstance, cloud: Cloud): void {
   app.get(
     '/api/providers',
-    { config: READ, schema: { response: { 200: providersResponse } } },
+    {
+      config: READ,
+      schema: {
+        operationId: 'getProviderTree',
+        summary: 'The resource provider tree of the compute node',
+        response: { 200: providersResponse },
+      },
+    },
     async () => ({ nodes: await cloud.providerTree() }),
   );
 }
@@ -67,6 +82,7 @@ export function registerDemoRoute(app: FastifyInstance, demo: DemoRunner): void 
     {
       config: ADMIN,
       schema: {
+        operationId: 'runDemo',
         summary: 'Run the demo story in this server',
         response: { 200: streamed('application/x-ndjson', 'the story, one JSON message a line') },
       },
