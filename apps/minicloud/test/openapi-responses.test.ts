@@ -24,8 +24,15 @@ const handed = new Map<string, unknown>();
 
 interface Operation {
   operationId: string;
+  parameters?: { in: string; name: string }[];
   requestBody?: { content: Record<string, unknown> };
-  responses: Record<string, { content?: Record<string, { schema: object }> }>;
+  responses: Record<
+    string,
+    {
+      content?: Record<string, { schema: object }>;
+      links?: Record<string, { operationId: string; parameters: Record<string, string> }>;
+    }
+  >;
 }
 let doc: { paths: Record<string, Record<string, Operation>> };
 
@@ -50,6 +57,8 @@ afterAll(async () => {
 });
 
 const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+/** Links followed from an answer's body. */
+const linked = new Set<string>();
 /** `METHOD /path/{param}` of every checked answer, with its status. */
 const answered = new Map<string, Set<number>>();
 
@@ -94,6 +103,24 @@ async function call(
     expect(parsed, `${where}\n(the serializer changed the route's answer)`).toEqual(
       JSON.parse(JSON.stringify(sent)) as unknown,
     );
+  }
+  // Each link names an operation whose path parameters this answer's body fills.
+  for (const [name, link] of Object.entries(documented!.links ?? {})) {
+    const target = Object.values(doc.paths)
+      .flatMap((ops) => Object.values(ops))
+      .find((o) => o.operationId === link.operationId);
+    expect(target, `${where}: link ${name} to no operation`).toBeDefined();
+    const pathParams = (target!.parameters ?? []).filter((p) => p.in === 'path');
+    expect(Object.keys(link.parameters).sort(), `${where}: link ${name}`).toEqual(
+      pathParams.map((p) => p.name).sort(),
+    );
+    for (const expression of Object.values(link.parameters)) {
+      const field = /^\$response\.body#\/(\w+)$/.exec(expression)?.[1];
+      expect(typeof (parsed as Record<string, unknown>)[field!], `${where}: ${expression}`).toBe(
+        'string',
+      );
+    }
+    linked.add(name);
   }
   const key = `${method} ${template}`;
   answered.set(key, (answered.get(key) ?? new Set()).add(res.statusCode));
@@ -263,5 +290,13 @@ describe('every answer of the API matches the OpenAPI document and keeps every f
       (o) => !streams.includes(o) && ![...(answered.get(o) ?? [])].some((s) => s < 300),
     );
     expect(without2xx).toEqual([]);
+    expect([...linked].sort()).toEqual([
+      'deleteEnvironment',
+      'getDeployFlow',
+      'getEnvironment',
+      'getOp',
+      'getPackage',
+      'getQueueKey',
+    ]);
   });
 });

@@ -15,6 +15,21 @@ export interface OpenApiLink {
   readonly description: string;
 }
 
+/**
+ * A link to `operationId`, its parameters taken from fields of this answer's body
+ * (`{ name: 'env' }`: the target's `name` is this body's `env`).
+ */
+export function link(
+  operationId: string,
+  fields: Readonly<Record<string, string>>,
+  description: string,
+): OpenApiLink {
+  const parameters = Object.fromEntries(
+    Object.entries(fields).map(([param, field]) => [param, `$response.body#/${field}`]),
+  );
+  return { operationId, parameters, description };
+}
+
 /** An OpenAPI request body, for a body Fastify does not validate against a JSON schema. */
 export interface OpenApiRequestBody {
   readonly required: boolean;

@@ -2,6 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
+import { link } from './openapi.js';
 import {
   deleteResponse,
   deployBody,
@@ -20,25 +21,13 @@ const DEPLOY = { access: 'deploy' } as const;
 
 /** What a client does next with a deployed environment (OpenAPI links of the 201 answer). */
 const ENVIRONMENT_LINKS = {
-  getEnvironment: {
-    operationId: 'getEnvironment',
-    parameters: { name: '$response.body#/env' },
-    description: 'read the environment back',
-  },
-  deleteEnvironment: {
-    operationId: 'deleteEnvironment',
-    parameters: { name: '$response.body#/env' },
-    description: 'tear it down',
-  },
-  getDeployFlow: {
-    operationId: 'getFlow',
-    parameters: { id: '$response.body#/flowId' },
-    description: "the deployment flow's history",
-  },
-} as const;
+  getEnvironment: link('getEnvironment', { name: 'env' }, 'read the environment back'),
+  deleteEnvironment: link('deleteEnvironment', { name: 'env' }, 'tear it down'),
+  getDeployFlow: link('getFlow', { id: 'flowId' }, "the deployment flow's history"),
+};
 
 /** The failed deployment's flow (OpenAPI link of the 200 answer). */
-const FLOW_LINK = { getDeployFlow: ENVIRONMENT_LINKS.getDeployFlow } as const;
+const FLOW_LINK = { getDeployFlow: ENVIRONMENT_LINKS.getDeployFlow };
 
 /** Adds `GET/POST /api/environments` and `GET/DELETE /api/environments/:name`. */
 export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): void {

@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud, PackageFile } from '../cloud/index.js';
 import { UPLOAD_LIMITS, type ArchiveUploads } from './archive-upload.js';
 import { HttpError } from './errors.js';
+import { link } from './openapi.js';
 import {
   archiveBody,
   packageParams,
@@ -33,12 +34,12 @@ const READ = { access: 'read' } as const;
 
 /** What a client does next with an upload (OpenAPI links of the 201 answers). */
 const UPLOAD_LINKS = {
-  getPackage: {
-    operationId: 'getPackage',
-    parameters: { fqn: '$response.body#/fqn', version: '$response.body#/version' },
-    description: 'the current upload of this package version (this one, until replaced)',
-  },
-} as const;
+  getPackage: link(
+    'getPackage',
+    { fqn: 'fqn', version: 'version' },
+    'the current upload of this package version (this one, until replaced)',
+  ),
+};
 
 /** Adds `POST /api/packages`, `POST /api/packages/:fqn/:version/archive` and `GET …/:version`. */
 export async function registerPackageRoutes(

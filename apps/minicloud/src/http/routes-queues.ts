@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DashboardHub } from '../../dashboard/serve.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.js';
 import { HttpError } from './errors.js';
+import { link } from './openapi.js';
 import {
   containerParams,
   containersResponse,
@@ -28,20 +29,16 @@ const DEPLOY = { access: 'deploy' } as const;
 
 /** What a client does next with a queued op (OpenAPI links of the 202 answer). */
 const OP_LINKS = {
-  getOp: {
-    operationId: 'getOp',
-    parameters: { id: '$response.body#/opId' },
-    description: "the op's status and result",
-  },
-  getQueueKey: {
-    operationId: 'getQueueKey',
-    parameters: { key: '$response.body#/key' },
-    description: "the container's queue: its running and pending ops",
-  },
-} as const;
+  getOp: link('getOp', { id: 'opId' }, "the op's status and result"),
+  getQueueKey: link(
+    'getQueueKey',
+    { key: 'key' },
+    "the container's queue: its running and pending ops",
+  ),
+};
 
 /** A blocked key's queue, once resumed or discarded (OpenAPI link of the 200 answers). */
-const KEY_LINK = { getQueueKey: OP_LINKS.getQueueKey } as const;
+const KEY_LINK = { getQueueKey: OP_LINKS.getQueueKey };
 
 /** Adds the `/api/containers`, `/api/ops` and `/api/queues` routes. */
 export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: DashboardHub): void {
