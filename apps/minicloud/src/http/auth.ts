@@ -202,7 +202,7 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
       schema: {
         operationId: 'getSession',
         summary: 'Who the caller is',
-        response: { 200: sessionSchema },
+        response: { 200: { ...sessionSchema, description: "the caller's role" } },
       },
     },
     async (req) => {
@@ -225,7 +225,12 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
           required: ['token'],
           properties: { token: { type: 'string', minLength: 1, maxLength: 256 } },
         },
-        response: { 200: sessionSchema },
+        response: {
+          200: {
+            ...sessionSchema,
+            description: 'signed in (the cookie is set once the server requires tokens)',
+          },
+        },
       },
     },
     async (req, reply: FastifyReply) => {

@@ -6,7 +6,7 @@
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { errorBody, openApiResponse } from './schemas.js';
+import { answer, errorBody, openApiResponse } from './schemas.js';
 
 /** An OpenAPI link: the operation a client may call next, with values from this answer. */
 export interface OpenApiLink {
@@ -146,7 +146,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<readonly Rou
       schema: {
         operationId: 'getOpenApiDocument',
         summary: 'This document (OpenAPI 3.1)',
-        response: { 200: openApiResponse },
+        response: { 200: answer(openApiResponse, 'this document') },
       },
     },
     async () => app.swagger(),

@@ -4,6 +4,7 @@ import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
 import { link } from './openapi.js';
 import {
+  answer,
   deleteResponse,
   deployBody,
   deployResponse,
@@ -38,7 +39,7 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
       schema: {
         operationId: 'listEnvironments',
         summary: 'List the environments',
-        response: { 200: environmentsResponse },
+        response: { 200: answer(environmentsResponse, 'every environment, by name') },
       },
     },
     async () => ({
@@ -54,7 +55,7 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
         operationId: 'getEnvironment',
         summary: 'One environment',
         params: envParams,
-        response: { 200: environmentResponse },
+        response: { 200: answer(environmentResponse, 'the environment') },
       },
     },
     async (req) => {
@@ -74,8 +75,8 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
         summary: 'Deploy an environment (answers once the flow ended: 201 deployed, 200 reverted)',
         body: deployBody,
         response: {
-          200: { ...deployResponse, description: 'the deployment failed and was reverted' },
-          201: { ...deployResponse, description: 'the environment is deployed' },
+          200: answer(deployResponse, 'the deployment failed and was reverted'),
+          201: answer(deployResponse, 'the environment is deployed'),
         },
       },
     },
@@ -107,7 +108,12 @@ export function registerEnvironmentRoutes(app: FastifyInstance, cloud: Cloud): v
         operationId: 'deleteEnvironment',
         summary: 'Tear an environment down (answers once it is gone)',
         params: envParams,
-        response: { 200: deleteResponse },
+        response: {
+          200: answer(
+            deleteResponse,
+            'the environment is gone: what was destroyed, released and notified, in order, and the plan',
+          ),
+        },
       },
     },
     async (req): Promise<DeleteAnswer> => {

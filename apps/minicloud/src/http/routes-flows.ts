@@ -2,7 +2,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
-import { flowParams, flowResponse, flowsQuery, flowsResponse, type FlowAnswer } from './schemas.js';
+import {
+  answer,
+  flowParams,
+  flowResponse,
+  flowsQuery,
+  flowsResponse,
+  type FlowAnswer,
+} from './schemas.js';
 
 type Req<T extends { Params?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
 
@@ -19,7 +26,7 @@ export function registerFlowRoutes(app: FastifyInstance, cloud: Cloud): void {
         operationId: 'listFlows',
         summary: 'Recent flows, newest first',
         querystring: flowsQuery,
-        response: { 200: flowsResponse },
+        response: { 200: answer(flowsResponse, 'recent flows, newest first') },
       },
     },
     async (req) => {
@@ -40,7 +47,7 @@ export function registerFlowRoutes(app: FastifyInstance, cloud: Cloud): void {
         operationId: 'getFlow',
         summary: 'A flow and its history, from the task log',
         params: flowParams,
-        response: { 200: flowResponse },
+        response: { 200: answer(flowResponse, 'the flow and its history, in order') },
       },
     },
     async (req): Promise<FlowAnswer> => {

@@ -8,6 +8,7 @@ import { UPLOAD_LIMITS, type ArchiveUploads } from './archive-upload.js';
 import { HttpError } from './errors.js';
 import { link } from './openapi.js';
 import {
+  answer,
   archiveBody,
   packageParams,
   packageRefSchema,
@@ -56,7 +57,9 @@ export async function registerPackageRoutes(
         operationId: 'uploadPackage',
         summary: 'Upload a package as JSON files (replaces the current upload of the version)',
         body: uploadBody,
-        response: { 201: packageRefSchema },
+        response: {
+          201: answer(packageRefSchema, 'the upload, now the current one of its version'),
+        },
       },
     },
     async (req, reply) => {
@@ -107,7 +110,9 @@ export async function registerPackageRoutes(
           summary: 'Upload a package as a tar, tar.gz or zip archive (bounded; see the README)',
           params: packageParams,
           consumes: ARCHIVE_TYPES,
-          response: { 201: packageRefSchema },
+          response: {
+            201: answer(packageRefSchema, 'the upload, now the current one of its version'),
+          },
         },
       },
       async (req, reply) => {
@@ -133,7 +138,7 @@ export async function registerPackageRoutes(
         operationId: 'getPackage',
         summary: 'The current upload of a package version',
         params: packageParams,
-        response: { 200: packageResponse },
+        response: { 200: answer(packageResponse, 'the current upload') },
       },
     },
     async (req) => {

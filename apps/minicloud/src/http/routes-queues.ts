@@ -8,6 +8,7 @@ import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.
 import { HttpError } from './errors.js';
 import { link } from './openapi.js';
 import {
+  answer,
   containerParams,
   containersResponse,
   discardResponse,
@@ -49,7 +50,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
       schema: {
         operationId: 'listContainers',
         summary: 'List the containers, each with its queue status',
-        response: { 200: containersResponse },
+        response: { 200: answer(containersResponse, 'every container, with its queue status') },
       },
     },
     async () => {
@@ -71,7 +72,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
         summary: "Queue an operation on a container (runs in order with the container's others)",
         params: containerParams,
         body: opBody,
-        response: { 202: opAccepted },
+        response: { 202: answer(opAccepted, 'the op is queued') },
       },
     },
     async (req, reply) => {
@@ -92,7 +93,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
         operationId: 'getOp',
         summary: 'One container operation',
         params: opParams,
-        response: { 200: opResponse },
+        response: { 200: answer(opResponse, 'the op') },
       },
     },
     async (req) => {
@@ -111,7 +112,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
       schema: {
         operationId: 'listQueueKeys',
         summary: 'The queue keys that are not idle',
-        response: { 200: queuesResponse },
+        response: { 200: answer(queuesResponse, 'the keys that are not idle') },
       },
     },
     async () => ({ keys: await cloud.queue.activeKeys() }),
@@ -125,7 +126,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
         operationId: 'getQueueKey',
         summary: "A queue key's status, running op and pending ops",
         params: keyParams,
-        response: { 200: keyResponse },
+        response: { 200: answer(keyResponse, "the key's status, running op and pending ops") },
       },
     },
     async (req) => {
@@ -164,7 +165,7 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
         operationId: 'resumeQueueKey',
         summary: 'Unblock a blocked key: its held ops run',
         params: keyParams,
-        response: { 200: resumeResponse },
+        response: { 200: answer(resumeResponse, 'the key is unblocked: its held ops run') },
       },
     },
     queueAction('resume'),
@@ -177,7 +178,9 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
         operationId: 'discardQueueKey',
         summary: "Cancel a blocked key's held ops and unblock it",
         params: keyParams,
-        response: { 200: discardResponse },
+        response: {
+          200: answer(discardResponse, "the key's held ops are cancelled and the key unblocked"),
+        },
       },
     },
     queueAction('discard'),

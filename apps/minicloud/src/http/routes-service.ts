@@ -7,7 +7,7 @@ import type { DashboardHub } from '../../dashboard/serve.js';
 import type { Cloud } from '../cloud/index.js';
 import type { DemoRunner } from './demo.js';
 import type { Metrics } from './metrics.js';
-import { healthResponse, providersResponse, streamed } from './schemas.js';
+import { answer, healthResponse, providersResponse, streamed } from './schemas.js';
 
 const PUBLIC = { access: 'public' } as const;
 const READ = { access: 'read' } as const;
@@ -45,7 +45,7 @@ export function registerHealthRoute(
       schema: {
         operationId: 'getHealth',
         summary: 'Whether the server is up, and what it runs on',
-        response: { 200: healthResponse },
+        response: { 200: answer(healthResponse, 'the server is up') },
       },
     },
     async () => ({
@@ -68,7 +68,7 @@ export function registerProviderRoute(app: FastifyInstance, cloud: Cloud): void 
       schema: {
         operationId: 'getProviderTree',
         summary: 'The resource provider tree of the compute node',
-        response: { 200: providersResponse },
+        response: { 200: answer(providersResponse, 'the provider tree, roots first') },
       },
     },
     async () => ({ nodes: await cloud.providerTree() }),

@@ -590,6 +590,9 @@ export function archiveBody(
   };
 }
 
+/** `schema` as the answer of one status, with what that answer means (the document's words). */
+export const answer = (schema: Schema, description: string): Schema => ({ ...schema, description });
+
 /** A streamed answer (`text/event-stream`, `application/x-ndjson`). */
 export const streamed = (type: string, description: string) =>
   ({ description, content: { [type]: { schema: { type: 'string' } } } }) as const;
