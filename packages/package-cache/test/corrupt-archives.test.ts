@@ -1,5 +1,4 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32, deflateRawSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
@@ -48,12 +47,9 @@ async function refuseEveryWay(bytes: Buffer): Promise<RiggingError[]> {
   const errors: RiggingError[] = [];
   for (const [, handover] of handovers) {
     const dir = await tempDir('pc-src-');
-    const { error, root, bytesLeft } = await refusal(await handover(bytes, dir));
-    // Messages name entries relative to the package, never a server directory.
-    const message = String((error as Error)?.message);
-    expect(message).not.toContain(root);
-    expect(message).not.toContain(dir);
-    expect(message).not.toContain(tmpdir());
+    const { error, bytesLeft } = await refusal(await handover(bytes, dir));
+    // (refusal checks the cache's directories; the fetched file's is not named either)
+    expect(String((error as Error)?.message)).not.toContain(dir);
     expect(bytesLeft).toBe(0);
     errors.push(error as RiggingError);
   }

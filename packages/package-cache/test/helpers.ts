@@ -23,8 +23,8 @@ const refusedRef: PackageRef = { fqn: 'io.example.Bomb', version: '1', id: 'a' }
 
 /**
  * Acquires a package whose fetch hands over `fetched()` in a fresh cache and returns the error
- * it fails with, after checking that nothing of the package stays: not the package, not its
- * scratch directory, not a stray file.
+ * it fails with, after checking that its message names no directory of this machine and that
+ * nothing of the package stays: not the package, not its scratch directory, not a stray file.
  */
 export async function refusal(
   fetched: () => FetchedPackage,
@@ -42,6 +42,10 @@ export async function refusal(
     (e: unknown) => e,
   );
   await cache.close();
+  // Messages name entries relative to the package, never a directory of this machine.
+  const message = String((error as Error | undefined)?.message);
+  expect(message).not.toContain(root);
+  expect(message).not.toContain(tmpdir());
   const left = (await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'));
   expect(left).toEqual([]);
   const { fqn, version, id } = refusedRef;
