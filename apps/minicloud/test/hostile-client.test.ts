@@ -129,15 +129,11 @@ function lyingZip(lie: Lie): Buffer {
   local.writeUInt32LE(body.length, 18);
   local.writeUInt32LE(size, 22);
   local.writeUInt16LE(name.length, 26);
+  // The central header repeats the local one's fields, after a "version made by" (Unix).
   const central = Buffer.alloc(46);
   central.writeUInt32LE(0x02014b50, 0);
   central.writeUInt16LE((3 << 8) | 20, 4);
-  central.writeUInt16LE(20, 6);
-  central.writeUInt16LE(8, 10);
-  central.writeUInt32LE(crc, 16);
-  central.writeUInt32LE(body.length, 20);
-  central.writeUInt32LE(size, 24);
-  central.writeUInt16LE(name.length, 28);
+  local.copy(central, 6, 4, 30);
   central.writeUInt32LE((0o100644 << 16) >>> 0, 38);
   const end = Buffer.alloc(22);
   end.writeUInt32LE(0x06054b50, 0);
