@@ -5,12 +5,22 @@
 // parser and the router, slow headers, sessions. Each attack asserts the refusal code and that
 // nothing changed (state read back, files on disk counted).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { crc32, deflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APP, appFiles } from '../src/steps/deploy.js';
 import { tar } from './archives.js';
 import {
   cleanEnv,
@@ -96,6 +106,66 @@ function countEntries(dir: string): number {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What a zip's headers may say instead of the truth. */
+interface Lie {
+  crc?: number;
+  /** The uncompressed size in both headers. */
+  size?: number;
+}
+
+/** A zip of one deflated file `lib/a.txt` whose headers say what `lie` says. */
+function lyingZip(lie: Lie): Buffer {
+  const name = Buffer.from('lib/a.txt');
+  const raw = Buffer.from('hello, package\n'.repeat(200));
+  const body = deflateRawSync(raw);
+  const crc = (lie.crc ?? crc32(raw)) >>> 0;
+  const size = lie.size ?? raw.length;
+  const local = Buffer.alloc(30);
+  local.writeUInt32LE(0x04034b50, 0);
+  local.writeUInt16LE(20, 4);
+  local.writeUInt16LE(8, 8);
+  local.writeUInt32LE(crc, 14);
+  local.writeUInt32LE(body.length, 18);
+  local.writeUInt32LE(size, 22);
+  local.writeUInt16LE(name.length, 26);
+  // The central header repeats the local one's fields, after a "version made by" (Unix).
+  const central = Buffer.alloc(46);
+  central.writeUInt32LE(0x02014b50, 0);
+  central.writeUInt16LE((3 << 8) | 20, 4);
+  local.copy(central, 6, 4, 30);
+  central.writeUInt32LE((0o100644 << 16) >>> 0, 38);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(1, 8);
+  end.writeUInt16LE(1, 10);
+  end.writeUInt32LE(46 + name.length, 12);
+  end.writeUInt32LE(30 + name.length + body.length, 16);
+  return Buffer.concat([local, name, body, central, name, end]);
+}
+
+/** The TCP ports process `pid` listens on (Linux: its sockets in /proc). */
+function listeningPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]!);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    const lines = readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1);
+    for (const fields of lines.map((l) => l.trim().split(/\s+/))) {
+      if (fields[3] === '0A' && inodes.has(fields[9]!)) {
+        ports.push(parseInt(fields[1]!.split(':')[1]!, 16));
+      }
+    }
+  }
+  return ports;
+}
 
 for (const mode of ['auto', 'tokens'] as const) {
   describe(`a hostile client against minicloud serve (${mode})`, () => {
@@ -353,6 +423,118 @@ for (const mode of ['auto', 'tokens'] as const) {
       const pkg = await raw(served.url, 'GET', '/api/packages/io.evil.Pkg/1.0.0', auth);
       expect(pkg.status).toBe(404);
     });
+
+    it('a zip that lies about its sizes or CRC-32, or is cut short, is refused (400), nothing installed', async () => {
+      const before = countEntries(join(dir, 'repository'));
+      const zips: [string, Buffer][] = [
+        ['flipped CRC-32', lyingZip({ crc: crc32('x') })],
+        ['uncompressed size too small', lyingZip({ size: 100 })],
+        ['uncompressed size too large', lyingZip({ size: 5000 })],
+        ['truncated', lyingZip({}).subarray(0, 120)],
+      ];
+      for (const [what, zip] of zips) {
+        const r = await raw(
+          served.url,
+          'POST',
+          '/api/packages/io.evil.Zip/1.0.0/archive',
+          { ...auth, 'content-type': 'application/zip' },
+          zip,
+        );
+        expect({ what, status: r.status, code: r.json.error?.code }).toEqual({
+          what,
+          status: 400,
+          code: 'package-cache.corrupt_archive',
+        });
+        expect(r.json.error?.message).not.toContain(dir);
+        expect(r.json.error?.message).not.toContain(tmpdir());
+        expect(r.text).not.toMatch(/"stack"|file:\/\//);
+      }
+      expect(existsSync(join(dir, 'uploads', 'io.evil.Zip'))).toBe(false);
+      expect(countEntries(join(dir, 'repository'))).toBe(before);
+      const pkg = await raw(served.url, 'GET', '/api/packages/io.evil.Zip/1.0.0', auth);
+      expect(pkg.status).toBe(404);
+    });
+
+    it.skipIf(process.platform !== 'linux')(
+      'the package repository answers only this process: its secret and a loopback Host',
+      { timeout: 120_000 },
+      async () => {
+        const files = appFiles(1).map((f) => ({
+          path: f.path,
+          base64: Buffer.from(f.content).toString('base64'),
+        }));
+        const upload = await raw(
+          served.url,
+          'POST',
+          '/api/packages',
+          { ...auth, 'content-type': 'application/json' },
+          JSON.stringify({ ...APP, files }),
+        );
+        expect(upload.status).toBe(201);
+        // The upload id is visible to every reader: it must not be enough.
+        const seen = await raw(
+          served.url,
+          'GET',
+          `/api/packages/${APP.fqn}/${APP.version}`,
+          reader ? { authorization: `Bearer ${reader}` } : {},
+        );
+        expect(seen.json.id).toBe(upload.json.id);
+        expect(Object.keys(seen.json).sort()).toEqual(
+          ['fqn', 'id', 'integrity', 'size', 'version'].sort(),
+        );
+        const apiPort = Number(new URL(served.url).port);
+        const others = listeningPorts(served.child.pid!).filter((p) => p !== apiPort);
+        expect(others).toHaveLength(1);
+        const repository = `http://127.0.0.1:${others[0]!}`;
+        const path = `/packages/${APP.fqn}/${APP.version}/${String(upload.json.id)}`;
+        const files0 = countEntries(join(dir, 'repository'));
+        const attempts: [string, string, Record<string, string>, number, string][] = [
+          ['no secret', 'GET', {}, 401, 'minicloud.unauthorized'],
+          ['no secret (HEAD)', 'HEAD', {}, 401, ''],
+          ['a wrong secret', 'GET', { authorization: 'Bearer x' }, 401, 'minicloud.unauthorized'],
+          ['an API token', 'GET', auth, 401, 'minicloud.unauthorized'],
+          [
+            'a foreign Host',
+            'GET',
+            { host: `evil.example:${others[0]!}` },
+            421,
+            'minicloud.host_not_allowed',
+          ],
+          [
+            'another port in Host',
+            'GET',
+            { host: '127.0.0.1:1' },
+            421,
+            'minicloud.host_not_allowed',
+          ],
+          ['an unknown path', 'GET', {}, 401, 'minicloud.unauthorized'],
+        ];
+        for (const [what, method, headers, status, code] of attempts) {
+          const target = what === 'an unknown path' ? '/anything' : path;
+          const r = await raw(repository, method, target, headers);
+          expect({ what, status: r.status, code: r.json.error?.code ?? '' }).toEqual({
+            what,
+            status,
+            code,
+          });
+          expect(r.headers['content-type']).not.toBe('application/x-tar');
+        }
+        expect(countEntries(join(dir, 'repository'))).toBe(files0);
+        // The real install path fetches through the repository, with the secret.
+        const env = `env-${mode}`;
+        const deploy = await raw(
+          served.url,
+          'POST',
+          '/api/environments',
+          { ...auth, 'content-type': 'application/json' },
+          JSON.stringify({ name: env, package: { fqn: APP.fqn, version: APP.version } }),
+        );
+        expect({ status: deploy.status, ok: deploy.json.ok }).toEqual({ status: 201, ok: true });
+        expect(served.stdout() + served.stderr()).not.toMatch(/bearer|authorization/i);
+        const gone = await raw(served.url, 'DELETE', `/api/environments/${env}`, auth);
+        expect(gone.status).toBe(200);
+      },
+    );
 
     it('a failed operation is reported without a stack or a server path', async () => {
       const cast = await raw(

@@ -162,6 +162,15 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
         name: 'PostgreSQL: one autocommit insert (commit cost, same run)',
         value: `p50 ${commits[15]!.toFixed(2)} ms`,
       });
+      const floor = await commitFloor(a);
+      rows.push({
+        name: `PostgreSQL floor: one committed single-row UPDATE per job, ${CONCURRENCY} connections`,
+        value: `${fmt(floor)} commits/s`,
+      });
+      rows.push({
+        name: 'ratio PostgreSQL backend / floor (jobs per floor commit)',
+        value: `${(rate / floor).toFixed(2)}x`,
+      });
     }
     const lat = await idleLatency(
       () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250, notifier }),
@@ -177,6 +186,32 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
     await a.close();
     await fresh.drop();
   }
+}
+
+/**
+ * The least durable work any queue with per-job completion must do on this server: one commit
+ * per job. `CONCURRENCY` connections each update their own row in autocommit for 2 s (the
+ * server may group their commits, as it may the queue's); returns commits per second.
+ */
+async function commitFloor(database: Database): Promise<number> {
+  await sql`create table if not exists aq_bench_floor (id integer primary key, n integer not null)`.execute(
+    database.db,
+  );
+  await sql`insert into aq_bench_floor select g, 0 from generate_series(0, ${CONCURRENCY - 1}) g on conflict do nothing`.execute(
+    database.db,
+  );
+  const end = performance.now() + 2000;
+  const counts = await Promise.all(
+    Array.from({ length: CONCURRENCY }, async (_, id) => {
+      let n = 0;
+      while (performance.now() < end) {
+        await sql`update aq_bench_floor set n = n + 1 where id = ${id}`.execute(database.db);
+        n++;
+      }
+      return n;
+    }),
+  );
+  return (counts.reduce((x, y) => x + y, 0) / 2000) * 1000;
 }
 
 // ------------------------------------------------ SIGKILL -> takeover

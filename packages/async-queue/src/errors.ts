@@ -1,4 +1,4 @@
-import { RiggingError } from '@rigging/core';
+import { RiggingError, type SerializedError } from '@rigging/core';
 
 /** Every error code `@rigging/async-queue` throws or records. */
 export type QueueErrorCode =
@@ -32,4 +32,55 @@ export type QueueErrorCode =
  */
 export class QueueError extends RiggingError<QueueErrorCode> {
   override readonly name = 'QueueError';
+}
+
+/**
+ * The error an op's handler failed with, from what `call` or `wait` rejected with: for an
+ * `async-queue.op_failed`, its `cause`. When the handler ran in this queue instance, that is the
+ * very error it threw. When another instance or process ran it, the queue only has its recorded
+ * form (a `SerializedError`): it comes back as a `RiggingError` with the same `code`, `message`
+ * and `details` (and `name`), its causes revived the same way, so code that branches on
+ * `RiggingError.hasCode(e, 'app.not_found')` works wherever the op ran. A recorded error without
+ * a code comes back as an `Error` with its name and message. The other process's stack is not
+ * carried over. Any other value (`op_cancelled`, a timeout, an op failed without a recorded
+ * error) is returned as is.
+ */
+export function handlerError(error: unknown): unknown {
+  if (!RiggingError.hasCode(error, 'async-queue.op_failed')) return error;
+  const cause = error.cause;
+  if (cause instanceof Error || RiggingError.isInstance(cause)) return cause;
+  if (!isSerializedError(cause)) return error;
+  return revive(cause, 0);
+}
+
+function isSerializedError(value: unknown): value is SerializedError {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { message?: unknown }).message === 'string'
+  );
+}
+
+/** A recorded error as an Error again (a `RiggingError` when it has a code). */
+function revive(serialized: SerializedError, depth: number): Error {
+  const cause =
+    depth < 8 && isSerializedError(serialized.cause)
+      ? revive(serialized.cause, depth + 1)
+      : undefined;
+  const options = { ...(cause ? { cause } : {}) };
+  const revived =
+    typeof serialized.code === 'string'
+      ? new RiggingError(serialized.code, serialized.message, {
+          ...options,
+          ...(serialized.details === undefined ? {} : { details: serialized.details }),
+        })
+      : new Error(serialized.message, options);
+  if (typeof serialized.name === 'string' && serialized.name) {
+    Object.defineProperty(revived, 'name', {
+      value: serialized.name,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return revived;
 }

@@ -2,7 +2,7 @@ export { createQueue } from './queue.js';
 export type { Queue, QueueOptions } from './queue.js';
 export { memoryBackend } from './memory.js';
 export type { MemoryBackendOptions } from './memory.js';
-export { QueueError } from './errors.js';
+export { handlerError, QueueError } from './errors.js';
 export type { QueueErrorCode } from './errors.js';
 export type {
   QueueBackend,

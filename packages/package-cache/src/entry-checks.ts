@@ -12,6 +12,27 @@ export function unsafe(what: string, problem: string, entry?: string): PackageCa
   );
 }
 
+/**
+ * A `package-cache.corrupt_archive` error for `entry` (or, without one, the whole archive).
+ * @internal
+ */
+export function corrupt(what: string, problem: string, entry?: string): PackageCacheError {
+  const subject = entry === undefined ? 'the archive' : `entry ${JSON.stringify(entry)}`;
+  return new PackageCacheError(
+    'package-cache.corrupt_archive',
+    `refusing ${what}: ${subject} is corrupt (${problem})`,
+    { details: entry === undefined ? { problem } : { problem, entry } },
+  );
+}
+
+/**
+ * `message` with every mention of the directory `dir` (where an archive is extracted) removed, so
+ * that paths in it read relative to the package. @internal
+ */
+export function withoutDir(message: string, dir: string): string {
+  return message.split(`${dir}/`).join('').split(dir).join('.');
+}
+
 /** Whether `p` is absolute on POSIX or Windows (`/x`, `\\x`, `C:`). */
 function isAbsolute(p: string): boolean {
   return p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p);

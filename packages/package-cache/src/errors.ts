@@ -17,6 +17,12 @@ export type PackageCacheErrorCode =
   | 'package-cache.too_many_entries'
   /** The archive inflates more than `maxRatio` times its compressed size. */
   | 'package-cache.ratio_exceeded'
+  /**
+   * The archive is damaged or its headers lie: a truncated or malformed zip or gzip, sizes or
+   * names that differ between a zip's local headers and its central directory, an entry longer or
+   * shorter than declared, or bytes whose CRC-32 does not match (`details.entry` names the entry).
+   */
+  | 'package-cache.corrupt_archive'
   /** The fetched bytes are neither a tar (optionally gzipped) nor a zip archive. */
   | 'package-cache.unsupported_format'
   /** The fetcher failed (its error is the `cause`). */

@@ -9,18 +9,18 @@ import { PackageCacheError } from './errors.js';
  * `Infinity` disables a limit.
  */
 export interface ArchiveLimits {
-  /** Bytes the fetcher may hand over (the archive as fetched). @default 1 GiB */
+  /** Bytes the fetcher may hand over (the archive as fetched). @default 512 MiB */
   maxArchiveBytes?: number;
-  /** Bytes the extracted files may add up to. @default 4 GiB */
+  /** Bytes the extracted files may add up to. @default 512 MiB */
   maxExpandedBytes?: number;
-  /** Entries (files, directories, links) an archive may hold. @default 100000 */
+  /** Entries (files, directories, links) an archive may hold. @default 10000 */
   maxEntries?: number;
   /**
    * Largest ratio of inflated to compressed bytes (gzip stream, or zip entries against the zip's
-   * size), checked once more than 1 MiB has been inflated. @default 200
+   * size), checked once more than 1 MiB has been inflated. @default 50
    */
   maxRatio?: number;
-  /** Largest number of path components in an entry name. @default 64 */
+  /** Largest number of path components in an entry name. @default 32 */
   maxPathDepth?: number;
   /** Longest path component of an entry name, in UTF-8 bytes. @default 255 */
   maxNameLength?: number;
@@ -29,15 +29,19 @@ export interface ArchiveLimits {
 /** {@link ArchiveLimits} with every default applied. */
 export type ResolvedLimits = Required<ArchiveLimits>;
 
-const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
 
-/** The defaults of {@link ArchiveLimits}. */
+/**
+ * The defaults of {@link ArchiveLimits}: room for real packages (the largest measure a few
+ * thousand files, tens of MiB and a ratio under 10), not for bombs. Cargo refuses crates that
+ * unpack past 512 MiB at more than 20:1, Go module zips are capped at 500 MiB.
+ */
 export const DEFAULT_ARCHIVE_LIMITS: Readonly<Required<ArchiveLimits>> = Object.freeze({
-  maxArchiveBytes: GiB,
-  maxExpandedBytes: 4 * GiB,
-  maxEntries: 100_000,
-  maxRatio: 200,
-  maxPathDepth: 64,
+  maxArchiveBytes: 512 * MiB,
+  maxExpandedBytes: 512 * MiB,
+  maxEntries: 10_000,
+  maxRatio: 50,
+  maxPathDepth: 32,
   maxNameLength: 255,
 });
 

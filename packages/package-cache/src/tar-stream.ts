@@ -4,7 +4,7 @@ import { Unpack } from 'tar';
 import { throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { ArchiveBudget } from './limits.js';
-import { linkProblem, relativePathProblem, unsafe } from './entry-checks.js';
+import { corrupt, linkProblem, relativePathProblem, unsafe, withoutDir } from './entry-checks.js';
 
 // Tar (and tar.gz) extraction through node-tar, for streams and archives the fast path declines.
 
@@ -79,17 +79,40 @@ export async function untar(
     if (refused) throw refused;
     if (PackageCacheError.isInstance(error)) throw error;
     if (signal?.aborted) throw signal.reason;
-    const e = error as { code?: string; tarCode?: string; message?: string };
-    if (e.code === 'TAR_SYMLINK_ERROR' || e.tarCode === 'TAR_ENTRY_ERROR') {
-      throw unsafe(what, e.message ?? 'tar refused an entry');
-    }
-    throw new PackageCacheError(
-      'package-cache.unsupported_format',
-      `${what}: not a valid tar archive (${e.message ?? String(error)})`,
-      { cause: error },
-    );
+    throw tarError(error, what, target);
   }
   if (refused) throw refused;
+}
+
+/**
+ * What node-tar or the inflater reports, as a `package-cache.*` error whose message names the
+ * entry relative to the package: an entry it could not write (a hard link to a file the archive
+ * does not hold, a write through a symlink) is unsafe; a damaged gzip (bad CRC-32, cut short) or
+ * a truncated tar is corrupt; anything else is not a tar it can read.
+ */
+function tarError(error: unknown, what: string, target: string): PackageCacheError {
+  const e = error as {
+    code?: string;
+    tarCode?: string;
+    syscall?: string;
+    message?: string;
+    entry?: { path?: unknown };
+  };
+  const entry = typeof e.entry?.path === 'string' ? e.entry.path : undefined;
+  const message = withoutDir(e.message ?? String(error), target);
+  if (e.code === 'TAR_SYMLINK_ERROR' || e.tarCode === 'TAR_ENTRY_ERROR') {
+    const problem =
+      e.syscall !== undefined ? `cannot be extracted (${e.syscall}: ${e.code})` : message;
+    return unsafe(what, problem, entry);
+  }
+  if (/^Z_/.test(e.code ?? '') || (e.tarCode === 'TAR_BAD_ARCHIVE' && /truncated/i.test(message))) {
+    return corrupt(what, message);
+  }
+  return new PackageCacheError(
+    'package-cache.unsupported_format',
+    `${what}: not a valid tar archive (${message})`,
+    { cause: error },
+  );
 }
 
 /** Largest slice of compressed bytes inflated at once (deflate expands at most ~1032×). */

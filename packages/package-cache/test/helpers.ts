@@ -1,12 +1,61 @@
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { lstat, mkdtemp, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32, deflateRawSync } from 'node:zlib';
+import { expect } from 'vitest';
+import { RiggingError } from '@rigging/core';
+import {
+  PackageCache,
+  type ArchiveLimits,
+  type FetchedPackage,
+  type PackageRef,
+} from '../src/index.js';
 
 /** A temp directory for one test. */
 export function tempDir(prefix = 'pc-'): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
+}
+
+/** The package every refusal test acquires. */
+const refusedRef: PackageRef = { fqn: 'io.example.Bomb', version: '1', id: 'a' };
+
+/**
+ * Acquires a package whose fetch hands over `fetched()` in a fresh cache and returns the error
+ * it fails with, after checking that its message names no directory of this machine and that
+ * nothing of the package stays: not the package, not its scratch directory, not a stray file.
+ */
+export async function refusal(
+  fetched: () => FetchedPackage,
+  limits?: ArchiveLimits,
+): Promise<{ error: unknown; root: string; bytesLeft: number }> {
+  const root = await tempDir('pc-limits-');
+  const cache = await PackageCache.open({
+    root,
+    fetch: () => Promise.resolve(fetched()),
+    durable: false,
+    ...(limits ? { limits } : {}),
+  });
+  const error = await cache.acquire(refusedRef).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  await cache.close();
+  // Messages name entries relative to the package, never a directory of this machine.
+  const message = String((error as Error | undefined)?.message);
+  expect(message).not.toContain(root);
+  expect(message).not.toContain(tmpdir());
+  const left = (await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'));
+  expect(left).toEqual([]);
+  const { fqn, version, id } = refusedRef;
+  expect(existsSync(join(root, fqn, version, id))).toBe(false);
+  return { error, root, bytesLeft: await diskBytes(root) };
+}
+
+/** Asserts that `error` is a rigging error with `code`. */
+export function expectCode(error: unknown, code: string): void {
+  expect(RiggingError.hasCode(error, code as never), String(error)).toBe(true);
 }
 
 export function sri(bytes: Uint8Array, algorithm: 'sha256' | 'sha512' = 'sha512'): string {
@@ -96,6 +145,22 @@ export interface ZipEntry {
   mode?: number;
   /** Store the body deflated (method 8) rather than as is. */
   deflate?: boolean;
+  /** Header fields written instead of the true ones, to build zips that lie. */
+  lie?: ZipLie;
+}
+
+/** What a lying zip header says (each field replaces the true value in one header). */
+export interface ZipLie {
+  /** CRC-32 in both headers. */
+  crc?: number;
+  /** CRC-32 in the local header only. */
+  localCrc?: number;
+  localCompressed?: number;
+  localUncompressed?: number;
+  centralCompressed?: number;
+  centralUncompressed?: number;
+  /** The file name in the local header (the central directory keeps `name`). */
+  localName?: string;
 }
 
 /** Builds a zip with Unix modes, entries stored as is unless `deflate`. */
@@ -105,8 +170,10 @@ export function zipOf(entries: ZipEntry[]): Buffer {
   let offset = 0;
   for (const e of entries) {
     const name = Buffer.from(e.name, 'utf8');
+    const lie = e.lie ?? {};
+    const localName = lie.localName === undefined ? name : Buffer.from(lie.localName, 'utf8');
     const raw = e.content === undefined ? Buffer.alloc(0) : Buffer.from(e.content);
-    const crc = crc32(raw);
+    const crc = lie.crc ?? crc32(raw);
     const body = e.deflate ? deflateRawSync(raw) : raw;
     const method = e.deflate ? 8 : 0;
     const local = Buffer.alloc(30);
@@ -114,11 +181,11 @@ export function zipOf(entries: ZipEntry[]): Buffer {
     local.writeUInt16LE(20, 4);
     local.writeUInt16LE(0x800, 6);
     local.writeUInt16LE(method, 8);
-    local.writeUInt32LE(crc >>> 0, 14);
-    local.writeUInt32LE(body.length, 18);
-    local.writeUInt32LE(raw.length, 22);
-    local.writeUInt16LE(name.length, 26);
-    locals.push(local, name, body);
+    local.writeUInt32LE((lie.localCrc ?? crc) >>> 0, 14);
+    local.writeUInt32LE(lie.localCompressed ?? body.length, 18);
+    local.writeUInt32LE(lie.localUncompressed ?? raw.length, 22);
+    local.writeUInt16LE(localName.length, 26);
+    locals.push(local, localName, body);
     const central = Buffer.alloc(46);
     central.writeUInt32LE(0x02014b50, 0);
     central.writeUInt16LE((3 << 8) | 20, 4);
@@ -126,14 +193,14 @@ export function zipOf(entries: ZipEntry[]): Buffer {
     central.writeUInt16LE(0x800, 8);
     central.writeUInt16LE(method, 10);
     central.writeUInt32LE(crc >>> 0, 16);
-    central.writeUInt32LE(body.length, 20);
-    central.writeUInt32LE(raw.length, 24);
+    central.writeUInt32LE(lie.centralCompressed ?? body.length, 20);
+    central.writeUInt32LE(lie.centralUncompressed ?? raw.length, 24);
     central.writeUInt16LE(name.length, 28);
     const mode = e.mode ?? (e.name.endsWith('/') ? 0o040755 : 0o100644);
     central.writeUInt32LE((mode << 16) >>> 0, 38);
     central.writeUInt32LE(offset, 42);
     centrals.push(central, name);
-    offset += 30 + name.length + body.length;
+    offset += 30 + localName.length + body.length;
   }
   const cd = Buffer.concat(centrals);
   const end = Buffer.alloc(22);

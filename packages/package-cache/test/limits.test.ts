@@ -1,47 +1,25 @@
-import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
-import {
-  DEFAULT_ARCHIVE_LIMITS,
-  PackageCache,
-  type ArchiveLimits,
-  type FetchedPackage,
-  type PackageRef,
-} from '../src/index.js';
+import { DEFAULT_ARCHIVE_LIMITS, PackageCache, type ArchiveLimits } from '../src/index.js';
 import { ArchiveBudget } from '../src/limits.js';
-import { diskBytes, tarHeader, tarOf, tarOfEmptyFiles, tempDir, zipOf } from './helpers.js';
+import {
+  expectCode,
+  refusal,
+  tarHeader,
+  tarOf,
+  tarOfEmptyFiles,
+  tempDir,
+  zipOf,
+} from './helpers.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
-const ref: PackageRef = { fqn: 'io.example.Bomb', version: '1', id: 'a' };
-
-async function refusal(fetched: () => FetchedPackage, limits?: ArchiveLimits) {
-  const root = await tempDir('pc-limits-');
-  const cache = await PackageCache.open({
-    root,
-    fetch: () => Promise.resolve(fetched()),
-    durable: false,
-    ...(limits ? { limits } : {}),
-  });
-  const error = await cache.acquire(ref).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  await cache.close();
-  // Nothing of the package stays: not the package, not the scratch dir, not a stray file.
-  const left = (await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'));
-  expect(left).toEqual([]);
-  expect(existsSync(join(root, ref.fqn, ref.version, ref.id))).toBe(false);
-  return { error, root, bytesLeft: await diskBytes(root) };
-}
-
-function expectCode(error: unknown, code: string) {
-  expect(RiggingError.hasCode(error, code as never), String(error)).toBe(true);
-}
+const ref = { fqn: 'io.example.Bomb', version: '1', id: 'a' };
 
 async function* chunks(...parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
   yield* parts;
@@ -54,8 +32,8 @@ describe('archive limits', () => {
   it('stops a streamed gzip bomb while inflating (ratio), long before it ends', async () => {
     let yielded = 0;
     async function* bomb(): AsyncGenerator<Uint8Array> {
-      // One file announcing 3 GiB (under the 4 GiB default), then endless zeros.
-      yield gzipSync(tarHeader('zeros', 3 * GiB));
+      // One file announcing 256 MiB (under the 512 MiB default), then endless zeros.
+      yield gzipSync(tarHeader('zeros', 256 * MiB));
       for (;;) {
         yielded++;
         yield zerosMember;
@@ -63,8 +41,11 @@ describe('archive limits', () => {
     }
     const { error, bytesLeft } = await refusal(() => ({ stream: bomb() }));
     expectCode(error, 'package-cache.ratio_exceeded');
-    expect((error as RiggingError).details).toMatchObject({ limit: 'maxRatio', max: 200 });
-    expect(yielded).toBeLessThan(64); // stopped after a few MiB inflated, not 3 GiB
+    expect((error as RiggingError).details).toMatchObject({
+      limit: 'maxRatio',
+      max: DEFAULT_ARCHIVE_LIMITS.maxRatio,
+    });
+    expect(yielded).toBeLessThan(64); // stopped after a few MiB inflated, not 256 MiB
     expect(bytesLeft).toBeLessThan(64 * 1024);
   });
 
@@ -134,11 +115,11 @@ describe('archive limits', () => {
     expect(pulled).toBeLessThanOrEqual(5);
   });
 
-  it('refuses 100k tiny entries (default maxEntries) without writing them', async () => {
+  it('refuses 10k tiny entries (default maxEntries) without writing them', async () => {
     const tar = tarOfEmptyFiles(DEFAULT_ARCHIVE_LIMITS.maxEntries + 1);
-    const { error, bytesLeft } = await refusal(() => ({ buffer: gzipSync(tar, { level: 1 }) }));
+    const { error, bytesLeft } = await refusal(() => ({ buffer: tar }));
     expectCode(error, 'package-cache.too_many_entries');
-    expect((error as RiggingError).details).toMatchObject({ limit: 'maxEntries', max: 100_000 });
+    expect((error as RiggingError).details).toMatchObject({ limit: 'maxEntries', max: 10_000 });
     expect(bytesLeft).toBe(0);
   });
 
@@ -223,6 +204,81 @@ describe('archive limits', () => {
     expect(make({ maxArchiveBytes: 'big' })).toThrow(/limits.maxArchiveBytes/);
     expect(make('x')).toThrow(/limits must be an object/);
     expect(make({ maxRatio: 1.5, maxEntries: Infinity })).not.toThrow();
+  });
+});
+
+/** `size` bytes that gzip about 80 times smaller: zeros with a random byte every 300. */
+function sparse(size: number): Buffer {
+  const bytes = Buffer.alloc(size);
+  const noise = randomBytes(Math.floor(size / 300));
+  for (const [i, b] of noise.entries()) bytes[i * 300] = b;
+  return bytes;
+}
+
+/** `bytes` as a stream of 4 KiB chunks, counting how many were pulled. */
+function counted(bytes: Buffer): {
+  stream: () => AsyncGenerator<Uint8Array>;
+  pulled: () => number;
+} {
+  let pulled = 0;
+  return {
+    stream: async function* () {
+      for (let at = 0; at < bytes.length; at += 4096) {
+        pulled++;
+        yield bytes.subarray(at, at + 4096);
+      }
+    },
+    pulled: () => pulled,
+  };
+}
+
+describe('default limits', () => {
+  // 8 MiB inflating from ~100 KB (80:1): the shape of a 7.6 MB tar.gz that expands to 600 MiB.
+  const bomb = gzipSync(tarOf([{ name: 'data.bin', content: sparse(8 * MiB) }]), { level: 9 });
+
+  it('refuse a small bomb (80:1) early, while inflating, leaving nothing', async () => {
+    expect(bomb.length).toBeLessThan(200 * 1024);
+    const source = counted(bomb);
+    const total = Math.ceil(bomb.length / 4096);
+    for (const fetched of [() => ({ buffer: bomb }), () => ({ stream: source.stream() })]) {
+      const { error, bytesLeft } = await refusal(fetched);
+      expectCode(error, 'package-cache.ratio_exceeded');
+      expect((error as RiggingError).details).toMatchObject({ limit: 'maxRatio', max: 50 });
+      expect(bytesLeft).toBe(0);
+    }
+    expect(source.pulled()).toBeLessThan(total / 2); // refused after about 1 MiB inflated
+  });
+
+  // 10,001 empty files: a 62 KB tar.gz (5 MiB as a tar) that costs a file creation each.
+  const emptyFiles = tarOfEmptyFiles(10_001);
+  const emptyFilesGz = gzipSync(emptyFiles, { level: 9 });
+
+  it('refuse 10,001 empty files before writing one (tar), or early while inflating (tar.gz)', async () => {
+    const plain = await refusal(() => ({ buffer: emptyFiles }));
+    expectCode(plain.error, 'package-cache.too_many_entries');
+    expect((plain.error as RiggingError).details).toMatchObject({ limit: 'maxEntries' });
+    expect(plain.bytesLeft).toBe(0);
+    const source = counted(emptyFilesGz);
+    const streamed = await refusal(() => ({ stream: source.stream() }));
+    // the headers of empty files compress 80:1: the ratio refuses them first
+    expectCode(streamed.error, 'package-cache.ratio_exceeded');
+    expect(source.pulled()).toBeLessThan(Math.ceil(emptyFilesGz.length / 4096) / 2);
+  });
+
+  it('raising the limits admits both', async () => {
+    const root = await tempDir('pc-limits-');
+    const archives: Record<string, Buffer> = { bomb, empty: emptyFilesGz };
+    const cache = await PackageCache.open({
+      root,
+      durable: false,
+      fetch: (r) => Promise.resolve({ buffer: archives[r.id]! }),
+      limits: { maxRatio: 100, maxEntries: 20_000 },
+    });
+    await using big = await cache.acquire({ ...ref, id: 'bomb' });
+    expect(big.size).toBe(8 * MiB);
+    await using many = await cache.acquire({ ...ref, id: 'empty' });
+    expect((await readdir(many.path)).length).toBe(10_001);
+    await cache.close();
   });
 });
 

@@ -10,6 +10,7 @@ import { openDatabase } from '@rigging/sql';
 import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
 import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
+import { candidatesBench } from './candidates.js';
 
 const H = (v = '1.30') => ({
   'x-auth-token': 'admin',
@@ -252,6 +253,17 @@ console.log(`  memoryStore:            ${await lib(memoryStore())}`);
 
 agent.destroy();
 await peer?.stop();
+
+// Fresh servers: the answer must not depend on what the sections above created.
+const candidatesPeer = placementAvailable() ? await startPlacement() : undefined;
+await candidatesBench(
+  [
+    { name: 'ours (SQLite)', base: await serve(join(dir, 'candidates.db')), runs: 5 },
+    ...(candidatesPeer ? [{ name: 'Placement (SQLite)', base: candidatesPeer.url, runs: 3 }] : []),
+  ],
+  Number(process.env.BENCH_CANDIDATE_NODES ?? 1000),
+);
+await candidatesPeer?.stop();
 for (const c of children) c.kill('SIGTERM');
 await database.close();
 rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,5 @@
 import type { Clock, Logger } from '@rigging/core';
-import type { Queue } from '@rigging/async-queue';
+import { handlerError, type Queue } from '@rigging/async-queue';
 import type { SqlLockProvider } from '@rigging/locks/sql';
 import type { PackageCache, PackageRef } from '@rigging/package-cache';
 import type { ReshapeStore } from '@rigging/reshape';
@@ -27,7 +27,6 @@ import {
   type FlowHandlers,
 } from './environments.js';
 import type { CloudHub } from './events.js';
-import { unwrapOpError } from './flows.js';
 import type { PackageRepository, PackageFile } from './repository.js';
 import type { TeardownHooks } from './teardown.js';
 import type { Closers } from './closers.js';
@@ -242,7 +241,7 @@ export class Cloud implements AsyncDisposable {
       return result;
     } catch (error) {
       await following;
-      throw unwrapOpError(error);
+      throw handlerError(error);
     }
   }
 
@@ -256,7 +255,7 @@ export class Cloud implements AsyncDisposable {
     try {
       result = await this.flows.call(`env:${env}`, { type: 'delete', payload: { env } });
     } catch (error) {
-      throw unwrapOpError(error);
+      throw handlerError(error);
     }
     // Replayed for the caller (the teardown may have run in another process).
     hooks.onPlan?.(result.plan, result.planText);

@@ -1,7 +1,14 @@
 import { RiggingError, type Clock } from '@rigging/core';
 import type { HandlerContext } from '@rigging/async-queue';
-import { FlowFailed, linearFlow, task, type Engine, type Flow, type Task } from '@rigging/tasks';
-import { runOrResume } from './flows.js';
+import {
+  FlowFailed,
+  linearFlow,
+  resumableReason,
+  task,
+  type Engine,
+  type Flow,
+  type Task,
+} from '@rigging/tasks';
 import { journal } from './journal.js';
 import { isConnectionError, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
@@ -145,6 +152,9 @@ class ContainerRuntime {
           cause?.message ?? error.message,
         );
       }
+      // Suspended, lease lost, busy elsewhere, connection gone: not a failure of the op.
+      const reason = resumableReason(error, this.#deps.engine.log, ctx.signal);
+      if (reason) ctx.giveBack(`${op} ${ctx.key}: its flow can be resumed (${reason})`);
       throw error;
     }
     await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
@@ -167,13 +177,12 @@ class ContainerRuntime {
       flow.children.map((c) => c.name),
     );
     try {
-      await runOrResume(
-        this.#deps.engine,
+      // The queue's signal (shutdown, lost claim) suspends the flow, never reverts it.
+      await this.#deps.engine.runOrResume(flow, {
         flowId,
-        flow,
-        { container: ctx.key, op, payload: payload ?? {} },
-        ctx.signal,
-      );
+        inputs: { container: ctx.key, op, payload: payload ?? {} },
+        signal: ctx.signal,
+      });
     } finally {
       this.#claims.delete(flowId);
     }

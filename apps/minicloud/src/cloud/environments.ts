@@ -4,7 +4,7 @@ import type { SqlLockProvider } from '@rigging/locks/sql';
 import { refKey, type CachedPackage, type PackageRef } from '@rigging/package-cache';
 import type { ReshapeStore } from '@rigging/reshape';
 import type { Database } from '@rigging/sql';
-import { FlowFailed, type Engine, type LogEntry } from '@rigging/tasks';
+import { FlowFailed, resumableReason, type Engine, type LogEntry } from '@rigging/tasks';
 import { MinicloudError } from '../errors.js';
 import type { MinicloudTables } from '../migrations.js';
 import type { CacheView } from './cache-view.js';
@@ -17,7 +17,7 @@ import {
   type DeployInputs,
 } from './deploy.js';
 import type { CloudHub } from './events.js';
-import { outcomeOf, runOrResume, type TaskUpdate } from './flows.js';
+import { outcomeOf, type TaskUpdate } from './flows.js';
 import { teardownEnvironment, type TeardownReport } from './teardown.js';
 
 /** Options of `Cloud.deployEnvironment`. */
@@ -221,23 +221,6 @@ export class EnvironmentFlows {
     this.#localFlows.delete(flowId);
   }
 
-  /**
-   * Runs (or, after a takeover, resumes) a flow; waits out a dead owner's lock lease. The
-   * queue's `signal` is not the flow's: aborting it (this worker closes, or lost its claim)
-   * suspends the flow at the next task boundary for another worker, it does not revert it.
-   */
-  #runOrResume(flowId: string, inputs: DeployInputs, signal: AbortSignal) {
-    const { engine, leaseMs } = this.#deps;
-    return runOrResume<Awaited<ReturnType<Engine['run']>>>(
-      engine,
-      flowId,
-      this.#flow,
-      inputs as unknown as Record<string, unknown>,
-      signal,
-      Math.min(500, leaseMs / 4),
-    );
-  }
-
   /** Acquires the environment's package and records the environment (first run only). */
   async #takePackage(p: DeployPayload, signal: AbortSignal): Promise<CachedPackage> {
     const { database, cache, clock } = this.#deps;
@@ -287,24 +270,28 @@ export class EnvironmentFlows {
       this.#localFlows.delete(this.#localFlows.values().next().value!);
     }
     hub.flowStarted(p.flowId, `${DEPLOY_FLOW} ${p.env}`, deployTaskNames());
-    // The queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is
-    // suspended at a task boundary (not reverted) and the op handed back for another worker.
-    const onAbort = () => void engine.suspend(p.flowId);
-    ctx.signal.addEventListener('abort', onAbort, { once: true });
     let failed: FlowFailed | undefined;
     try {
-      await this.#runOrResume(p.flowId, inputs, ctx.signal);
+      // Runs the flow, or resumes it after a takeover (waiting out a dead owner's lease). The
+      // queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is then
+      // suspended at a task boundary, not reverted.
+      await engine.runOrResume(this.#flow, {
+        flowId: p.flowId,
+        inputs,
+        signal: ctx.signal,
+        pollMs: Math.min(500, this.#deps.leaseMs / 4),
+      });
     } catch (error) {
       await cache.release(pkg);
       if (!(error instanceof FlowFailed)) {
         // Suspended or interrupted: leave the row and the log for the next owner.
-        if (ctx.signal.aborted) throw error;
+        const reason = resumableReason(error, engine.log, ctx.signal);
+        if (reason || ctx.signal.aborted)
+          ctx.giveBack(`deploy ${p.env}: its flow can be resumed (${reason ?? 'stopped'})`);
         await this.#deleteRow(p.env);
         throw error;
       }
       failed = error;
-    } finally {
-      ctx.signal.removeEventListener('abort', onAbort);
     }
     if (failed) {
       // Every resource was reverted: the environment is gone.

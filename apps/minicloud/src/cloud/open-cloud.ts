@@ -113,6 +113,10 @@ async function openPackages(
     durable: false,
     fetch: httpFetcher({
       url: options.packageUrl ?? repository.urlTemplate ?? noRepository,
+      // this process's repository wants its secret; another one gets nothing of it
+      ...(options.packageUrl === undefined
+        ? { headers: () => ({ ...repository.fetchHeaders }) }
+        : {}),
       retries: 2,
       retryDelayMs: 100,
       timeoutMs: 10_000,

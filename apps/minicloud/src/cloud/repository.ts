@@ -1,8 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Clock } from '@rigging/core';
 import type { PackageRef } from '@rigging/package-cache';
@@ -110,22 +110,92 @@ async function digest(file: string): Promise<{ integrity: string; size: number }
   return { integrity: `sha256-${hash.digest('base64')}`, size };
 }
 
+/** `Host` names that always mean this machine. */
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
+
+/** A JSON error answer of the repository. */
+function refuse(res: ServerResponse, status: number, code: string, message: string): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ error: { code, message } }));
+}
+
 /**
  * The package repository minicloud serves itself: a catalog in the database (the current upload
  * of each fqn/version) and the archives under `<dataDir>/repository/`. A re-upload gets a new id;
  * the outdated archive is deleted, so only the current id can be fetched.
+ *
+ * It is served to this process's package cache only: every request must name this server in
+ * `Host` (a loopback name or the bound address, with its port: no DNS rebinding) and carry the
+ * secret drawn when the repository is created (`authorization: Bearer <secret>`, sent by the
+ * cache's fetcher, see {@link PackageRepository.fetchHeaders}). The secret travels in a header,
+ * not in the URL, because fetch errors quote the URL and reach logs and API answers.
  */
 export class PackageRepository {
   readonly dir: string;
   readonly #database: Database<MinicloudTables>;
   readonly #clock: Clock;
+  /** SHA-256 of the secret, compared in constant time. */
+  readonly #secretDigest: Buffer;
+  readonly #fetchHeaders: Readonly<Record<string, string>>;
   #server: Server | undefined;
   #url: string | undefined;
+  /** Accepted `Host` names (with {@link #port}); any IP literal when bound to a wildcard. */
+  #hosts = new Set<string>(LOOPBACK_NAMES);
+  #anyIp = false;
+  #port = '';
 
   constructor(database: Database<MinicloudTables>, dir: string, clock: Clock) {
     this.#database = database;
     this.dir = dir;
     this.#clock = clock;
+    const secret = randomBytes(32).toString('base64url');
+    this.#secretDigest = createHash('sha256').update(secret).digest();
+    this.#fetchHeaders = Object.freeze({ authorization: `Bearer ${secret}` });
+  }
+
+  /**
+   * The headers a fetcher of this repository sends: its secret. Only this process's package
+   * cache gets them; they are never logged nor answered by the API.
+   */
+  get fetchHeaders(): Readonly<Record<string, string>> {
+    return this.#fetchHeaders;
+  }
+
+  /**
+   * Refuses (and answers) a request that does not name this server in `Host` (421
+   * `minicloud.host_not_allowed`) or lacks the secret (401 `minicloud.unauthorized`); resolves
+   * true when it may go on.
+   */
+  admit(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.#hostAllowed(req.headers.host)) {
+      refuse(
+        res,
+        421,
+        'minicloud.host_not_allowed',
+        'this server does not answer to that Host name',
+      );
+      return false;
+    }
+    const presented = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const digest = createHash('sha256').update(presented).digest();
+    if (!timingSafeEqual(digest, this.#secretDigest)) {
+      refuse(res, 401, 'minicloud.unauthorized', 'the package repository serves this process only');
+      return false;
+    }
+    return true;
+  }
+
+  #hostAllowed(value: string | undefined): boolean {
+    if (value === undefined) return false;
+    let url: URL;
+    try {
+      url = new URL(`http://${value}`);
+    } catch {
+      return false;
+    }
+    if (url.host !== value.toLowerCase() || (url.port || '80') !== this.#port) return false;
+    const name = url.hostname;
+    return this.#hosts.has(name) || (this.#anyIp && isIP(name.replace(/^\[|\]$/g, '')) !== 0);
   }
 
   /** The base URL while serving (`http://127.0.0.1:<port>`), else undefined. */
@@ -211,15 +281,7 @@ export class PackageRepository {
       current.id !== id ||
       [fqn, version, id].some((s) => s.includes('..') || s.includes('/'))
     ) {
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          error: {
-            code: 'minicloud.package_not_found',
-            message: `no package ${fqn}/${version}/${id}`,
-          },
-        }),
-      );
+      refuse(res, 404, 'minicloud.package_not_found', `no package ${fqn}/${version}/${id}`);
       return true;
     }
     const file = join(this.dir, fqn, version, `${id}.tar`);
@@ -250,6 +312,7 @@ export class PackageRepository {
   async listen(options: { host?: string; port?: number } = {}): Promise<string> {
     if (this.#url) return this.#url;
     const server = createServer((req, res) => {
+      if (!this.admit(req, res)) return;
       this.handle(req, res).then(
         (handled) => {
           if (!handled) res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
@@ -267,7 +330,10 @@ export class PackageRepository {
     });
     this.#server = server;
     const { port } = server.address() as AddressInfo;
-    this.#url = `http://${host}:${port}`;
+    this.#port = String(port);
+    if (host === '0.0.0.0' || host === '::') this.#anyIp = true;
+    else this.#hosts.add(isIP(host) === 6 ? `[${host}]` : host.toLowerCase());
+    this.#url = `http://${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
     return this.#url;
   }
 

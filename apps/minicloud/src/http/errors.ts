@@ -35,6 +35,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   'package-cache.invalid_ref': 400,
   'package-cache.unsafe_archive': 400,
   'package-cache.unsupported_format': 400,
+  'package-cache.corrupt_archive': 400,
   'package-cache.too_large': 413,
   'package-cache.too_many_entries': 413,
   'package-cache.ratio_exceeded': 413,
