@@ -60,6 +60,11 @@ function faultList(raw: unknown): FaultKind[] {
   return kinds as FaultKind[];
 }
 
+/** Commits per container op: the database's commit rate over the op rate (every commit counted, Placement and reads too). */
+function perOp(commitsPerSecond: number, opsPerSecond: number): string {
+  return opsPerSecond > 0 ? (commitsPerSecond / opsPerSecond).toFixed(1) : '-';
+}
+
 function scalingList(raw: unknown): [number, number][] | undefined {
   if (raw === undefined) return undefined;
   return String(raw)
@@ -109,7 +114,7 @@ export function formatVerdict(v: Verdict, result: RunResult): string[] {
       .map(([role, cores]) => `${role} ${cores.toFixed(2)}`)
       .join(
         ', ',
-      )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s`,
+      )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s (${perOp(result.usage.commitsPerSecond, result.verdict.opsPerSecond)} per container op)`,
     ...v.problems.slice(0, 20).map((p) => `  problem: ${p}`),
     ...(result.sabotage
       ? [`  self-test: sabotage ${result.sabotage} (this verdict must fail)`]
@@ -195,13 +200,13 @@ async function main(argv: string[]): Promise<number> {
   }
   if (scaling) {
     console.log(
-      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms | machine busy | PostgreSQL cores | commits/s |',
+      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms | machine busy | PostgreSQL cores | commits/s | commits per op |',
     );
-    console.log('| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
+    console.log('| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
     for (const { api, workers, result } of results) {
       const v = result.verdict;
       console.log(
-        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} | ${(result.usage.machineBusy * 100).toFixed(0)}% | ${result.usage.postgresCpu.toFixed(2)} | ${result.usage.commitsPerSecond.toFixed(0)} |`,
+        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} | ${(result.usage.machineBusy * 100).toFixed(0)}% | ${result.usage.postgresCpu.toFixed(2)} | ${result.usage.commitsPerSecond.toFixed(0)} | ${perOp(result.usage.commitsPerSecond, v.opsPerSecond)} |`,
       );
     }
   }

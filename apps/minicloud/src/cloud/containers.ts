@@ -112,18 +112,15 @@ class ContainerRuntime {
     payload: ContainerOpPayload | undefined,
     ctx: HandlerContext,
   ): Promise<ContainerOpResult> {
-    await this.#transient(
-      () => journal(this.#db, this.#deps.clock, 'op-start', ctx.id),
+    // One transaction: the op's start journalled, its claim's token read and fenced.
+    const { claim, fenced } = await this.#transient(
+      () =>
+        this.#witness.fence({ op: ctx.id, key: ctx.key, attempt: ctx.attempt }, (trx) =>
+          journal(trx, this.#deps.clock, 'op-start', ctx.id),
+        ),
       ctx.signal,
     );
-    const claim: EffectClaim = {
-      op: ctx.id,
-      key: ctx.key,
-      attempt: ctx.attempt,
-      token:
-        (await this.#transient(() => this.#witness.claimToken(ctx.id), ctx.signal)) ?? ctx.attempt,
-    };
-    if (!(await this.#transient(() => this.#witness.fence(claim), ctx.signal))) {
+    if (!fenced) {
       throw new ContainerError(
         'minicloud.container_fenced',
         `${op} ${ctx.key}: claim token ${claim.token} is stale`,
@@ -157,7 +154,6 @@ class ContainerRuntime {
       if (reason) ctx.giveBack(`${op} ${ctx.key}: its flow can be resumed (${reason})`);
       throw error;
     }
-    await this.#transient(() => journal(this.#db, this.#deps.clock, 'op', ctx.id), ctx.signal);
     return { name: ctx.key, state: STATE_AFTER[op] };
   }
 
@@ -303,9 +299,14 @@ class ContainerRuntime {
   ): Promise<void> {
     const claim = this.#claims.get(flowId);
     if (!claim) throw new Error(`${flowId}: no claim to apply its effect under`);
-    if (i.op === 'start' && (await this.#ticket('lost-op'))) return; // sabotage: nothing applied
+    // The op's `op` journal row commits with its effect (or with finding it already applied).
+    const also = (trx: Db) => journal(trx, this.#deps.clock, 'op', claim.op);
+    if (i.op === 'start' && (await this.#ticket('lost-op'))) {
+      // sabotage: nothing applied, yet journalled as applied
+      return this.#transient(() => journal(this.#db, this.#deps.clock, 'op', claim.op), signal);
+    }
     const outcome = await this.#transient(
-      () => this.#witness.apply(claim, async (db) => void (await write(db))),
+      () => this.#witness.apply(claim, async (db) => void (await write(db)), { also }),
       signal,
     );
     if (outcome.kind === 'refused') {
@@ -388,10 +389,11 @@ class ContainerRuntime {
  * task flow in the engine (under its lock; flow id `op-<op id>`, so a worker that takes the op
  * over resumes the flow from the task log instead of starting again), changes the container's
  * row in `minicloud_containers`, and journals itself in `minicloud_journal` (kind `op-start`
- * when it begins, `op` once applied; ref = op id). The op's effect (its last step) goes through
- * the {@link Witness}: fenced by the claim's token, recorded with a per-key sequence number in
- * `minicloud_effects`. A failing step reverts the earlier ones and fails the op, which blocks
- * the container's key.
+ * when it begins, in the transaction that fences its claim; `op` in the transaction that applies
+ * its effect, or that finds it already applied; ref = op id). The op's effect (its last step)
+ * goes through the {@link Witness}: fenced by the claim's token, recorded with a per-key sequence
+ * number in `minicloud_effects`. A failing step reverts the earlier ones and fails the op, which
+ * blocks the container's key.
  */
 export function containerHandlers(
   deps: ContainerDeps,

@@ -49,10 +49,13 @@ export class Witness {
    * The fencing token of op `op`'s current claim, as the jobboard granted it; `undefined` when
    * the op is not in a durable jobboard. Read once when a claim starts running, then carried.
    */
-  async claimToken(op: string): Promise<number | undefined> {
+  async claimToken(
+    op: string,
+    db: Kysely<MinicloudTables> = this.#database.db,
+  ): Promise<number | undefined> {
     const { rows } = await sql<{ token: number | string }>`
       select token from rigging_async_queue_ops where id = ${op}
-    `.execute(this.#database.db);
+    `.execute(db);
     return rows[0] === undefined ? undefined : Number(rows[0].token);
   }
 
@@ -74,10 +77,8 @@ export class Witness {
     return row ? Number(row.seq) : 0;
   }
 
-  async #ensureKey(key: string): Promise<void> {
-    const insert = this.#database.db
-      .insertInto('minicloud_effect_keys')
-      .values({ op_key: key, token: 0, seq: 0 });
+  async #ensureKey(key: string, db: Kysely<MinicloudTables> = this.#database.db): Promise<void> {
+    const insert = db.insertInto('minicloud_effect_keys').values({ op_key: key, token: 0, seq: 0 });
     await (
       this.#database.dialect === 'mysql'
         ? insert.ignore()
@@ -97,34 +98,47 @@ export class Witness {
   }
 
   /**
-   * A claim starts running: the key's highest token becomes `claim.token` (a later write by an
-   * earlier claim is then refused). False when a higher token was already seen (this claim is stale).
+   * A claim of op `op` on `key` starts running, in one transaction: reads the claim's fencing
+   * token from the jobboard (`attempt` when the op is not in a durable one), and the key's
+   * highest token becomes it (a later write by an earlier claim is then refused). `also` runs in
+   * the same transaction whatever the outcome (the caller's own record of the start). `fenced` is
+   * false when a higher token was already seen (this claim is stale).
    */
-  async fence(claim: EffectClaim): Promise<boolean> {
-    await this.#ensureKey(claim.key);
+  async fence(
+    op: { op: string; key: string; attempt: number },
+    also?: (trx: Kysely<MinicloudTables>) => Promise<void>,
+  ): Promise<{ claim: EffectClaim; fenced: boolean }> {
     return this.#database.transaction(async (trx) => {
+      await also?.(trx);
+      const claim = { ...op, token: (await this.claimToken(op.op, trx)) ?? op.attempt };
+      await this.#ensureKey(claim.key, trx);
       const row = await this.#lockKey(trx, claim.key);
-      if (claim.token < Number(row.token)) return false;
+      if (claim.token < Number(row.token)) return { claim, fenced: false };
       await trx
         .updateTable('minicloud_effect_keys')
         .set({ token: claim.token })
         .where('op_key', '=', claim.key)
         .execute();
-      return true;
+      return { claim, fenced: true };
     });
   }
 
   /**
-   * Applies `write` as the effect of `claim`, witnessed (see the class). `idempotent: false`
-   * skips the check that the op's effect is not applied yet (only sabotage runs do that).
+   * Applies `write` as the effect of `claim`, witnessed (see the class), in one transaction.
+   * `also` runs in that transaction too when the effect is applied or found already applied
+   * (not when it is refused): the caller's own record of it. `idempotent: false` skips the check
+   * that the op's effect is not applied yet (only sabotage runs do that).
    */
   async apply(
     claim: EffectClaim,
     write: (trx: Kysely<MinicloudTables>) => Promise<void>,
-    options: { idempotent?: boolean } = {},
+    options: {
+      idempotent?: boolean;
+      also?: (trx: Kysely<MinicloudTables>) => Promise<void>;
+    } = {},
   ): Promise<EffectOutcome> {
-    await this.#ensureKey(claim.key);
     return this.#database.transaction(async (trx) => {
+      await this.#ensureKey(claim.key, trx);
       const row = await this.#lockKey(trx, claim.key);
       const highest = Number(row.token);
       const effect = {
@@ -150,7 +164,10 @@ export class Witness {
           .where('op_id', '=', claim.op)
           .where('accepted', '=', 1)
           .executeTakeFirst();
-        if (done) return { kind: 'already-applied' } as const;
+        if (done) {
+          await options.also?.(trx);
+          return { kind: 'already-applied' } as const;
+        }
       }
       const seq = Number(row.seq) + 1;
       await trx
@@ -163,6 +180,7 @@ export class Witness {
         .values({ ...effect, seq, accepted: 1, reason: null })
         .execute();
       await write(trx);
+      await options.also?.(trx);
       return { kind: 'applied', seq } as const;
     });
   }
