@@ -14,7 +14,7 @@ import { Node } from './node.js';
 import type { DestructionHandler, GraphObject, ReferenceKind } from './node.js';
 import { DestructionPlan } from './plan.js';
 import type { PlanJSON } from './plan.js';
-import { planIndices } from './planner.js';
+import { PlanScratch, planIndices } from './planner.js';
 import { TypeRegistry } from './registry.js';
 import { DestroyRun } from './run.js';
 import type { RunContext } from './run.js';
@@ -44,6 +44,8 @@ export class ObjectGraph {
   readonly #statics = new Map<string, Node>();
   /** Ownership, flags, counters, properties and dependencies of every object, by index. */
   readonly #store = new Store();
+  /** Where plans of this graph build their relation (reused: a plan allocates little). */
+  readonly #scratch = new PlanScratch();
   readonly #clock: Clock;
   #added = 0;
   #runs = 0;
@@ -375,7 +377,7 @@ export class ObjectGraph {
       indices = Int32Array.from(list);
       count = list.length;
     }
-    return planIndices(this, this.#store, indices, count);
+    return planIndices(this, this.#store, this.#scratch, indices, count);
   }
 
   /** Collects (`scope`) and plans in one call. */

@@ -8,24 +8,36 @@ import type { PlanCycle } from './plan.js';
 import { DEP_NEXT_OUT, DEP_STRIDE, DEP_SUBSCRIBER, REMOVED } from './store.js';
 import type { Store } from './store.js';
 
-/** Per store: the arena and the growable arrays the relation is built in (reused by every plan). */
-interface Scratch {
-  arena: Arena;
+/**
+ * @internal The arena and the growable arrays a graph's plans build their relation in, reused by
+ * every plan of that graph: the graph owns one and passes it to {@link planIndices}.
+ */
+export class PlanScratch {
+  readonly arena = new Arena();
   /** Local index → global index. */
-  globalOf: Int32Array;
+  globalOf = new Int32Array(0);
   /** Local index → first edge (CSR offsets). */
-  offsets: Int32Array;
+  offsets = new Int32Array(0);
   /** Local index → local index of its owner, -1 for none. */
-  ownerOf: Int32Array;
+  ownerOf = new Int32Array(0);
   /** Edges: `(local target << 1) | OWNER or DEPENDENCY`. */
-  targets: Int32Array;
+  targets = new Int32Array(1024);
   /** Local vertices (planned objects and placeholders) of the relation last built. */
-  vertices: number;
+  vertices = 0;
   /** Set while a plan runs: if one ever threw midway, `local` is reset before the next. */
-  busy: boolean;
-}
+  busy = false;
 
-const scratches = new WeakMap<Store, Scratch>();
+  /** Makes the per-vertex arrays hold at least `size` vertices. */
+  reserve(size: number): this {
+    if (this.globalOf.length < size) {
+      const capacity = Math.max(64, size, this.globalOf.length * 2);
+      this.globalOf = new Int32Array(capacity);
+      this.offsets = new Int32Array(capacity);
+      this.ownerOf = new Int32Array(capacity);
+    }
+    return this;
+  }
+}
 
 /**
  * @internal Plans the destruction of the objects at `input[0..count)` (global indices of live
@@ -38,10 +50,11 @@ const scratches = new WeakMap<Store, Scratch>();
 export function planIndices(
   graph: ObjectGraph,
   store: Store,
+  scratch: PlanScratch,
   input: Int32Array,
   count: number,
 ): DestructionPlan {
-  const scratch = scratchOf(store, store.allocated + 1);
+  scratch.reserve(store.allocated + 1);
   const { arena, globalOf, ownerOf } = scratch;
   if (scratch.busy) store.local.fill(-1);
   scratch.busy = true;
@@ -87,7 +100,7 @@ export function planIndices(
 function listing(
   graph: ObjectGraph,
   store: Store,
-  scratch: Scratch,
+  scratch: PlanScratch,
   planned: number,
   groupOf: Int32Array,
   groupCount: number,
@@ -122,29 +135,6 @@ function listing(
   return { at, cycle };
 }
 
-function scratchOf(store: Store, size: number): Scratch {
-  let scratch = scratches.get(store);
-  if (!scratch) {
-    scratch = {
-      arena: new Arena(),
-      globalOf: new Int32Array(0),
-      offsets: new Int32Array(0),
-      ownerOf: new Int32Array(0),
-      targets: new Int32Array(1024),
-      vertices: 0,
-      busy: false,
-    };
-    scratches.set(store, scratch);
-  }
-  if (scratch.globalOf.length < size) {
-    const capacity = Math.max(64, size, scratch.globalOf.length * 2);
-    scratch.globalOf = new Int32Array(capacity);
-    scratch.offsets = new Int32Array(capacity);
-    scratch.ownerOf = new Int32Array(capacity);
-  }
-  return scratch;
-}
-
 /** Local numbers for the planned objects, in input order; returns how many. */
 function numberInput(
   input: Int32Array,
@@ -172,7 +162,7 @@ function clearLocal(local: Int32Array, globalOf: Int32Array, vertices: number): 
  * processed in that order, so their edges are written in one pass. Returns the edge count; sets
  * `scratch.vertices`.
  */
-function buildRelation(store: Store, scratch: Scratch, planned: number): number {
+function buildRelation(store: Store, scratch: PlanScratch, planned: number): number {
   const { globalOf, offsets, ownerOf } = scratch;
   const { local, owner, flags, outHead, outDegree, deps } = store;
   // Owners that left the graph are only possible until the next compaction.
