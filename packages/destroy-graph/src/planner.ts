@@ -1,12 +1,11 @@
 import { Arena } from './arena.js';
-import type { ObjectGraph } from './graph.js';
 import { idOrder } from './id-order.js';
 import { Layering, countingSort, layer, ownerDepths } from './layering.js';
-import type { Node } from './node.js';
-import { DEPENDENCY, DestructionPlan, OWNER } from './plan.js';
-import type { PlanCycle } from './plan.js';
+import { DEPENDENCY, OWNER } from './plan.js';
+import type { Csr, PlanCycle } from './plan.js';
 import { DEP_NEXT_OUT, DEP_STRIDE, DEP_SUBSCRIBER, REMOVED } from './store.js';
 import type { Store } from './store.js';
+import type { Handle } from './types.js';
 
 /**
  * @internal The arena and the growable arrays a graph's plans build their relation in, reused by
@@ -39,6 +38,13 @@ export class PlanScratch {
   }
 }
 
+/** @internal A plan's contents: the groups' handles, the cycles and the relation behind the edges. */
+export interface PlanParts<H extends Handle> {
+  groups: H[][];
+  cycles: PlanCycle[];
+  csr: Csr;
+}
+
 /**
  * @internal Plans the destruction of the objects at `input[0..count)` (global indices of live
  * objects, not destroyed; duplicates allowed). O(V+E) plus the listing: objects outside the plan
@@ -47,13 +53,12 @@ export class PlanScratch {
  * runs on integer arrays, in small monomorphic functions (each one a tight loop the JIT keeps
  * optimized); handles and ids are only read to list the result.
  */
-export function planIndices(
-  graph: ObjectGraph,
-  store: Store,
+export function planIndices<H extends Handle>(
+  store: Store<H>,
   scratch: PlanScratch,
   input: Int32Array,
   count: number,
-): DestructionPlan {
+): PlanParts<H> {
   scratch.reserve(store.allocated + 1);
   const { arena, globalOf, ownerOf } = scratch;
   if (scratch.busy) store.local.fill(-1);
@@ -72,7 +77,7 @@ export function planIndices(
   // Compact the levels to groups of planned objects.
   const groupOf = new Int32Array(planned);
   const groupCount = groupsOfLevels(level, levels, planned, groupOf, arena);
-  const { at, cycle } = listing(graph, store, scratch, planned, groupOf, groupCount, layering);
+  const { at, cycle } = listing(store, scratch, planned, groupOf, groupCount, layering);
   clearLocal(store.local, globalOf, vertices);
   scratch.busy = false;
   const sizes = arena.i32(groupCount);
@@ -82,13 +87,11 @@ export function planIndices(
   // What the plan keeps for its edges: ids of the local vertices and a copy of the relation.
   const ids = new Array<string>(vertices);
   for (let vertex = 0; vertex < vertices; vertex++) ids[vertex] = store.ids[globalOf[vertex]!]!;
-  return new DestructionPlan(graph, groups, cycles, {
-    ids,
-    planned,
-    off: offsets.slice(),
-    tgt: targets.slice(),
-    groupOf,
-  });
+  return {
+    groups,
+    cycles,
+    csr: { ids, planned, off: offsets.slice(), tgt: targets.slice(), groupOf },
+  };
 }
 
 /**
@@ -98,7 +101,6 @@ export function planIndices(
  * sorting strings; small plans sort.
  */
 function listing(
-  graph: ObjectGraph,
   store: Store,
   scratch: PlanScratch,
   planned: number,
@@ -118,7 +120,7 @@ function listing(
   fillRecords(records, planned, groupOf, depth, maxDepth, composite, globalOf, layering.cycleOf);
   const at = arena.raw(planned);
   const cycle = arena.raw(planned);
-  if (planned * 16 >= graph.size) {
+  if (planned * 16 >= store.byId.size) {
     let order = arena.raw(planned);
     listInIdOrder(idOrder(store), store.local, planned, order);
     if (composite) {
@@ -289,22 +291,22 @@ function fromRecords(
  * cycles: those with planned members, in plan order of their first member; members in plan
  * order.
  */
-function materialize(
+function materialize<H extends Handle>(
   at: Int32Array,
   cycle: Int32Array,
   sizes: Int32Array,
-  store: Store,
+  store: Store<H>,
   ownership: readonly boolean[],
   cycles: PlanCycle[],
   arena: Arena,
-): Node[][] {
+): H[][] {
   const { nodes, ids } = store;
   const reported = arena.i32(ownership.length, -1);
-  const groups: Node[][] = [];
+  const groups: H[][] = [];
   let position = 0;
   for (let group = 0; group < sizes.length; group++) {
     const size = sizes[group]!;
-    const members = new Array<Node>(size);
+    const members = new Array<H>(size);
     for (let k = 0; k < size; k++, position++) {
       const global = at[position]!;
       members[k] = nodes[global]!;
