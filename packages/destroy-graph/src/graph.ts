@@ -10,6 +10,7 @@ import { compact } from './compact.js';
 import { DestroyGraphError } from './errors.js';
 import type { DestroyGraphEvents } from './events.js';
 import { explainNode } from './explain.js';
+import { guardValue } from './guard.js';
 import { computeEdges, formatPlan, planToJSON } from './plan.js';
 import type { Csr, PlanCycle, PlanEdge, PlanJSON } from './plan.js';
 import { PlanScratch, planIndices } from './planner.js';
@@ -393,30 +394,7 @@ export class ObjectGraph {
     if (typeof node.value !== 'object' || node.value === null) {
       throw new TypeError(`guard: ${node.id} has no object value`);
     }
-    const refuse = (what: string, details: Record<string, string>) =>
-      new DestroyGraphError(
-        'destroy-graph.destroyed_object',
-        `${node.id} (${node.type}) is destroyed: ${what}`,
-        { details: { id: node.id, type: node.type, ...details } },
-      );
-    return new Proxy(node.value, {
-      get: (target, key, receiver) => {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (typeof value !== 'function') return value;
-        return (...args: unknown[]) => {
-          if (this.#destroyed(node as Node)) {
-            throw refuse(`${String(key)}() refused`, { method: String(key) });
-          }
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-      set: (target, key, value) => {
-        if (this.#destroyed(node as Node)) {
-          throw refuse('its properties are read-only', { property: String(key) });
-        }
-        return Reflect.set(target, key, value);
-      },
-    });
+    return guardValue(node, node.value, () => this.#destroyed(node as Node));
   }
 
   // ---------------------------------------------------------------- collection and planning
