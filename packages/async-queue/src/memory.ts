@@ -34,8 +34,11 @@ export interface MemoryBackendOptions {
   maxFinished?: number;
 }
 
-/** Shared by completions that cancelled nothing and chained claims that poisoned nothing. */
-const NONE: never[] = [];
+/**
+ * Shared by completions that cancelled nothing and chained claims that poisoned nothing; frozen,
+ * so sharing it shares no state.
+ */
+const NONE = Object.freeze([]) as never[];
 
 function snapshot(op: OpRec, held = false): OpInfo {
   const { token: _token, ...info } = op;

@@ -24,7 +24,8 @@ class Inflight {
   chained = false;
   /** Set by `ctx.giveBack()`: the op goes back unfinished, whatever the handler does next. */
   givenBack: { reason: string | undefined; delayMs: number } | undefined;
-  done: Promise<void> = Promise.resolve();
+  /** Its run (set by whoever starts it, right after construction). */
+  done!: Promise<void>;
   constructor(readonly claim: Claim) {}
   /** Created on first use (most handlers never look at their signal). */
   get controller(): AbortController {

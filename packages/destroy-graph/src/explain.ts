@@ -1,10 +1,9 @@
-import type { Node } from './node.js';
 import { DESTROYED, DOOMED } from './store.js';
 import type { Store } from './store.js';
-import type { Explanation } from './types.js';
+import type { Explanation, Handle } from './types.js';
 
 /** @internal Why `node` is or is not going to be destroyed, and what orders its destruction. */
-export function explainNode(store: Store, node: Node): Explanation {
+export function explainNode(store: Store, node: Handle): Explanation {
   const me = node.index;
   const persistent = store.reach(false);
   const persistentlyReachable = store.mark[me] === persistent;

@@ -1,5 +1,5 @@
+import type { DestructionHandler, GraphObject } from './graph.js';
 import type { Explanation } from './types.js';
-import type { DestructionHandler, GraphObject } from './node.js';
 
 /**
  * Makes `subscriber` depend on `publisher` (see {@link ObjectGraph.subscribeDestruction}); both

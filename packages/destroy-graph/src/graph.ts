@@ -5,32 +5,137 @@ import {
   throwIfAborted,
   timeoutOption,
 } from '@rigging/core';
-import type { Clock } from '@rigging/core';
+import type { Clock, Json } from '@rigging/core';
 import { compact } from './compact.js';
 import { DestroyGraphError } from './errors.js';
 import type { DestroyGraphEvents } from './events.js';
 import { explainNode } from './explain.js';
-import { Node } from './node.js';
-import type { DestructionHandler, GraphObject, ReferenceKind } from './node.js';
-import { DestructionPlan } from './plan.js';
-import type { PlanJSON } from './plan.js';
-import { planIndices } from './planner.js';
+import { guardValue } from './guard.js';
+import { computeEdges, formatPlan, planToJSON } from './plan.js';
+import type { Csr, PlanCycle, PlanEdge, PlanJSON } from './plan.js';
+import { PlanScratch, planIndices } from './planner.js';
 import { TypeRegistry } from './registry.js';
 import { DestroyRun } from './run.js';
 import type { RunContext } from './run.js';
 import { restoreSnapshot, serializeStore } from './snapshot.js';
+import type { SnapshotTarget } from './snapshot.js';
 import { DESTROYED, DOOMED, LIST, PERSISTENT, REMOVED, Store } from './store.js';
 import type {
-  AddOptions,
   CollectOptions,
+  DestroyCall,
   DestroyOptions,
   DestroyReport,
   Explanation,
   GraphSnapshot,
-  ObjectGraphOptions,
-  Pin,
-  TypeDefinition,
+  Handle,
+  NotifyCall,
+  ReferenceKind,
+  TypeSpec,
 } from './types.js';
+
+// The public face of the package: the graph, its objects, its plans, and the types that name
+// them (they refer to each other, so they live together). Everything under it (store, planner,
+// run, snapshot) works on the `Handle` and function shapes of types.ts and never imports this
+// module.
+
+/** Context given to destroy functions. */
+export interface DestroyContext {
+  /** Aborts when the run is aborted or this object's `timeoutMs` elapses. */
+  readonly signal: AbortSignal;
+  /** The graph the object belongs to. */
+  readonly graph: ObjectGraph;
+  /** Index of the plan group being destroyed. */
+  readonly group: number;
+}
+
+/** Context given to destruction handlers. */
+export interface NotifyContext {
+  /** The object that subscribed (the one whose handler runs). */
+  readonly subscriber: GraphObject;
+  /** Aborts when the run is aborted or this handler's `timeoutMs` elapses. */
+  readonly signal: AbortSignal;
+  /** The graph both objects belong to. */
+  readonly graph: ObjectGraph;
+  /** Index of the publisher's plan group. */
+  readonly group: number;
+}
+
+/** Releases an object's resources; runs once, in plan order. */
+export type DestroyFn<V = unknown> = (
+  object: GraphObject<V>,
+  context: DestroyContext,
+) => void | Promise<void>;
+
+/** Called on a subscriber when one of its publishers is about to be destroyed. */
+export type DestructionHandler = (
+  publisher: GraphObject,
+  context: NotifyContext,
+) => void | Promise<void>;
+
+/** An object of an {@link ObjectGraph}. Handles are stable: the same object is always the same handle. */
+export interface GraphObject<V = unknown> {
+  /** Unique within its graph. */
+  readonly id: string;
+  /** Type name (see {@link ObjectGraph.defineType}). */
+  readonly type: string;
+  /** The application's value for this object (any value; JSON or a type's `toJSON` to serialize). */
+  readonly value: V;
+  /** Direct owner, or `null` (ownership is a tree). */
+  readonly owner: GraphObject | null;
+  /** The graph the object belongs to. */
+  readonly graph: ObjectGraph;
+}
+
+/** A type of objects: declared properties (with their reference kind), destroy function, handlers. */
+export interface TypeDefinition<V = any> {
+  /** Parent type: its properties, handlers and destroy function are inherited. */
+  extends?: string;
+  /** Declared properties. Undeclared properties are `runtime` references. */
+  properties?: Record<string, ReferenceKind>;
+  /**
+   * Releases the object's resources. Along the `extends` chain every type's destroy runs, the
+   * most derived first.
+   */
+  destroy?: DestroyFn<V>;
+  /** Named destruction handlers, for subscriptions that survive serialization. */
+  handlers?: Record<string, DestructionHandler>;
+  /** Turns a value into JSON for {@link ObjectGraph.serialize} (default: the value, which must be JSON). */
+  toJSON?: (value: V) => Json;
+  /** Rebuilds a value in {@link ObjectGraph.deserialize} (default: the JSON as is). */
+  fromJSON?: (json: Json) => V;
+}
+
+/** Options of {@link ObjectGraph.add}. */
+export interface AddOptions<V> {
+  /** Unique id. @default `${type}-${n}` */
+  id?: string;
+  /** The object's type (defined with {@link ObjectGraph.defineType} or the `types` option). */
+  type: string;
+  /** The owner (an object or its id). Ownership is a tree and does not change. @default null */
+  owner?: GraphObject | string | null;
+  /** The application's value for this object (see {@link GraphObject.value}). @default undefined */
+  value?: V;
+  /** Makes the object a root. @default false */
+  root?: boolean;
+  /** An extra destroy function for this object only, run after its types' ones. */
+  destroy?: DestroyFn<V>;
+}
+
+/** A pin: the object counts as referenced from a stack frame while the pin is held. */
+export interface Pin extends Disposable, AsyncDisposable {
+  /** The pinned object. */
+  readonly object: GraphObject;
+  /** Idempotent. */
+  release(): void;
+}
+
+/** Options of the {@link ObjectGraph} constructor and {@link ObjectGraph.deserialize}. */
+export interface ObjectGraphOptions {
+  /** Types to define up front. */
+  types?: Record<string, TypeDefinition>;
+  /** Where run durations (`destroy:destroyed`'s `durationMs`) are read from. @default systemClock */
+  clock?: Clock;
+}
 
 /**
  * A graph of resource objects: ids, types, an ownership tree, persistent and runtime references,
@@ -43,7 +148,9 @@ export class ObjectGraph {
   readonly #types = new TypeRegistry();
   readonly #statics = new Map<string, Node>();
   /** Ownership, flags, counters, properties and dependencies of every object, by index. */
-  readonly #store = new Store();
+  readonly #store = new Store<Node>();
+  /** Where plans of this graph build their relation (reused: a plan allocates little). */
+  readonly #scratch = new PlanScratch();
   readonly #clock: Clock;
   #added = 0;
   #runs = 0;
@@ -60,11 +167,15 @@ export class ObjectGraph {
 
   /** Defines (or redefines) a type. */
   defineType<V = any>(name: string, definition: TypeDefinition<V>): void {
-    this.#types.define(name, definition as TypeDefinition);
+    this.#types.define(name, definition as TypeSpec);
   }
 
   /** Adds an object. */
   add<V = unknown>(options: AddOptions<V>): GraphObject<V> {
+    return this.#add(options);
+  }
+
+  #add<V>(options: AddOptions<V>): Node<V> {
     const { type } = options;
     if (typeof type !== 'string' || type === '') {
       throw new TypeError(`add: type must be a non-empty string, got ${String(type)}`);
@@ -212,14 +323,16 @@ export class ObjectGraph {
         `subscribeDestruction: handler must be a function or a name, got ${typeof handler}`,
       );
     }
+    // A run calls it with handles of this graph and a NotifyContext.
+    const call = handler as NotifyCall | string | undefined;
     const store = this.#store;
     const record = store.findDep(from.index, to.index);
     if (record >= 0) {
       store.setDepCount(record, store.depCount(record) + 1);
-      if (handler !== undefined) store.handlers[record] = handler;
+      if (call !== undefined) store.handlers[record] = call;
       return;
     }
-    store.addDep(from.index, to.index, handler);
+    store.addDep(from.index, to.index, call);
   }
 
   /**
@@ -281,30 +394,7 @@ export class ObjectGraph {
     if (typeof node.value !== 'object' || node.value === null) {
       throw new TypeError(`guard: ${node.id} has no object value`);
     }
-    const refuse = (what: string, details: Record<string, string>) =>
-      new DestroyGraphError(
-        'destroy-graph.destroyed_object',
-        `${node.id} (${node.type}) is destroyed: ${what}`,
-        { details: { id: node.id, type: node.type, ...details } },
-      );
-    return new Proxy(node.value, {
-      get: (target, key, receiver) => {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (typeof value !== 'function') return value;
-        return (...args: unknown[]) => {
-          if (this.#destroyed(node as Node)) {
-            throw refuse(`${String(key)}() refused`, { method: String(key) });
-          }
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-      set: (target, key, value) => {
-        if (this.#destroyed(node as Node)) {
-          throw refuse('its properties are read-only', { property: String(key) });
-        }
-        return Reflect.set(target, key, value);
-      },
-    });
+    return guardValue(node, node.value, () => this.#destroyed(node as Node));
   }
 
   // ---------------------------------------------------------------- collection and planning
@@ -375,7 +465,8 @@ export class ObjectGraph {
       indices = Int32Array.from(list);
       count = list.length;
     }
-    return planIndices(this, this.#store, indices, count);
+    const { groups, cycles, csr } = planIndices(this.#store, this.#scratch, indices, count);
+    return new DestructionPlan(this, groups, cycles, csr);
   }
 
   /** Collects (`scope`) and plans in one call. */
@@ -463,7 +554,7 @@ export class ObjectGraph {
   }
 
   /** Removes destroyed objects from the graph; returns their ids. */
-  #drop(nodes: Node[]): string[] {
+  #drop(nodes: Handle[]): string[] {
     const gone = nodes.filter((node) => node.index >= 0);
     if (gone.length === 0) return [];
     const store = this.#store;
@@ -507,7 +598,122 @@ export class ObjectGraph {
    */
   static deserialize(snapshot: GraphSnapshot, options: ObjectGraphOptions = {}): ObjectGraph {
     const graph = new ObjectGraph(options);
-    restoreSnapshot(graph, graph.#store, graph.#types, snapshot);
+    const target: SnapshotTarget<Node> = {
+      add: (object) => graph.#add(object),
+      setStatic: (type, name, object) => graph.setStatic(type, name, object),
+      subscribeDestruction: (publisher, subscriber, handler) =>
+        graph.subscribeDestruction(publisher, subscriber, handler),
+    };
+    restoreSnapshot(target, graph.#store, graph.#types, snapshot);
     return graph;
+  }
+}
+
+/**
+ * The order in which a set of objects will be destroyed: groups destroyed one after the other,
+ * objects within a group in parallel. Data only: nothing has happened yet.
+ */
+export class DestructionPlan {
+  /** The graph the plan was made for. */
+  readonly graph: ObjectGraph;
+  /** Groups in destruction order; within a group, ownership depth (deepest first), then id. */
+  readonly groups: ReadonlyArray<readonly GraphObject[]>;
+  /** Cycles found (objects in a cycle are all destroyed, in the tie order). */
+  readonly cycles: readonly PlanCycle[];
+  /** Number of objects planned. */
+  readonly size: number;
+  readonly #csr: Csr;
+  #groupOf: Map<GraphObject, number> | undefined;
+  #edges: PlanEdge[] | undefined;
+
+  /** @internal */
+  constructor(graph: ObjectGraph, groups: Node[][], cycles: PlanCycle[], csr: Csr) {
+    this.graph = graph;
+    this.groups = groups;
+    this.cycles = cycles;
+    this.#csr = csr;
+    let size = 0;
+    for (const g of groups) size += g.length;
+    this.size = size;
+  }
+
+  /** Index of the group `object` is destroyed in, or -1 when it is not in the plan. */
+  groupOf(object: GraphObject): number {
+    if (!this.#groupOf) {
+      this.#groupOf = new Map();
+      this.groups.forEach((g, i) => {
+        for (const o of g) this.#groupOf!.set(o, i);
+      });
+    }
+    return this.#groupOf.get(object) ?? -1;
+  }
+
+  /** Every ordering constraint between planned objects, with its reason (computed on first use). */
+  get edges(): readonly PlanEdge[] {
+    this.#edges ??= computeEdges(this.#csr);
+    return this.#edges;
+  }
+
+  /** The plan as JSON, for `JSON.stringify(plan)` (edges are computed if not yet). */
+  toJSON(): PlanJSON {
+    return planToJSON(this);
+  }
+
+  /** A readable listing: one line per object, with what it waits for and why. */
+  format(): string {
+    return formatPlan(this);
+  }
+
+  /** The same as {@link DestructionPlan.format}. */
+  toString(): string {
+    return this.format();
+  }
+}
+
+/**
+ * @internal the implementation of {@link GraphObject}: a small handle. Everything else about the
+ * object (owner, flags, counters, properties, dependencies) lives in its graph's {@link Store} at
+ * `index` (-1 once the object left the graph).
+ */
+export class Node<V = unknown> implements GraphObject<V>, Handle {
+  readonly id: string;
+  readonly type: string;
+  value: V;
+  readonly graph: ObjectGraph;
+  readonly #store: Store<Node>;
+  /** Index in the graph's store; -1 once removed. */
+  index = -1;
+  destroyFn: DestroyCall | undefined;
+
+  constructor(
+    graph: ObjectGraph,
+    store: Store<Node>,
+    id: string,
+    type: string,
+    value: V,
+    destroyFn: DestroyFn<V> | undefined,
+  ) {
+    this.graph = graph;
+    this.#store = store;
+    this.id = id;
+    this.type = type;
+    this.value = value;
+    // A run calls it with this very handle and a DestroyContext of this graph.
+    this.destroyFn = destroyFn as DestroyCall | undefined;
+  }
+
+  /** Direct owner, or `null` (also once the owner left the graph). */
+  get owner(): Node | null {
+    if (this.index < 0) return null;
+    const owner = this.#store.ownerOf(this.index);
+    return owner >= 0 ? this.#store.nodes[owner]! : null;
+  }
+
+  get removed(): boolean {
+    return this.index < 0;
+  }
+
+  toJSON(): { id: string; type: string } {
+    return { id: this.id, type: this.type };
   }
 }

@@ -1,27 +1,26 @@
-export { ObjectGraph } from './graph.js';
-export { diff } from './snapshot.js';
+export { DestructionPlan, ObjectGraph } from './graph.js';
 export type {
   AddOptions,
-  CollectOptions,
-  DestroyOptions,
-  DestroyReport,
-  Explanation,
-  GraphSnapshot,
-  ObjectGraphOptions,
-  Pin,
-  RunFailure,
-  TypeDefinition,
-} from './types.js';
-export { DestructionPlan } from './plan.js';
-export type { EdgeReason, PlanCycle, PlanEdge, PlanJSON } from './plan.js';
-export type {
   DestroyContext,
   DestroyFn,
   DestructionHandler,
   GraphObject,
   NotifyContext,
+  ObjectGraphOptions,
+  Pin,
+  TypeDefinition,
+} from './graph.js';
+export { diff } from './snapshot.js';
+export type {
+  CollectOptions,
+  DestroyOptions,
+  DestroyReport,
+  Explanation,
+  GraphSnapshot,
   ReferenceKind,
-} from './node.js';
+  RunFailure,
+} from './types.js';
+export type { EdgeReason, PlanCycle, PlanEdge, PlanJSON } from './plan.js';
 export type { DestroyGraphEvents, RunStatus } from './events.js';
 export { DestroyGraphError } from './errors.js';
 export type { DestroyGraphErrorCode } from './errors.js';

@@ -1,5 +1,5 @@
-import type { ObjectGraph } from './graph.js';
-import type { GraphObject, Node } from './node.js';
+// What a destruction plan is made of, and the helpers that read it. The public class,
+// `DestructionPlan`, is declared with the graph it belongs to (graph.ts).
 
 /** Why `after` is destroyed after `before`. */
 export type EdgeReason = 'owner' | 'dependency';
@@ -54,103 +54,61 @@ export interface PlanJSON {
   edges: PlanEdge[];
 }
 
-/**
- * The order in which a set of objects will be destroyed: groups destroyed one after the other,
- * objects within a group in parallel. Data only: nothing has happened yet.
- */
-export class DestructionPlan {
-  /** The graph the plan was made for. */
-  readonly graph: ObjectGraph;
-  /** Groups in destruction order; within a group, ownership depth (deepest first), then id. */
-  readonly groups: ReadonlyArray<readonly GraphObject[]>;
-  /** Cycles found (objects in a cycle are all destroyed, in the tie order). */
-  readonly cycles: readonly PlanCycle[];
-  /** Number of objects planned. */
+/** @internal What {@link planToJSON} and {@link formatPlan} read of a plan. */
+export interface PlanView {
   readonly size: number;
-  readonly #csr: Csr;
-  #groupOf: Map<GraphObject, number> | undefined;
-  #edges: PlanEdge[] | undefined;
-
-  /** @internal */
-  constructor(graph: ObjectGraph, groups: Node[][], cycles: PlanCycle[], csr: Csr) {
-    this.graph = graph;
-    this.groups = groups;
-    this.cycles = cycles;
-    this.#csr = csr;
-    let size = 0;
-    for (const g of groups) size += g.length;
-    this.size = size;
-  }
-
-  /** Index of the group `object` is destroyed in, or -1 when it is not in the plan. */
-  groupOf(object: GraphObject): number {
-    if (!this.#groupOf) {
-      this.#groupOf = new Map();
-      this.groups.forEach((g, i) => {
-        for (const o of g) this.#groupOf!.set(o, i);
-      });
-    }
-    return this.#groupOf.get(object) ?? -1;
-  }
-
-  /** Every ordering constraint between planned objects, with its reason (computed on first use). */
-  get edges(): readonly PlanEdge[] {
-    this.#edges ??= computeEdges(this.#csr);
-    return this.#edges;
-  }
-
-  /** The plan as JSON, for `JSON.stringify(plan)` (edges are computed if not yet). */
-  toJSON(): PlanJSON {
-    return {
-      format: 'rigging.destroy-plan',
-      version: 1,
-      objects: this.size,
-      groups: this.groups.map((objects, index) => ({
-        index,
-        objects: objects.map((o) => ({ id: o.id, type: o.type })),
-      })),
-      cycles: this.cycles.map((c) => ({ ...c })),
-      edges: this.edges.map((e) => ({ ...e })),
-    };
-  }
-
-  /** A readable listing: one line per object, with what it waits for and why. */
-  format(): string {
-    const incoming = new Map<string, PlanEdge[]>();
-    for (const e of this.edges) {
-      let list = incoming.get(e.after);
-      if (!list) incoming.set(e.after, (list = []));
-      list.push(e);
-    }
-    const lines = [
-      `destruction plan: ${this.size} object(s) in ${this.groups.length} group(s), ${this.cycles.length} cycle(s)`,
-    ];
-    this.groups.forEach((objects, index) => {
-      lines.push(`group ${index}${objects.length > 1 ? ' (in parallel)' : ''}`);
-      for (const o of objects) {
-        const waits = incoming.get(o.id) ?? [];
-        const why = waits
-          .map(
-            (e) =>
-              `${e.before} [${e.reason === 'owner' ? 'owns it' : 'depends on it'}${e.transitive ? ', transitively' : ''}${e.satisfied ? '' : ', broken by cycle'}]`,
-          )
-          .join(', ');
-        lines.push(`  ${o.id} (${o.type})${why ? `  after ${why}` : ''}`);
-      }
-    });
-    this.cycles.forEach((c, i) => {
-      lines.push(
-        `cycle ${i + 1}: ${c.objects.join(', ')} (${c.ownership ? 'dependency against ownership' : 'circular dependency'}; tie order: ownership depth, then id)`,
-      );
-    });
-    return lines.join('\n');
-  }
-
-  /** The same as {@link DestructionPlan.format}. */
-  toString(): string {
-    return this.format();
-  }
+  readonly groups: ReadonlyArray<ReadonlyArray<{ readonly id: string; readonly type: string }>>;
+  readonly cycles: readonly PlanCycle[];
+  readonly edges: readonly PlanEdge[];
 }
+
+/** @internal A plan as JSON (edges are computed if not yet). */
+export function planToJSON(plan: PlanView): PlanJSON {
+  return {
+    format: 'rigging.destroy-plan',
+    version: 1,
+    objects: plan.size,
+    groups: plan.groups.map((objects, index) => ({
+      index,
+      objects: objects.map((o) => ({ id: o.id, type: o.type })),
+    })),
+    cycles: plan.cycles.map((c) => ({ ...c })),
+    edges: plan.edges.map((e) => ({ ...e })),
+  };
+}
+
+/** @internal A readable listing of a plan: one line per object, with what it waits for and why. */
+export function formatPlan(plan: PlanView): string {
+  const incoming = new Map<string, PlanEdge[]>();
+  for (const e of plan.edges) {
+    let list = incoming.get(e.after);
+    if (!list) incoming.set(e.after, (list = []));
+    list.push(e);
+  }
+  const lines = [
+    `destruction plan: ${plan.size} object(s) in ${plan.groups.length} group(s), ${plan.cycles.length} cycle(s)`,
+  ];
+  plan.groups.forEach((objects, index) => {
+    lines.push(`group ${index}${objects.length > 1 ? ' (in parallel)' : ''}`);
+    for (const o of objects) {
+      const waits = incoming.get(o.id) ?? [];
+      const why = waits
+        .map(
+          (e) =>
+            `${e.before} [${e.reason === 'owner' ? 'owns it' : 'depends on it'}${e.transitive ? ', transitively' : ''}${e.satisfied ? '' : ', broken by cycle'}]`,
+        )
+        .join(', ');
+      lines.push(`  ${o.id} (${o.type})${why ? `  after ${why}` : ''}`);
+    }
+  });
+  plan.cycles.forEach((c, i) => {
+    lines.push(
+      `cycle ${i + 1}: ${c.objects.join(', ')} (${c.ownership ? 'dependency against ownership' : 'circular dependency'}; tie order: ownership depth, then id)`,
+    );
+  });
+  return lines.join('\n');
+}
+
 /**
  * @internal The plan's combined relation, kept for {@link DestructionPlan.edges}: local index →
  * id (planned objects first, then the objects outside the plan that relate them); edge e of v
@@ -169,7 +127,8 @@ export const OWNER = 0;
 /** @internal Low bit of a relation edge: destroyed before its subscriber. */
 export const DEPENDENCY = 1;
 
-function computeEdges(csr: Csr): PlanEdge[] {
+/** @internal Every ordering constraint between the planned objects of a relation, with its reason. */
+export function computeEdges(csr: Csr): PlanEdge[] {
   const { ids, planned, off, tgt, groupOf } = csr;
   const edges: PlanEdge[] = [];
   for (let v = 0; v < planned; v++) {

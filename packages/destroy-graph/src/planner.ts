@@ -1,31 +1,49 @@
 import { Arena } from './arena.js';
-import type { ObjectGraph } from './graph.js';
 import { idOrder } from './id-order.js';
 import { Layering, countingSort, layer, ownerDepths } from './layering.js';
-import type { Node } from './node.js';
-import { DEPENDENCY, DestructionPlan, OWNER } from './plan.js';
-import type { PlanCycle } from './plan.js';
+import { DEPENDENCY, OWNER } from './plan.js';
+import type { Csr, PlanCycle } from './plan.js';
 import { DEP_NEXT_OUT, DEP_STRIDE, DEP_SUBSCRIBER, REMOVED } from './store.js';
 import type { Store } from './store.js';
+import type { Handle } from './types.js';
 
-/** Per store: the arena and the growable arrays the relation is built in (reused by every plan). */
-interface Scratch {
-  arena: Arena;
+/**
+ * @internal The arena and the growable arrays a graph's plans build their relation in, reused by
+ * every plan of that graph: the graph owns one and passes it to {@link planIndices}.
+ */
+export class PlanScratch {
+  readonly arena = new Arena();
   /** Local index → global index. */
-  globalOf: Int32Array;
+  globalOf = new Int32Array(0);
   /** Local index → first edge (CSR offsets). */
-  offsets: Int32Array;
+  offsets = new Int32Array(0);
   /** Local index → local index of its owner, -1 for none. */
-  ownerOf: Int32Array;
+  ownerOf = new Int32Array(0);
   /** Edges: `(local target << 1) | OWNER or DEPENDENCY`. */
-  targets: Int32Array;
+  targets = new Int32Array(1024);
   /** Local vertices (planned objects and placeholders) of the relation last built. */
-  vertices: number;
+  vertices = 0;
   /** Set while a plan runs: if one ever threw midway, `local` is reset before the next. */
-  busy: boolean;
+  busy = false;
+
+  /** Makes the per-vertex arrays hold at least `size` vertices. */
+  reserve(size: number): this {
+    if (this.globalOf.length < size) {
+      const capacity = Math.max(64, size, this.globalOf.length * 2);
+      this.globalOf = new Int32Array(capacity);
+      this.offsets = new Int32Array(capacity);
+      this.ownerOf = new Int32Array(capacity);
+    }
+    return this;
+  }
 }
 
-const scratches = new WeakMap<Store, Scratch>();
+/** @internal A plan's contents: the groups' handles, the cycles and the relation behind the edges. */
+export interface PlanParts<H extends Handle> {
+  groups: H[][];
+  cycles: PlanCycle[];
+  csr: Csr;
+}
 
 /**
  * @internal Plans the destruction of the objects at `input[0..count)` (global indices of live
@@ -35,13 +53,13 @@ const scratches = new WeakMap<Store, Scratch>();
  * runs on integer arrays, in small monomorphic functions (each one a tight loop the JIT keeps
  * optimized); handles and ids are only read to list the result.
  */
-export function planIndices(
-  graph: ObjectGraph,
-  store: Store,
+export function planIndices<H extends Handle>(
+  store: Store<H>,
+  scratch: PlanScratch,
   input: Int32Array,
   count: number,
-): DestructionPlan {
-  const scratch = scratchOf(store, store.allocated + 1);
+): PlanParts<H> {
+  scratch.reserve(store.allocated + 1);
   const { arena, globalOf, ownerOf } = scratch;
   if (scratch.busy) store.local.fill(-1);
   scratch.busy = true;
@@ -59,7 +77,7 @@ export function planIndices(
   // Compact the levels to groups of planned objects.
   const groupOf = new Int32Array(planned);
   const groupCount = groupsOfLevels(level, levels, planned, groupOf, arena);
-  const { at, cycle } = listing(graph, store, scratch, planned, groupOf, groupCount, layering);
+  const { at, cycle } = listing(store, scratch, planned, groupOf, groupCount, layering);
   clearLocal(store.local, globalOf, vertices);
   scratch.busy = false;
   const sizes = arena.i32(groupCount);
@@ -69,13 +87,11 @@ export function planIndices(
   // What the plan keeps for its edges: ids of the local vertices and a copy of the relation.
   const ids = new Array<string>(vertices);
   for (let vertex = 0; vertex < vertices; vertex++) ids[vertex] = store.ids[globalOf[vertex]!]!;
-  return new DestructionPlan(graph, groups, cycles, {
-    ids,
-    planned,
-    off: offsets.slice(),
-    tgt: targets.slice(),
-    groupOf,
-  });
+  return {
+    groups,
+    cycles,
+    csr: { ids, planned, off: offsets.slice(), tgt: targets.slice(), groupOf },
+  };
 }
 
 /**
@@ -85,9 +101,8 @@ export function planIndices(
  * sorting strings; small plans sort.
  */
 function listing(
-  graph: ObjectGraph,
   store: Store,
-  scratch: Scratch,
+  scratch: PlanScratch,
   planned: number,
   groupOf: Int32Array,
   groupCount: number,
@@ -105,7 +120,7 @@ function listing(
   fillRecords(records, planned, groupOf, depth, maxDepth, composite, globalOf, layering.cycleOf);
   const at = arena.raw(planned);
   const cycle = arena.raw(planned);
-  if (planned * 16 >= graph.size) {
+  if (planned * 16 >= store.byId.size) {
     let order = arena.raw(planned);
     listInIdOrder(idOrder(store), store.local, planned, order);
     if (composite) {
@@ -120,29 +135,6 @@ function listing(
     fromRecords(order, records, at, cycle);
   }
   return { at, cycle };
-}
-
-function scratchOf(store: Store, size: number): Scratch {
-  let scratch = scratches.get(store);
-  if (!scratch) {
-    scratch = {
-      arena: new Arena(),
-      globalOf: new Int32Array(0),
-      offsets: new Int32Array(0),
-      ownerOf: new Int32Array(0),
-      targets: new Int32Array(1024),
-      vertices: 0,
-      busy: false,
-    };
-    scratches.set(store, scratch);
-  }
-  if (scratch.globalOf.length < size) {
-    const capacity = Math.max(64, size, scratch.globalOf.length * 2);
-    scratch.globalOf = new Int32Array(capacity);
-    scratch.offsets = new Int32Array(capacity);
-    scratch.ownerOf = new Int32Array(capacity);
-  }
-  return scratch;
 }
 
 /** Local numbers for the planned objects, in input order; returns how many. */
@@ -172,7 +164,7 @@ function clearLocal(local: Int32Array, globalOf: Int32Array, vertices: number): 
  * processed in that order, so their edges are written in one pass. Returns the edge count; sets
  * `scratch.vertices`.
  */
-function buildRelation(store: Store, scratch: Scratch, planned: number): number {
+function buildRelation(store: Store, scratch: PlanScratch, planned: number): number {
   const { globalOf, offsets, ownerOf } = scratch;
   const { local, owner, flags, outHead, outDegree, deps } = store;
   // Owners that left the graph are only possible until the next compaction.
@@ -299,22 +291,22 @@ function fromRecords(
  * cycles: those with planned members, in plan order of their first member; members in plan
  * order.
  */
-function materialize(
+function materialize<H extends Handle>(
   at: Int32Array,
   cycle: Int32Array,
   sizes: Int32Array,
-  store: Store,
+  store: Store<H>,
   ownership: readonly boolean[],
   cycles: PlanCycle[],
   arena: Arena,
-): Node[][] {
+): H[][] {
   const { nodes, ids } = store;
   const reported = arena.i32(ownership.length, -1);
-  const groups: Node[][] = [];
+  const groups: H[][] = [];
   let position = 0;
   for (let group = 0; group < sizes.length; group++) {
     const size = sizes[group]!;
-    const members = new Array<Node>(size);
+    const members = new Array<H>(size);
     for (let k = 0; k < size; k++, position++) {
       const global = at[position]!;
       members[k] = nodes[global]!;

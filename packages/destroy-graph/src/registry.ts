@@ -1,16 +1,15 @@
 import type { Json } from '@rigging/core';
-import type { DestroyFn, DestructionHandler, ReferenceKind } from './node.js';
-import type { TypeDefinition } from './types.js';
+import type { DestroyCall, NotifyCall, ReferenceKind, TypeSpec } from './types.js';
 
 /**
  * @internal The types of a graph: their definitions along `extends` chains, and what a chain
  * yields (declared property kinds, destroy functions, handlers, JSON conversions).
  */
 export class TypeRegistry {
-  readonly #types = new Map<string, TypeDefinition>();
+  readonly #types = new Map<string, TypeSpec>();
 
   /** Defines (or redefines) a type; checks names, property kinds and `extends` cycles. */
-  define(name: string, definition: TypeDefinition): void {
+  define(name: string, definition: TypeSpec): void {
     if (typeof name !== 'string' || name === '') {
       throw new TypeError(`defineType: name must be a non-empty string, got ${String(name)}`);
     }
@@ -33,7 +32,7 @@ export class TypeRegistry {
   }
 
   /** `type`'s definition, then its parents', most derived first. */
-  *chain(type: string): Generator<TypeDefinition> {
+  *chain(type: string): Generator<TypeSpec> {
     let definition = this.#types.get(type);
     while (definition) {
       yield definition;
@@ -52,8 +51,8 @@ export class TypeRegistry {
   }
 
   /** The destroy functions of `type`'s chain (most derived first), then `own`. */
-  destroyFns(type: string, own: DestroyFn | undefined): DestroyFn[] {
-    const fns: DestroyFn[] = [];
+  destroyFns(type: string, own: DestroyCall | undefined): DestroyCall[] {
+    const fns: DestroyCall[] = [];
     for (const definition of this.chain(type)) if (definition.destroy) fns.push(definition.destroy);
     if (own) fns.push(own);
     return fns;
@@ -65,8 +64,8 @@ export class TypeRegistry {
    */
   handler(
     subscriberType: string,
-    handler: DestructionHandler | string | undefined,
-  ): DestructionHandler | undefined {
+    handler: NotifyCall | string | undefined,
+  ): NotifyCall | undefined {
     if (typeof handler === 'function' || handler === undefined) return handler;
     for (const definition of this.chain(subscriberType)) {
       const found = definition.handlers?.[handler];

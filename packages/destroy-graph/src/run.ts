@@ -2,22 +2,21 @@ import { raceAbort, scopedSignal, serializeError } from '@rigging/core';
 import type { Clock, TypedEmitter } from '@rigging/core';
 import { DestroyGraphError } from './errors.js';
 import type { DestroyGraphEvents } from './events.js';
-import type { ObjectGraph } from './graph.js';
-import type { Node } from './node.js';
 import type { TypeRegistry } from './registry.js';
 import { DESTROYED, DOOMED } from './store.js';
 import type { Store } from './store.js';
-import type { DestroyReport, RunFailure } from './types.js';
+import type { DestroyReport, Handle, RunFailure } from './types.js';
 
 /** @internal What a run needs from its graph. */
 export interface RunContext {
-  readonly graph: ObjectGraph;
+  /** Passed as is to destroy functions and handlers. */
+  readonly graph: object;
   readonly store: Store;
   readonly registry: TypeRegistry;
   readonly events: TypedEmitter<DestroyGraphEvents>;
   readonly clock: Clock;
   /** Removes destroyed objects from the graph; returns their ids. */
-  drop(nodes: Node[]): string[];
+  drop(nodes: Handle[]): string[];
 }
 
 /** @internal A run's options, validated. */
@@ -37,12 +36,12 @@ type Outcome = 'ok' | 'aborted' | { error: unknown; timedOut: boolean };
 export class DestroyRun {
   readonly #context: RunContext;
   readonly #settings: RunSettings;
-  readonly #groups: Node[][];
-  readonly #all: Node[];
+  readonly #groups: Handle[][];
+  readonly #all: Handle[];
   readonly #report: DestroyReport;
   #stop = false;
 
-  constructor(context: RunContext, runId: number, groups: Node[][], settings: RunSettings) {
+  constructor(context: RunContext, runId: number, groups: Handle[][], settings: RunSettings) {
     this.#context = context;
     this.#settings = settings;
     this.#groups = groups.map((group) => group.filter((node) => !this.#destroyed(node)));
@@ -150,10 +149,10 @@ export class DestroyRun {
   }
 
   #fail(
-    node: Node,
+    node: Handle,
     group: number,
     outcome: { error: unknown; timedOut: boolean },
-    subscriber?: Node,
+    subscriber?: Handle,
   ): void {
     const failure: RunFailure = subscriber
       ? {
@@ -184,7 +183,7 @@ export class DestroyRun {
     const { store, events } = this.#context;
     const report = this.#report;
     const mark = store.reach(true);
-    const drop: Node[] = [];
+    const drop: Handle[] = [];
     for (const node of this.#all) {
       if (!this.#destroyed(node)) {
         report.pending.push(node.id);
@@ -207,7 +206,7 @@ export class DestroyRun {
     return report;
   }
 
-  #destroyed(node: Node): boolean {
+  #destroyed(node: Handle): boolean {
     return node.index < 0 || (this.#context.store.flags[node.index]! & DESTROYED) !== 0;
   }
 

@@ -1,20 +1,18 @@
 import { explainNotJson } from '@rigging/core';
 import type { Json } from '@rigging/core';
 import { DestroyGraphError } from './errors.js';
-import type { ObjectGraph } from './graph.js';
-import type { Node } from './node.js';
 import type { TypeRegistry } from './registry.js';
 import { DESTROYED, LIST, PERSISTENT } from './store.js';
 import type { Store } from './store.js';
-import type { GraphSnapshot } from './types.js';
+import type { GraphSnapshot, Handle } from './types.js';
 
 type SnapshotObject = GraphSnapshot['objects'][number];
 
-/** @internal The JSON form of a graph's store (see {@link ObjectGraph.serialize}). */
+/** @internal The JSON form of a graph's store (`ObjectGraph.serialize`). */
 export function serializeStore(
   store: Store,
   registry: TypeRegistry,
-  statics: ReadonlyMap<string, Node>,
+  statics: ReadonlyMap<string, Handle>,
 ): GraphSnapshot {
   const objects: GraphSnapshot['objects'] = [];
   const roots: string[] = [];
@@ -65,7 +63,7 @@ export function serializeStore(
   };
 }
 
-function valueJson(node: Node, registry: TypeRegistry): Json {
+function valueJson(node: Handle, registry: TypeRegistry): Json {
   const toJSON = registry.toJSON(node.type);
   const json = toJSON ? toJSON(node.value) : node.value;
   const why = explainNotJson(json);
@@ -82,12 +80,22 @@ function invalid(why: string): DestroyGraphError {
 }
 
 /**
+ * @internal What restoring a snapshot does through the graph (its checks included), rather than
+ * on the store alone: add an object, set a static, subscribe.
+ */
+export interface SnapshotTarget<H extends Handle> {
+  add(object: { id: string; type: string; owner: string | null; value: unknown }): H;
+  setStatic(type: string, name: string, target: H): void;
+  subscribeDestruction(publisher: H, subscriber: H, handler: string | undefined): void;
+}
+
+/**
  * @internal Fills the empty `graph` (whose arrays are `store`) from a snapshot: objects (owners
  * first), destroyed flags, properties, roots, statics and subscriptions.
  */
-export function restoreSnapshot(
-  graph: ObjectGraph,
-  store: Store,
+export function restoreSnapshot<H extends Handle>(
+  graph: SnapshotTarget<H>,
+  store: Store<H>,
   registry: TypeRegistry,
   snapshot: GraphSnapshot,
 ): void {
@@ -95,7 +103,7 @@ export function restoreSnapshot(
     throw invalid('expected format rigging.destroy-graph, version 1');
   }
   addObjects(graph, store, registry, snapshot.objects);
-  const need = (id: string, what: string): Node => {
+  const need = (id: string, what: string): H => {
     const node = store.byId.get(id);
     if (!node) throw invalid(`${what} refers to missing object ${id}`);
     return node;
@@ -131,9 +139,9 @@ export function restoreSnapshot(
 }
 
 /** Adds the snapshot's objects, without recursion, in an order where owners come first. */
-function addObjects(
-  graph: ObjectGraph,
-  store: Store,
+function addObjects<H extends Handle>(
+  graph: SnapshotTarget<H>,
+  store: Store<H>,
   registry: TypeRegistry,
   objects: readonly SnapshotObject[],
 ): void {
@@ -162,12 +170,7 @@ function addObjects(
       const fromJSON = registry.fromJSON(entry.type);
       const value =
         entry.value === undefined ? undefined : fromJSON ? fromJSON(entry.value) : entry.value;
-      const node = graph.add({
-        id: entry.id,
-        type: entry.type,
-        owner: entry.owner ?? null,
-        value,
-      }) as Node;
+      const node = graph.add({ id: entry.id, type: entry.type, owner: entry.owner ?? null, value });
       if (entry.destroyed) store.flags[node.index]! |= DESTROYED;
       added.add(entry.id);
     }

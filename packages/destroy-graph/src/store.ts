@@ -1,4 +1,4 @@
-import type { DestructionHandler, Node } from './node.js';
+import type { Handle, NotifyCall } from './types.js';
 
 /*
  * The graph's data, struct-of-arrays: every object is a dense integer index (given at
@@ -60,15 +60,15 @@ export interface PropertyView {
 }
 
 /** @internal The arrays of one graph (see the comment at the top of this module). */
-export class Store {
+export class Store<H extends Handle = Handle> {
   /** Indices handed out (live and removed, until the next compaction). */
   allocated = 0;
   /** Removed indices not yet compacted away. */
   removed = 0;
   capacity = 0;
   /** Live objects by id. */
-  readonly byId = new Map<string, Node>();
-  nodes: Array<Node | undefined> = [];
+  readonly byId = new Map<string, H>();
+  nodes: Array<H | undefined> = [];
   ids: string[] = [];
   owner: Int32Array = new Int32Array(0);
   flags: Uint8Array = new Uint8Array(0);
@@ -103,7 +103,7 @@ export class Store {
   deps: Int32Array = new Int32Array(64 * DEP_STRIDE);
   depTop = 0;
   depFree = -1;
-  handlers: Array<DestructionHandler | string | undefined> = [];
+  handlers: Array<NotifyCall | string | undefined> = [];
 
   /** Indices below this are in `sorted` (by id), when live. */
   sortedUpTo = 0;
@@ -132,7 +132,7 @@ export class Store {
   }
 
   /** A new index for `node` (owned by `owner`, -1 for none). */
-  add(node: Node, owner: number): number {
+  add(node: H, owner: number): number {
     const index = this.allocated;
     this.#reserve(index + 1);
     this.allocated = index + 1;
@@ -411,11 +411,7 @@ export class Store {
   }
 
   /** A new dependency record (count 1), last in both chains. */
-  addDep(
-    publisher: number,
-    subscriber: number,
-    handler: DestructionHandler | string | undefined,
-  ): number {
+  addDep(publisher: number, subscriber: number, handler: NotifyCall | string | undefined): number {
     let record: number;
     if (this.depFree >= 0) {
       record = this.depFree;

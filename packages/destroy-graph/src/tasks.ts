@@ -13,7 +13,8 @@ import {
   type TaskContext,
 } from '@rigging/tasks';
 import { DestroyGraphError } from './errors.js';
-import type { DestructionPlan, PlanJSON } from './plan.js';
+import type { DestructionPlan } from './graph.js';
+import type { PlanJSON } from './plan.js';
 
 /** One object of the plan, as a teardown task sees it. */
 export interface PlannedObject {

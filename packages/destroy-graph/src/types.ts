@@ -1,41 +1,11 @@
-import type { Clock, Json, SerializedError } from '@rigging/core';
+// The types every layer of the package shares. This module imports none of the others: the
+// public graph (`graph.ts`) sits on top, the store, planner, run and snapshot below it, and what
+// the lower layers need from an object or a function of the user is described here.
+import type { Json, SerializedError } from '@rigging/core';
 import type { RunStatus } from './events.js';
-import type { DestroyFn, DestructionHandler, GraphObject, ReferenceKind } from './node.js';
 
-/** A type of objects: declared properties (with their reference kind), destroy function, handlers. */
-export interface TypeDefinition<V = any> {
-  /** Parent type: its properties, handlers and destroy function are inherited. */
-  extends?: string;
-  /** Declared properties. Undeclared properties are `runtime` references. */
-  properties?: Record<string, ReferenceKind>;
-  /**
-   * Releases the object's resources. Along the `extends` chain every type's destroy runs, the
-   * most derived first.
-   */
-  destroy?: DestroyFn<V>;
-  /** Named destruction handlers, for subscriptions that survive serialization. */
-  handlers?: Record<string, DestructionHandler>;
-  /** Turns a value into JSON for {@link ObjectGraph.serialize} (default: the value, which must be JSON). */
-  toJSON?: (value: V) => Json;
-  /** Rebuilds a value in {@link ObjectGraph.deserialize} (default: the JSON as is). */
-  fromJSON?: (json: Json) => V;
-}
-
-/** Options of {@link ObjectGraph.add}. */
-export interface AddOptions<V> {
-  /** Unique id. @default `${type}-${n}` */
-  id?: string;
-  /** The object's type (defined with {@link ObjectGraph.defineType} or the `types` option). */
-  type: string;
-  /** The owner (an object or its id). Ownership is a tree and does not change. @default null */
-  owner?: GraphObject | string | null;
-  /** The application's value for this object (see {@link GraphObject.value}). @default undefined */
-  value?: V;
-  /** Makes the object a root. @default false */
-  root?: boolean;
-  /** An extra destroy function for this object only, run after its types' ones. */
-  destroy?: DestroyFn<V>;
-}
+/** How a reference keeps its target alive: `persistent` (In/Out/InOut) or `runtime` (Runtime, undeclared). */
+export type ReferenceKind = 'persistent' | 'runtime';
 
 /** Options of {@link ObjectGraph.collect}. */
 export interface CollectOptions {
@@ -93,14 +63,6 @@ export interface DestroyReport {
   resurrected: string[];
   /** Destroyed and unreachable: removed from the graph. */
   dropped: string[];
-}
-
-/** A pin: the object counts as referenced from a stack frame while the pin is held. */
-export interface Pin extends Disposable, AsyncDisposable {
-  /** The pinned object. */
-  readonly object: GraphObject;
-  /** Idempotent. */
-  release(): void;
 }
 
 /** Why an object is (not) going to be destroyed. */
@@ -205,10 +167,45 @@ export interface GraphSnapshot {
   }>;
 }
 
-/** Options of the {@link ObjectGraph} constructor and {@link ObjectGraph.deserialize}. */
-export interface ObjectGraphOptions {
-  /** Types to define up front. */
-  types?: Record<string, TypeDefinition>;
-  /** Where run durations (`destroy:destroyed`'s `durationMs`) are read from. @default systemClock */
-  clock?: Clock;
+/**
+ * @internal An object as the layers under the public graph see it (the store, the planner, a
+ * run, snapshots). `Node`, the implementation of {@link GraphObject}, is the only one.
+ */
+export interface Handle {
+  readonly id: string;
+  readonly type: string;
+  readonly value: unknown;
+  /** Index in the graph's store; -1 once the object left the graph. */
+  index: number;
+  /** Direct owner, or `null`. */
+  readonly owner: Handle | null;
+  /** Its own destroy function (`add`'s `destroy` option). */
+  readonly destroyFn: DestroyCall | undefined;
+}
+
+/** @internal What a run gives a destroy function or a handler (a `DestroyContext`). */
+export interface CallContext {
+  readonly signal: AbortSignal;
+  /** The graph, passed through as is. */
+  readonly graph: object;
+  readonly group: number;
+}
+
+/** @internal A destroy function as a run calls it (a `DestroyFn`). */
+export type DestroyCall = (object: Handle, context: CallContext) => void | Promise<void>;
+
+/** @internal A destruction handler as a run calls it (a `DestructionHandler`). */
+export type NotifyCall = (
+  publisher: Handle,
+  context: CallContext & { readonly subscriber: Handle },
+) => void | Promise<void>;
+
+/** @internal A type as the registry keeps it (a `TypeDefinition`). */
+export interface TypeSpec {
+  extends?: string;
+  properties?: Record<string, ReferenceKind>;
+  destroy?: DestroyCall;
+  handlers?: Record<string, NotifyCall>;
+  toJSON?: (value: unknown) => Json;
+  fromJSON?: (json: Json) => unknown;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ObjectGraph } from '../src/index.js';
 import type { GraphObject } from '../src/index.js';
-import type { Node } from '../src/node.js';
+import type { Node } from '../src/graph.js';
 
 describe('compact storage', () => {
   it('renumbers after many objects left the graph, keeping every order and answer', async () => {

@@ -10,7 +10,8 @@ export interface FsNative {
 /**
  * @internal The addon once {@link loadNative} ran (an ESM live binding). Importing the package
  * loads nothing native: `Mutex` users never pay for it; every use runs on behalf of a
- * constructed `FileLock`, whose constructor loads it.
+ * constructed `FileLock`, whose constructor loads it. A cache of one module, set once and never
+ * changed after (as `require` caches it itself): no state of any lock lives here.
  */
 export let fsx!: FsNative;
 let nativeLoaded = false;

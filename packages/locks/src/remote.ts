@@ -167,6 +167,10 @@ export class RenewedLeases<Held> {
 /** @internal This machine's host name, as recorded for `holder()`. */
 export const HOST = hostname();
 
+/**
+ * Cache of {@link lockId}: a pure function of the key, so sharing it across providers is safe.
+ * Bounded: cleared when it reaches 4096 keys.
+ */
 const ids = new Map<string, string>();
 
 /** @internal The backend id of a key: SHA-256, hex (recent keys cached: a hash costs more than a lookup). */

@@ -134,6 +134,10 @@ export class DedicatedSession {
   }
 }
 
+/**
+ * Cache of {@link split64}: a pure function of the id, so sharing it across providers is safe.
+ * Bounded: cleared when it reaches 4096 ids.
+ */
 const split = new Map<string, { big: string; hi: number; lo: number }>();
 
 /** @internal The advisory lock ids of a lock id: one bigint, and two ints for waiter announcements. */

@@ -79,6 +79,11 @@ function openSqliteHandle(
   }
 }
 
+/**
+ * Process-wide on purpose, and the one such state of this package: what it orders (better-sqlite3
+ * blocking the event loop) is shared by every `Database` of the process, so no instance could own
+ * it. Bounded by the files with a transaction in flight: an entry leaves when its last user does.
+ */
 const fileQueues = new Map<string, { tail: Promise<void>; users: number }>();
 
 /**

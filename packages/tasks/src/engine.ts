@@ -76,8 +76,9 @@ function major(v: string): string {
   return i < 0 ? v : v.slice(0, i);
 }
 
-// Both depend on the compiled flow alone: computed once per flow, not once per run (a run of
-// n tasks would otherwise allocate and walk n more objects before its first task).
+// Caches. Both depend on the compiled flow alone: computed once per flow, not once per run (a run
+// of n tasks would otherwise allocate and walk n more objects before its first task). Bounded by
+// the compiled flows alive: weakly keyed.
 const definitions = new WeakMap<CompiledFlow, FlowDefinition>();
 const sensitives = new WeakMap<CompiledFlow, ReadonlySet<string>>();
 

@@ -199,6 +199,10 @@ export interface CompiledFlow {
   scopes: Map<string, { name: string; retry: RetryController; lo: number; hi: number }>;
 }
 
+/**
+ * Cache of {@link compile}: a flow object compiles to the same result every time (flows are not
+ * changed after they are built). Bounded by the flows alive: weakly keyed.
+ */
 const cache = new WeakMap<object, CompiledFlow>();
 
 function invalid(message: string, details: Record<string, unknown>): TasksError {

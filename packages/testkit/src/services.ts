@@ -21,6 +21,7 @@ export interface ServiceStatus {
   reason?: string;
 }
 
+/** Cache: one probe per service and process (three entries at most), so a test run asks once. */
 const probes = new Map<ServiceName, Promise<ServiceStatus>>();
 
 async function probe(name: ServiceName): Promise<ServiceStatus> {

@@ -24,9 +24,9 @@ import type { ChainOptions, Claimed, SucceedItem } from './types.js';
 
 /**
  * The durable jobboard over `@rigging/sql`: the {@link QueueBackend} contract on the statements
- * of {@link QueueStore} (which owns every statement), with successes batched and the queue
- * instances of this process that share its {@link Notifier} woken directly. Built by
- * `sqlBackend()`.
+ * of {@link QueueStore} (which owns every statement, in its reads, claims and outcomes), with
+ * successes batched and the queue instances of this process that share its {@link Notifier}
+ * woken directly. Built by `sqlBackend()`.
  * @internal
  */
 export class SqlQueueBackend implements QueueBackend {
@@ -110,7 +110,7 @@ export class SqlQueueBackend implements QueueBackend {
         { details: { id: row.id, key: row.op_key, type: row.type } },
       );
     }
-    const held = out.held ?? (await this.#store.isHeld(row));
+    const held = out.held ?? (await this.#store.reads.isHeld(row));
     if (created) this.#notifier.wake(this.#name, this.#me);
     return { op: toInfo(row, held), created };
   }
@@ -144,11 +144,11 @@ export class SqlQueueBackend implements QueueBackend {
 
   async claim(options: ClaimOptions): Promise<Claimed> {
     if (options.limit <= 0) return { claims: [], poisoned: [] };
-    return this.#store.claim({ ...options, workerId: await this.#owner(options.workerId) });
+    return this.#store.claims.claim({ ...options, workerId: await this.#owner(options.workerId) });
   }
 
   heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>> {
-    return this.#store.heartbeat(claims, this.#now() + leaseMs);
+    return this.#store.claims.heartbeat(claims, this.#now() + leaseMs);
   }
 
   async succeed(
@@ -166,7 +166,7 @@ export class SqlQueueBackend implements QueueBackend {
     if (this.#closed) for (const it of items) it.next = undefined;
     const next = items.find((it) => it.next)?.next;
     const chain = next && { ...next, workerId: await this.#owner(next.workerId) };
-    return this.#store.succeedMany(items, chain);
+    return this.#store.outcomes.succeedMany(items, chain);
   }
 
   async fail(
@@ -174,7 +174,7 @@ export class SqlQueueBackend implements QueueBackend {
     error: SerializedError,
     outcome: FailOutcome,
   ): Promise<Completion | undefined> {
-    const c = await this.#store.fail(claim, error, outcome);
+    const c = await this.#store.outcomes.fail(claim, error, outcome);
     if (c && !('retryAt' in outcome)) {
       this.#notifier.settled(this.#name, [c.op.id, ...c.cancelled.map((x) => x.id)], this.#me);
     }
@@ -182,19 +182,19 @@ export class SqlQueueBackend implements QueueBackend {
   }
 
   async release(claim: Claim, options?: ReleaseOptions): Promise<boolean> {
-    const released = await this.#store.release(claim, options?.retryAt ?? 0);
+    const released = await this.#store.outcomes.release(claim, options?.retryAt ?? 0);
     if (released) this.#notifier.wake(this.#name, this.#me);
     return released;
   }
 
   async resume(key: string): Promise<boolean> {
-    const resumed = await this.#store.resume(key);
+    const resumed = await this.#store.outcomes.resume(key);
     if (resumed) this.#notifier.wake(this.#name, this.#me);
     return resumed;
   }
 
   async discard(key: string): Promise<OpInfo[]> {
-    const cancelled = await this.#store.discard(key);
+    const cancelled = await this.#store.outcomes.discard(key);
     this.#notifier.settled(
       this.#name,
       cancelled.map((x) => x.id),
@@ -204,23 +204,23 @@ export class SqlQueueBackend implements QueueBackend {
   }
 
   get(id: string): Promise<OpInfo | undefined> {
-    return this.#store.get(id);
+    return this.#store.reads.get(id);
   }
 
   inspect(key: string): Promise<KeyInfo> {
-    return this.#store.inspect(key);
+    return this.#store.reads.inspect(key);
   }
 
   keyStatus(key: string): Promise<KeyStatus> {
-    return this.#store.keyStatus(key);
+    return this.#store.reads.keyStatus(key);
   }
 
   activeKeys(limit: number): Promise<{ key: string; status: KeyStatus }[]> {
-    return this.#store.activeKeys(limit);
+    return this.#store.reads.activeKeys(limit);
   }
 
   deadLetters(limit: number): Promise<OpInfo[]> {
-    return this.#store.deadLetters(limit);
+    return this.#store.reads.deadLetters(limit);
   }
 
   prune(retention: RetentionOptions): Promise<number> {
@@ -228,7 +228,7 @@ export class SqlQueueBackend implements QueueBackend {
   }
 
   nextDueAt(): Promise<number | undefined> {
-    return this.#store.nextDueAt();
+    return this.#store.reads.nextDueAt();
   }
 
   async close(): Promise<void> {

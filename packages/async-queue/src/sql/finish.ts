@@ -1,0 +1,102 @@
+// What happens to a key when its running op ends: the next op's turn (or idle), or, when the op
+// failed for good and stops the key, blocked with its queued ops cancelled. Claims (a poisoned
+// op) and outcomes (a success, a failure) both end ops this way.
+import type { SerializedError } from '@rigging/core';
+import { sql } from '../sql-peer.js';
+import type { Claim, Completion } from '../backend.js';
+import type { OpInfo } from '../types.js';
+import { heldBy } from './fence.js';
+import { KEYS, OPS } from './names.js';
+import { toInfo, type Db, type OpRow } from './rows.js';
+import type { QueueTables } from './tables.js';
+
+/**
+ * After the running op of `key` finished (not blocking): next op or idle. With `claim`, only
+ * while that claim holds the key (fencing); false when it does not. @internal
+ */
+export async function advanceKey(
+  tables: QueueTables,
+  trx: Db,
+  key: string,
+  at: number,
+  claim?: Claim,
+): Promise<boolean> {
+  let q = trx
+    .updateTable(KEYS)
+    .set({
+      state: sql`case when pending > 0 then 'ready' else 'idle' end`,
+      running_op: null,
+      running_type: null,
+      avail_at: 0,
+      turn: at,
+    })
+    .where('queue', '=', tables.name)
+    .where('op_key', '=', key);
+  if (claim) q = q.where(heldBy(tables.name, [claim]));
+  const r = await q.executeTakeFirst();
+  return Number(r.numUpdatedRows) > 0;
+}
+
+/** Cancels every queued op of `key` (`cause`: the failed op's id, or `discard`). @internal */
+export async function cancelQueued(
+  tables: QueueTables,
+  trx: Db,
+  key: string,
+  cause: string,
+  at: number,
+): Promise<OpInfo[]> {
+  const rows = (await trx
+    .selectFrom(OPS)
+    .selectAll()
+    .where('queue', '=', tables.name)
+    .where('op_key', '=', key)
+    .where('status', '=', 'queued')
+    .orderBy('seq')
+    .execute()) as OpRow[];
+  if (rows.length === 0) return [];
+  await trx
+    .updateTable(OPS)
+    .set({ status: 'cancelled', cancelled_by: cause, finished_at: at })
+    .where('queue', '=', tables.name)
+    .where('op_key', '=', key)
+    .where('status', '=', 'queued')
+    .execute();
+  return rows.map((r) =>
+    toInfo({ ...r, status: 'cancelled', cancelled_by: cause, finished_at: at }),
+  );
+}
+
+/** Fails `row` for good: the key goes on (`continue`) or is blocked, its queue cancelled. @internal */
+export async function failOp(
+  tables: QueueTables,
+  trx: Db,
+  row: OpRow,
+  error: SerializedError,
+  stopKey: boolean,
+  at: number,
+): Promise<Completion> {
+  await trx
+    .updateTable(OPS)
+    .set({ status: 'failed', error: JSON.stringify(error), finished_at: at })
+    .where('id', '=', row.id)
+    .execute();
+  const op = toInfo({ ...row, status: 'failed', error: JSON.stringify(error), finished_at: at });
+  if (!stopKey) {
+    await advanceKey(tables, trx, row.op_key, at);
+    return { op, cancelled: [], blocked: false };
+  }
+  const cancelled = await cancelQueued(tables, trx, row.op_key, row.id, at);
+  await trx
+    .updateTable(KEYS)
+    .set({
+      state: 'blocked',
+      blocked_by: row.id,
+      pending: 0,
+      running_op: null,
+      running_type: null,
+    })
+    .where('queue', '=', tables.name)
+    .where('op_key', '=', row.op_key)
+    .execute();
+  return { op, cancelled, blocked: true };
+}
