@@ -218,6 +218,8 @@ function singleProvider(
   const bad = index.inAnyAggregate(group.notMemberOf ?? []);
   const withResource = resources.map(([rc, amount]) => index.withResource(rc, amount, treeRoot));
   if (withResource.some((s) => s.size === 0)) return [];
+  // As in Placement, a resourceless group matches only through required traits or aggregates.
+  if (resources.length === 0 && !group.required?.length && !inAggs) return [];
   const out: Partial[] = [];
   for (const p of index.snap.providers) {
     const u = p.uuid;
