@@ -11,7 +11,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
 import { placementAvailable, startPlacement, type PeerPlacement } from './peer.js';
-import { query, queryString, world, type World, type WorldQuery } from './candidates-world.js';
+import {
+  AGGS,
+  query,
+  queryString,
+  world,
+  type World,
+  type WorldQuery,
+} from './candidates-world.js';
 
 const available = placementAvailable();
 if (!available)
@@ -20,7 +27,7 @@ if (!available)
   );
 
 /** Cases per run: enough to cover sharing, nesting and granular groups, small enough for CI. */
-const RUNS = Number(process.env.DIFF_RUNS ?? 40);
+const RUNS = Number(process.env.DIFF_RUNS ?? 32);
 
 interface Answer {
   status: number;
@@ -102,8 +109,15 @@ const requestKey = (r: any) =>
       .sort(),
   ]);
 
+/** A summary in a canonical form: classes and traits sorted. */
 const summaryOf = (s: any) =>
-  s === undefined ? undefined : { ...s, traits: [...((s.traits ?? []) as string[])].sort() };
+  s === undefined
+    ? undefined
+    : {
+        ...s,
+        resources: Object.fromEntries(Object.entries(s.resources as object).sort()),
+        traits: [...((s.traits ?? []) as string[])].sort(),
+      };
 
 /** What differs between two unlimited answers (empty when they agree). */
 function differences(ours: Answer, theirs: Answer): string[] {
@@ -146,9 +160,10 @@ function limitDifferences(limit: number, ours: Answer, full: Answer): string[] {
   if (ours.status !== 200) return [];
   const out: string[] = [];
   const mine = (ours.body.allocation_requests as any[]).map(requestKey);
-  const all = new Set((full.body.allocation_requests as any[]).map(requestKey));
-  if (mine.length !== Math.min(limit, all.size))
-    out.push(`${mine.length} requests under limit ${limit}, ${all.size} without`);
+  const list = (full.body.allocation_requests as any[]).map(requestKey);
+  const all = new Set(list);
+  if (mine.length !== Math.min(limit, list.length))
+    out.push(`${mine.length} requests under limit ${limit}, ${list.length} without`);
   for (const k of mine) if (!all.has(k)) out.push(`under limit only: ${k}`);
   const sums = full.body.provider_summaries as Record<string, unknown>;
   for (const [u, s] of Object.entries(ours.body.provider_summaries as Record<string, unknown>))
@@ -171,10 +186,59 @@ function sharingOnlyUnnumbered(w: World, q: WorldQuery): boolean {
   );
 }
 
+const inv = (total: number) => ({
+  total,
+  reserved: 0,
+  allocation_ratio: 1,
+  max_unit: total,
+  step_size: 1,
+});
+const none = { required: [], forbidden: [], memberOf: [], notMemberOf: [], inTree: null };
+
+/** Always run first: a node with two GPUs in an aggregate with a shared disk pool. */
+const VGPU_AND_SHARED_DISK: World = {
+  providers: [
+    {
+      parent: null,
+      sharing: false,
+      inventories: { VCPU: inv(8) },
+      traits: [],
+      aggregates: [AGGS[0]],
+    },
+    { parent: 0, sharing: false, inventories: { VGPU: inv(2) }, traits: [], aggregates: [] },
+    { parent: 0, sharing: false, inventories: { VGPU: inv(2) }, traits: [], aggregates: [] },
+    {
+      parent: null,
+      sharing: true,
+      inventories: { DISK_GB: inv(100) },
+      traits: ['STORAGE_DISK_SSD'],
+      aggregates: [AGGS[0]],
+    },
+  ],
+  allocations: [{ provider: 1, rc: 'VGPU', amount: 1 }],
+};
+const VGPU_QUERY: WorldQuery = {
+  version: '1.36',
+  unnumbered: { ...none, resources: { VCPU: 2, DISK_GB: 2 }, required: [['STORAGE_DISK_SSD']] },
+  groups: [
+    { ...none, resources: { VGPU: 1 } },
+    { ...none, resources: { VGPU: 1 } },
+  ],
+  groupPolicy: 'isolate',
+  rootRequired: [],
+  sameSubtree: false,
+  limit: null,
+};
+
 /** What the cases covered, so that a run which judged nothing fails. */
 const seen = { cases: 0, answered: 0, nonEmpty: 0, sharing: 0, nested: 0, granular: 0, refused: 0 };
 
-function tally(q: WorldQuery, w: World, full: Answer) {
+function rootOf(w: World, i: number): number {
+  const parent = w.providers[i]!.parent;
+  return parent === null ? i : rootOf(w, parent);
+}
+
+function tally(q: WorldQuery, w: World, uuids: string[], full: Answer) {
   seen.cases++;
   if (full.status !== 200) {
     seen.refused++;
@@ -185,9 +249,17 @@ function tally(q: WorldQuery, w: World, full: Answer) {
   if (requests.length === 0) return;
   seen.nonEmpty++;
   if (q.groups.length) seen.granular++;
-  const sharing = w.providers.some((p) => p.sharing);
   const providers = new Set(requests.flatMap((r) => Object.keys(r.allocations)));
-  if (sharing && requests.some((r) => Object.keys(r.allocations).length > 1)) seen.sharing++;
+  const sharing = new Set(uuids.filter((_, i) => w.providers[i]!.sharing));
+  const roots = new Map(uuids.map((u, i) => [u, rootOf(w, i)]));
+  // A sharing provider serving another tree than its own.
+  if (
+    requests.some((r) => {
+      const used = Object.keys(r.allocations);
+      return used.some((u) => sharing.has(u) && used.some((v) => roots.get(v) !== roots.get(u)));
+    })
+  )
+    seen.sharing++;
   if (w.providers.some((p) => p.parent !== null) && providers.size > 1) seen.nested++;
 }
 
@@ -220,7 +292,7 @@ describe.skipIf(!available && !IN_CI)('allocation candidates compared with Place
             const path = `/allocation_candidates?${queryString(q, uuids, false)}`;
             const theirs = await call(peer.url, 'GET', path, q.version);
             const mine = await call(ours, 'GET', path, q.version);
-            tally(q, w, theirs);
+            tally(q, w, uuids, theirs);
             const diff = differences(mine, theirs);
             if (q.limit !== null) {
               const limited = `/allocation_candidates?${queryString(q, uuids)}`;
@@ -244,6 +316,7 @@ describe.skipIf(!available && !IN_CI)('allocation candidates compared with Place
         }),
         {
           numRuns: RUNS,
+          examples: [[[VGPU_AND_SHARED_DISK, VGPU_QUERY]]],
           // Locally: DIFF_RUNS=500 for a longer search, DIFF_SEED/DIFF_PATH to replay a failure.
           ...(process.env.DIFF_SEED ? { seed: Number(process.env.DIFF_SEED) } : {}),
           ...(process.env.DIFF_PATH ? { path: process.env.DIFF_PATH } : {}),
@@ -254,6 +327,10 @@ describe.skipIf(!available && !IN_CI)('allocation candidates compared with Place
       // A run that compared only empty answers judged nothing.
       expect(seen.nonEmpty, 'cases with candidates').toBeGreaterThanOrEqual(4);
       expect(seen.granular, 'cases with candidates for suffixed groups').toBeGreaterThanOrEqual(1);
+      expect(
+        seen.sharing,
+        'cases where a sharing provider serves another tree',
+      ).toBeGreaterThanOrEqual(1);
     },
   );
 });

@@ -55,7 +55,7 @@ export interface WorldQuery {
 
 /** Mostly `usual`, sometimes a value of `arb`: filters that rarely apply keep most answers non-empty. */
 const rarely = <T>(usual: T, arb: fc.Arbitrary<T>): fc.Arbitrary<T> =>
-  fc.oneof({ weight: 3, arbitrary: fc.constant(usual) }, { weight: 1, arbitrary: arb });
+  fc.oneof({ weight: 4, arbitrary: fc.constant(usual) }, { weight: 1, arbitrary: arb });
 
 const inventory = fc.record({
   total: fc.integer({ min: 1, max: 8 }),
@@ -65,34 +65,74 @@ const inventory = fc.record({
   step_size: rarely(1, fc.constant(2)),
 });
 
-const provider = (index: number): fc.Arbitrary<WorldProvider> =>
+const POOL: WorldInventory = {
+  total: 8,
+  reserved: 0,
+  allocation_ratio: 1,
+  max_unit: 16,
+  step_size: 1,
+};
+
+/**
+ * Half the worlds are shaped like a cloud with shared storage: the last provider becomes a
+ * sharing disk pool in the first aggregate, with the first (compute) root.
+ */
+function withStoragePool(providers: WorldProvider[]): WorldProvider[] {
+  const last = providers.length - 1;
+  return providers.map((p, i) => {
+    if (i === 0) return { ...p, aggregates: [...new Set([AGGS[0], ...p.aggregates])] };
+    if (i !== last) return p;
+    const { DISK_GB: _local, ...rest } = p.inventories;
+    return {
+      ...p,
+      parent: null,
+      sharing: true,
+      aggregates: [AGGS[0]],
+      inventories: { ...rest, DISK_GB: { ...POOL } },
+    };
+  });
+}
+
+const provider = (index: number) =>
   fc.record({
     parent: index === 0 ? fc.constant(null) : fc.option(fc.nat({ max: index - 1 }), { freq: 2 }),
-    sharing: fc.boolean(),
+    sharing: index === 0 ? fc.constant(false) : fc.boolean(),
     inventories: fc.record(
       { VCPU: inventory, DISK_GB: inventory, VGPU: inventory },
       { requiredKeys: [] },
     ),
     traits: fc.subarray([...TRAITS]),
-    aggregates: fc.subarray([...AGGS]),
+    aggregates: rarely<string[]>([AGGS[0]], fc.subarray([...AGGS])),
+    /** Whether a provider that does not share keeps a disk of its own (most do not). */
+    localDisk: rarely(false, fc.constant(true)),
   });
 
-/** 1 to 6 providers; a sharing provider is a root (Placement's sharing providers are roots). */
+/** 2 to 6 providers, the first a compute root; a sharing provider is a root (Placement's sharing providers are roots). */
 export const world: fc.Arbitrary<World> = fc
-  .integer({ min: 1, max: 6 })
+  .integer({ min: 2, max: 6 })
   .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => provider(i))))
   .map((ps) =>
-    ps.map((p) => ({
-      ...p,
-      inventories: Object.fromEntries(
-        Object.entries(p.inventories).map(([rc, inv]) => [
-          rc,
-          { ...inv, reserved: Math.min(inv.reserved, inv.total - 1) },
-        ]),
-      ),
-      sharing: p.sharing && p.parent === null,
-    })),
+    ps.map(({ localDisk, ...p }, index): WorldProvider => {
+      const sharing = p.sharing && p.parent === null;
+      // Disk lives mostly on sharing pools, so that the unnumbered group often needs one.
+      const inventories: Partial<Record<string, WorldInventory>> = { ...p.inventories };
+      if (sharing) inventories.DISK_GB ??= { ...POOL };
+      else if (!localDisk) delete inventories.DISK_GB;
+      if (index === 0) inventories.VCPU ??= { ...POOL };
+      return {
+        ...p,
+        sharing,
+        inventories: Object.fromEntries(
+          Object.entries(inventories).map(([rc, inv]) => [
+            rc,
+            { ...inv!, reserved: Math.min(inv!.reserved, inv!.total - 1) },
+          ]),
+        ),
+      };
+    }),
   )
+  .chain((providers) => fc.tuple(fc.constant(providers), fc.boolean()))
+  .map(([providers, cloud]) => (cloud ? withStoragePool(providers) : providers))
   .chain((providers) =>
     fc.record({
       providers: fc.constant(providers),
@@ -107,19 +147,27 @@ export const world: fc.Arbitrary<World> = fc
     }),
   );
 
+const amounts: fc.Arbitrary<WorldGroup['resources']> = fc.record(
+  {
+    VCPU: fc.integer({ min: 1, max: 2 }),
+    DISK_GB: fc.integer({ min: 1, max: 2 }),
+    VGPU: fc.integer({ min: 1, max: 2 }),
+  },
+  { requiredKeys: [] },
+);
+
 const group = (providers: number, granular: boolean): fc.Arbitrary<WorldGroup> =>
   fc.record({
-    resources: fc
-      .record(
-        {
-          VCPU: fc.integer({ min: 1, max: 2 }),
-          DISK_GB: fc.integer({ min: 1, max: 2 }),
-          VGPU: fc.integer({ min: 1, max: 2 }),
-        },
-        { requiredKeys: [] },
-      )
-      .filter((r) => Object.keys(r).length <= (granular ? 1 : 2))
-      .filter((r) => granular || Object.keys(r).length > 0),
+    resources: granular
+      ? amounts.filter((r) => Object.keys(r).length <= 1)
+      : // Mostly compute with disk (the disk from a sharing pool), else any one or two classes.
+        fc.oneof(
+          fc.record({
+            VCPU: fc.integer({ min: 1, max: 2 }),
+            DISK_GB: fc.integer({ min: 1, max: 2 }),
+          }),
+          amounts.filter((r) => Object.keys(r).length > 0 && Object.keys(r).length <= 2),
+        ),
     required: rarely(
       [],
       fc.array(fc.subarray([...TRAITS], { minLength: 1, maxLength: 2 }), { maxLength: 2 }),
