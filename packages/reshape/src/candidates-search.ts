@@ -304,43 +304,26 @@ function acrossTree(
   const forbidden = group.forbidden ?? [];
   for (const [anchor, byClass] of [...(found ?? [])].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const options = resources.map(([rc]) => [...byClass.get(rc)!].sort());
-    const seen = new Set<string>();
-    let examined = 0;
-    const pick: string[] = [];
-    const walk = (i: number): void => {
-      if (examined >= maxPerTree) return;
-      if (i === resources.length) {
-        examined++;
-        const used = new Set(pick);
-        const traits = new Set<string>();
-        for (const u of used)
-          for (const t of index.traits.get(u)!) {
-            if (forbidden.includes(t)) return;
-            traits.add(t);
-          }
-        if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) return;
-        const key = pick.join(',');
-        if (seen.has(key)) return;
-        seen.add(key);
-        out.push({
-          anchor,
-          sameProvider: false,
-          parts: resources.map(([resourceClass, amount], k) => ({
-            provider: pick[k]!,
-            resourceClass,
-            amount,
-          })),
-          mappings: new Map([[suffix, used]]),
-        });
-        return;
-      }
-      for (const u of options[i]!) {
-        pick.push(u);
-        walk(i + 1);
-        pick.pop();
-      }
-    };
-    walk(0);
+    eachPick(options, { left: maxPerTree }, (pick) => {
+      const used = new Set(pick);
+      const traits = new Set<string>();
+      for (const u of used)
+        for (const t of index.traits.get(u)!) {
+          if (forbidden.includes(t)) return;
+          traits.add(t);
+        }
+      if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) return;
+      out.push({
+        anchor,
+        sameProvider: false,
+        parts: resources.map(([resourceClass, amount], k) => ({
+          provider: pick[k]!,
+          resourceClass,
+          amount,
+        })),
+        mappings: new Map([[suffix, used]]),
+      });
+    });
   }
   return out;
 }
@@ -364,37 +347,51 @@ function merge(
     }
   const out: AllocationRequest[] = [];
   const seen = new Set<string>();
-  let examined = 0;
+  const budget = { left: options.maxCombinations };
   for (const [, lists] of [...byAnchor].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (lists.size !== suffixes.length) continue;
-    const columns = suffixes.map((s) => lists.get(s)!);
-    const pick: Partial[] = [];
-    const walk = (i: number): void => {
-      if (examined >= options.maxCombinations) return;
-      if (i === columns.length) {
-        examined++;
+    eachPick(
+      suffixes.map((s) => lists.get(s)!),
+      budget,
+      (pick) => {
         const request = combine(index, pick, options, granular);
         if (!request) return;
         const key = keyOf(request);
         if (seen.has(key)) return;
         seen.add(key);
         out.push(request);
-        return;
-      }
-      for (const p of columns[i]!) {
-        pick.push(p);
-        walk(i + 1);
-        pick.pop();
-      }
-    };
-    walk(0);
+      },
+    );
   }
   return out;
 }
 
+/** Calls `visit` with every pick of one item per column, until `budget.left` picks were made. */
+function eachPick<T>(
+  columns: readonly T[][],
+  budget: { left: number },
+  visit: (pick: readonly T[]) => void,
+): void {
+  const pick: T[] = [];
+  const walk = (i: number): void => {
+    if (budget.left <= 0) return;
+    if (i === columns.length) {
+      budget.left--;
+      visit(pick);
+      return;
+    }
+    for (const item of columns[i]!) {
+      pick.push(item);
+      walk(i + 1);
+      pick.pop();
+    }
+  };
+  walk(0);
+}
+
 function combine(
   index: Index,
-  picks: Partial[],
+  picks: readonly Partial[],
   options: SearchOptions,
   granular: number,
 ): AllocationRequest | undefined {

@@ -104,3 +104,14 @@ export interface CandidateSnapshot {
   /** Per provider uuid, its aggregate uuids (absent: none). */
   aggregates: Map<string, string[]>;
 }
+
+/** A snapshot of `providers` with nothing else read yet. */
+export function emptySnapshot(providers: ResourceProvider[]): CandidateSnapshot {
+  return {
+    providers,
+    inventories: new Map(),
+    usages: new Map(),
+    traits: new Map(),
+    aggregates: new Map(),
+  };
+}

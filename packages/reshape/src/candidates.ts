@@ -5,14 +5,15 @@
  */
 import { positiveIntegerOption } from '@rigging/core';
 import { ReshapeError } from './errors.js';
-import { normalizeUuid, type Inventory, type Resources } from './model.js';
+import { normalizeUuid, type Resources } from './model.js';
 import type { ReshapeStore } from './store.js';
 import { searchCandidates, type SearchOptions } from './candidates-search.js';
-import type {
-  CandidateGroup,
-  CandidateQuery,
-  CandidateSnapshot,
-  Candidates,
+import {
+  emptySnapshot,
+  type CandidateGroup,
+  type CandidateQuery,
+  type CandidateSnapshot,
+  type Candidates,
 } from './candidates-types.js';
 
 export type {
@@ -43,13 +44,7 @@ function hasSnapshot(store: ReshapeStore): store is ReshapeStore & CandidateSnap
 async function readSnapshot(store: ReshapeStore): Promise<CandidateSnapshot> {
   if (hasSnapshot(store)) return store.candidateSnapshot();
   const providers = await store.listProviders();
-  const snap: CandidateSnapshot = {
-    providers,
-    inventories: new Map<string, Record<string, Inventory>>(),
-    usages: new Map<string, Resources>(),
-    traits: new Map<string, string[]>(),
-    aggregates: new Map<string, string[]>(),
-  };
+  const snap = emptySnapshot(providers);
   for (const p of providers) {
     const [inv, use, traits, aggs] = await Promise.all([
       store.getInventories(p.uuid),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { CandidateSnapshot } from './candidates-types.js';
+import { emptySnapshot, type CandidateSnapshot } from './candidates-types.js';
 import { ReshapeError } from './errors.js';
 import {
   plan,
@@ -499,13 +499,7 @@ class MemoryStore implements ReshapeStore {
   /** Every provider with what the candidate search reads, copied synchronously (one state). */
   async candidateSnapshot(): Promise<CandidateSnapshot> {
     this.open();
-    const snap: CandidateSnapshot = {
-      providers: [...this.providers.values()].map((p) => ({ ...p })),
-      inventories: new Map(),
-      usages: new Map(),
-      traits: new Map(),
-      aggregates: new Map(),
-    };
+    const snap = emptySnapshot([...this.providers.values()].map((p) => ({ ...p })));
     for (const p of snap.providers) {
       snap.inventories.set(p.uuid, { ...(this.inventories.get(p.uuid) ?? {}) });
       snap.usages.set(p.uuid, Object.fromEntries(this.usageOf(p.uuid)));

@@ -1,6 +1,5 @@
 /** The candidate snapshot of a SQL store: every table the search reads, in one transaction. */
-import type { CandidateSnapshot } from '../candidates-types.js';
-import type { Inventory, Resources } from '../model.js';
+import { emptySnapshot, type CandidateSnapshot } from '../candidates-types.js';
 import { T } from './schema.js';
 import { inventoryFromRow, toProvider, type Db, type ProviderRecord } from './rows.js';
 import type { SqlQueries } from './queries.js';
@@ -11,13 +10,7 @@ export function readCandidateSnapshot(q: SqlQueries): Promise<CandidateSnapshot>
     const providers = (
       (await trx.selectFrom(T.providers).selectAll().orderBy('uuid').execute()) as ProviderRecord[]
     ).map(toProvider);
-    const snap: CandidateSnapshot = {
-      providers,
-      inventories: new Map<string, Record<string, Inventory>>(),
-      usages: new Map<string, Resources>(),
-      traits: new Map<string, string[]>(),
-      aggregates: new Map<string, string[]>(),
-    };
+    const snap = emptySnapshot(providers);
     for (const r of await q.run(trx, `select * from ${T.inventories}`, [])) {
       const u = String(r.provider_uuid);
       if (!snap.inventories.has(u)) snap.inventories.set(u, {});
