@@ -1,68 +1,107 @@
 /**
- * Allocation candidates for one unnumbered request group (Placement's
- * `GET /allocation_candidates?resources=…&required=…&in_tree=…&limit=…`), computed over the
- * providers of a {@link ReshapeStore}.
+ * Allocation candidates (Placement's `GET /allocation_candidates`): the unnumbered group, suffixed
+ * groups, sharing providers, aggregates, trait filters, root traits and same_subtree, computed over
+ * a {@link CandidateSnapshot} of a {@link ReshapeStore}.
  */
 import { positiveIntegerOption } from '@rigging/core';
-import {
-  capacityOf,
-  fitsInventory,
-  type Inventory,
-  type ResourceProvider,
-  type Resources,
-} from './model.js';
+import { ReshapeError } from './errors.js';
+import { normalizeUuid, type Resources } from './model.js';
 import type { ReshapeStore } from './store.js';
+import { searchCandidates, type SearchOptions } from './candidates-search.js';
+import {
+  emptySnapshot,
+  type CandidateGroup,
+  type CandidateQuery,
+  type CandidateSnapshot,
+  type Candidates,
+} from './candidates-types.js';
 
-/** A request: amounts per class, trait constraints, optional tree and limit. */
-export interface CandidateQuery {
-  /** The amount needed per resource class. */
-  resources: Resources;
-  /** Every inner list is an any-of; all lists must be satisfied by the providers together. */
-  required?: string[][];
-  /** No provider of a candidate may have one of these traits. */
-  forbidden?: string[];
-  /** Only providers of the tree containing this provider. */
-  inTree?: string;
-  /** Resources of one request may come from several providers of one tree. @default true */
-  nested?: boolean;
-  /** At most this many allocation requests are returned, in the order found. @default unlimited */
-  limit?: number;
-  /** At most this many combinations are examined per tree. @default 1000 */
-  maxPerTree?: number;
+export type {
+  AllocationRequest,
+  CandidateGroup,
+  CandidateQuery,
+  CandidateSnapshot,
+  Candidates,
+  ProviderSummary,
+} from './candidates-types.js';
+
+/** The most suffixed groups one query may name. */
+export const MAX_CANDIDATE_GROUPS = 64;
+/** The most merged combinations one query examines. */
+const MAX_COMBINATIONS = 100_000;
+
+/** A store that can read a {@link CandidateSnapshot} consistently (in one transaction). */
+export interface CandidateSnapshotSource {
+  /** Every provider with its inventories, usages, traits and aggregates, at one point in time. */
+  candidateSnapshot(): Promise<CandidateSnapshot>;
 }
 
-/** One provider in play in {@link Candidates}, with what it has and what is used. */
-export interface ProviderSummary {
-  /** The provider. */
-  provider: ResourceProvider;
-  /** Per resource class of its inventories. */
-  resources: Record<
-    string,
-    {
-      /** (total − reserved) × allocation ratio, rounded down. */
-      capacity: number;
-      /** The amount allocated now. */
-      used: number;
-    }
-  >;
-  /** Its trait names. */
-  traits: string[];
+function hasSnapshot(store: ReshapeStore): store is ReshapeStore & CandidateSnapshotSource {
+  return typeof (store as Partial<CandidateSnapshotSource>).candidateSnapshot === 'function';
 }
 
-/** The answer of {@link allocationCandidates}. */
-export interface Candidates {
-  /** Each: the providers and amounts of one way to satisfy the request. */
-  allocationRequests: Record<string, Resources>[];
-  /** The providers in play (every provider of a tree with a candidate when `nested`). */
-  summaries: Map<string, ProviderSummary>;
+/** Reads a snapshot through the store's ordinary reads (one provider at a time). */
+async function readSnapshot(store: ReshapeStore): Promise<CandidateSnapshot> {
+  if (hasSnapshot(store)) return store.candidateSnapshot();
+  const providers = await store.listProviders();
+  const snap = emptySnapshot(providers);
+  for (const p of providers) {
+    const [inv, use, traits, aggs] = await Promise.all([
+      store.getInventories(p.uuid),
+      store.getUsages(p.uuid),
+      store.getTraits(p.uuid),
+      store.getAggregates(p.uuid),
+    ]);
+    snap.inventories.set(p.uuid, inv.inventories);
+    snap.usages.set(p.uuid, use.usages);
+    snap.traits.set(p.uuid, traits.traits);
+    snap.aggregates.set(p.uuid, aggs.aggregates);
+  }
+  return snap;
 }
 
-/** Finds every way to place `query.resources` (each class from one provider) within one tree. */
-export async function allocationCandidates(
-  store: ReshapeStore,
-  query: CandidateQuery,
-): Promise<Candidates> {
-  const nested = query.nested ?? true;
+function invalid(message: string): never {
+  throw new ReshapeError('reshape.invalid_input', message);
+}
+
+function strings(value: unknown, what: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v === ''))
+    invalid(`${what} must be an array of non-empty strings`);
+  return value as string[];
+}
+
+function lists(value: unknown, what: string): string[][] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) invalid(`${what} must be an array of arrays of strings`);
+  return value.map((v: unknown) => {
+    const list = strings(v, what);
+    if (list.length === 0) invalid(`${what} must not contain an empty list`);
+    return list;
+  });
+}
+
+function checkGroup(group: CandidateGroup, name: string): CandidateGroup {
+  const resources: Resources = {};
+  for (const [rc, amount] of Object.entries(group.resources ?? {})) {
+    if (!Number.isSafeInteger(amount) || amount < 1)
+      invalid(`${name}: the amount of ${rc} must be an integer >= 1, got ${String(amount)}`);
+    resources[rc] = amount;
+  }
+  const aggs = (l: string[]) => l.map((a) => normalizeUuid(a, 'aggregate uuid'));
+  const out: CandidateGroup = {
+    resources,
+    required: lists(group.required, `${name}.required`),
+    forbidden: strings(group.forbidden, `${name}.forbidden`),
+    memberOf: lists(group.memberOf, `${name}.memberOf`).map(aggs),
+    notMemberOf: aggs(strings(group.notMemberOf, `${name}.notMemberOf`)),
+  };
+  if (group.inTree !== undefined) out.inTree = normalizeUuid(group.inTree, `${name}.inTree`);
+  return out;
+}
+
+/** Checks a query and turns it into search options; throws `reshape.invalid_input`. */
+export function checkCandidateQuery(query: CandidateQuery): SearchOptions {
   const maxPerTree = positiveIntegerOption(
     'allocationCandidates',
     'maxPerTree',
@@ -70,92 +109,62 @@ export async function allocationCandidates(
     1000,
   );
   const limit = positiveIntegerOption('allocationCandidates', 'limit', query.limit);
-  const providers = await store.listProviders(
-    query.inTree === undefined ? {} : { inTree: query.inTree },
-  );
-  const summaries = new Map<string, ProviderSummary>();
-  const inventories = new Map<string, Record<string, Inventory>>();
-  for (const p of providers) {
-    const [inv, use, traits] = await Promise.all([
-      store.getInventories(p.uuid),
-      store.getUsages(p.uuid),
-      store.getTraits(p.uuid),
-    ]);
-    inventories.set(p.uuid, inv.inventories);
-    const resources: ProviderSummary['resources'] = {};
-    for (const [rc, i] of Object.entries(inv.inventories))
-      resources[rc] = { capacity: capacityOf(i), used: use.usages[rc] ?? 0 };
-    summaries.set(p.uuid, { provider: p, resources, traits: traits.traits });
-  }
-  const trees = new Map<string, ResourceProvider[]>();
-  for (const p of providers) {
-    let list = trees.get(p.rootProviderUuid);
-    if (!list) trees.set(p.rootProviderUuid, (list = []));
-    list.push(p);
-  }
-  const classes = Object.keys(query.resources).sort();
-  const fits = (uuid: string, rc: string, amount: number): boolean => {
-    const inv = inventories.get(uuid)?.[rc];
-    if (!inv) return false;
-    return fitsInventory(inv, summaries.get(uuid)!.resources[rc]!.used, amount);
+  const unnumbered = checkGroup(query, 'query');
+  const hasUnnumbered = Object.keys(unnumbered.resources!).length > 0;
+  if (
+    !hasUnnumbered &&
+    (unnumbered.required!.length ||
+      unnumbered.forbidden!.length ||
+      unnumbered.memberOf!.length ||
+      unnumbered.notMemberOf!.length)
+  )
+    invalid('the unnumbered group has filters but no resources');
+  const groups = Object.entries(query.groups ?? {});
+  if (groups.length > MAX_CANDIDATE_GROUPS)
+    invalid(`at most ${MAX_CANDIDATE_GROUPS} suffixed groups may be given`);
+  for (const [suffix] of groups)
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(suffix))
+      invalid(`group suffix ${JSON.stringify(suffix)} must be 1 to 64 of A-Z a-z 0-9 _ -`);
+  const checked = groups.map(([s, g]): [string, CandidateGroup] => [
+    s,
+    checkGroup(g, `groups.${s}`),
+  ]);
+  const sameSubtree = lists(query.sameSubtree, 'sameSubtree');
+  const suffixes = new Set(groups.map(([s]) => s));
+  for (const same of sameSubtree)
+    for (const s of same)
+      if (!suffixes.has(s)) invalid(`sameSubtree names no group ${JSON.stringify(s)}`);
+  for (const [s, g] of checked)
+    if (Object.keys(g.resources!).length === 0 && !sameSubtree.some((l) => l.includes(s)))
+      invalid(`group ${JSON.stringify(s)} has no resources and is in no sameSubtree list`);
+  if (!hasUnnumbered && !checked.some(([, g]) => Object.keys(g.resources!).length > 0))
+    invalid('a query needs resources in at least one group');
+  const policy = query.groupPolicy ?? 'none';
+  if (policy !== 'none' && policy !== 'isolate')
+    invalid(`groupPolicy must be 'none' or 'isolate', got ${JSON.stringify(policy)}`);
+  return {
+    unnumbered: hasUnnumbered ? unnumbered : undefined,
+    groups: checked,
+    groupPolicy: policy,
+    rootRequired: strings(query.rootRequired, 'rootRequired'),
+    rootForbidden: strings(query.rootForbidden, 'rootForbidden'),
+    sameSubtree,
+    nested: query.nested ?? true,
+    limit,
+    maxPerTree,
+    maxCombinations: MAX_COMBINATIONS,
   };
-  const traitsOk = (uuids: Iterable<string>): boolean => {
-    const all = new Set<string>();
-    for (const u of uuids)
-      for (const t of summaries.get(u)!.traits) {
-        if (query.forbidden?.includes(t)) return false;
-        all.add(t);
-      }
-    return (query.required ?? []).every((anyOf) => anyOf.some((t) => all.has(t)));
-  };
+}
 
-  const requests: Record<string, Resources>[] = [];
-  const treesUsed = new Set<string>();
-  const providersUsed = new Set<string>();
-  for (const [root, members] of [...trees].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const options = classes.map((rc) =>
-      members.filter((p) => fits(p.uuid, rc, query.resources[rc]!)).map((p) => p.uuid),
-    );
-    if (options.some((o) => o.length === 0)) continue;
-    let examined = 0;
-    const pick: string[] = [];
-    const walk = (i: number): void => {
-      if (examined >= maxPerTree) return;
-      if (i === classes.length) {
-        examined++;
-        const used = new Set(pick);
-        if (!nested && used.size > 1) return;
-        if (!traitsOk(used)) return;
-        const request: Record<string, Resources> = {};
-        for (const [k, rc] of classes.entries())
-          (request[pick[k]!] ??= {})[rc] = query.resources[rc]!;
-        requests.push(request);
-        treesUsed.add(root);
-        for (const u of used) providersUsed.add(u);
-        return;
-      }
-      for (const u of options[i]!) {
-        pick.push(u);
-        walk(i + 1);
-        pick.pop();
-      }
-    };
-    walk(0);
-  }
-  let kept = requests;
-  if (limit !== undefined && limit < requests.length) {
-    kept = requests.slice(0, limit);
-    treesUsed.clear();
-    providersUsed.clear();
-    for (const r of kept)
-      for (const u of Object.keys(r)) {
-        providersUsed.add(u);
-        treesUsed.add(summaries.get(u)!.provider.rootProviderUuid);
-      }
-  }
-  const inPlay = new Map<string, ProviderSummary>();
-  for (const [uuid, s] of summaries)
-    if (nested ? treesUsed.has(s.provider.rootProviderUuid) : providersUsed.has(uuid))
-      inPlay.set(uuid, s);
-  return { allocationRequests: kept, summaries: inPlay };
+/**
+ * Every way to satisfy `query` with the store's providers now: the unnumbered group from one tree
+ * and the sharing providers of its aggregates, each suffixed group from one provider, combined
+ * per tree. Throws `reshape.invalid_input` for a malformed query, before reading anything.
+ */
+export async function allocationCandidates(
+  store: ReshapeStore,
+  query: CandidateQuery,
+): Promise<Candidates> {
+  const options = checkCandidateQuery(query);
+  return searchCandidates(await readSnapshot(store), options);
 }

@@ -42,4 +42,10 @@ export type {
   RetryOnConflictOptions,
 } from './flow.js';
 export { allocationCandidates } from './candidates.js';
-export type { CandidateQuery, Candidates, ProviderSummary } from './candidates.js';
+export type {
+  AllocationRequest,
+  CandidateGroup,
+  CandidateQuery,
+  Candidates,
+  ProviderSummary,
+} from './candidates.js';

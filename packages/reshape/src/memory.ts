@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { emptySnapshot, type CandidateSnapshot } from './candidates-types.js';
 import { ReshapeError } from './errors.js';
 import {
   plan,
@@ -493,6 +494,19 @@ class MemoryStore implements ReshapeStore {
         rows.push({ consumer, consumerType: row.consumerType, rc: r.rc, used: r.used });
     }
     return totalUsages(rows);
+  }
+
+  /** Every provider with what the candidate search reads, copied synchronously (one state). */
+  async candidateSnapshot(): Promise<CandidateSnapshot> {
+    this.open();
+    const snap = emptySnapshot([...this.providers.values()].map((p) => ({ ...p })));
+    for (const p of snap.providers) {
+      snap.inventories.set(p.uuid, { ...(this.inventories.get(p.uuid) ?? {}) });
+      snap.usages.set(p.uuid, Object.fromEntries(this.usageOf(p.uuid)));
+      snap.traits.set(p.uuid, [...(this.traits.get(p.uuid) ?? [])].sort());
+      snap.aggregates.set(p.uuid, [...(this.aggregates.get(p.uuid) ?? [])]);
+    }
+    return snap;
   }
 
   async getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }> {

@@ -485,7 +485,7 @@ describe('Placement HTTP API', () => {
       ).toEqual([]);
       expect((await get('resources=VCPU:1&limit=1')).body.allocation_requests).toHaveLength(1);
       expect((await get('resources=VCPU')).status).toBe(400);
-      expect((await get('resources1=VCPU:1')).status).toBe(400);
+      expect((await get('resources1=VCPU:1&resources2=VGPU:1')).status).toBe(400); // group_policy
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }

@@ -58,6 +58,11 @@ export class SqlQueries implements StatementRunner {
     return this.database.transaction(fn, this.locking ? { isolation: 'read committed' } : {});
   }
 
+  /** Runs the reads of `fn` on one snapshot (REPEATABLE READ where the engine has levels). */
+  snapshotTx<R>(fn: (trx: Db) => Promise<R>): Promise<R> {
+    return this.database.transaction(fn, this.locking ? { isolation: 'repeatable read' } : {});
+  }
+
   /** Reads (and locks, in uuid order) the providers that exist among `uuids`. */
   async lockProviders(trx: Db, uuids: Iterable<string>): Promise<Map<string, ResourceProvider>> {
     const sorted = [...new Set(uuids)].sort();

@@ -49,6 +49,8 @@ import { plan, prepare } from '../engine.js';
 import { migrations, T } from './schema.js';
 import { selectProviders } from './list-providers.js';
 import { SqlQueries } from './queries.js';
+import { readCandidateSnapshot } from './candidates.js';
+import type { CandidateSnapshot } from '../candidates-types.js';
 import { chunks, marks, inventoryFromRow } from './rows.js';
 import { STANDARD_RESOURCE_CLASSES } from '../vocabulary.js';
 
@@ -410,6 +412,11 @@ class SqlStore implements ReshapeStore {
         used: Number(r.used),
       })),
     );
+  }
+
+  /** Every table the candidate search reads, from one transaction (see `allocationCandidates`). */
+  candidateSnapshot(): Promise<CandidateSnapshot> {
+    return readCandidateSnapshot(this.q);
   }
 
   async getAggregates(uuid: string): Promise<{ generation: number; aggregates: string[] }> {

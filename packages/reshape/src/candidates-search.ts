@@ -1,0 +1,447 @@
+/**
+ * The allocation-candidate search over a {@link CandidateSnapshot}, with Placement's semantics:
+ * each group's partial answers are anchored at the root of the tree they serve (a sharing
+ * provider serves every tree of its aggregates), the groups' answers are combined per anchor,
+ * filtered by group policy and same_subtree, and checked again for capacity once merged.
+ */
+import { capacityOf, fitsInventory, type Inventory, type Resources } from './model.js';
+import type {
+  AllocationRequest,
+  CandidateGroup,
+  CandidateSnapshot,
+  Candidates,
+  ProviderSummary,
+} from './candidates-types.js';
+
+/** The trait that lets a provider's inventory serve the trees of its aggregates. */
+export const SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE';
+
+/** Checked options of one search. */
+export interface SearchOptions {
+  /** The unnumbered group, if it has resources. */
+  unnumbered: CandidateGroup | undefined;
+  /** Suffixed groups, in request order. */
+  groups: [string, CandidateGroup][];
+  groupPolicy: 'none' | 'isolate';
+  rootRequired: string[];
+  rootForbidden: string[];
+  sameSubtree: string[][];
+  nested: boolean;
+  limit: number | undefined;
+  maxPerTree: number;
+  /** At most this many merged combinations are examined in all. */
+  maxCombinations: number;
+}
+
+/** One provider's part of a partial answer. */
+interface Part {
+  provider: string;
+  resourceClass: string;
+  amount: number;
+}
+
+/** A partial answer: one group's way, anchored at the root of the tree it serves. */
+interface Partial {
+  anchor: string;
+  sameProvider: boolean;
+  parts: Part[];
+  mappings: Map<string, Set<string>>;
+}
+
+/** The snapshot indexed for the search. */
+class Index {
+  readonly parent = new Map<string, string | null>();
+  readonly root = new Map<string, string>();
+  readonly traits = new Map<string, Set<string>>();
+  readonly aggregates = new Map<string, Set<string>>();
+  readonly members = new Map<string, Set<string>>();
+  readonly sharing = new Set<string>();
+  readonly hasTrees: boolean;
+
+  constructor(readonly snap: CandidateSnapshot) {
+    let nested = false;
+    for (const p of snap.providers) {
+      this.parent.set(p.uuid, p.parentProviderUuid);
+      this.root.set(p.uuid, p.rootProviderUuid);
+      if (p.parentProviderUuid !== null) nested = true;
+      const traits = new Set(snap.traits.get(p.uuid) ?? []);
+      this.traits.set(p.uuid, traits);
+      if (traits.has(SHARING_TRAIT)) this.sharing.add(p.uuid);
+      const aggs = new Set(snap.aggregates.get(p.uuid) ?? []);
+      this.aggregates.set(p.uuid, aggs);
+      for (const a of aggs) {
+        let m = this.members.get(a);
+        if (!m) this.members.set(a, (m = new Set()));
+        m.add(p.uuid);
+      }
+    }
+    this.hasTrees = nested;
+  }
+
+  inventory(uuid: string, rc: string): Inventory | undefined {
+    return this.snap.inventories.get(uuid)?.[rc];
+  }
+
+  used(uuid: string, rc: string): number {
+    return this.snap.usages.get(uuid)?.[rc] ?? 0;
+  }
+
+  /** Providers (of `treeRoot`'s tree when given) with room for `amount` of `rc`. */
+  withResource(rc: string, amount: number, treeRoot: string | undefined): Set<string> {
+    const out = new Set<string>();
+    for (const p of this.snap.providers) {
+      if (treeRoot !== undefined && p.rootProviderUuid !== treeRoot) continue;
+      const inv = this.inventory(p.uuid, rc);
+      if (inv && fitsInventory(inv, this.used(p.uuid, rc), amount)) out.add(p.uuid);
+    }
+    return out;
+  }
+
+  /** Providers in at least one aggregate of every list. */
+  inAggregates(memberOf: string[][]): Set<string> {
+    const out = new Set<string>();
+    for (const p of this.snap.providers) {
+      const aggs = this.aggregates.get(p.uuid)!;
+      if (memberOf.every((anyOf) => anyOf.some((a) => aggs.has(a)))) out.add(p.uuid);
+    }
+    return out;
+  }
+
+  /** Providers in any of these aggregates. */
+  inAnyAggregate(aggregates: string[]): Set<string> {
+    const out = new Set<string>();
+    for (const a of aggregates) for (const p of this.members.get(a) ?? []) out.add(p);
+    return out;
+  }
+
+  /** The roots of every tree that shares an aggregate with a sharing provider. */
+  anchorsOf(sharing: string): Set<string> {
+    const out = new Set<string>();
+    for (const a of this.aggregates.get(sharing)!)
+      for (const m of this.members.get(a) ?? []) out.add(this.root.get(m)!);
+    return out;
+  }
+
+  /** The provider and its ancestors. */
+  lineage(uuid: string): Set<string> {
+    const out = new Set<string>();
+    for (let u: string | null | undefined = uuid; u; u = this.parent.get(u)) out.add(u);
+    return out;
+  }
+}
+
+/** Computes the candidates of a checked query over a snapshot. */
+export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions): Candidates {
+  const index = new Index(snap);
+  const empty: Candidates = { allocationRequests: [], summaries: new Map() };
+
+  let anchors: Set<string> | undefined;
+  if (options.rootRequired.length || options.rootForbidden.length) {
+    anchors = new Set();
+    for (const p of snap.providers) {
+      if (p.parentProviderUuid !== null) continue;
+      const t = index.traits.get(p.uuid)!;
+      if (
+        options.rootRequired.every((r) => t.has(r)) &&
+        !options.rootForbidden.some((f) => t.has(f))
+      )
+        anchors.add(p.uuid);
+    }
+    if (anchors.size === 0) return empty;
+  }
+
+  const bySuffix = new Map<string, Partial[]>();
+  const all: [string, CandidateGroup, boolean][] = [
+    ...(options.unnumbered
+      ? [['', options.unnumbered, false] as [string, CandidateGroup, boolean]]
+      : []),
+    ...options.groups.map(([s, g]): [string, CandidateGroup, boolean] => [s, g, true]),
+  ];
+  for (const [suffix, group, sameProvider] of all) {
+    const found = sameProvider
+      ? singleProvider(index, suffix, group, anchors)
+      : acrossTree(index, suffix, group, anchors, options.maxPerTree);
+    if (found.length === 0) return empty;
+    bySuffix.set(suffix, found);
+  }
+
+  const merged = merge(index, bySuffix, options);
+  let requests = merged;
+  let summaryProviders: Set<string> | undefined;
+  if (!options.nested && index.hasTrees) {
+    requests = merged.filter((r) => {
+      const providers = Object.keys(r.allocations);
+      return new Set(providers.map((u) => index.root.get(u))).size === providers.length;
+    });
+    summaryProviders = new Set(requests.flatMap((r) => Object.keys(r.allocations)));
+  }
+  const trees = (list: AllocationRequest[]): Set<string> =>
+    new Set(list.flatMap((r) => Object.keys(r.allocations).map((u) => index.root.get(u)!)));
+  let inTrees = trees(requests);
+  if (options.limit !== undefined && options.limit < requests.length) {
+    requests = requests.slice(0, options.limit);
+    inTrees = trees(requests);
+  }
+  const summaries = new Map<string, ProviderSummary>();
+  for (const p of snap.providers) {
+    if (!inTrees.has(p.rootProviderUuid)) continue;
+    if (summaryProviders && !summaryProviders.has(p.uuid)) continue;
+    const resources: ProviderSummary['resources'] = {};
+    for (const [rc, inv] of Object.entries(snap.inventories.get(p.uuid) ?? {}))
+      resources[rc] = { capacity: capacityOf(inv), used: index.used(p.uuid, rc) };
+    summaries.set(p.uuid, {
+      provider: p,
+      resources,
+      traits: [...index.traits.get(p.uuid)!].sort(),
+    });
+  }
+  return { allocationRequests: requests, summaries };
+}
+
+function treeRootOf(index: Index, inTree: string | undefined): string | undefined | null {
+  if (inTree === undefined) return undefined;
+  return index.root.get(inTree) ?? null;
+}
+
+/** A suffixed group: every resource from one provider that passes every filter itself. */
+function singleProvider(
+  index: Index,
+  suffix: string,
+  group: CandidateGroup,
+  anchors: Set<string> | undefined,
+): Partial[] {
+  const resources = Object.entries(group.resources ?? {});
+  const inAggs = group.memberOf?.length ? index.inAggregates(group.memberOf) : undefined;
+  if (inAggs?.size === 0) return [];
+  const treeRoot = treeRootOf(index, group.inTree);
+  if (treeRoot === null) return [];
+  const bad = index.inAnyAggregate(group.notMemberOf ?? []);
+  const withResource = resources.map(([rc, amount]) => index.withResource(rc, amount, treeRoot));
+  if (withResource.some((s) => s.size === 0)) return [];
+  // As in Placement, a resourceless group matches only through required traits or aggregates.
+  if (resources.length === 0 && !group.required?.length && !inAggs) return [];
+  const out: Partial[] = [];
+  for (const p of index.snap.providers) {
+    const u = p.uuid;
+    const traits = index.traits.get(u)!;
+    if (!(group.required ?? []).every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
+    if ((group.forbidden ?? []).some((t) => traits.has(t))) continue;
+    if (inAggs && !inAggs.has(u)) continue;
+    if (bad.has(u)) continue;
+    if (!withResource.every((s) => s.has(u))) continue;
+    const parts = resources.map(([resourceClass, amount]) => ({
+      provider: u,
+      resourceClass,
+      amount,
+    }));
+    const own = p.rootProviderUuid;
+    const partial = (anchor: string): Partial => ({
+      anchor,
+      sameProvider: true,
+      parts,
+      mappings: new Map([[suffix, new Set([u])]]),
+    });
+    if (!anchors || anchors.has(own)) out.push(partial(own));
+    if (index.sharing.has(u))
+      for (const a of index.anchorsOf(u))
+        if (a !== own && (!anchors || anchors.has(a))) out.push(partial(a));
+  }
+  return out;
+}
+
+/**
+ * The unnumbered group: each class from a provider of the anchor's tree or from a sharing
+ * provider of one of its aggregates; the providers chosen must have the required traits together.
+ */
+function acrossTree(
+  index: Index,
+  suffix: string,
+  group: CandidateGroup,
+  anchors: Set<string> | undefined,
+  maxPerTree: number,
+): Partial[] {
+  const resources = Object.entries(group.resources ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+  const inAggs = group.memberOf?.length ? index.inAggregates(group.memberOf) : undefined;
+  if (inAggs?.size === 0) return [];
+  const treeRoot = treeRootOf(index, group.inTree);
+  if (treeRoot === null) return [];
+  const withResource = resources.map(([rc, amount]) => index.withResource(rc, amount, treeRoot));
+  if (withResource.some((s) => s.size === 0)) return [];
+  const bad = group.notMemberOf?.length ? index.inAnyAggregate(group.notMemberOf) : undefined;
+
+  // Per anchor, per class: the providers that may serve it.
+  let found: Map<string, Map<string, Set<string>>> | undefined;
+  for (const [i, [rc]] of resources.entries()) {
+    let here: [string, string][] = [...withResource[i]!].map((u) => [u, index.root.get(u)!]);
+    if (treeRoot === undefined)
+      for (const s of withResource[i]!)
+        if (index.sharing.has(s) && (!inAggs || inAggs.has(s)))
+          for (const a of index.anchorsOf(s)) here.push([s, a]);
+    if (anchors) here = here.filter(([, a]) => anchors.has(a));
+    if (inAggs) here = here.filter(([u, a]) => inAggs.has(u) || inAggs.has(a));
+    if (bad) here = here.filter(([u, a]) => !bad.has(u) && !bad.has(a));
+    if (here.length === 0) return [];
+    const next = new Map<string, Map<string, Set<string>>>();
+    for (const [u, a] of here) {
+      let byClass = next.get(a);
+      if (!byClass) next.set(a, (byClass = new Map()));
+      let set = byClass.get(rc);
+      if (!set) byClass.set(rc, (set = new Set()));
+      set.add(u);
+    }
+    if (found) {
+      for (const a of [...found.keys()]) {
+        const more = next.get(a);
+        if (more) for (const [k, v] of more) found.get(a)!.set(k, v);
+        else found.delete(a);
+      }
+    } else found = next;
+    if (found.size === 0) return [];
+  }
+
+  const out: Partial[] = [];
+  const required = group.required ?? [];
+  const forbidden = group.forbidden ?? [];
+  for (const [anchor, byClass] of [...(found ?? [])].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const options = resources.map(([rc]) => [...byClass.get(rc)!].sort());
+    eachPick(options, { left: maxPerTree }, (pick) => {
+      const used = new Set(pick);
+      const traits = new Set<string>();
+      for (const u of used)
+        for (const t of index.traits.get(u)!) {
+          if (forbidden.includes(t)) return;
+          traits.add(t);
+        }
+      if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) return;
+      out.push({
+        anchor,
+        sameProvider: false,
+        parts: resources.map(([resourceClass, amount], k) => ({
+          provider: pick[k]!,
+          resourceClass,
+          amount,
+        })),
+        mappings: new Map([[suffix, used]]),
+      });
+    });
+  }
+  return out;
+}
+
+/** Combines one partial answer per group for each anchor, as Placement merges its groups. */
+function merge(
+  index: Index,
+  bySuffix: Map<string, Partial[]>,
+  options: SearchOptions,
+): AllocationRequest[] {
+  const suffixes = [...bySuffix.keys()];
+  const granular = suffixes.filter((s) => s !== '').length;
+  const byAnchor = new Map<string, Map<string, Partial[]>>();
+  for (const [suffix, partials] of bySuffix)
+    for (const p of partials) {
+      let m = byAnchor.get(p.anchor);
+      if (!m) byAnchor.set(p.anchor, (m = new Map()));
+      let list = m.get(suffix);
+      if (!list) m.set(suffix, (list = []));
+      list.push(p);
+    }
+  const out: AllocationRequest[] = [];
+  const seen = new Set<string>();
+  const budget = { left: options.maxCombinations };
+  for (const [, lists] of [...byAnchor].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    if (lists.size !== suffixes.length) continue;
+    eachPick(
+      suffixes.map((s) => lists.get(s)!),
+      budget,
+      (pick) => {
+        const request = combine(index, pick, options, granular);
+        if (!request) return;
+        const key = keyOf(request);
+        if (seen.has(key)) return;
+        seen.add(key);
+        out.push(request);
+      },
+    );
+  }
+  return out;
+}
+
+/** Calls `visit` with every pick of one item per column, until `budget.left` picks were made. */
+function eachPick<T>(
+  columns: readonly T[][],
+  budget: { left: number },
+  visit: (pick: readonly T[]) => void,
+): void {
+  const pick: T[] = [];
+  const walk = (i: number): void => {
+    if (budget.left <= 0) return;
+    if (i === columns.length) {
+      budget.left--;
+      visit(pick);
+      return;
+    }
+    for (const item of columns[i]!) {
+      pick.push(item);
+      walk(i + 1);
+      pick.pop();
+    }
+  };
+  walk(0);
+}
+
+function combine(
+  index: Index,
+  picks: readonly Partial[],
+  options: SearchOptions,
+  granular: number,
+): AllocationRequest | undefined {
+  const mappings = new Map<string, Set<string>>();
+  for (const p of picks)
+    for (const [s, providers] of p.mappings) {
+      let m = mappings.get(s);
+      if (!m) mappings.set(s, (m = new Set()));
+      for (const u of providers) m.add(u);
+    }
+  if (options.groupPolicy === 'isolate') {
+    const distinct = new Set<string>();
+    for (const p of picks)
+      if (p.sameProvider) for (const u of p.mappings.values().next().value!) distinct.add(u);
+    if (distinct.size !== granular) return undefined;
+  }
+  for (const same of options.sameSubtree) {
+    const providers = new Set<string>();
+    for (const s of same) for (const u of mappings.get(s) ?? []) providers.add(u);
+    if (providers.size <= 1) continue;
+    let common: Set<string> | undefined;
+    for (const u of providers) {
+      const lineage = index.lineage(u);
+      common = common ? new Set([...common].filter((x) => lineage.has(x))) : lineage;
+    }
+    if (![...providers].some((u) => common!.has(u))) return undefined;
+  }
+  const allocations: Record<string, Resources> = {};
+  for (const p of picks)
+    for (const part of p.parts) {
+      const res = (allocations[part.provider] ??= {});
+      res[part.resourceClass] = (res[part.resourceClass] ?? 0) + part.amount;
+    }
+  for (const [u, res] of Object.entries(allocations))
+    for (const [rc, amount] of Object.entries(res)) {
+      const inv = index.inventory(u, rc)!;
+      if (index.used(u, rc) + amount > capacityOf(inv) || amount > inv.maxUnit) return undefined;
+    }
+  return {
+    allocations,
+    mappings: Object.fromEntries([...mappings].map(([s, set]) => [s, [...set].sort()])),
+  };
+}
+
+function keyOf(r: AllocationRequest): string {
+  const parts = Object.entries(r.allocations)
+    .flatMap(([u, res]) => Object.entries(res).map(([rc, n]) => `${u}/${rc}/${n}`))
+    .sort();
+  const maps = Object.entries(r.mappings)
+    .map(([s, l]) => `${s}=${l.join(',')}`)
+    .sort();
+  return `${parts.join(';')}|${maps.join(';')}`;
+}
