@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   ReshapeNeeded,
+  allocationCandidates,
   memoryStore,
   updateProviderTree,
   type ProviderTreeDriver,
@@ -65,7 +66,19 @@ await updateProviderTree(store, driver, { rootUuid: node.uuid }).catch((error: E
 // ...at startup the flow gathers the allocations, calls the driver again and reshapes.
 const result = await updateProviderTree(store, driver, { rootUuid: node.uuid, startup: true });
 console.log(`reshaped: ${result.reshaped}, moved ${result.movedConsumers.length} consumers`);
-for (const p of await store.listProviders({ inTree: node.uuid })) {
+const tree = await store.listProviders({ inTree: node.uuid });
+for (const p of tree) {
   const { usages } = await store.getUsages(p.uuid);
   console.log(`${p.name}: ${JSON.stringify(usages)}`);
+}
+
+// Scheduling now sees the GPUs: a server asking for one VGPU in a request group of its own is
+// placed on the GPU with room (pgpu0 is full), as Nova asks Placement after the reshape.
+const { allocationRequests } = await allocationCandidates(store, {
+  resources: { VCPU: 2, MEMORY_MB: 2048 },
+  groups: { _GPU: { resources: { VGPU: 1 } } },
+});
+for (const { mappings } of allocationRequests) {
+  const gpu = mappings._GPU!.map((uuid) => tree.find((p) => p.uuid === uuid)!.name);
+  console.log(`a 1-VGPU server: VGPU from ${gpu.join()}`);
 }

@@ -11,6 +11,7 @@ it('examples/vgpu.ts reshapes VGPUs into per-GPU providers', { timeout: 60_000 }
     'compute-1: {"VCPU":10,"MEMORY_MB":10240}',
     'compute-1_pgpu0: {"VGPU":4}',
     'compute-1_pgpu1: {"VGPU":1}',
+    'a 1-VGPU server: VGPU from compute-1_pgpu1',
   ]);
 });
 
