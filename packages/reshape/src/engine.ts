@@ -301,7 +301,11 @@ function checkAllocation(
   }
 }
 
-/** Capacity and inventory in use after the write, per touched provider and class. */
+/**
+ * Capacity and inventory in use after the write, per touched provider and class. Capacity comes
+ * first, as in Placement, which writes a reshape's allocations before it removes inventories: a
+ * reshape that both over-fills a class and removes an allocated one fails on the capacity.
+ */
 function checkUsage(
   snap: Snapshot,
   req: NormalizedRequest,
@@ -309,6 +313,7 @@ function checkUsage(
   options: PlanOptions,
   report: Report,
 ): void {
+  const inUse: Problem[] = [];
   for (const rp of touched) {
     if (!snap.providers.has(rp)) continue;
     const inventories = inventoryOf(snap, req, rp) ?? {};
@@ -325,7 +330,7 @@ function checkUsage(
       const inv = inventories[rc];
       if (!inv) {
         if (oldInventories[rc] && req.inventories.has(rp)) {
-          report({
+          inUse.push({
             code: 'reshape.inventory_in_use',
             message: `cannot remove the ${rc} inventory of resource provider ${rp}: ${after} still allocated`,
             details: { uuid: rp, resourceClass: rc, used: after },
@@ -347,6 +352,7 @@ function checkUsage(
       }
     }
   }
+  for (const problem of inUse) report(problem);
 }
 
 /** Convenience for backends: the normalized request plus the providers to load. */

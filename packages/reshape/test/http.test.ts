@@ -44,7 +44,11 @@ async function api(
   return {
     status: res.status,
     headers: res.headers,
-    body: text ? (JSON.parse(text) as any) : undefined,
+    // An error is JSON unless `accept` asked for HTML or plain text (as Placement's).
+    body:
+      text && /json/.test(res.headers.get('content-type') ?? '')
+        ? (JSON.parse(text) as any)
+        : undefined,
   };
 }
 

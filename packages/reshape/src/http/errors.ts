@@ -55,5 +55,41 @@ export function fromStoreError(error: unknown, bodyRefs = false): HttpError {
   if (!mapped) throw error;
   const [status, code] = mapped;
   const body = bodyRefs && error.code === 'reshape.provider_not_found';
-  return new HttpError(body ? 400 : status, error.message, code);
+  return new HttpError(body ? 400 : status, placementDetail(error), code);
+}
+
+/**
+ * The detail Placement answers for a store error, where clients or Placement's own tests look
+ * for its words (a generation conflict, a refused allocation); the store's message otherwise.
+ */
+function placementDetail(error: RiggingError): string {
+  const d = (error.details ?? {}) as Record<string, unknown>;
+  const shown = (v: unknown) => (v === null || v === undefined ? 'null' : String(v as number));
+  switch (error.code) {
+    case 'reshape.concurrent_update':
+      // Placement compares the stored generation ("expected") with the request's ("got").
+      // (Python's `None` when the request said null of a consumer that exists).
+      if (d.entity === 'consumer')
+        return `consumer generation conflict - expected ${shown(d.actual)} but got ${d.actual == null ? shown(d.expected) : d.expected == null ? 'None' : shown(d.expected)}`;
+      if (d.entity === 'provider') return `resource provider generation conflict: ${error.message}`;
+      return error.message;
+    case 'reshape.capacity_exceeded':
+      return typeof d.resourceClass === 'string' && typeof d.uuid === 'string'
+        ? `Unable to allocate inventory: Unable to create allocation for '${d.resourceClass}' on resource provider '${d.uuid}'. The requested amount would exceed the capacity.`
+        : `Unable to allocate inventory: ${error.message}`;
+    case 'reshape.invalid_allocation':
+      return `Unable to allocate inventory: ${error.message}`;
+    case 'reshape.duplicate':
+      if (typeof d.uuid === 'string' && d.name === undefined)
+        return `Conflicting resource provider uuid: ${d.uuid} already exists.`;
+      if (typeof d.name === 'string' && d.uuid === undefined)
+        return `Conflicting resource provider name: ${d.name} already exists.`;
+      return `Conflicting resource provider: ${error.message}`;
+    case 'reshape.provider_in_use':
+      return `Unable to delete resource provider ${String(d.uuid as string)}: Resource provider has allocations.`;
+    case 'reshape.provider_has_children':
+      return `Unable to delete parent resource provider ${String(d.uuid as string)}: It has child resource providers.`;
+    default:
+      return error.message;
+  }
 }

@@ -36,8 +36,10 @@ export type Handler = (ctx: Ctx) => Promise<Reply>;
 
 /**
  * A path and its methods; `min`/`max`: the microversions a method exists in (outside them: 404,
- * or `outside`); `body`: it takes a JSON body; `anyAccept`: a `GET` answering no body, which
- * takes any `accept` header. @internal
+ * or `outside`); `body`: it takes a JSON body (at the microversions the function accepts, when
+ * one is given); `anyAccept`: a `GET` answering no body, which
+ * takes any `accept` header; `cacheHeaders`: from 1.15 it answers `cache-control` and
+ * `last-modified` though it has no body (every `GET` and every answer with a body does). @internal
  */
 export interface Route {
   pattern: RegExp;
@@ -48,8 +50,9 @@ export interface Route {
       max?: Version;
       outside?: 405;
       handler: Handler;
-      body?: boolean;
+      body?: boolean | ((version: Version) => boolean);
       anyAccept?: true;
+      cacheHeaders?: true;
     }
   >;
 }

@@ -1,6 +1,7 @@
 """Runs Placement's own functional tests (gabbi YAML files) against @rigging/reshape/http.
 
-Usage: /usr/bin/python3 test/gabbi/run.py <placement git dir> [file ...]   (from packages/reshape)
+Usage: /usr/bin/python3 test/gabbi/run.py [--target ours|placement] <placement git dir> [file ...]
+       (from packages/reshape)
 
 The YAML files are read from a clone of openstack/placement (placement/tests/functional/gabbits)
 and copied to a temporary directory; they are not part of this repository. For each file a fresh
@@ -8,15 +9,20 @@ server (bench/serve.ts, memory store) is started with os-traits' standard traits
 python3-os-traits, as Placement syncs them into its database), the state of the file's fixture is
 created over HTTP, the fixture's $ENVIRON values are set, and gabbi-run (python3-gabbi) runs the
 file.
+With `--target placement` the same files run, on the same harness, against OpenStack Placement
+itself (Debian's python3-placement, bench/placement_server.py: a fresh SQLite database per file,
+noauth2), so that both counts are measured alike.
 Prints one line per file (tests, passed, failed) and the names of the failed tests.
 """
 import json
 import os
+import socket
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.request
 import uuid
 
@@ -101,7 +107,31 @@ def start_server(traits_file):
     return proc, f'http://127.0.0.1:{port}'
 
 
-def run_file(git_dir, name, tmp, traits_file):
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def start_placement(tmp, name):
+    """Placement 8.0 on a fresh SQLite database (its standard traits and classes synced at start)."""
+    port = free_port()
+    proc = subprocess.Popen(['/usr/bin/python3', 'bench/placement_server.py',
+                             os.path.join(tmp, f'placement-{name}'), str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    for line in proc.stdout:  # its database migrations log first
+        if line.startswith('listening'):
+            break
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        sys.exit('Placement did not start (is python3-placement installed?)')
+    # Keep reading its log, so that a full pipe never blocks it.
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    return proc, f'http://127.0.0.1:{port}'
+
+
+def run_file(git_dir, name, tmp, traits_file, target):
     text = subprocess.run(
         ['git', '--git-dir', git_dir, 'show',
          f'HEAD:placement/tests/functional/gabbits/{name}.yaml'],
@@ -109,7 +139,7 @@ def run_file(git_dir, name, tmp, traits_file):
     path = os.path.join(tmp, f'{name}.yaml')
     with open(path, 'w') as f:
         f.write(text)
-    proc, base = start_server(traits_file)
+    proc, base = start_placement(tmp, name) if target == 'placement' else start_server(traits_file)
     try:
         env = api_fixture_environ()
         if re.search(r'^\s*-\s*AllocationFixture', text, re.M):
@@ -118,29 +148,42 @@ def run_file(git_dir, name, tmp, traits_file):
             out = subprocess.run(['gabbi-run', base], stdin=stdin, capture_output=True,
                                  text=True, env={**os.environ, **env})
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the server and its tsx parent
+        os.killpg(proc.pid, signal.SIGKILL)  # the server (and the tsx parent of ours)
         proc.wait()
     report = out.stdout + out.stderr
     ran = re.search(r'Ran (\d+) test', report)
     total = int(ran.group(1)) if ran else 0
-    failed = re.findall(r'^(?:FAIL|ERROR): (\S+)', report, re.M)
+    # Each failure: its name, then gabbi's assertion message, tab-indented; its first line says
+    # what differed (status, a string not found, a JSON path value).
+    failed = [(m.group(1).strip(), m.group(2).strip()) for m in re.finditer(
+        r'^(?:FAIL|ERROR): (.+)\n(?:\t(.*))?', report, re.M)]
     return total, failed, report
 
 
 def main():
-    git_dir = sys.argv[1]
-    files = sys.argv[2:] or FILES
+    args = sys.argv[1:]
+    target = 'ours'
+    if args[:1] == ['--target']:
+        target, args = args[1], args[2:]
+    if target not in ('ours', 'placement') or not args:
+        sys.exit(__doc__)
+    git_dir = args[0]
+    files = args[1:] or FILES
+    head = subprocess.run(['git', '--git-dir', git_dir, 'rev-parse', 'HEAD'], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    print(f'target: {target}; placement commit: {head}', flush=True)
     all_total = all_failed = 0
     with tempfile.TemporaryDirectory(prefix='rigging-gabbi-') as tmp:
         traits_file = write_standard_traits(tmp)
         for name in files:
-            total, failed, report = run_file(git_dir, name, tmp, traits_file)
+            total, failed, report = run_file(git_dir, name, tmp, traits_file, target)
             all_total += total
             all_failed += len(failed)
             print(f'{name}: {total} tests, {total - len(failed)} passed, {len(failed)} failed',
                   flush=True)
-            for f in failed:
-                print(f'  failed: {f}')
+            for test, why in failed:
+                print(f'  failed: {test}')
+                print(f'    why: {why}')
             if os.environ.get('GABBI_VERBOSE'):
                 print(report)
     print(f'total: {all_total} tests, {all_total - all_failed} passed, {all_failed} failed')

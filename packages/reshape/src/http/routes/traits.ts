@@ -101,6 +101,7 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
         },
         PUT: {
           min: V(1, 6),
+          cacheHeaders: true,
           handler: async ({ params, absolute }) => {
             const name = params[0]!;
             if (!CUSTOM_NAME.test(name))
