@@ -19,6 +19,8 @@ export interface AllocationRow {
   rp: string;
   rc: string;
   used: number;
+  /** Its place in the consumer's allocations, where a backend stores one (SQL). */
+  ordinal?: number;
 }
 
 /** The current state of everything a request touches. */
@@ -302,9 +304,11 @@ function checkAllocation(
 }
 
 /**
- * Capacity and inventory in use after the write, per touched provider and class. Capacity comes
- * first, as in Placement, which writes a reshape's allocations before it removes inventories: a
- * reshape that both over-fills a class and removes an allocated one fails on the capacity.
+ * Capacity and inventory in use after the write, per touched provider and class, reported in
+ * Placement's order (it writes a reshape's allocations, then removes inventories): first the
+ * capacity of classes the request allocates, then inventories removed while in use, then the
+ * capacity of inventories the request sets without allocating them (a check Placement does not
+ * make).
  */
 function checkUsage(
   snap: Snapshot,
@@ -314,6 +318,7 @@ function checkUsage(
   report: Report,
 ): void {
   const inUse: Problem[] = [];
+  const overset: Problem[] = [];
   for (const rp of touched) {
     if (!snap.providers.has(rp)) continue;
     const inventories = inventoryOf(snap, req, rp) ?? {};
@@ -339,12 +344,13 @@ function checkUsage(
         continue; // allocations without inventory were reported above
       }
       const capacity = capacityOf(inv);
+      const allocated = written.get(rp)?.has(rc) === true;
       const checked =
-        written.get(rp)?.has(rc) === true ||
+        allocated ||
         (!options.allowOvercommittedInventories &&
           req.inventories.get(rp)?.inventories[rc] !== undefined);
       if (checked && after > capacity) {
-        report({
+        (allocated ? report : (p: Problem) => overset.push(p))({
           code: 'reshape.capacity_exceeded',
           message: `${rc} on resource provider ${rp} would be over capacity: ${after} used of ${capacity}`,
           details: { uuid: rp, resourceClass: rc, capacity, used: after, requested: change },
@@ -352,7 +358,7 @@ function checkUsage(
       }
     }
   }
-  for (const problem of inUse) report(problem);
+  for (const problem of [...inUse, ...overset]) report(problem);
 }
 
 /** Convenience for backends: the normalized request plus the providers to load. */

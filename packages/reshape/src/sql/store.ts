@@ -473,6 +473,10 @@ class SqlStore implements ReshapeStore {
         'c.consumer_type',
       ])
       .where('x.consumer_uuid', 'in', inTree)
+      .orderBy('x.consumer_uuid')
+      .orderBy('x.ordinal')
+      .orderBy('x.provider_uuid')
+      .orderBy('x.resource_class')
       .execute()) as Record<string, unknown>[];
     const out: Record<string, ConsumerAllocations> = {};
     for (const r of rows) {

@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 test/gabbi/run.py [--target ours|placement] <placement g
 
 The YAML files are read from a clone of openstack/placement (placement/tests/functional/gabbits)
 and copied to a temporary directory; they are not part of this repository. For each file a fresh
-server (bench/serve.ts, memory store) is started with os-traits' standard traits (Debian's
+server (bench/serve.ts, memory store, tokens checked as Placement's noauth2 middleware checks
+them) is started with os-traits' standard traits (Debian's
 python3-os-traits, as Placement syncs them into its database), the state of the file's fixture is
 created over HTTP, the fixture's $ENVIRON values are set, and gabbi-run (python3-gabbi) runs the
 file.
@@ -99,7 +100,7 @@ def write_standard_traits(tmp):
 
 
 def start_server(traits_file):
-    proc = subprocess.Popen(['npx', 'tsx', 'bench/serve.ts', 'memory', traits_file],
+    proc = subprocess.Popen(['npx', 'tsx', 'bench/serve.ts', 'memory', traits_file, '--noauth2'],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
     line = proc.stdout.readline()
