@@ -324,6 +324,77 @@ describe('answers as Placement 8.0 does', () => {
     });
   });
 
+  it('words refused writes as Placement does', async () => {
+    const rp = await provider({ VCPU: { total: 4 } });
+    const missing = randomUUID();
+    const consumer = randomUUID();
+    const put = (allocations: unknown) =>
+      api('PUT', `/allocations/${consumer}`, {
+        body: {
+          allocations,
+          project_id: 'p',
+          user_id: 'u',
+          consumer_generation: null,
+          consumer_type: 'INSTANCE',
+        },
+      });
+    let r = await put({ [missing]: { resources: { VCPU: 1 } } });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toBe(
+      `Allocation for resource provider '${missing}' that does not exist.`,
+    );
+    r = await put({ [rp.uuid]: { resources: { CUSTOM_PONY: 1 } } });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toBe(
+      `Unable to allocate inventory for consumer ${consumer}: No such resource class CUSTOM_PONY.`,
+    );
+    r = await put({ [rp.uuid]: { resources: { DISK_GB: 1 } } });
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].detail).toContain(
+      `Inventory for 'DISK_GB' on resource provider '${rp.uuid}' invalid.`,
+    );
+
+    r = await api('GET', `/resource_providers/${missing}/inventories`);
+    expect(r.status).toBe(404);
+    expect(r.body.errors[0].detail).toBe(`No resource provider with uuid ${missing} found`);
+    r = await api('DELETE', `/resource_providers/${missing}`);
+    expect(r.status).toBe(404);
+    expect(r.body.errors[0].detail).toBe(
+      `No resource provider with uuid ${missing} found for delete`,
+    );
+
+    r = await api('PUT', `/resource_providers/${rp.uuid}/traits`, {
+      body: { traits: [], resource_provider_generation: rp.generation + 5 },
+    });
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0]).toMatchObject({
+      code: 'placement.concurrent_update',
+      detail:
+        "Resource provider's generation already changed. Please update the generation and try again.",
+    });
+    r = await api('PUT', `/resource_providers/${rp.uuid}`, {
+      body: { name: rp.uuid, parent_provider_uuid: rp.uuid },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toContain('creating loop in the provider tree is not allowed.');
+    const self = randomUUID();
+    r = await api('POST', '/resource_providers', {
+      body: { name: self, uuid: self, parent_provider_uuid: self },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toContain('parent provider UUID cannot be same as UUID');
+  });
+
+  it('answers PUT …/aggregates with the aggregates in the order the request gave them', async () => {
+    const rp = await provider({ VCPU: { total: 1 } });
+    const aggs = ['f', 'a', 'c'].map((h) => `${h.repeat(8)}${randomUUID().slice(8)}`);
+    const r = await api('PUT', `/resource_providers/${rp.uuid}/aggregates`, {
+      body: { aggregates: aggs, resource_provider_generation: rp.generation },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.aggregates).toEqual(aggs);
+  });
+
   it('keeps provider generations when DELETE /allocations/{consumer} removes a consumer', async () => {
     const rp = await provider({ VCPU: { total: 10 } });
     const consumer = randomUUID();

@@ -410,17 +410,37 @@ function failedValidating(e: ErrorObject | undefined): string {
   return `\n\nFailed validating '${e.keyword}' in schema${clip(schemaPath)}:\n\nOn instance${clip(python(e.instancePath))}:\n    ${show(e.data)}`;
 }
 
+/** The pattern of uuid keys in Placement's schemas. */
+const UUID_KEY_PATTERN = '^[0-9a-fA-F-]{36}$';
+
 /** The first error, worded as Python's jsonschema words it (Placement's messages). */
 function describeFirst(errors: ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
   if (!e) return 'invalid';
   const p = e.params as Record<string, unknown>;
   const at = e.instancePath ? ` at ${clip(e.instancePath)}` : '';
+  // A key refused by `propertyNames`: Placement's schemas give key patterns as
+  // patternProperties, which Python's jsonschema words this way.
+  if (
+    e.schemaPath.includes('/propertyNames/') &&
+    (e.keyword === 'pattern' || e.keyword === 'format')
+  ) {
+    const pattern = e.keyword === 'pattern' ? String(p.pattern) : UUID_KEY_PATTERN;
+    return `${show(e.data)} does not match any of the regexes: '${pattern}'${at}`;
+  }
   switch (e.keyword) {
     case 'required':
       return `'${clip(String(p.missingProperty))}' is a required property${at}`;
-    case 'additionalProperties':
-      return `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
+    case 'additionalProperties': {
+      // With patternProperties, Python's jsonschema names the patterns the key missed.
+      const patterns = Object.keys(
+        ((e.parentSchema as { patternProperties?: object } | undefined)?.patternProperties ??
+          {}) as object,
+      );
+      return patterns.length
+        ? `'${clip(String(p.additionalProperty))}' does not match any of the regexes: ${patterns.map((x) => `'${x}'`).join(', ')}${at}`
+        : `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
+    }
     case 'type':
       return `${show(e.data)} is not of type '${String(p.type)}'${at}`;
     case 'minimum':

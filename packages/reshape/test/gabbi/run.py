@@ -13,7 +13,9 @@ file.
 With `--target placement` the same files run, on the same harness, against OpenStack Placement
 itself (Debian's python3-placement, bench/placement_server.py: a fresh SQLite database per file,
 noauth2), so that both counts are measured alike.
-Prints one line per file (tests, passed, failed) and the names of the failed tests.
+Prints one line per file (tests, passed, failed), then one a test (passed or FAIL, its method,
+URL and name) and, under each failure, why (gabbi's first line) and the error code we answered;
+scripts/gabbi-parity.py reads that output.
 """
 import json
 import os
@@ -28,6 +30,7 @@ import urllib.request
 import uuid
 
 import os_traits
+import yaml
 
 # The files of the endpoints we implement (RBAC/policy, CORS and granular/nested-candidate files
 # test features we do not have).
@@ -154,11 +157,38 @@ def run_file(git_dir, name, tmp, traits_file, target):
     report = out.stdout + out.stderr
     ran = re.search(r'Ran (\d+) test', report)
     total = int(ran.group(1)) if ran else 0
-    # Each failure: its name, then gabbi's assertion message, tab-indented; its first line says
-    # what differed (status, a string not found, a JSON path value).
-    failed = [(m.group(1).strip(), m.group(2).strip()) for m in re.finditer(
-        r'^(?:FAIL|ERROR): (.+)\n(?:\t(.*))?', report, re.M)]
-    return total, failed, report
+    return total, verdicts(text, report), report
+
+
+METHODS = ('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS')
+
+
+def verdicts(text, report):
+    """Each test of the file, in the file's order: a dict of its name, method, url (as written
+    in the YAML), whether it passed and, if not, gabbi's first line of why (a status, a string
+    not found, a JSON path value, a header) and the error code of our answer, when it has one."""
+    # gabbi-run prints a mark a test, in order (✓ passed, ✗ failed, E error), then a block per
+    # failure: "FAIL: <name>[: <desc>]" and gabbi's message, tab-indented.
+    marks = re.findall(r'^\.\.\. (\S+) gabbi-runner\.input_', report, re.M)
+    blocks = {}
+    for m in re.finditer(r'^(?:FAIL|ERROR): gabbi-runner\.input_(.+)\n((?:\t.*\n?)*)', report,
+                         re.M):
+        body = m.group(2)
+        code = re.search(r'"code": "([^"]+)"', body)
+        blocks[m.group(1).split(': ')[0].strip()] = (
+            body.split('\n')[0].strip(), code.group(1) if code else None)
+    tests = (yaml.safe_load(text) or {}).get('tests') or []
+    out = []
+    for test, mark in zip(tests, marks):
+        method = next((m for m in METHODS if m in test), None)
+        url = test[method] if method else test.get('url', '')
+        key = str(test.get('name', '')).lower().replace(' ', '_')
+        why, code = blocks.get(key, (None, None))
+        paths = test.get('response_json_paths') or {}
+        out.append({'name': test.get('name', ''), 'method': method or test.get('method', 'GET'),
+                    'url': str(url), 'passed': mark == '✓', 'why': why, 'code': code,
+                    'expected_code': paths.get('$.errors[0].code')})
+    return out
 
 
 def main():
@@ -177,14 +207,19 @@ def main():
     with tempfile.TemporaryDirectory(prefix='rigging-gabbi-') as tmp:
         traits_file = write_standard_traits(tmp)
         for name in files:
-            total, failed, report = run_file(git_dir, name, tmp, traits_file, target)
+            total, tests, report = run_file(git_dir, name, tmp, traits_file, target)
+            failed = [t for t in tests if not t['passed']]
+            if len(tests) != total:
+                sys.exit(f'{name}: gabbi ran {total} tests, the file has {len(tests)} read')
             all_total += total
             all_failed += len(failed)
             print(f'{name}: {total} tests, {total - len(failed)} passed, {len(failed)} failed',
                   flush=True)
-            for test, why in failed:
-                print(f'  failed: {test}')
-                print(f'    why: {why}')
+            for t in tests:
+                print(f"  {'pass' if t['passed'] else 'FAIL'}: {t['method']} {t['url']} :: {t['name']}")
+                if not t['passed']:
+                    print(f"    why: {t['why']}")
+                    print(f"    code: {t['code']}; expected: {t['expected_code']}")
             if os.environ.get('GABBI_VERBOSE'):
                 print(report)
     print(f'total: {all_total} tests, {all_total - all_failed} passed, {all_failed} failed')

@@ -32,7 +32,14 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             const generation = o.resource_provider_generation;
             const inventories = toInventories(o.inventories);
             checkReserved(version, p.uuid, inventories);
-            const r = await call(() => store.setInventories(p.uuid, { generation, inventories }));
+            const r = await call(
+              () => store.setInventories(p.uuid, { generation, inventories }),
+              false,
+              (code) =>
+                code === 'reshape.resource_class_not_found'
+                  ? `Unknown resource class in inventory for resource provider ${p.uuid}: `
+                  : `Unable to update inventory for resource provider ${p.uuid}: `,
+            );
             return inventoriesReply(r.generation, r.inventories);
           },
         },
@@ -44,7 +51,7 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             const o = body as Obj;
             const rc = o.resource_class as string;
             const inv = inventoryFromJson(o);
-            checkReserved(version, p.uuid, { [o.resource_class as string]: inv });
+            checkReserved(version, p.uuid, { [o.resource_class as string]: inv }, 'create');
             // As Placement: a generation in the body is not checked (adding a class is safe).
             const current = await call(() => store.getInventories(p.uuid));
             if (current.inventories[rc])
@@ -52,11 +59,14 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
                 409,
                 `Update conflict: inventory for ${rc} already exists on resource provider ${p.uuid}`,
               );
-            const r = await call(() =>
-              store.setInventories(p.uuid, {
-                generation: current.generation,
-                inventories: { ...current.inventories, [rc]: inv },
-              }),
+            const r = await call(
+              () =>
+                store.setInventories(p.uuid, {
+                  generation: current.generation,
+                  inventories: { ...current.inventories, [rc]: inv },
+                }),
+              false,
+              () => `Unable to create inventory for resource provider ${p.uuid}: `,
             );
             return {
               status: 201,
@@ -161,12 +171,13 @@ function checkReserved(
   version: Version,
   uuid: string,
   inventories: Record<string, InventoryInput>,
+  action: 'create' | 'update' = 'update',
 ): void {
   if (atLeast(version, [1, 26])) return;
   for (const [rc, inv] of Object.entries(inventories))
     if ((inv.reserved ?? 0) >= inv.total)
       throw new HttpError(
         400,
-        `Unable to update inventory for resource provider ${uuid}: Invalid inventory for '${rc}' on resource provider '${uuid}'. The reserved value is greater than or equal to total.`,
+        `Unable to ${action} inventory for resource provider ${uuid}: Invalid inventory for '${rc}' on resource provider '${uuid}'. The reserved value is greater than or equal to total.`,
       );
 }

@@ -1,6 +1,7 @@
 /** Standard and custom resource classes. */
 import { CUSTOM_NAME } from '../../model.js';
-import { HttpError } from '../errors.js';
+import { RiggingError } from '@rigging/core';
+import { fromStoreError, HttpError } from '../errors.js';
 import { atLeast, type Version } from '../microversion.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 import { rcLinks } from '../serialize.js';
@@ -21,7 +22,16 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
     if (!CUSTOM_NAME.test(name))
       throw new HttpError(400, `Cannot update standard resource class ${name}`);
     if (all.includes(to)) throw new HttpError(409, `Resource class already exists: ${to}`);
-    await call(() => store.deleteResourceClass(name));
+    try {
+      await store.deleteResourceClass(name);
+    } catch (error) {
+      if (!RiggingError.hasCode(error, 'reshape.resource_class_in_use'))
+        throw fromStoreError(error);
+      throw new HttpError(
+        409,
+        `Cannot rename resource class ${name}: it is in use in inventory or allocation records.`,
+      );
+    }
     try {
       await call(() => store.createResourceClass(to));
     } catch (error) {
@@ -99,7 +109,7 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
             if (!CUSTOM_NAME.test(name))
               throw new HttpError(
                 400,
-                `Cannot delete standard resource class ${name}: Cannot delete standard resource class.`,
+                `Error in delete resource class: Cannot delete standard resource class ${name}.`,
               );
             await call(() => store.deleteResourceClass(name));
             return { status: 204 };
