@@ -87,6 +87,14 @@ export interface PlanOptions {
    * `DELETE /allocations/{consumer}`); other writes bump every provider they touch.
    */
   keepGenerationsOnRemoval?: boolean;
+  /**
+   * Count generations as Placement's reshaper does, which writes a provider's inventories in two
+   * steps around the allocations: a provider whose inventories the request sets goes up by one
+   * for the final write, one more when the request gives it any inventory (the interim write),
+   * and one more when the request's consumers have or had allocations on it. Other providers go
+   * up by one.
+   */
+  reshapeGenerations?: boolean;
 }
 
 /** Records a problem: throws it, or gathers it when {@link PlanOptions.collect}. */
@@ -113,9 +121,19 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
   const bumped = options.keepGenerationsOnRemoval
     ? new Set([...req.inventories.keys(), ...writes.written.keys()])
     : writes.touched;
-  for (const rp of bumped) {
+  // Providers the request's consumers allocate on, before or after the write.
+  const reallocated = new Set(writes.written.keys());
+  for (const consumer of req.allocations.keys())
+    for (const row of snap.oldAllocations.get(consumer) ?? []) reallocated.add(row.rp);
+  for (const rp of new Set([...bumped, ...req.inventories.keys()])) {
     const provider = snap.providers.get(rp);
-    if (provider) providerGenerations.set(rp, provider.generation + 1);
+    if (!provider) continue;
+    let steps = 1;
+    const set = req.inventories.get(rp);
+    if (options.reshapeGenerations && set) {
+      steps = 1 + (Object.keys(set.inventories).length > 0 ? 1 : 0) + (reallocated.has(rp) ? 1 : 0);
+    }
+    providerGenerations.set(rp, provider.generation + steps);
   }
   const inventories = new Map<string, Record<string, Inventory>>();
   for (const [rp, input] of req.inventories) inventories.set(rp, input.inventories);

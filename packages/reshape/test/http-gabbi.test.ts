@@ -385,6 +385,73 @@ describe('answers as Placement 8.0 does', () => {
     expect(r.body.errors[0].detail).toContain('parent provider UUID cannot be same as UUID');
   });
 
+  it('words invalid inventories, classes in use, un-parenting and refused keys as Placement does', async () => {
+    const rp = await provider({ VCPU: { total: 4 } });
+    let r = await api('PUT', `/resource_providers/${rp.uuid}/inventories`, {
+      body: { resource_provider_generation: rp.generation, inventories: { HOUSE: { total: 1 } } },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toBe(
+      `Unknown resource class in inventory for resource provider ${rp.uuid}: No such resource class HOUSE.`,
+    );
+    r = await api('POST', `/resource_providers/${rp.uuid}/inventories`, {
+      body: { resource_class: 'DISK_GB', total: 10, reserved: 20 },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toMatch(
+      new RegExp(
+        `^Unable to create inventory for resource provider ${rp.uuid}: .*The reserved value is greater than`,
+      ),
+    );
+    r = await api('PUT', `/resource_providers/${rp.uuid}/inventories`, {
+      body: {
+        resource_provider_generation: rp.generation,
+        inventories: { DISK_GB: { total: 10, reserved: 20 } },
+      },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toBe(
+      `Unable to update inventory for resource provider ${rp.uuid}: Invalid inventory for 'DISK_GB'. The reserved value is greater than total.`,
+    );
+
+    await api('PUT', '/resource_classes/CUSTOM_GOLD', { version: '1.7' });
+    const gold = await provider({ CUSTOM_GOLD: { total: 1 } });
+    r = await api('DELETE', '/resource_classes/CUSTOM_GOLD');
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0].detail).toBe(
+      'Error in delete resource class: Cannot delete resource class CUSTOM_GOLD. Class is in use in inventory.',
+    );
+
+    const child = randomUUID();
+    await api('POST', '/resource_providers', {
+      body: { name: child, uuid: child, parent_provider_uuid: gold.uuid },
+    });
+    r = await api('PUT', `/resource_providers/${child}`, {
+      version: '1.36',
+      body: { name: child, parent_provider_uuid: null },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toContain('un-parenting a provider is not currently allowed');
+
+    r = await api('PUT', `/allocations/${randomUUID()}`, {
+      version: '1.12',
+      body: {
+        allocations: { nice_house: { resources: { VCPU: 1 } } },
+        project_id: 'p',
+        user_id: 'u',
+      },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toMatch(
+      /^JSON does not validate: 'nice_house' does not match any of the regexes/,
+    );
+    r = await api('PUT', '/traits/CUSTOM_' + 'A'.repeat(300));
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].detail).toMatch(
+      /^The trait is invalid\. A valid trait must be no longer than 255 characters/,
+    );
+  });
+
   it('answers PUT …/aggregates with the aggregates in the order the request gave them', async () => {
     const rp = await provider({ VCPU: { total: 1 } });
     const aggs = ['f', 'a', 'c'].map((h) => `${h.repeat(8)}${randomUUID().slice(8)}`);
@@ -393,6 +460,39 @@ describe('answers as Placement 8.0 does', () => {
     });
     expect(r.status).toBe(200);
     expect(r.body.aggregates).toEqual(aggs);
+  });
+
+  it("counts a reshape's generations as Placement does: interim inventory, allocations, final inventory", async () => {
+    const parent = await provider({ VCPU: { total: 8 }, DISK_GB: { total: 100 } });
+    const other = await provider({ VCPU: { total: 8 } });
+    const emptied = await provider({ VCPU: { total: 8 } });
+    const consumer = randomUUID();
+    await allocate(consumer, emptied.uuid, { VCPU: 2 });
+    const gen = async (uuid: string) =>
+      (await api('GET', `/resource_providers/${uuid}`)).body.generation as number;
+    const [p0, o0, e0] = [await gen(parent.uuid), await gen(other.uuid), await gen(emptied.uuid)];
+    const r = await api('POST', '/reshaper', {
+      body: {
+        inventories: {
+          [parent.uuid]: { resource_provider_generation: p0, inventories: { VCPU: { total: 8 } } },
+          [other.uuid]: { resource_provider_generation: o0, inventories: { VCPU: { total: 8 } } },
+          [emptied.uuid]: { resource_provider_generation: e0, inventories: {} },
+        },
+        allocations: {
+          [consumer]: {
+            allocations: { [parent.uuid]: { resources: { VCPU: 2 } } },
+            consumer_generation: 1,
+            consumer_type: 'INSTANCE',
+            project_id: 'p',
+            user_id: 'u',
+          },
+        },
+      },
+    });
+    expect(r.status).toBe(204);
+    expect(await gen(parent.uuid)).toBe(p0 + 3); // interim, allocations, final
+    expect(await gen(other.uuid)).toBe(o0 + 2); // interim, final
+    expect(await gen(emptied.uuid)).toBe(e0 + 2); // allocations moved away, final (no interim)
   });
 
   it('keeps provider generations when DELETE /allocations/{consumer} removes a consumer', async () => {

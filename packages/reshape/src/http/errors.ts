@@ -47,9 +47,9 @@ const CODE_MAP: Partial<Record<ReshapeErrorCode, [number, string]>> = {
 
 /**
  * How a route words its 400s: the text Placement's handler puts before the error, per store
- * error code (e.g. `Unable to create inventory for resource provider …: `). @internal
+ * error (e.g. `Unable to create inventory for resource provider …: `). @internal
  */
-export type BadRequestPrefix = (code: string) => string;
+export type BadRequestPrefix = (error: RiggingError) => string;
 
 /**
  * Maps a store error to an HTTP error; `bodyRefs`: unknown providers named in a body are 400
@@ -78,7 +78,7 @@ export function fromStoreError(
   const detail = placementDetail(error);
   return new HttpError(
     status,
-    status === 400 && badRequest ? `${badRequest(error.code)}${detail}` : detail,
+    status === 400 && badRequest ? `${badRequest(error)}${detail}` : detail,
     code,
   );
 }

@@ -496,7 +496,7 @@ class SqlStore implements ReshapeStore {
   }
 
   reshape(req: ReshapeRequest): Promise<ReshapeResult> {
-    return this.q.write(req);
+    return this.q.write(req, { reshapeGenerations: true });
   }
 
   async checkReshape(req: ReshapeRequest): Promise<ReshapeReport> {

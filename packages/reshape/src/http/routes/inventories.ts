@@ -1,4 +1,5 @@
 /** A provider's inventories, all at once or one resource class at a time. */
+import type { RiggingError } from '@rigging/core';
 import type { InventoryInput } from '../../model.js';
 import { atLeast, type Version } from '../microversion.js';
 import { HttpError } from '../errors.js';
@@ -35,8 +36,8 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
             const r = await call(
               () => store.setInventories(p.uuid, { generation, inventories }),
               false,
-              (code) =>
-                code === 'reshape.resource_class_not_found'
+              (error) =>
+                unknownClass(error)
                   ? `Unknown resource class in inventory for resource provider ${p.uuid}: `
                   : `Unable to update inventory for resource provider ${p.uuid}: `,
             );
@@ -180,4 +181,15 @@ function checkReserved(
         400,
         `Unable to ${action} inventory for resource provider ${uuid}: Invalid inventory for '${rc}' on resource provider '${uuid}'. The reserved value is greater than or equal to total.`,
       );
+}
+
+/** A store error naming a resource class that does not exist (unknown, or not a valid name). */
+function unknownClass(error: RiggingError): boolean {
+  const details = (error.details ?? {}) as { resourceClass?: unknown; reserved?: unknown };
+  return (
+    error.code === 'reshape.resource_class_not_found' ||
+    (error.code === 'reshape.invalid_input' &&
+      typeof details.resourceClass === 'string' &&
+      details.reserved === undefined)
+  );
 }
