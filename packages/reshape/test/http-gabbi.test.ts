@@ -452,6 +452,26 @@ describe('answers as Placement 8.0 does', () => {
     );
   });
 
+  it('names every class in use when DELETE …/inventories is refused, in resource class order', async () => {
+    const rp = await provider({
+      DISK_GB: { total: 100 },
+      VCPU: { total: 8 },
+      MEMORY_MB: { total: 64 },
+    });
+    await allocate(randomUUID(), rp.uuid, { DISK_GB: 10, VCPU: 1 });
+    const r = await api('DELETE', `/resource_providers/${rp.uuid}/inventories`);
+    expect(r.status).toBe(409);
+    expect(r.body.errors[0]).toMatchObject({
+      code: 'placement.inventory.inuse',
+      detail: `Inventory for 'VCPU, DISK_GB' on resource provider '${rp.uuid}' in use.`,
+    });
+    expect(
+      Object.keys(
+        (await api('GET', `/resource_providers/${rp.uuid}/inventories`)).body.inventories,
+      ),
+    ).toHaveLength(3);
+  });
+
   it('answers PUT …/aggregates with the aggregates in the order the request gave them', async () => {
     const rp = await provider({ VCPU: { total: 1 } });
     const aggs = ['f', 'a', 'c'].map((h) => `${h.repeat(8)}${randomUUID().slice(8)}`);

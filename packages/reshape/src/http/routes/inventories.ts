@@ -1,8 +1,9 @@
 /** A provider's inventories, all at once or one resource class at a time. */
-import type { RiggingError } from '@rigging/core';
+import { RiggingError } from '@rigging/core';
 import type { InventoryInput } from '../../model.js';
+import { STANDARD_RESOURCE_CLASSES } from '../../vocabulary.js';
 import { atLeast, type Version } from '../microversion.js';
-import { HttpError } from '../errors.js';
+import { fromStoreError, HttpError } from '../errors.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 import {
   type Obj,
@@ -85,9 +86,23 @@ export function inventoryRoutes({ store, check, call, provider, rpUuid }: Kit): 
           handler: async ({ params }) => {
             const p = await provider(params[0]!);
             const current = await call(() => store.getInventories(p.uuid));
-            await call(() =>
-              store.setInventories(p.uuid, { generation: current.generation, inventories: {} }),
-            );
+            try {
+              await store.setInventories(p.uuid, {
+                generation: current.generation,
+                inventories: {},
+              });
+            } catch (error) {
+              if (!RiggingError.hasCode(error, 'reshape.inventory_in_use'))
+                throw fromStoreError(error);
+              // As Placement: every class still in use, in its resource class order.
+              const { usages } = await call(() => store.getUsages(p.uuid));
+              const used = Object.keys(usages).filter((rc) => (usages[rc] ?? 0) > 0);
+              throw new HttpError(
+                409,
+                `Inventory for '${classOrder(used).join(', ')}' on resource provider '${p.uuid}' in use.`,
+                'placement.inventory.inuse',
+              );
+            }
             return { status: 204 };
           },
         },
@@ -192,4 +207,13 @@ function unknownClass(error: RiggingError): boolean {
       typeof details.resourceClass === 'string' &&
       details.reserved === undefined)
   );
+}
+
+/** Resource classes in Placement's order: the standard ones as os-resource-classes lists them, then custom ones. */
+function classOrder(classes: string[]): string[] {
+  const rank = (rc: string) => {
+    const i = STANDARD_RESOURCE_CLASSES.indexOf(rc);
+    return i < 0 ? STANDARD_RESOURCE_CLASSES.length : i;
+  };
+  return [...classes].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
 }
