@@ -82,7 +82,9 @@ def kind(t):
         return f'status: ours {m.group(1)}, Placement {m.group(2)}', False
     m = re.search(r'Unable to match (\S+) as', why)
     if m:
-        return f'value of `{m.group(1)}`', False
+        return f"value of {m.group(1).replace('`', '')}", False
+    if why.startswith('unable to replace'):
+        return 'needs a value from an earlier test that failed', False
     m = re.match(r'^(.+) != (.+)$', why)
     if m:
         return f'value: ours {m.group(2)}, Placement {m.group(1)}'.replace('|', '\\|'), False

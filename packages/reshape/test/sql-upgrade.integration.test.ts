@@ -21,45 +21,44 @@ for (const backend of backends) {
         const old = await openDatabase(fresh.url);
         try {
           await old.migrate('reshape', migrations.slice(0, before));
-          for (const rp of [a, b])
-            await old.db
-              .insertInto(T.providers as never)
-              .values({
-                uuid: rp,
-                name: rp,
-                parent_uuid: null,
-                root_uuid: rp,
-                generation: 1,
-              } as never)
+          // Rows as the previous schema holds them (no ordinal column).
+          const insert = (table: string, row: Record<string, unknown>) =>
+            old.db
+              .insertInto(table as never)
+              .values(row as never)
               .execute();
-          for (const rp of [a, b])
-            await old.db
-              .insertInto(T.inventories as never)
-              .values({
-                provider_uuid: rp,
-                resource_class: 'VCPU',
-                total: 8,
-                reserved: 0,
-                min_unit: 1,
-                max_unit: 8,
-                step_size: 1,
-                allocation_ratio: 1,
-              } as never)
-              .execute();
-          await old.db
-            .insertInto(T.consumers as never)
-            .values({ uuid: consumer, project_id: 'p', user_id: 'u', generation: 1 } as never)
-            .execute();
+          for (const rp of [a, b]) {
+            await insert(T.providers, {
+              uuid: rp,
+              name: rp,
+              parent_uuid: null,
+              root_uuid: rp,
+              generation: 1,
+            });
+            await insert(T.inventories, {
+              provider_uuid: rp,
+              resource_class: 'VCPU',
+              total: 8,
+              reserved: 0,
+              min_unit: 1,
+              max_unit: 8,
+              step_size: 1,
+              allocation_ratio: 1,
+            });
+          }
+          await insert(T.consumers, {
+            uuid: consumer,
+            project_id: 'p',
+            user_id: 'u',
+            generation: 1,
+          });
           for (const rp of [b, a])
-            await old.db
-              .insertInto(T.allocations as never)
-              .values({
-                consumer_uuid: consumer,
-                provider_uuid: rp,
-                resource_class: 'VCPU',
-                used: 2,
-              } as never)
-              .execute();
+            await insert(T.allocations, {
+              consumer_uuid: consumer,
+              provider_uuid: rp,
+              resource_class: 'VCPU',
+              used: 2,
+            });
         } finally {
           await old.close();
         }
