@@ -209,6 +209,7 @@ export function createPlacementServer(
   const handler = createPlacementHandler(store, options);
   const server = createServer((req, res) => handler(req, res));
   server.on('clientError', (error: Error & { code?: string }, socket) => {
+    // Only on a socket with no answer under way (as Node's own default handler decides).
     if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
       socket.destroy();
       return;
