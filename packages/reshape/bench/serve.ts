@@ -1,6 +1,9 @@
 // Our Placement-compatible server on a SQLite file, in its own process (like Placement's), for
-// bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path | memory> [traits file];
-// the traits file holds the standard trait names, one a line (the store's `standardTraits`).
+// bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path | memory> [traits file]
+// [--noauth2]; the traits file holds the standard trait names, one a line (the store's
+// `standardTraits`); `--noauth2` checks tokens as Placement's noauth2 middleware does (the way
+// test/gabbi/run.py runs Placement): a token `admin` or `admin:<project>` is admin, a request's
+// `x-roles` header names the roles of any other token, no token is a 401.
 // Prints "listening <port>".
 import { readFile } from 'node:fs/promises';
 import { openDatabase } from '@rigging/sql';
@@ -8,7 +11,9 @@ import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
 import { sqlStore } from '../src/sql/index.js';
 
-const [target, traitsFile] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const noauth2 = args.includes('--noauth2');
+const [target, traitsFile] = args.filter((a) => a !== '--noauth2');
 const standardTraits =
   traitsFile === undefined
     ? undefined
@@ -16,6 +21,17 @@ const standardTraits =
 const database = target === 'memory' ? undefined : await openDatabase(`sqlite:${target!}`);
 const server = createPlacementServer(
   database ? await sqlStore(database, { standardTraits }) : memoryStore({ standardTraits }),
+  noauth2
+    ? {
+        auth: {
+          validate: (token, req) => {
+            const roles = req.headers['x-roles'];
+            if (typeof roles === 'string') return { roles: roles.split(',') };
+            return { roles: token.split(':')[0] === 'admin' ? ['admin'] : [] };
+          },
+        },
+      }
+    : {},
 );
 server.listen(0, '127.0.0.1', () => {
   console.log(`listening ${(server.address() as { port: number }).port}`);

@@ -19,6 +19,8 @@ export interface AllocationRow {
   rp: string;
   rc: string;
   used: number;
+  /** Its place in the consumer's allocations, where a backend stores one (SQL). */
+  ordinal?: number;
 }
 
 /** The current state of everything a request touches. */
@@ -85,6 +87,14 @@ export interface PlanOptions {
    * `DELETE /allocations/{consumer}`); other writes bump every provider they touch.
    */
   keepGenerationsOnRemoval?: boolean;
+  /**
+   * Count generations as Placement's reshaper does, which writes a provider's inventories in two
+   * steps around the allocations: a provider whose inventories the request sets goes up by one
+   * for the final write, one more when the request gives it any inventory (the interim write),
+   * and one more when the request's consumers have or had allocations on it. Other providers go
+   * up by one.
+   */
+  reshapeGenerations?: boolean;
 }
 
 /** Records a problem: throws it, or gathers it when {@link PlanOptions.collect}. */
@@ -111,9 +121,19 @@ export function plan(snap: Snapshot, req: NormalizedRequest, options: PlanOption
   const bumped = options.keepGenerationsOnRemoval
     ? new Set([...req.inventories.keys(), ...writes.written.keys()])
     : writes.touched;
-  for (const rp of bumped) {
+  // Providers the request's consumers allocate on, before or after the write.
+  const reallocated = new Set(writes.written.keys());
+  for (const consumer of req.allocations.keys())
+    for (const row of snap.oldAllocations.get(consumer) ?? []) reallocated.add(row.rp);
+  for (const rp of new Set([...bumped, ...req.inventories.keys()])) {
     const provider = snap.providers.get(rp);
-    if (provider) providerGenerations.set(rp, provider.generation + 1);
+    if (!provider) continue;
+    let steps = 1;
+    const set = req.inventories.get(rp);
+    if (options.reshapeGenerations && set) {
+      steps = 1 + (Object.keys(set.inventories).length > 0 ? 1 : 0) + (reallocated.has(rp) ? 1 : 0);
+    }
+    providerGenerations.set(rp, provider.generation + steps);
   }
   const inventories = new Map<string, Record<string, Inventory>>();
   for (const [rp, input] of req.inventories) inventories.set(rp, input.inventories);
@@ -301,7 +321,13 @@ function checkAllocation(
   }
 }
 
-/** Capacity and inventory in use after the write, per touched provider and class. */
+/**
+ * Capacity and inventory in use after the write, per touched provider and class, reported in
+ * Placement's order (it writes a reshape's allocations, then removes inventories): first the
+ * capacity of classes the request allocates, then inventories removed while in use, then the
+ * capacity of inventories the request sets without allocating them (a check Placement does not
+ * make).
+ */
 function checkUsage(
   snap: Snapshot,
   req: NormalizedRequest,
@@ -309,6 +335,8 @@ function checkUsage(
   options: PlanOptions,
   report: Report,
 ): void {
+  const inUse: Problem[] = [];
+  const overset: Problem[] = [];
   for (const rp of touched) {
     if (!snap.providers.has(rp)) continue;
     const inventories = inventoryOf(snap, req, rp) ?? {};
@@ -325,7 +353,7 @@ function checkUsage(
       const inv = inventories[rc];
       if (!inv) {
         if (oldInventories[rc] && req.inventories.has(rp)) {
-          report({
+          inUse.push({
             code: 'reshape.inventory_in_use',
             message: `cannot remove the ${rc} inventory of resource provider ${rp}: ${after} still allocated`,
             details: { uuid: rp, resourceClass: rc, used: after },
@@ -334,12 +362,13 @@ function checkUsage(
         continue; // allocations without inventory were reported above
       }
       const capacity = capacityOf(inv);
+      const allocated = written.get(rp)?.has(rc) === true;
       const checked =
-        written.get(rp)?.has(rc) === true ||
+        allocated ||
         (!options.allowOvercommittedInventories &&
           req.inventories.get(rp)?.inventories[rc] !== undefined);
       if (checked && after > capacity) {
-        report({
+        (allocated ? report : (p: Problem) => overset.push(p))({
           code: 'reshape.capacity_exceeded',
           message: `${rc} on resource provider ${rp} would be over capacity: ${after} used of ${capacity}`,
           details: { uuid: rp, resourceClass: rc, capacity, used: after, requested: change },
@@ -347,6 +376,7 @@ function checkUsage(
       }
     }
   }
+  for (const problem of [...inUse, ...overset]) report(problem);
 }
 
 /** Convenience for backends: the normalized request plus the providers to load. */

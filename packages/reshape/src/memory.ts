@@ -544,7 +544,7 @@ class MemoryStore implements ReshapeStore {
   }
 
   async reshape(req: ReshapeRequest): Promise<ReshapeResult> {
-    return this.write(req);
+    return this.write(req, { reshapeGenerations: true });
   }
 
   async checkReshape(req: ReshapeRequest): Promise<ReshapeReport> {

@@ -201,7 +201,12 @@ export function normalizeInventory(rc: string, input: InventoryInput): Inventory
   ) {
     invalid(`${rc}.allocationRatio must be a number above 0, got ${String(allocationRatio)}`);
   }
-  if (reserved > total) invalid(`${rc}: reserved (${reserved}) is above total (${total})`);
+  if (reserved > total)
+    invalid(`${rc}: reserved (${reserved}) is above total (${total})`, {
+      resourceClass: rc,
+      reserved,
+      total,
+    });
   if (minUnit > maxUnit) invalid(`${rc}: minUnit (${minUnit}) is above maxUnit (${maxUnit})`);
   return { total, reserved, minUnit, maxUnit, stepSize, allocationRatio };
 }
@@ -210,6 +215,7 @@ export function checkResourceClassName(name: unknown): string {
   if (typeof name !== 'string' || !(STANDARD.has(name) || CUSTOM_NAME.test(name))) {
     invalid(
       `resource class must be a standard class or match ${String(CUSTOM_NAME)}, got ${JSON.stringify(name)}`,
+      { resourceClass: typeof name === 'string' ? name : null },
     );
   }
   return name;

@@ -133,8 +133,15 @@ describe('GET /resource_providers?required&resources', () => {
     expect(await refused('resources=CUSTOM_GOLD:1')).toBe(
       'Invalid resource class in resources parameter: No such resource class CUSTOM_GOLD.',
     );
+    // Placement's two messages: not an integer, then not at least 1.
     expect(await refused('resources=VCPU:0')).toBe(
-      'Requested resource VCPU expected positive integer amount. Got: 0.',
+      'Requested resource VCPU requires amount >= 1. Got: 0.',
+    );
+    expect(await refused('resources=VCPU:-2')).toBe(
+      'Requested resource VCPU requires amount >= 1. Got: -2.',
+    );
+    expect(await refused('resources=VCPU:fred')).toBe(
+      'Requested resource VCPU expected positive integer amount. Got: fred.',
     );
     expect(await refused('resources=VCPU')).toMatch(/^Badly formed resources parameter/);
   });

@@ -25,7 +25,8 @@ export async function serve(store: ReshapeStore) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as any) : undefined };
+    const json = /json/.test(res.headers.get('content-type') ?? '');
+    return { status: res.status, body: text && json ? (JSON.parse(text) as any) : undefined };
   };
   const close = () => new Promise((resolve) => srv.close(resolve));
   return { call, close };

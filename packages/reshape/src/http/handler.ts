@@ -137,13 +137,12 @@ export function createPlacementHandler(
     const method = (req.method ?? 'GET').toUpperCase();
     if (path === '/') {
       if (method !== 'GET' && method !== 'HEAD')
-        throw new HttpError(
-          405,
-          `The method specified is not allowed for this resource.`,
-          undefined,
-          { allow: 'GET' },
-        );
-      send(res, 200, versionDocument(base), { ...headers, 'openstack-request-id': requestId });
+        throw new HttpError(405, notAllowed(method), undefined, { allow: 'GET' });
+      send(res, 200, versionDocument(base), {
+        ...headers,
+        ...cacheHeaders(version),
+        'openstack-request-id': requestId,
+      });
       return;
     }
     await authorize(options.auth, req);
@@ -152,22 +151,20 @@ export function createPlacementHandler(
       if (!m) continue;
       const entry = route.methods[method];
       if (!entry) {
-        throw new HttpError(
-          405,
-          `The method specified is not allowed for this resource.`,
-          undefined,
-          { allow: Object.keys(route.methods).join(', ') },
-        );
+        throw new HttpError(405, notAllowed(method), undefined, {
+          allow: Object.keys(route.methods).join(', '),
+        });
       }
       if (
         (entry.min && !atLeast(version, entry.min)) ||
         (entry.max && compare(version, entry.max) > 0)
       )
         throw entry.outside === 405
-          ? new HttpError(405, `The method specified is not allowed for this resource.`)
+          ? new HttpError(405, notAllowed(method))
           : new HttpError(404, 'The resource could not be found.');
       if (method === 'GET' && !entry.anyAccept) checkAccept(req);
-      const body = entry.body ? await readJson(req, preread, maxBody) : undefined;
+      const takesBody = typeof entry.body === 'function' ? entry.body(version) : entry.body;
+      const body = takesBody ? await readJson(req, preread, maxBody) : undefined;
       const params = m.slice(1).map((p) => decodeURIComponent(p));
       const reply = await entry.handler({
         req,
@@ -178,12 +175,12 @@ export function createPlacementHandler(
         base,
         absolute: (p) => `${originOf(req, trustForwarded)}${base}${p}`,
       });
-      if (atLeast(version, [1, 15]) && method === 'GET') {
-        headers['cache-control'] = 'no-cache';
-        headers['last-modified'] = new Date().toUTCString();
-      }
+      // As Placement: every GET, every answer with a body (a PUT or POST answering what it
+      // wrote) and PUT /traits/{name}; never a 204 of an allocation or reshaper write.
+      const cached = method === 'GET' || reply.body !== undefined || entry.cacheHeaders === true;
       send(res, reply.status, reply.body, {
         ...headers,
+        ...(cached ? cacheHeaders(version) : {}),
         ...reply.headers,
         'openstack-request-id': requestId,
       });
@@ -200,13 +197,55 @@ export function createPlacementHandler(
   };
 }
 
-/** A `node:http` server around {@link createPlacementHandler}; call `listen()` yourself. */
+/**
+ * A `node:http` server around {@link createPlacementHandler}; call `listen()` yourself. A request
+ * Node's parser refuses for a malformed `content-length` is answered as Placement does (400,
+ * `content-length header must be an integer`) rather than by Node's bare 400.
+ */
 export function createPlacementServer(
   store: ReshapeStore,
   options: PlacementHandlerOptions = {},
 ): Server {
   const handler = createPlacementHandler(store, options);
-  return createServer((req, res) => handler(req, res));
+  const server = createServer((req, res) => handler(req, res));
+  server.on('clientError', (error: Error & { code?: string }, socket) => {
+    // Only on a socket with no answer under way (as Node's own default handler decides).
+    if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+      socket.destroy();
+      return;
+    }
+    const text =
+      error.code === 'HPE_INVALID_CONTENT_LENGTH' || error.code === 'HPE_UNEXPECTED_CONTENT_LENGTH'
+        ? JSON.stringify({
+            errors: [
+              {
+                status: 400,
+                title: TITLES[400],
+                detail: 'content-length header must be an integer',
+                request_id: `req-${randomUUID()}`,
+              },
+            ],
+          })
+        : undefined;
+    socket.end(
+      text === undefined
+        ? 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'
+        : `HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    );
+  });
+  return server;
+}
+
+/** Placement's 405 detail. */
+function notAllowed(method: string): string {
+  return `The method ${method} is not allowed for this resource.`;
+}
+
+/** `cache-control` and `last-modified`, which Placement answers from microversion 1.15. */
+function cacheHeaders(version: Version): Record<string, string> {
+  return atLeast(version, [1, 15])
+    ? { 'cache-control': 'no-cache', 'last-modified': new Date().toUTCString() }
+    : {};
 }
 
 function send(
@@ -416,15 +455,65 @@ function sendError(
     body.max_version = MAX_MICROVERSION;
     body.min_version = '1.0';
   }
-  send(
-    res,
-    e.status,
-    { errors: [body] },
-    {
-      ...e.headers,
-      'openstack-request-id': requestId,
-      vary: 'openstack-api-version',
-      'openstack-api-version': `placement ${fmt(version)}`,
-    },
+  const headers = {
+    ...e.headers,
+    'openstack-request-id': requestId,
+    vary: 'openstack-api-version',
+    'openstack-api-version': `placement ${fmt(version)}`,
+  };
+  const type = errorType(req.headers.accept);
+  if (type === 'application/json') {
+    send(res, e.status, { errors: [body] }, headers);
+    return;
+  }
+  const status = `${e.status} ${TITLES[e.status] ?? 'Error'}`;
+  const text =
+    type === 'text/html'
+      ? `<html>\n <head>\n  <title>${status}</title>\n </head>\n <body>\n  <h1>${status}</h1>\n  ${escapeHtml(e.detail)}\n </body>\n</html>`
+      : `${status}\n\n${e.detail}`;
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  res.statusCode = e.status;
+  res.setHeader('content-type', `${type}; charset=UTF-8`);
+  res.setHeader('content-length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+/**
+ * The type of an error body, chosen by `accept` as Placement's (WebOb's) errors are: JSON when
+ * `accept` is absent or `*\/*`, else the acceptable one of `text/html` and `application/json`
+ * with the highest quality (`text/html` on a tie), else plain text.
+ */
+function errorType(accept: string | undefined): 'application/json' | 'text/html' | 'text/plain' {
+  if (accept === undefined || accept.trim() === '' || accept.trim() === '*/*')
+    return 'application/json';
+  const offers = ['text/html', 'application/json'] as const;
+  const quality = [0, 0];
+  const specificity = [-1, -1];
+  for (const part of accept.split(',').slice(0, 64)) {
+    const [range = '', ...params] = part.split(';').map((x) => x.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    const value = q === undefined ? 1 : Number(q.slice(2));
+    if (!Number.isFinite(value)) continue;
+    offers.forEach((offer, i) => {
+      const type = offer.split('/')[0]!;
+      const level =
+        range === offer ? 2 : range === `${type}/*` ? 1 : range === '*/*' ? 0 : undefined;
+      if (level === undefined || level < specificity[i]!) return;
+      specificity[i] = level;
+      quality[i] = value;
+    });
+  }
+  const best = quality[1]! > quality[0]! ? 1 : 0;
+  return quality[best]! > 0 ? offers[best] : 'text/plain';
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#x27;' })[c]!,
   );
 }

@@ -106,18 +106,21 @@ export function resourcesFilter(raw: string): Record<string, number> {
     );
   const resources = dict<number>();
   for (const part of raw.split(',')) {
-    const m = /^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$/.exec(part);
+    // As Placement: a name and an amount around one colon, the amount an integer, then >= 1.
+    const m = /^\s*([^:\s]+)\s*:\s*([^:]*?)\s*$/.exec(part);
     if (!m)
       throw new HttpError(
         400,
         `Badly formed resources parameter. Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: ${part}.`,
       );
-    const amount = Number(m[2]);
-    if (!Number.isSafeInteger(amount) || amount < 1)
+    const amount = /^[-+]?\d+$/.test(m[2]!) ? Number(m[2]) : NaN;
+    if (!Number.isSafeInteger(amount))
       throw new HttpError(
         400,
         `Requested resource ${m[1]} expected positive integer amount. Got: ${m[2]}.`,
       );
+    if (amount < 1)
+      throw new HttpError(400, `Requested resource ${m[1]} requires amount >= 1. Got: ${amount}.`);
     resources[m[1]!] = amount;
   }
   return resources;

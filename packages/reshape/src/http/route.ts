@@ -2,7 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import { isUuid, normalizeUuid, type ResourceProvider } from '../model.js';
 import type { ReshapeStore } from '../store.js';
-import { fromStoreError, HttpError } from './errors.js';
+import { fromStoreError, GENERATION_CHANGED, HttpError, type BadRequestPrefix } from './errors.js';
 import type { Version } from './microversion.js';
 import { validators, type Validators } from './schemas.js';
 
@@ -36,8 +36,10 @@ export type Handler = (ctx: Ctx) => Promise<Reply>;
 
 /**
  * A path and its methods; `min`/`max`: the microversions a method exists in (outside them: 404,
- * or `outside`); `body`: it takes a JSON body; `anyAccept`: a `GET` answering no body, which
- * takes any `accept` header. @internal
+ * or `outside`); `body`: it takes a JSON body (at the microversions the function accepts, when
+ * one is given); `anyAccept`: a `GET` answering no body, which
+ * takes any `accept` header; `cacheHeaders`: from 1.15 it answers `cache-control` and
+ * `last-modified` though it has no body (every `GET` and every answer with a body does). @internal
  */
 export interface Route {
   pattern: RegExp;
@@ -48,8 +50,9 @@ export interface Route {
       max?: Version;
       outside?: 405;
       handler: Handler;
-      body?: boolean;
+      body?: boolean | ((version: Version) => boolean);
       anyAccept?: true;
+      cacheHeaders?: true;
     }
   >;
 }
@@ -64,8 +67,13 @@ export const V = (a: number, b: number): Version => [a, b];
 export interface Kit {
   store: ReshapeStore;
   check: Validators;
-  /** Runs a store call, mapping its errors to HTTP ones (`bodyRefs`: see `fromStoreError`). */
-  call<T>(fn: () => Promise<T>, bodyRefs?: boolean): Promise<T>;
+  /**
+   * Runs a store call, mapping its errors to HTTP ones (`bodyRefs`, `badRequest`: see
+   * `fromStoreError`).
+   */
+  call<T>(fn: () => Promise<T>, bodyRefs?: boolean, badRequest?: BadRequestPrefix): Promise<T>;
+  /** {@link Kit.call} for a write checking the provider generation: a conflict is worded as Placement's traits and aggregates writes word it. */
+  callGenerationChecked<T>(fn: () => Promise<T>): Promise<T>;
   /** The provider named in a path, or a 404. */
   provider(raw: string): Promise<ResourceProvider>;
   /** A provider uuid from a path, normalized, or a 404. */
@@ -78,11 +86,25 @@ export function makeKit(store: ReshapeStore): Kit {
     if (!isUuid(raw)) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
     return normalizeUuid(raw);
   };
-  const call = async <T>(fn: () => Promise<T>, bodyRefs = false): Promise<T> => {
+  const call = async <T>(
+    fn: () => Promise<T>,
+    bodyRefs = false,
+    badRequest?: BadRequestPrefix,
+  ): Promise<T> => {
     try {
       return await fn();
     } catch (error) {
-      throw fromStoreError(error, bodyRefs);
+      throw fromStoreError(error, bodyRefs, badRequest);
+    }
+  };
+  const callGenerationChecked = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (error) {
+      const e = fromStoreError(error);
+      if (e.code === 'placement.concurrent_update')
+        throw new HttpError(409, GENERATION_CHANGED, e.code);
+      throw e;
     }
   };
   const provider = async (raw: string): Promise<ResourceProvider> => {
@@ -90,5 +112,5 @@ export function makeKit(store: ReshapeStore): Kit {
     if (!p) throw new HttpError(404, `No resource provider with uuid ${raw} found`);
     return p;
   };
-  return { store, check: validators(), call, provider, rpUuid };
+  return { store, check: validators(), call, callGenerationChecked, provider, rpUuid };
 }

@@ -1,6 +1,6 @@
 /**
  * JSON Schemas of every request body and query string, per route and microversion, written
- * after Placement's API reference, and their validators compiled once with ajv.
+ * after Placement's API reference, and their validators, compiled with ajv once per handler.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isUuid, MAX_INT } from '../model.js';
@@ -288,8 +288,6 @@ export interface Validators {
   query(name: QuerySchema, version: Version, params: URLSearchParams): Record<string, unknown>;
 }
 
-let compiled: { bodies: Compiled; queries: Compiled } | undefined;
-
 function compileAll(): { bodies: Compiled; queries: Compiled } {
   const ajv = new Ajv({ allErrors: false, verbose: true, strict: true });
   ajv.addFormat('uuid', { type: 'string', validate: (s: string) => isUuid(s) });
@@ -313,12 +311,17 @@ function pick(table: Compiled, name: string, version: Version): ValidateFunction
   return out;
 }
 
-/** Compiles every schema on first use; later calls share the validators. @internal */
+/**
+ * The validators of one handler: every schema is compiled on the first request that needs one,
+ * and kept by this object (and so by its handler) only: nothing is cached at module level.
+ * @internal
+ */
 export function validators(): Validators {
-  const { bodies, queries } = (compiled ??= compileAll());
+  let compiled: { bodies: Compiled; queries: Compiled } | undefined;
+  const tables = () => (compiled ??= compileAll());
   return {
     body(name, version, value) {
-      const validate = pick(bodies, name, version);
+      const validate = pick(tables().bodies, name, version);
       if (!validate(value))
         throw new HttpError(400, `JSON does not validate: ${describe(validate.errors)}`);
     },
@@ -326,7 +329,7 @@ export function validators(): Validators {
       const value = nullProto<unknown>();
       for (const key of new Set(params.keys()))
         value[key] = REPEATABLE.has(key) ? params.getAll(key) : params.get(key);
-      const validate = pick(queries, name, version);
+      const validate = pick(tables().queries, name, version);
       if (!validate(value))
         throw new HttpError(400, `Invalid query string parameters: ${describe(validate.errors)}`);
       return value;
@@ -407,17 +410,37 @@ function failedValidating(e: ErrorObject | undefined): string {
   return `\n\nFailed validating '${e.keyword}' in schema${clip(schemaPath)}:\n\nOn instance${clip(python(e.instancePath))}:\n    ${show(e.data)}`;
 }
 
+/** The pattern of uuid keys in Placement's schemas. */
+const UUID_KEY_PATTERN = '^[0-9a-fA-F-]{36}$';
+
 /** The first error, worded as Python's jsonschema words it (Placement's messages). */
 function describeFirst(errors: ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
   if (!e) return 'invalid';
   const p = e.params as Record<string, unknown>;
   const at = e.instancePath ? ` at ${clip(e.instancePath)}` : '';
+  // A key refused by `propertyNames`: Placement's schemas give key patterns as
+  // patternProperties, which Python's jsonschema words this way.
+  if (
+    e.schemaPath.includes('/propertyNames/') &&
+    (e.keyword === 'pattern' || e.keyword === 'format')
+  ) {
+    const pattern = e.keyword === 'pattern' ? String(p.pattern) : UUID_KEY_PATTERN;
+    return `${show(e.data)} does not match any of the regexes: '${pattern}'${at}`;
+  }
   switch (e.keyword) {
     case 'required':
       return `'${clip(String(p.missingProperty))}' is a required property${at}`;
-    case 'additionalProperties':
-      return `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
+    case 'additionalProperties': {
+      // With patternProperties, Python's jsonschema names the patterns the key missed.
+      const patterns = Object.keys(
+        ((e.parentSchema as { patternProperties?: object } | undefined)?.patternProperties ??
+          {}) as object,
+      );
+      return patterns.length
+        ? `'${clip(String(p.additionalProperty))}' does not match any of the regexes: ${patterns.map((x) => `'${x}'`).join(', ')}${at}`
+        : `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
+    }
     case 'type':
       return `${show(e.data)} is not of type '${String(p.type)}'${at}`;
     case 'minimum':

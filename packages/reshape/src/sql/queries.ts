@@ -25,7 +25,7 @@ import {
 } from '../model.js';
 import { conflict, notFound } from '../shared.js';
 import { rowsToMap } from '../store.js';
-import { T } from './schema.js';
+import { allocationOrder, T } from './schema.js';
 import { applyPlan } from './write.js';
 import {
   BULK,
@@ -173,15 +173,17 @@ export class SqlQueries implements StatementRunner {
     for (const c of consumerIds) old.set(c, []);
     for (const r of await this.selectIn(
       trx,
-      `select consumer_uuid, provider_uuid, resource_class, used from ${T.allocations}`,
+      `select consumer_uuid, provider_uuid, resource_class, used, ordinal from ${T.allocations}`,
       'consumer_uuid',
       [...consumers.keys()],
+      ` order by ${allocationOrder()}`,
     )) {
       const row: AllocationRow = {
         consumer: String(r.consumer_uuid),
         rp: String(r.provider_uuid),
         rc: String(r.resource_class),
         used: Number(r.used),
+        ordinal: Number(r.ordinal),
       };
       old.get(row.consumer)!.push(row);
       uuids.add(row.rp);
@@ -250,7 +252,7 @@ export class SqlQueries implements StatementRunner {
   async consumerView(trx: Db, consumer: string): Promise<ConsumerAllocations | undefined> {
     const rows = await this.run(
       trx,
-      `select c.project_id, c.user_id, c.generation, c.consumer_type, a.provider_uuid, a.resource_class, a.used from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid where c.uuid = ?`,
+      `select c.project_id, c.user_id, c.generation, c.consumer_type, a.provider_uuid, a.resource_class, a.used from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid where c.uuid = ? order by ${allocationOrder('a')}`,
       [consumer],
     );
     const row = rows[0];

@@ -13,6 +13,15 @@ export const T = {
   aggregates: 'rigging_reshape_aggregates',
 } as const;
 
+/**
+ * The order a consumer's allocation rows are listed in: its last write's, then (rows written
+ * before the `allocation order` migration, all at 0) provider and class. @internal
+ */
+export function allocationOrder(alias?: string): string {
+  const p = alias === undefined ? '' : `${alias}.`;
+  return `${p}ordinal, ${p}provider_uuid, ${p}resource_class`;
+}
+
 /** The schema of `@rigging/reshape/sql` (namespace `reshape`). */
 export const migrations: readonly Migration[] = [
   {
@@ -102,6 +111,18 @@ export const migrations: readonly Migration[] = [
         .createIndex(`${T.consumers}_project`)
         .on(T.consumers)
         .columns(['project_id', 'user_id'])
+        .execute();
+    },
+  },
+  {
+    // A consumer's allocations are listed in the order its last write gave them, as Placement
+    // lists them (and the memory store): `ordinal` is a row's place in that write. Rows written
+    // before this migration get 0 and keep the order they were listed in (provider, class).
+    name: 'allocation order',
+    async up(db) {
+      await db.schema
+        .alterTable(T.allocations)
+        .addColumn('ordinal', 'integer', (c) => c.notNull().defaultTo(0))
         .execute();
     },
   },

@@ -480,6 +480,10 @@ class SqlStore implements ReshapeStore {
         'c.consumer_type',
       ])
       .where('x.consumer_uuid', 'in', inTree)
+      .orderBy('x.consumer_uuid')
+      .orderBy('x.ordinal')
+      .orderBy('x.provider_uuid')
+      .orderBy('x.resource_class')
       .execute()) as Record<string, unknown>[];
     const out: Record<string, ConsumerAllocations> = {};
     for (const r of rows) {
@@ -499,7 +503,7 @@ class SqlStore implements ReshapeStore {
   }
 
   reshape(req: ReshapeRequest): Promise<ReshapeResult> {
-    return this.q.write(req);
+    return this.q.write(req, { reshapeGenerations: true });
   }
 
   async checkReshape(req: ReshapeRequest): Promise<ReshapeReport> {

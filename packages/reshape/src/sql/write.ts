@@ -19,10 +19,10 @@ interface AllocationChanges {
   created: [string, ConsumerWrite][];
   /** Rows removed: (provider, class) of a consumer. */
   removed: [[string, string], string][];
-  /** Rows whose amount changed: (provider, class, amount) of a consumer. */
-  changed: [[string, string, number], string][];
-  /** Rows added. */
-  added: AllocationRow[];
+  /** Rows whose amount or place changed: (provider, class, amount, place) of a consumer. */
+  changed: [[string, string, number, number], string][];
+  /** Rows added, with their place in the consumer's write. */
+  added: [AllocationRow, number][];
 }
 
 /** Applies a plan checked against `snap` in the transaction `trx`. @internal */
@@ -74,19 +74,22 @@ function allocationChanges(snap: Snapshot, p: Plan): AllocationChanges {
     }
     if (!w.existed) {
       out.created.push([consumer, w]);
-      for (const r of w.rows) out.added.push(r);
+      w.rows.forEach((r, i) => out.added.push([r, i]));
       continue;
     }
+    // A row keeps its place (ordinal) in the write: it is rewritten when its amount or its place
+    // changed (rows written before ordinals existed are all at 0).
     const oldRows = new Map(
-      (snap.oldAllocations.get(consumer) ?? []).map((r) => [`${r.rp} ${r.rc}`, r.used]),
+      (snap.oldAllocations.get(consumer) ?? []).map((r) => [`${r.rp} ${r.rc}`, r]),
     );
-    for (const r of w.rows) {
+    w.rows.forEach((r, i) => {
       const key = `${r.rp} ${r.rc}`;
       const was = oldRows.get(key);
-      if (was === undefined) out.added.push(r);
-      else if (was !== r.used) out.changed.push([[r.rp, r.rc, r.used], consumer]);
+      if (was === undefined) out.added.push([r, i]);
+      else if (was.used !== r.used || was.ordinal !== i)
+        out.changed.push([[r.rp, r.rc, r.used, i], consumer]);
       oldRows.delete(key);
-    }
+    });
     for (const key of oldRows.keys()) {
       const [rp, rc] = key.split(' ') as [string, string];
       out.removed.push([[rp, rc], consumer]);
@@ -129,8 +132,8 @@ async function writeAllocations(q: StatementRunner, trx: Db, c: AllocationChange
     for (const part of chunks(consumers, BULK))
       await q.run(
         trx,
-        `update ${T.allocations} set used = ? where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
-        [key[2], key[0], key[1], ...part],
+        `update ${T.allocations} set used = ?, ordinal = ? where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
+        [key[2], key[3], key[0], key[1], ...part],
       );
   for (const part of chunks(c.bumped, BULK))
     await q.run(
@@ -144,11 +147,11 @@ async function writeAllocations(q: StatementRunner, trx: Db, c: AllocationChange
       `insert into ${T.consumers} (uuid, project_id, user_id, consumer_type, generation) values ${marks(part.length, '(?, ?, ?, ?, ?)')}`,
       part.flatMap(([uuid, w]) => [uuid, w.projectId, w.userId, w.consumerType, w.generation]),
     );
-  for (const part of chunks(c.added, BULK / 4))
+  for (const part of chunks(c.added, BULK / 5))
     await q.run(
       trx,
-      `insert into ${T.allocations} (consumer_uuid, provider_uuid, resource_class, used) values ${marks(part.length, '(?, ?, ?, ?)')}`,
-      part.flatMap((r) => [r.consumer, r.rp, r.rc, r.used]),
+      `insert into ${T.allocations} (consumer_uuid, provider_uuid, resource_class, used, ordinal) values ${marks(part.length, '(?, ?, ?, ?, ?)')}`,
+      part.flatMap(([r, i]) => [r.consumer, r.rp, r.rc, r.used, i]),
     );
 }
 

@@ -13,6 +13,41 @@ export function allocationCases(suite: { store: ReshapeStore }): void {
   const compute = (cpus?: number, extra?: Record<string, number>) => computeIn(store, cpus, extra);
 
   describe('allocations', () => {
+    it("lists a consumer's providers in the order of its last write, as Placement does", async () => {
+      // Provider uuids that sort against the write order, so that a sort cannot pass for it.
+      const uuids = ['ffffffff', 'aaaaaaaa', 'cccccccc', '11111111'].map(
+        (head) => `${head}${randomUUID().slice(8)}`,
+      );
+      for (const uuid of uuids) {
+        await store.createProvider({ name: `order-${uuid}`, uuid });
+        await store.setInventories(uuid, {
+          generation: 0,
+          inventories: { VCPU: { total: 8 }, MEMORY_MB: { total: 1024 } },
+        });
+      }
+      const [f, a, c, one] = uuids as [string, string, string, string];
+      const consumer = randomUUID();
+      const write = async (order: string[], used = 1) => {
+        const allocations: AllocationsInput['allocations'] = {};
+        for (const rp of order) allocations[rp] = { MEMORY_MB: used, VCPU: used };
+        await store.setAllocations(consumer, { projectId: P, userId: U, allocations });
+        return Object.keys((await store.getAllocations(consumer))!.allocations);
+      };
+      expect(await write([f, a, c])).toEqual([f, a, c]);
+      // Rewritten in another order, with the same amounts: listed in the new order.
+      expect(await write([c, f, a])).toEqual([c, f, a]);
+      // A provider added, one dropped, amounts changed on some.
+      expect(await write([one, c, a], 2)).toEqual([one, c, a]);
+      expect(await write([c, one, a, f], 2)).toEqual([c, one, a, f]);
+      // Classes too keep their written order within a provider.
+      expect(Object.keys((await store.getAllocations(consumer))!.allocations[c]!)).toEqual([
+        'MEMORY_MB',
+        'VCPU',
+      ]);
+      const tree = await store.getAllocationsForProviderTree(f);
+      expect(Object.keys(tree[consumer]!.allocations)).toEqual([c, one, a, f]);
+    });
+
     it('enforces capacity = (total - reserved) * allocation_ratio', async () => {
       const rp = await store.createProvider({ name: `cap-${randomUUID()}` });
       await store.setInventories(rp.uuid, {

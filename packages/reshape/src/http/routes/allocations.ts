@@ -61,7 +61,11 @@ export function allocationRoutes({ store, check, call, provider }: Kit): Route[]
             const input = atLeast(version, [1, 12])
               ? toConsumer(body as Obj, version)
               : toListConsumer(body as Obj);
-            await call(() => store.setAllocations(consumer, input), true);
+            await call(
+              () => store.setAllocations(consumer, input),
+              true,
+              () => `Unable to allocate inventory for consumer ${consumer}: `,
+            );
             return { status: 204 };
           },
         },
@@ -91,7 +95,11 @@ export function allocationRoutes({ store, check, call, provider }: Kit): Route[]
           handler: async ({ body, version }) => {
             check.body('postAllocations', version, body);
             const allocations = toConsumers(body as Obj, version);
-            await call(() => store.reshape({ allocations }), true);
+            await call(
+              () => store.reshape({ allocations }),
+              true,
+              () => 'Unable to allocate inventory ',
+            );
             return { status: 204 };
           },
         },

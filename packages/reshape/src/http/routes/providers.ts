@@ -10,7 +10,7 @@ import { aggregatesBody, providerJson } from '../serialize.js';
 
 /** @internal */
 export function providerRoutes(kit: Kit): Route[] {
-  const { store, call, provider } = kit;
+  const { store, call, provider, rpUuid } = kit;
   return [
     {
       pattern: /^\/resource_providers$/,
@@ -31,7 +31,12 @@ export function providerRoutes(kit: Kit): Route[] {
         PUT: { body: true, handler: updateProvider(kit) },
         DELETE: {
           handler: async ({ params }) => {
-            const p = await provider(params[0]!);
+            const p = await call(() => store.getProvider(rpUuid(params[0]!)));
+            if (!p)
+              throw new HttpError(
+                404,
+                `No resource provider with uuid ${params[0]} found for delete`,
+              );
             await call(() => store.deleteProvider(p.uuid));
             return { status: 204 };
           },
@@ -99,6 +104,11 @@ function createProvider({ store, check, call }: Kit): Handler {
     let parent: string | null = null;
     if (o.parent_provider_uuid !== undefined && o.parent_provider_uuid !== null) {
       parent = normalizeUuid(o.parent_provider_uuid);
+      if (parent === id)
+        throw new HttpError(
+          400,
+          `Unable to create resource provider "${name}", ${id}: Object action create failed because: parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent.`,
+        );
       await requireParent(store, parent);
     }
     const p = await call(() =>
@@ -126,15 +136,15 @@ function updateProvider({ store, check, call, provider }: Kit): Handler {
     if (o.parent_provider_uuid !== undefined) {
       parent = o.parent_provider_uuid === null ? null : normalizeUuid(o.parent_provider_uuid);
       if (parent !== p.parentProviderUuid) {
-        if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
-          throw new HttpError(
-            400,
-            'Unable to save resource provider: re-parenting a provider is not currently allowed.',
-          );
         if (parent === null && !atLeast(version, [1, 37]))
           throw new HttpError(
             400,
-            'Unable to save resource provider: un-parenting a provider is not currently allowed.',
+            `Unable to save resource provider ${p.uuid}: Object action update failed because: un-parenting a provider is not currently allowed.`,
+          );
+        if (!atLeast(version, [1, 37]) && p.parentProviderUuid !== null)
+          throw new HttpError(
+            400,
+            `Unable to save resource provider ${p.uuid}: Object action update failed because: re-parenting a provider is not currently allowed.`,
           );
         if (parent !== null) await requireParent(store, parent);
       }
@@ -150,7 +160,7 @@ function updateProvider({ store, check, call, provider }: Kit): Handler {
 }
 
 /** `PUT /resource_providers/{uuid}/aggregates`: a bare list, or (1.19+) one with a generation. */
-function setAggregates({ store, check, call, provider }: Kit): Handler {
+function setAggregates({ store, check, callGenerationChecked, provider }: Kit): Handler {
   return async ({ params, body, version }) => {
     const p = await provider(params[0]!);
     check.body('setAggregates', version, body);
@@ -162,20 +172,24 @@ function setAggregates({ store, check, call, provider }: Kit): Handler {
       list = o.aggregates;
     } else list = body as string[];
     const aggregates = [...new Set(list.map((a) => normalizeUuid(a)))];
-    const r = await call(() =>
+    const r = await callGenerationChecked(() =>
       store.setAggregates(p.uuid, {
         aggregates,
         ...(generation === undefined ? {} : { generation }),
       }),
     );
-    return { status: 200, body: aggregatesBody(r, version) };
+    // As Placement: the aggregates answered in the order the request gave them.
+    return { status: 200, body: aggregatesBody({ ...r, aggregates }, version) };
   };
 }
 
 /** A 400 unless the parent a body names exists. */
 async function requireParent(store: ReshapeStore, parent: string): Promise<void> {
   if (!(await store.getProvider(parent)))
-    throw new HttpError(400, `parent provider UUID cannot be found: ${parent}`);
+    throw new HttpError(
+      400,
+      `parent provider UUID cannot be found: ${parent}: Object action failed because: parent provider UUID does not exist.`,
+    );
 }
 
 /** `store.listProviders`, naming the parameter of an unknown trait or class in the 400. */

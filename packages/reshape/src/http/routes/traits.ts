@@ -5,7 +5,7 @@ import { fromStoreError, HttpError } from '../errors.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 
 /** @internal */
-export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
+export function traitRoutes({ store, check, call, callGenerationChecked, provider }: Kit): Route[] {
   return [
     {
       pattern: new RegExp(`^/resource_providers/${SEG}/traits$`),
@@ -31,7 +31,9 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
               traits: string[];
               resource_provider_generation: number;
             };
-            const r = await call(() => store.setTraits(p.uuid, { generation, traits }));
+            const r = await callGenerationChecked(() =>
+              store.setTraits(p.uuid, { generation, traits }),
+            );
             return {
               status: 200,
               body: { traits: r.traits, resource_provider_generation: r.generation },
@@ -101,9 +103,10 @@ export function traitRoutes({ store, check, call, provider }: Kit): Route[] {
         },
         PUT: {
           min: V(1, 6),
+          cacheHeaders: true,
           handler: async ({ params, absolute }) => {
             const name = params[0]!;
-            if (!CUSTOM_NAME.test(name))
+            if (!CUSTOM_NAME.test(name) || name.length > 255)
               throw new HttpError(
                 400,
                 `The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"`,
