@@ -108,6 +108,26 @@ export interface QueueBackend {
     created: boolean;
   }>;
   /**
+   * Optional: stores an op at once, as `enqueue` would, and returns what `enqueue` would resolve
+   * with; throws what it would reject with. Returns `undefined` to decline (nothing stored): the
+   * queue then calls `enqueue`. A backend whose storing is synchronous implements it so that a
+   * burst of `cast`s keeps no pending call per op; durable backends leave it out.
+   *
+   * The queue calls it as a method of this object, only after `attach` was called (possibly
+   * before its promise settled: decline while not ready), and never while an earlier `enqueue`
+   * of its own waits for `attach`. Ops reach the backend in call order through both methods, so
+   * a backend that answers here while one of its `enqueue`s is still in flight must decline
+   * until that one is stored. A wrapper that replaces `enqueue` must replace or remove this too.
+   */
+  enqueueNow?(input: EnqueueInput):
+    | {
+        /** The stored op (or the retained one with the same idempotency key). */
+        op: OpInfo;
+        /** False when an idempotent repeat returned an existing op. */
+        created: boolean;
+      }
+    | undefined;
+  /**
    * Claims up to `limit` runnable head ops, one per key, keys in round-robin order (the key that
    * waited longest first). Expired claims are re-claimed; an op whose lease expired
    * `maxLeaseExpiries` times is failed as poison instead (returned in `poisoned`).

@@ -406,7 +406,8 @@ class MemoryStore {
 
 /**
  * The in-process backend (the default): ops live in this process's memory and are lost with
- * it. Per-key order, fairness and policies are the same as on the durable backends.
+ * it. Per-key order, fairness and policies are the same as on the durable backends. It stores
+ * through `enqueueNow` (at once) unless called on an object whose `enqueue` was replaced.
  */
 export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend {
   const store = new MemoryStore(
@@ -420,6 +421,12 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
       store.ctx = context;
     },
     async enqueue(input: EnqueueInput) {
+      return store.enqueue(input);
+    },
+    enqueueNow(this: QueueBackend | undefined, input: EnqueueInput) {
+      // Called on an object whose `enqueue` is not this one (a wrapper spread from this backend,
+      // or this backend with `enqueue` replaced): decline, so that the replacement sees the op.
+      if (this !== undefined && this.enqueue !== enqueue) return undefined;
       return store.enqueue(input);
     },
     async claim({ limit, key }) {
@@ -468,5 +475,6 @@ export function memoryBackend(options: MemoryBackendOptions = {}): QueueBackend 
     },
     async close() {},
   };
+  const { enqueue } = backend;
   return backend;
 }

@@ -142,6 +142,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   readonly #attached: Promise<void>;
   #closed: Promise<void> | undefined;
   #isAttached = false;
+  /** Enqueues waiting for `attach` to resolve (`enqueueNow` is not asked meanwhile). */
+  #waitingForAttach = 0;
   /** Background loops (heartbeats, waiter polls, retention) that close() waits for. */
   readonly #timers: Promise<void>[] = [];
 
@@ -201,9 +203,22 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     return this.#events.onAny(listener);
   }
 
-  async cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
-    const info = await this.#enqueue(key, op as OpInput<H>);
-    if (this.mode === 'sync') await this.#worker.runInline(key, info.id);
+  cast<T extends keyof H & string>(key: string, op: OpInput<H, T>): Promise<string> {
+    // Not an async function: when the backend stores at once (`enqueueNow`), nothing of this
+    // call stays pending, however many ops a producer casts in one turn.
+    let stored: OpInfo | Promise<OpInfo>;
+    try {
+      stored = this.#enqueue(key, op as OpInput<H>, false);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.mode === 'sync') return this.#castInline(key, stored);
+    return stored instanceof Promise ? stored.then((info) => info.id) : Promise.resolve(stored.id);
+  }
+
+  async #castInline(key: string, stored: OpInfo | Promise<OpInfo>): Promise<string> {
+    const info = await stored;
+    await this.#worker.runInline(key, info.id);
     return info.id;
   }
 
@@ -214,7 +229,8 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
   ): Promise<ResultOf<H, T>> {
     timeoutOption('queue.call', options.timeoutMs);
     throwIfAborted(options.signal);
-    const info = await this.#enqueue(key, op, true);
+    const stored = this.#enqueue(key, op, true);
+    const info = stored instanceof Promise ? await stored : stored;
     const outcome = this.wait(info.id, options);
     if (this.mode === 'sync') {
       // The outcome is settled by the inline run (or later, by resume/discard when held).
@@ -410,16 +426,43 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     };
   }
 
-  async #enqueue(key: string, op: OpInput<H>, waited = false): Promise<OpInfo> {
+  /**
+   * Stores an op: at once when the backend's `enqueueNow` accepts it, else through `enqueue`.
+   * Throws (synchronously) what `#input` refuses and what `enqueueNow` throws.
+   */
+  #enqueue(key: string, op: OpInput<H>, waited: boolean): OpInfo | Promise<OpInfo> {
     const input = this.#input(key, op, waited);
-    // Stored in call order: each enqueue reaches the backend in the turn it was called in once
-    // attached (and, before that, attach resolves its waiters in call order).
-    if (!this.#isAttached) await this.#attached;
-    const out = await this.backend.enqueue(input);
+    // Call order is kept: `enqueueNow` is not asked while an earlier enqueue waits for attach.
+    if (this.#waitingForAttach === 0 && this.backend.enqueueNow) {
+      const out = this.backend.enqueueNow(input);
+      if (out) return this.#stored(key, out);
+    }
+    return this.#enqueueLater(input);
+  }
+
+  async #enqueueLater(input: EnqueueInput): Promise<OpInfo> {
+    // Each enqueue reaches the backend in the turn it was called in once attached (and, before
+    // that, attach resolves its waiters in call order).
+    if (!this.#isAttached) {
+      this.#waitingForAttach++;
+      try {
+        await this.#attached;
+      } finally {
+        this.#waitingForAttach--;
+      }
+    }
+    return this.#stored(input.key, await this.backend.enqueue(input));
+  }
+
+  /** Reports a stored op (`op:queued`, `key:status`) and wakes the worker. */
+  #stored(key: string, out: { op: OpInfo; created: boolean }): OpInfo | Promise<OpInfo> {
     const info = this.#reporter.stored(out);
-    if (out.created) {
-      const status = this.#reporter.keyStatus(key);
-      if (status) await status;
+    const status = out.created ? this.#reporter.keyStatus(key) : undefined;
+    if (status) {
+      return status.then(() => {
+        this.#worker.ring();
+        return info;
+      });
     }
     this.#worker.ring();
     return info;
