@@ -110,11 +110,14 @@ export const CANDIDATES_QUERY =
   '/allocation_candidates?resources=VCPU:2,MEMORY_MB:2048,DISK_GB:100' +
   '&required=STORAGE_DISK_SSD&resources1=VGPU:1&group_policy=none';
 
-/** The answer in a form where equal answers are equal strings (order ignored). */
+/** The answer in a form where equal answers are equal strings (orders ignored). */
 function canonical(body: any): { requests: string[]; summaries: string } {
+  // Lists of names (mappings, traits) are sets: Placement's order of them is its hashing's.
   const sortKeys = (v: unknown): unknown =>
     Array.isArray(v)
-      ? v.map(sortKeys)
+      ? v.every((x) => typeof x === 'string')
+        ? [...v].sort()
+        : v.map(sortKeys)
       : v && typeof v === 'object'
         ? Object.fromEntries(
             Object.keys(v)
@@ -177,7 +180,18 @@ export async function candidatesBench(
       peer.requests.length === ours!.requests.length &&
       peer.requests.every((r, i) => r === ours!.requests[i]) &&
       peer.summaries === ours!.summaries;
-    if (!same) throw new Error(`${ours!.name} and ${peer.name} answer differently`);
+    if (!same) {
+      const mine = new Set(ours!.requests);
+      const theirs = new Set(peer.requests);
+      const onlyOurs = ours!.requests.filter((r) => !theirs.has(r));
+      const onlyTheirs = peer.requests.filter((r) => !mine.has(r));
+      throw new Error(
+        `${ours!.name} and ${peer.name} answer differently: ` +
+          `${onlyOurs.length} requests only in ours (first: ${onlyOurs[0] ?? '-'}), ` +
+          `${onlyTheirs.length} only in theirs (first: ${onlyTheirs[0] ?? '-'}); ` +
+          `summaries ${peer.summaries === ours!.summaries ? 'equal' : `differ:\n${ours!.summaries.slice(0, 1500)}\n${peer.summaries.slice(0, 1500)}`}`,
+      );
+    }
     console.log(
       `  equal answers; ${peer.name} / ${ours!.name} = ${(peer.median / ours!.median).toFixed(1)}x`,
     );
