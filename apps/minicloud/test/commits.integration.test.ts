@@ -241,7 +241,8 @@ describe.skipIf(!status.available)('commits per container op (PostgreSQL)', () =
           expect(shown).toContain(`${type}-in-progress`);
         }
         expect(shown.at(-1)).toBe('idle');
-        expect(cloud.hub.state.queues.map((k) => k.status)).toEqual(Array(KEYS).fill('idle'));
+        const statuses = cloud.hub.state.queues.map((k) => `${k.key} ${k.status}`).sort();
+        expect(statuses).toEqual(Array.from({ length: KEYS }, (_, k) => `ctr-${k} idle`));
         // Every op journalled its start and its effect once, inside the fence and effect commits.
         const journal = await cloud.database.db
           .selectFrom('minicloud_journal')

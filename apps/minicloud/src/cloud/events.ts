@@ -27,6 +27,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   #state: DashboardState = emptyState();
   readonly #flows = new Map<string, FlowView>();
   readonly #keys = new Map<string, QueueKeyState>();
+  /** Ops this process's worker started lately (their `op:queued` may come after). */
+  readonly #started = new Set<string>();
   readonly #clock: Clock;
 
   /** `clock`: the time of flows announced here, queue keys' updates and failures. */
@@ -175,11 +177,17 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const type = p.type as string;
     switch (event) {
       case 'op:queued':
-        if (!p.deduplicated)
-          key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
-        if (key.status === 'idle') key.status = 'queued';
+        // Nothing added by a repeat; and a worker of this process may start the op before its
+        // enqueue returns here.
+        if (p.deduplicated || this.#started.has(id)) return;
+        key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
+        // `held`: the store has the key blocked (by this process or another), the op waits.
+        if (p.held) key.status = 'blocked';
+        else if (key.status === 'idle' || key.status === 'blocked') key.status = 'queued';
         break;
       case 'op:started':
+        this.#started.add(id);
+        if (this.#started.size > 1000) this.#started.delete(this.#started.values().next().value!);
         key.pending = key.pending.filter((o) => o.id !== id);
         key.running = { id, type };
         key.status = `${type}-in-progress`;
