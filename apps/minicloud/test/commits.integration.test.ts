@@ -33,7 +33,7 @@ const OPS = KEYS * OPS_PER_KEY;
  * token read and fence became one transaction and its `op` journal row joined its effect's; 15.4
  * before the hub stopped listening to `key:status`, which made the queue read a key's status
  * after every enqueue and completion). The queue's due-time polls depend on timing, so this
- * leaves room above the 12.9–13.1 measured.
+ * leaves room above the 12.2–13.1 measured.
  */
 const BUDGET = 14;
 
