@@ -27,6 +27,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
   #state: DashboardState = emptyState();
   readonly #flows = new Map<string, FlowView>();
   readonly #keys = new Map<string, QueueKeyState>();
+  /** Ops this process's worker started lately (their `op:queued` may come after). */
+  readonly #started = new Set<string>();
   readonly #clock: Clock;
 
   /** `clock`: the time of flows announced here, queue keys' updates and failures. */
@@ -156,7 +158,12 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     return [...this.#keys.values()].filter((k) => k.status !== 'idle').map((k) => k.key);
   }
 
-  /** @internal updates one key from a queue event and publishes it. */
+  /**
+   * @internal updates one key from a queue event and publishes it. The key's status follows from
+   * the events themselves (an op queued, started, finished; the key blocked, resumed, discarded),
+   * so the queue need not read it from its store after every enqueue and completion; a
+   * `key:status` event, when forwarded, sets it as the store saw it.
+   */
   queueEvent(event: string, p: Record<string, unknown>): void {
     const keyName = p.key as string;
     const key: QueueKeyState = this.#keys.get(keyName) ?? {
@@ -170,16 +177,29 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     const type = p.type as string;
     switch (event) {
       case 'op:queued':
-        if (!p.deduplicated)
-          key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
+        // Nothing added by a repeat; and a worker of this process may start the op before its
+        // enqueue returns here.
+        if (p.deduplicated || this.#started.has(id)) return;
+        key.pending = [...key.pending, { id, type, enqueuedAt: this.#clock.now() }];
+        // `held`: the store has the key blocked (by this process or another), the op waits.
+        if (p.held) key.status = 'blocked';
+        else if (key.status === 'idle' || key.status === 'blocked') key.status = 'queued';
         break;
       case 'op:started':
+        this.#started.add(id);
+        if (this.#started.size > 1000) this.#started.delete(this.#started.values().next().value!);
         key.pending = key.pending.filter((o) => o.id !== id);
         key.running = { id, type };
+        key.status = `${type}-in-progress`;
         break;
       case 'op:succeeded':
-      case 'op:released':
         if (key.running?.id === id) key.running = null;
+        settled(key);
+        break;
+      case 'op:released':
+        // Back in the store for a worker to claim again.
+        if (key.running?.id === id) key.running = null;
+        if (key.status !== 'blocked') key.status = 'queued';
         break;
       case 'op:failed':
         if (key.running?.id === id) key.running = null;
@@ -189,9 +209,18 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
           message: (p.error as { message?: string } | undefined)?.message ?? 'failed',
           at: this.#clock.now(),
         };
+        settled(key);
         break;
       case 'op:cancelled':
         key.pending = key.pending.filter((o) => o.id !== id);
+        settled(key);
+        break;
+      case 'key:blocked':
+        key.status = 'blocked';
+        break;
+      case 'key:resumed':
+        key.status = 'idle';
+        settled(key);
         break;
       case 'key:status':
         key.status = p.status as string;
@@ -199,6 +228,8 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
         break;
       case 'key:discarded':
         key.pending = [];
+        key.status = 'idle';
+        settled(key);
         break;
       default:
         return;
@@ -207,6 +238,16 @@ export class CloudHub extends TypedEmitter<CloudEvents> {
     this.#keys.set(keyName, key);
     this.publish({ type: 'queue:key', key: { ...key, pending: [...key.pending] } });
   }
+}
+
+/**
+ * A key's status once an op of it left (finished, cancelled) or it was unblocked: blocked stays
+ * blocked (until resumed or discarded), else the running op's, queued while ops wait, or idle.
+ */
+function settled(key: QueueKeyState): void {
+  if (key.status === 'blocked') return;
+  if (key.running) key.status = `${key.running.type}-in-progress`;
+  else key.status = key.pending.length > 0 ? 'queued' : 'idle';
 }
 
 /** Task log states → the dashboard's task statuses. */

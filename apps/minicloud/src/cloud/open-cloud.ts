@@ -22,6 +22,19 @@ import { Closers } from './closers.js';
 import { Cloud, invalid, publishTree } from './cloud.js';
 import { every, watchQueues } from './watch.js';
 
+/** The queue events the hub follows a container key from. */
+const QUEUE_EVENTS = [
+  'op:queued',
+  'op:started',
+  'op:succeeded',
+  'op:released',
+  'op:failed',
+  'op:cancelled',
+  'key:blocked',
+  'key:resumed',
+  'key:discarded',
+] as const;
+
 export type { CacheCounters } from './cache-view.js';
 export type {
   DeleteResult,
@@ -191,9 +204,14 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       logger: logger.child({ component: 'async-queue' }),
     });
     closers.add(() => queue.close());
-    queue.onAny((event, payload) =>
-      hub.queueEvent(event, payload as unknown as Record<string, unknown>),
-    );
+    // Named events, not `onAny`: a `key:status` listener makes the queue read the key's status
+    // from its store after every enqueue and completion (a commit each); the hub follows the
+    // status from these events instead, and whoever listens to `key:status` gets it as read.
+    for (const event of QUEUE_EVENTS) {
+      queue.on(event, (payload) =>
+        hub.queueEvent(event, payload as unknown as Record<string, unknown>),
+      );
+    }
 
     const environments = new EnvironmentFlows({
       database,
