@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDatabase, service, type FreshDatabase } from '@rigging/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openCloud } from '../src/cloud/index.js';
 import type { ContainerOpType } from '../src/cloud/containers.js';
 
@@ -240,9 +240,15 @@ describe.skipIf(!status.available)('commits per container op (PostgreSQL)', () =
         for (const type of ['create', 'start', 'stop', 'delete']) {
           expect(shown).toContain(`${type}-in-progress`);
         }
-        expect(shown.at(-1)).toBe('idle');
-        const statuses = cloud.hub.state.queues.map((k) => `${k.key} ${k.status}`).sort();
-        expect(statuses).toEqual(Array.from({ length: KEYS }, (_, k) => `ctr-${k} idle`));
+        // (events of other ops may still be on their way when the last op's success arrives)
+        await vi.waitFor(
+          () => {
+            expect(shown.at(-1)).toBe('idle');
+            const statuses = cloud.hub.state.queues.map((k) => `${k.key} ${k.status}`).sort();
+            expect(statuses).toEqual(Array.from({ length: KEYS }, (_, k) => `ctr-${k} idle`));
+          },
+          { timeout: 5000, interval: 50 },
+        );
         // Every op journalled its start and its effect once, inside the fence and effect commits.
         const journal = await cloud.database.db
           .selectFrom('minicloud_journal')
