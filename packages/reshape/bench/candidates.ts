@@ -3,51 +3,13 @@
 // granular query. Both servers get the same providers over HTTP; the answers must be equal (the
 // same set of allocation requests and of provider summaries) before a time is printed.
 import { randomUUID } from 'node:crypto';
-import { Agent, request } from 'node:http';
+import { ok as okAt, send as sendAt } from './http.js';
 
 const VERSION = '1.36';
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-
-interface Reply {
-  status: number;
-  body: any;
-}
-
-function send(base: string, method: string, path: string, body?: unknown): Promise<Reply> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      base + path,
-      {
-        method,
-        agent,
-        headers: {
-          'x-auth-token': 'admin',
-          'openstack-api-version': `placement ${VERSION}`,
-          'content-type': 'application/json',
-          ...(payload === undefined ? {} : { 'content-length': Buffer.byteLength(payload) }),
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
-
-async function ok(base: string, method: string, path: string, body?: unknown): Promise<any> {
-  const r = await send(base, method, path, body);
-  if (r.status >= 400)
-    throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-  return r.body;
-}
+const send = (base: string, method: string, path: string, body?: unknown) =>
+  sendAt(base, method, path, body, VERSION);
+const ok = (base: string, method: string, path: string, body?: unknown) =>
+  okAt(base, method, path, body, VERSION);
 
 /** The layout, with uuids fixed up front so both servers hold the same providers. */
 export function candidatesLayout(nodes: number) {
@@ -196,5 +158,4 @@ export async function candidatesBench(
       `  equal answers; ${peer.name} / ${ours!.name} = ${(peer.median / ours!.median).toFixed(1)}x`,
     );
   }
-  agent.destroy();
 }

@@ -1,7 +1,6 @@
 // pnpm bench: reshapes and API calls, ours vs OpenStack Placement 8.0 (when importable).
 import { randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { Agent, request } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,42 +10,11 @@ import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index
 import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
 import { candidatesBench } from './candidates.js';
+import { closeClient, ok } from './http.js';
 
-const H = (v = '1.30') => ({
-  'x-auth-token': 'admin',
-  'openstack-api-version': `placement ${v}`,
-  'content-type': 'application/json',
-});
-
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-
-/** One request with node:http and a keep-alive agent (fetch's own overhead would dominate). */
-function call(base: string, method: string, path: string, body?: unknown): Promise<any> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      base + path,
-      {
-        method,
-        agent,
-        headers:
-          payload === undefined ? H() : { ...H(), 'content-length': Buffer.byteLength(payload) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          if ((res.statusCode ?? 500) >= 400)
-            reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`));
-          else resolve(text ? JSON.parse(text) : undefined);
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+/** One request at microversion 1.30; resolves with the body, rejects an error answer. */
+const call = (base: string, method: string, path: string, body?: unknown): Promise<any> =>
+  ok(base, method, path, body, '1.30');
 
 /** Over HTTP: a root with `n` VGPUs allocated to `n` consumers; time the reshape moving them to a child. */
 async function httpReshape(base: string, n: number): Promise<number> {
@@ -251,7 +219,6 @@ const lib = async (st: ReshapeStore) => {
 console.log(`  sqlStore (SQLite file): ${await lib(store)}`);
 console.log(`  memoryStore:            ${await lib(memoryStore())}`);
 
-agent.destroy();
 await peer?.stop();
 
 // Fresh servers: the answer must not depend on what the sections above created.
@@ -264,6 +231,7 @@ await candidatesBench(
   Number(process.env.BENCH_CANDIDATE_NODES ?? 1000),
 );
 await candidatesPeer?.stop();
+closeClient();
 for (const c of children) c.kill('SIGTERM');
 await database.close();
 rmSync(dir, { recursive: true, force: true });
