@@ -43,11 +43,15 @@ export type {
   DeployResult,
   FlowHandlers,
 } from './environments.js';
+
 export type { ContainerOpResult, ReshapeOutcome };
 export type { ContainerHandlers, ContainerStatus, PrefetchResult } from './types.js';
 
 /** The package cache's byte cap unless `cacheMaxBytes` says otherwise. */
 const DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024;
+
+/** How many times an op may lose its worker (lease expired) before it is failed as poison. */
+const MAX_LOST_WORKERS = 6;
 
 /** Options of {@link openCloud}. */
 export interface CloudOptions {
@@ -200,6 +204,11 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       policy: 'stop',
       worker,
       leaseMs,
+      // A lost worker is the host's fault, not the op's: a container op applies its effect once
+      // whoever runs it (fencing and the runtime's witness), so it is failed as poison only after
+      // it lost its worker this many times, not after three (a partition, a crash and a pause
+      // of the hosts that held it in turn reach three).
+      maxLeaseExpiries: MAX_LOST_WORKERS,
       closeGraceMs: 3000,
       logger: logger.child({ component: 'async-queue' }),
     });
@@ -233,6 +242,7 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       policy: 'continue',
       worker,
       leaseMs,
+      maxLeaseExpiries: MAX_LOST_WORKERS,
       closeGraceMs: 5000,
       logger: logger.child({ component: 'flows' }),
     });
