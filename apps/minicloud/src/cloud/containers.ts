@@ -303,7 +303,7 @@ class ContainerRuntime {
     const also = (trx: Db) => journal(trx, this.#deps.clock, 'op', claim.op);
     if (i.op === 'start' && (await this.#ticket('lost-op'))) {
       // sabotage: nothing applied, yet journalled as applied
-      return this.#transient(() => journal(this.#db, this.#deps.clock, 'op', claim.op), signal);
+      return this.#transient(() => also(this.#db), signal);
     }
     const outcome = await this.#transient(
       () => this.#witness.apply(claim, async (db) => void (await write(db)), { also }),
