@@ -214,6 +214,20 @@ export class ClusterState {
     return new Map(rows.map((r) => [r.state, Number(r.n)]));
   }
 
+  /** Flows not ended (neither `SUCCESS` nor `REVERTED`), up to `limit`: id, name, state and token. */
+  async halfDoneFlows(limit = 5): Promise<string[]> {
+    const { rows } = await sql<{
+      flow_id: string;
+      name: string;
+      state: string;
+      token: string | null;
+    }>`
+      select flow_id, name, state, token from rigging_tasks_flows
+      where state not in ('SUCCESS', 'REVERTED') order by updated_at limit ${limit}
+    `.execute(this.database.db);
+    return rows.map((r) => `${r.flow_id} (${r.name}) ${r.state}, lease token ${r.token ?? '-'}`);
+  }
+
   close(): Promise<void> {
     return this.database.close();
   }

@@ -262,7 +262,10 @@ export async function verdict(options: {
   for (const line of vacuous) problems.push(`vacuous: ${line}`);
   const states = await state.flowStates();
   const halfDone = [...states].filter(([s]) => !ENDED.has(s)).reduce((n, [, c]) => n + c, 0);
-  if (halfDone) problems.push(`flows not ended: ${JSON.stringify(Object.fromEntries(states))}`);
+  if (halfDone) {
+    const named = (await state.halfDoneFlows()).join('; ');
+    problems.push(`flows not ended: ${JSON.stringify(Object.fromEntries(states))}: ${named}`);
+  }
   const takeover = faults.flatMap((f) => f.takeoverMs);
   for (const f of faults) {
     for (const op of f.notTakenOver) problems.push(`${f.kind} ${f.host}: op ${op} not taken over`);

@@ -53,6 +53,14 @@ interface OpInputs {
 type AnyInputs = any;
 
 /** The container's state after each op type. */
+/** Reruns of an op whose flow a stale owner reverted, past which the op fails as it stands. */
+const MAX_RERUNS = 8;
+
+/** The flow id of an op's `rerun`-th run: `op-<id>`, then `op-<id>-r1`, `op-<id>-r2`, … */
+function rerunId(opId: string, rerun: number): string {
+  return rerun === 0 ? `op-${opId}` : `op-${opId}-r${rerun}`;
+}
+
 const STATE_AFTER: Record<ContainerOpType, ContainerOpResult['state']> = {
   create: 'created',
   start: 'running',
@@ -131,14 +139,21 @@ class ContainerRuntime {
       return { name: ctx.key, state: STATE_AFTER[op] };
     }
     try {
-      await this.#runFlow(`op-${ctx.id}`, op, payload, ctx, claim).catch((error: unknown) => {
-        // A stale owner (paused past its claim while this worker took the op over) still held
-        // the flow: its effect was refused by the witness and it reverted the flow. Nothing of
-        // the op was applied, so this owner runs it again as a new flow under its own claim.
-        if (!(error instanceof FlowFailed)) throw error;
-        if (error.failures[0]?.code !== 'minicloud.container_fenced') throw error;
-        return this.#runFlow(`op-${ctx.id}-t${claim.token}`, op, payload, ctx, claim);
-      });
+      // A stale owner (paused past its claim while another worker took the op over) may still
+      // hold the op's flow: its effect is refused by the witness and it reverts the flow. Nothing
+      // of the op was applied, so the op runs again as the next flow of a fixed chain (`op-<id>`,
+      // `op-<id>-r1`, …): whoever holds the op later resumes the same flow, so a rerun suspended
+      // by a lost claim is finished by the next owner, never left half-done.
+      for (let rerun = 0; ; rerun++) {
+        try {
+          await this.#runFlow(rerunId(ctx.id, rerun), op, payload, ctx, claim);
+          break;
+        } catch (error) {
+          const fenced =
+            error instanceof FlowFailed && error.failures[0]?.code === 'minicloud.container_fenced';
+          if (!fenced || rerun >= MAX_RERUNS || ctx.signal.aborted) throw error;
+        }
+      }
     } catch (error) {
       if (error instanceof FlowFailed) {
         const cause = error.failures[0];
