@@ -88,6 +88,9 @@ class OpContext implements HandlerContext {
   }
 }
 
+/** Heartbeats of one worker that may be pending at once (see `heartbeatLoop`). */
+const MAX_HEARTBEATS_PENDING = 3;
+
 /** Give-backs of one op remembered per worker for the hot-loop floor (oldest forgotten first). */
 const MAX_GIVE_BACK_MEMORY = 10_000;
 
@@ -497,33 +500,55 @@ export class Worker<H extends Handlers> {
     }
   }
 
-  /** Durable backends: extends the leases of ops in flight until close() is done with them. */
+  /**
+   * Durable backends: extends the leases of ops in flight until close() is done with them, every
+   * `heartbeatMs`. A heartbeat that has not answered by the next tick does not hold the next one
+   * up: a statement sent into a network cut can hang on its half-open connection long after the
+   * network is back (until TCP retransmits), and meanwhile the claims this worker took since
+   * would expire. At most {@link MAX_HEARTBEATS_PENDING} are pending at once; close() waits for
+   * them one more tick at most.
+   */
   async heartbeatLoop(): Promise<void> {
-    const { clock, heartbeatMs, leaseMs, logger } = this.#options;
+    const { clock, heartbeatMs } = this.#options;
+    const pending = new Set<Promise<void>>();
     while (!this.halt.signal.aborted) {
       await clock.sleep(heartbeatMs, { signal: this.halt.signal }).catch(() => {});
-      if (this.halt.signal.aborted) return;
+      if (this.halt.signal.aborted) break;
       const entries = [...this.#inflight.values()].filter((e) => !e.abandoned);
-      if (entries.length === 0) continue;
-      try {
-        const lost = await this.#backend.heartbeat(
-          entries.map((e) => e.claim),
-          leaseMs,
-        );
-        for (const e of entries) {
-          if (lost.has(e.claim) && !e.controller.signal.aborted) {
-            e.controller.abort(
-              new QueueError(
-                'async-queue.lease_lost',
-                `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
-                { details: { id: e.claim.op.id } },
-              ),
-            );
-          }
+      if (entries.length === 0 || pending.size >= MAX_HEARTBEATS_PENDING) continue;
+      const beat = this.#heartbeat(entries).finally(() => pending.delete(beat));
+      pending.add(beat);
+    }
+    if (pending.size === 0) return;
+    const tick = new AbortController();
+    await Promise.race([
+      Promise.allSettled(pending),
+      clock.sleep(heartbeatMs, { signal: tick.signal }).catch(() => {}),
+    ]);
+    tick.abort();
+  }
+
+  /** One heartbeat of `entries`: extends their leases, aborts the signal of those lost. */
+  async #heartbeat(entries: readonly Inflight[]): Promise<void> {
+    const { leaseMs, logger } = this.#options;
+    try {
+      const lost = await this.#backend.heartbeat(
+        entries.map((e) => e.claim),
+        leaseMs,
+      );
+      for (const e of entries) {
+        if (lost.has(e.claim) && !e.controller.signal.aborted) {
+          e.controller.abort(
+            new QueueError(
+              'async-queue.lease_lost',
+              `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
+              { details: { id: e.claim.op.id } },
+            ),
+          );
         }
-      } catch (err) {
-        logger.warn({ err }, 'async-queue heartbeat failed');
       }
+    } catch (err) {
+      logger.warn({ err }, 'async-queue heartbeat failed');
     }
   }
 

@@ -174,6 +174,53 @@ for (const b of backends) {
       expect(await a.get(id)).toMatchObject({ status: 'succeeded', result: 'from b', attempts: 2 });
     }, 60_000);
 
+    it('keeps a claim alive when one heartbeat hangs (a statement lost in a network cut)', async () => {
+      const name = `hang${++n}`;
+      const base = sqlBackend(db1, { name, pollMs: 20 });
+      let beats = 0;
+      // The first heartbeat never answers, as a statement sent into a network cut hangs on its
+      // half-open connection; the next ones go through.
+      const backend = new Proxy(base, {
+        get(target, prop) {
+          if (prop === 'heartbeat') {
+            return (...args: Parameters<typeof base.heartbeat>) =>
+              ++beats === 1 ? new Promise<never>(() => {}) : target.heartbeat(...args);
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const a = track(
+        createQueue({
+          backend,
+          workerId: 'a',
+          leaseMs: 1000,
+          heartbeatMs: 150,
+          closeGraceMs: 100,
+          handlers: {
+            async op(_p: null, ctx: HandlerContext) {
+              await sleep(3000); // three leases
+              return `a${ctx.attempt}`;
+            },
+          },
+        }),
+      );
+      const refused: string[] = [];
+      a.on('op:refused', (e) => refused.push(e.id));
+      const id = await a.cast('k', { type: 'op', payload: null });
+      // Another worker would take the op over as soon as a's claim expired.
+      const b2 = track(
+        createQueue({
+          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          workerId: 'b',
+          handlers: { op: () => 'from b' },
+        }),
+      );
+      expect(await b2.wait(id)).toBe('a1');
+      expect(refused).toEqual([]);
+      expect(beats).toBeGreaterThan(3);
+    }, 60_000);
+
     it('successes recorded together: each checked against its own token, one claim each', async () => {
       const backend = sqlBackend(db1, { name: `batch${++n}`, pollMs: 60_000 });
       await backend.attach({
