@@ -1,4 +1,12 @@
-import type { Backoff, BackoffSettings, Clock, Json, Logger, SerializedError } from '@rigging/core';
+import type {
+  Backoff,
+  BackoffSettings,
+  Clock,
+  Json,
+  Lease,
+  Logger,
+  SerializedError,
+} from '@rigging/core';
 
 /** Status of one op. */
 export type OpStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -29,6 +37,16 @@ export interface HandlerContext {
    * another worker); do not undo finished work because of it.
    */
   readonly signal: AbortSignal;
+  /**
+   * This worker's claim on the op as a {@link Lease}: `key` is the op's key, `token` the claim's
+   * fencing token (a later claim of the op gets a higher one, and on the SQL backend a later claim
+   * of any op of the key: a resource that records the highest token it saw can refuse a stale
+   * worker's writes), `lost` is `signal`. Not released
+   * by the handler: the queue ends the claim when the op ends (`release()` does nothing). A
+   * flow engine can run the op's flow under it (`@rigging/tasks`: `lease`, or `flowHandler`'s
+   * `ownership: 'claim'`).
+   */
+  readonly lease: Lease;
   /**
    * Gives the op back unfinished: it is not failed, its attempt is not counted, its claim is
    * released and it is again the head of its key (later ops of the key stay behind it), runnable

@@ -6,6 +6,7 @@ import {
   nonNegativeOption,
   serializeError,
   type Deferred,
+  type Lease,
 } from '@rigging/core';
 import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
@@ -73,6 +74,18 @@ class OpContext implements HandlerContext {
   }
   get signal(): AbortSignal {
     return this.#entry.controller.signal;
+  }
+  get lease(): Lease {
+    const { claim } = this.#entry;
+    const release = () => Promise.resolve();
+    return Object.freeze({
+      key: claim.op.key,
+      mode: 'exclusive' as const,
+      token: BigInt(claim.token),
+      lost: this.signal,
+      release,
+      [Symbol.asyncDispose]: release,
+    });
   }
   /** A getter, so that `const { giveBack } = ctx` works too (made only when looked at). */
   get giveBack(): (reason?: string, opts?: { delayMs?: number }) => never {

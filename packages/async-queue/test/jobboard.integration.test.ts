@@ -221,6 +221,29 @@ for (const b of backends) {
       expect(beats).toBeGreaterThan(3);
     }, 60_000);
 
+    it("gives the handler its claim as a lease: the op's key, a higher token per claim", async () => {
+      const name = `lease-ctx${++n}`;
+      const seen: { key: string; token: bigint; lost: boolean }[] = [];
+      const q = track(
+        createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          handlers: {
+            op(_p: null, ctx: HandlerContext) {
+              const { lease } = ctx;
+              seen.push({ key: lease.key, token: lease.token, lost: lease.lost === ctx.signal });
+              return lease.mode;
+            },
+          },
+        }),
+      );
+      expect(await q.call('k1', { type: 'op', payload: null })).toBe('exclusive');
+      await q.call('k1', { type: 'op', payload: null });
+      await q.call('k2', { type: 'op', payload: null });
+      expect(seen.map((s) => s.key)).toEqual(['k1', 'k1', 'k2']);
+      expect(seen.every((s) => s.lost)).toBe(true);
+      expect(seen[1]!.token).toBeGreaterThan(seen[0]!.token);
+    }, 60_000);
+
     it('successes recorded together: each checked against its own token, one claim each', async () => {
       const backend = sqlBackend(db1, { name: `batch${++n}`, pollMs: 60_000 });
       await backend.attach({
