@@ -1,4 +1,4 @@
-import type { Listener } from '@rigging/core';
+import type { Lease, Listener } from '@rigging/core';
 import type { EngineEvents } from './events.js';
 import type { Flow } from './flow.js';
 import type { FlowDefinition, TaskLog } from './log.js';
@@ -16,6 +16,14 @@ export interface RunOptions<I> {
   flowId?: string;
   /** Cancels the flow: running tasks see `ctx.signal` abort, then completed tasks are reverted. */
   signal?: AbortSignal;
+  /**
+   * Runs the flow under this lease, held by the caller (e.g. a queue's claim on the op:
+   * `ctx.lease`), instead of the engine's own lock on the flow: its token fences every write of
+   * the flow, `lease.lost` stops the run at the next task boundary as a lost lock does, and the
+   * engine neither acquires nor releases anything (no lock writes). Run a given flow always under
+   * leases of one source: their tokens are compared.
+   */
+  lease?: Lease;
 }
 
 /** What a {@link MigrateHook} returns. */
@@ -44,6 +52,14 @@ export interface ResumeOptions {
   signal?: AbortSignal;
   /** Maps a log written by an older flow definition onto the current one; without it any difference fails with `tasks.incompatible_log`. */
   migrate?: MigrateHook;
+  /**
+   * Runs the flow under this lease, held by the caller (e.g. a queue's claim on the op:
+   * `ctx.lease`), instead of the engine's own lock on the flow: its token fences every write of
+   * the flow, `lease.lost` stops the run at the next task boundary as a lost lock does, and the
+   * engine neither acquires nor releases anything (no lock writes). Run a given flow always under
+   * leases of one source: their tokens are compared.
+   */
+  lease?: Lease;
 }
 
 /** Differences found between a stored flow definition and the current one. */
@@ -83,6 +99,8 @@ export interface RunOrResumeOptions<I> {
   cancel?: AbortSignal;
   /** Passed on to `resume` (a log written by an older definition); without it any difference fails with `tasks.incompatible_log`. */
   migrate?: MigrateHook;
+  /** Passed on to `run` and `resume`: the flow runs under this caller-held lease, not the engine's lock. */
+  lease?: Lease;
   /** Pause between two tries while the flow is busy elsewhere or the connection is lost. @default 250 */
   pollMs?: number;
   /** Stop waiting after this long and throw the last `tasks.flow_busy` (or connection) error. @default no limit */

@@ -190,7 +190,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
         storedInputs[symbol] = value as Json;
       }
     }
-    return this.#own(flowId, async (lease) => {
+    return this.#own(flowId, options.lease, async (lease) => {
       const run = this.#start(compiled, flowId, lease, options.signal, symbols, inputs);
       run.create(definitionOf(compiled), storedInputs);
       return (await run.execute()) as O;
@@ -209,7 +209,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
   ): Promise<O> {
     const compiled = compile(flow as Node);
     options.signal?.throwIfAborted();
-    return this.#own(flowId, async (lease) => {
+    return this.#own(flowId, options.lease, async (lease) => {
       const loaded = await this.log.load(flowId);
       if (!loaded) throw notFound(flowId);
       const symbols = sensitiveSymbols(compiled);
@@ -317,14 +317,23 @@ export class Engine extends TypedEmitter<EngineEvents> {
     return run;
   }
 
-  async #own<T>(flowId: string, body: (lease: Lease | undefined) => Promise<T>): Promise<T> {
+  /**
+   * Runs `body` as the flow's only owner in this engine, under `held` (a caller's lease, never
+   * released here) or else the engine's own lock on the flow (when it has `locks`).
+   */
+  async #own<T>(
+    flowId: string,
+    held: Lease | undefined,
+    body: (lease: Lease | undefined) => Promise<T>,
+  ): Promise<T> {
+    if (held !== undefined) checkLease(held);
     if (this.#owned.has(flowId)) {
       throw new TasksError('tasks.flow_busy', `flow ${flowId} is already running in this engine`, {
         details: { flowId },
       });
     }
-    let lease: Lease | undefined;
-    if (this.#locks) {
+    let lease = held;
+    if (!lease && this.#locks) {
       lease = await this.#locks.tryAcquire(this.#prefix + flowId);
       if (!lease) {
         throw new TasksError(
@@ -343,10 +352,26 @@ export class Engine extends TypedEmitter<EngineEvents> {
     } finally {
       this.#owned.delete(flowId);
       this.#active.delete(flowId);
-      await lease
-        ?.release()
-        .catch((err: unknown) => this.#logger.warn({ err, flowId }, 'releasing flow lease failed'));
+      if (lease !== held) {
+        await lease
+          ?.release()
+          .catch((err: unknown) =>
+            this.#logger.warn({ err, flowId }, 'releasing flow lease failed'),
+          );
+      }
     }
+  }
+}
+
+/** A caller's lease must carry a fencing token and a `lost` signal. */
+function checkLease(lease: Lease): void {
+  if (
+    typeof lease !== 'object' ||
+    lease === null ||
+    typeof lease.token !== 'bigint' ||
+    !(lease.lost instanceof AbortSignal)
+  ) {
+    throw new TypeError('options.lease must be a Lease: a bigint token and a lost AbortSignal');
   }
 }
 

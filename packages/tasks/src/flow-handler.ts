@@ -1,4 +1,4 @@
-import { RiggingError } from '@rigging/core';
+import { RiggingError, type Lease } from '@rigging/core';
 import type { FlowEngine, MigrateHook } from './engine-types.js';
 import type { Flow } from './flow.js';
 import type { TaskLog } from './log.js';
@@ -22,6 +22,11 @@ export interface FlowHandlerContext {
    * (after `delayMs`, when given). Throws the queue's marker; never returns.
    */
   giveBack(reason?: string, opts?: { delayMs?: number }): never;
+  /**
+   * The queue's claim on the op as a lease (its fencing token, `lost` when the claim ends):
+   * what a flow runs under with `ownership: 'claim'`.
+   */
+  readonly lease?: Lease;
 }
 
 /** Options of {@link flowHandler}. */
@@ -41,6 +46,15 @@ export interface FlowHandlerOptions<P, I> {
   busyTimeoutMs?: number;
   /** `delayMs` of every give-back (how soon the queue offers the op again). @default the queue's default */
   giveBackDelayMs?: number;
+  /**
+   * Who owns a running flow. `'engine'`: the engine's lock on the flow (with the engine's
+   * `locks`), taken and released per run. `'claim'`: the queue's claim on the op (`ctx.lease`):
+   * its fencing token fences the flow's writes and its loss stops the flow, with no lock writes
+   * per op and no waiting for a dead owner's lock to expire; whoever holds the op owns its flow.
+   * Keep one choice for the life of a log: the two sources' tokens are not comparable.
+   * @default 'engine'
+   */
+  ownership?: 'engine' | 'claim';
 }
 
 /** A queue handler that runs a flow per op: `(payload, ctx) => the flow's outputs`. */
@@ -99,6 +113,11 @@ export function flowHandler<I, O, P = I>(
   if (options === null || typeof options !== 'object')
     throw new TypeError('flowHandler(engine, flow, options): options must be an object');
   const { flowId, inputs, migrate, pollMs, busyTimeoutMs, giveBackDelayMs } = options;
+  const ownership = options.ownership ?? 'engine';
+  if (ownership !== 'engine' && ownership !== 'claim')
+    throw new TypeError(
+      `flowHandler: options.ownership must be 'engine' or 'claim', got ${JSON.stringify(ownership)}`,
+    );
   if (flowId !== undefined && typeof flowId !== 'function')
     throw new TypeError('flowHandler: options.flowId must be a function (payload, ctx) => string');
   if (inputs !== undefined && typeof inputs !== 'function')
@@ -109,6 +128,10 @@ export function flowHandler<I, O, P = I>(
     );
   return async (payload, ctx) => {
     const id = flowId ? flowId(payload, ctx) : ctx.opId;
+    if (ownership === 'claim' && !ctx.lease)
+      throw new TypeError(
+        "flowHandler: ownership 'claim' needs the queue's claim as ctx.lease (@rigging/async-queue gives it)",
+      );
     try {
       return await engine.runOrResume(flow, {
         flowId: id,
@@ -117,6 +140,7 @@ export function flowHandler<I, O, P = I>(
         ...(migrate ? { migrate } : {}),
         ...(pollMs !== undefined ? { pollMs } : {}),
         ...(busyTimeoutMs !== undefined ? { timeoutMs: busyTimeoutMs } : {}),
+        ...(ownership === 'claim' ? { lease: ctx.lease } : {}),
       });
     } catch (error) {
       const reason = resumableReason(error, engine.log, ctx.signal);

@@ -49,7 +49,7 @@ export async function runOrResume(
 ): Promise<unknown> {
   if (!options || typeof options !== 'object')
     throw new TypeError('runOrResume(flow, options): options must be an object');
-  const { flowId, signal, cancel, migrate } = options;
+  const { flowId, signal, cancel, migrate, lease } = options;
   if (typeof flowId !== 'string' || !flowId) {
     throw new TypeError(
       `runOrResume(flow, { flowId }): flowId must be a non-empty string, got ${JSON.stringify(flowId)}`,
@@ -79,12 +79,14 @@ export async function runOrResume(
             inputs,
             flowId,
             ...(cancel ? { signal: cancel } : {}),
+            ...(lease ? { lease } : {}),
           });
         }
         return await engine.resume(flowId, flow, {
           inputs,
           ...(cancel ? { signal: cancel } : {}),
           ...(migrate ? { migrate } : {}),
+          ...(lease ? { lease } : {}),
         });
       } catch (error) {
         const reason = waitReason(error, engine.log);

@@ -17,8 +17,9 @@ export interface TaskContext {
   /** The parameter set of an `alternatives` controller for this attempt. */
   readonly params: JsonObject | undefined;
   /**
-   * The lease the engine holds on this flow, when it has a `locks` provider (`undefined`
-   * without one). Pass `lease.token` to every write the task makes to a resource that a later
+   * The lease the flow runs under: the engine's lock on it when the engine has a `locks`
+   * provider, or the caller's lease (`run({ lease })`, e.g. a queue's claim); `undefined`
+   * without either. Pass `lease.token` to every write the task makes to a resource that a later
    * owner may also write, and let the resource refuse a token lower than the highest it saw: a
    * paused owner that lost the flow can then no longer overwrite its successor's work. Write the
    * token as a decimal string where JSON is needed (`String(token)`, read back with `BigInt(s)`).
@@ -27,9 +28,9 @@ export interface TaskContext {
   readonly lease: TaskLease | undefined;
 }
 
-/** The engine's lease on a flow, as a task sees it: read-only (the engine releases it). */
+/** The lease a flow runs under, as a task sees it: read-only (its holder releases it). */
 export interface TaskLease {
-  /** The lock key (`lockPrefix` + flow id). */
+  /** The lock key (`lockPrefix` + flow id), or the caller's lease key (a queue claim: the op's key). */
   readonly key: Lease['key'];
   /** The fencing token of this grant: strictly increasing per key across owners. */
   readonly token: Lease['token'];

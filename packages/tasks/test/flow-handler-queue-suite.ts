@@ -135,6 +135,35 @@ export function flowHandlerOnQueue(backend: () => QueueFlowBackend) {
   );
 
   it(
+    "ownership 'claim': the flow runs under the queue's claim (no lock taken), its writes fenced by the claim's token",
+    async () => {
+      const b = backend();
+      const locks = testLocks();
+      let taskLease: { key: string; token?: bigint } | undefined;
+      const { flow, runs } = provision({ onServer: (ctx) => (taskLease = ctx.lease) });
+      const engine = new Engine({ log: b.log, locks: locks.provider });
+      const queue = track(
+        createQueue({
+          backend: b.queueBackend(`fhq${++seq}`),
+          handlers: { provision: flowHandler(engine, flow, { inputs, ownership: 'claim' }) },
+        }),
+      );
+      const id = await queue.cast('umbrella', { type: 'provision', payload: { tenant: 'u' } });
+      // The engine's own lock on the flow is held elsewhere: a run needing it would wait.
+      await locks.provider.tryAcquire(`rigging-tasks:${id}`);
+      expect(await queue.wait(id, { timeoutMs: 30_000 })).toMatchObject({
+        dns: 'dns(server(volume(u)))',
+      });
+      expect(runs).toEqual({ volume: 1, server: 1, dns: 1 });
+      expect(taskLease?.key).toBe('umbrella');
+      const tokens = new Set((await engine.history(id)).map((e) => e.token));
+      expect(tokens).toEqual(new Set([taskLease?.token]));
+      expect(typeof taskLease?.token).toBe('bigint');
+    },
+    timeout,
+  );
+
+  it(
     "the queue's stop signal suspends the flow (nothing reverted) and hands the op back; another worker finishes it",
     async () => {
       const b = backend();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deferred, RiggingError } from '@rigging/core';
+import { deferred, RiggingError, type Lease } from '@rigging/core';
 import { Engine, linearFlow, memoryLog, task, type Task } from '../src/index.js';
 import { testLocks } from './helpers.js';
 
@@ -92,5 +92,77 @@ describe('ownership with a lock provider', () => {
     await expect(engine.run(flow, { inputs: {}, flowId: 'same' })).rejects.toMatchObject({
       code: 'tasks.flow_exists',
     });
+  });
+});
+
+/** A lease held by the caller (as a queue's claim is): never released by the engine. */
+function callerLease(token: bigint, key = 'k') {
+  const lost = new AbortController();
+  let releases = 0;
+  const release = () => {
+    releases++;
+    return Promise.resolve();
+  };
+  const lease: Lease = {
+    key,
+    mode: 'exclusive',
+    token,
+    lost: lost.signal,
+    release,
+    [Symbol.asyncDispose]: release,
+  };
+  return { lease, lose: () => lost.abort(new Error('claim lost')), releases: () => releases };
+}
+
+describe("ownership under the caller's lease", () => {
+  it('takes no lock, fences every write with the lease token and never releases the lease', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    // Another engine holds the flow's own lock: a run under a caller's lease does not need it.
+    await locks.provider.tryAcquire('rigging-tasks:claimed');
+    const { runs, flow } = counted(['a', 'b']);
+    const held = callerLease(7n);
+    const engine = new Engine({ log, locks: locks.provider });
+    await engine.run(flow, { inputs: {}, flowId: 'claimed', lease: held.lease });
+    expect(Object.fromEntries(runs)).toEqual({ a: 1, b: 1 });
+    expect(new Set((await log.history('claimed')).map((h) => h.token))).toEqual(new Set([7n]));
+    expect(held.releases()).toBe(0);
+  });
+
+  it('stops at the next task boundary when the lease is lost; a lower token is fenced', async () => {
+    const log = memoryLog();
+    const gate = deferred<void>();
+    const { runs, flow } = counted(['a', 'b', 'c'], { name: 'b', until: gate.promise });
+    const engine = new Engine({ log });
+    const first = callerLease(3n);
+    const running = engine
+      .runOrResume(flow, { flowId: 'moved', inputs: {}, lease: first.lease })
+      .catch((e: unknown) => e);
+    await expect.poll(() => runs.get('b')).toBe(1);
+    first.lose();
+    gate.resolve();
+    expect(RiggingError.hasCode(await running, 'tasks.ownership_lost')).toBe(true);
+    expect(runs.get('c')).toBeUndefined();
+
+    // A holder with a lower token than the flow has seen is refused before it runs anything.
+    const stale = await new Engine({ log })
+      .resume('moved', flow, { lease: callerLease(2n).lease })
+      .catch((e: unknown) => e as RiggingError);
+    const fenced = (e: unknown) =>
+      RiggingError.hasCode(e, 'tasks.fenced') ||
+      RiggingError.hasCode((e as { cause?: unknown }).cause, 'tasks.fenced');
+    expect(fenced(stale)).toBe(true);
+    expect(runs.get('c')).toBeUndefined();
+
+    // The next holder (a higher token) resumes it; the completed tasks are not run again.
+    const next = callerLease(4n);
+    await engine.runOrResume(flow, { flowId: 'moved', inputs: {}, lease: next.lease });
+    expect(Object.fromEntries(runs)).toEqual({ a: 1, b: 1, c: 1 });
+  });
+
+  it('refuses a lease without a bigint token', async () => {
+    const { flow } = counted(['a']);
+    const bad = { ...callerLease(1n).lease, token: 1 } as unknown as Lease;
+    await expect(new Engine().run(flow, { inputs: {}, lease: bad })).rejects.toThrow(TypeError);
   });
 });
