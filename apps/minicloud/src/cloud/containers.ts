@@ -188,11 +188,14 @@ class ContainerRuntime {
       flow.children.map((c) => c.name),
     );
     try {
-      // The queue's signal (shutdown, lost claim) suspends the flow, never reverts it.
+      // The flow runs under the queue's claim on the op (its token fences the flow's writes):
+      // whoever holds the op owns its flow. The queue's signal (shutdown, lost claim) suspends
+      // the flow, never reverts it.
       await this.#deps.engine.runOrResume(flow, {
         flowId,
         inputs: { container: ctx.key, op, payload: payload ?? {} },
         signal: ctx.signal,
+        lease: ctx.lease,
       });
     } finally {
       this.#claims.delete(flowId);

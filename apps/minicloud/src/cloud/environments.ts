@@ -272,13 +272,14 @@ export class EnvironmentFlows {
     hub.flowStarted(p.flowId, `${DEPLOY_FLOW} ${p.env}`, deployTaskNames());
     let failed: FlowFailed | undefined;
     try {
-      // Runs the flow, or resumes it after a takeover (waiting out a dead owner's lease). The
-      // queue aborts `ctx.signal` when this worker closes or loses its claim: the flow is then
-      // suspended at a task boundary, not reverted.
+      // Runs the flow, or resumes it after a takeover, under the queue's claim on the op (its
+      // token fences the flow's writes). The queue aborts `ctx.signal` when this worker closes
+      // or loses its claim: the flow is then suspended at a task boundary, not reverted.
       await engine.runOrResume(this.#flow, {
         flowId: p.flowId,
         inputs,
         signal: ctx.signal,
+        lease: ctx.lease,
         pollMs: Math.min(500, this.#deps.leaseMs / 4),
       });
     } catch (error) {
