@@ -101,8 +101,10 @@ class OpContext implements HandlerContext {
   }
 }
 
-/** Heartbeats of one worker that may be pending at once (see `heartbeatLoop`). */
-const MAX_HEARTBEATS_PENDING = 3;
+/** Recent heartbeats (sent in the last two periods) of one worker that may be pending at once. */
+const HEARTBEATS_IN_TIME = 2;
+/** Heartbeats of one worker that may be pending at once, hung ones included. */
+const HEARTBEATS_PENDING_MAX = 16;
 
 /** Give-backs of one op remembered per worker for the hot-loop floor (oldest forgotten first). */
 const MAX_GIVE_BACK_MEMORY = 10_000;
@@ -515,27 +517,32 @@ export class Worker<H extends Handlers> {
 
   /**
    * Durable backends: extends the leases of ops in flight until close() is done with them, every
-   * `heartbeatMs`. A heartbeat that has not answered by the next tick does not hold the next one
-   * up: a statement sent into a network cut can hang on its half-open connection long after the
-   * network is back (until TCP retransmits), and meanwhile the claims this worker took since
-   * would expire. At most {@link MAX_HEARTBEATS_PENDING} are pending at once; close() waits for
-   * them one more tick at most.
+   * `heartbeatMs`. A heartbeat that has not answered does not hold the next ones up: a statement
+   * sent into a network cut can hang on its half-open connection long after the network is back
+   * (until TCP retransmits, tens of seconds), and meanwhile the claims this worker took since
+   * would expire. A tick skips its heartbeat only while {@link HEARTBEATS_IN_TIME} sent in the
+   * last two periods are still pending (a slow database, not a cut), or
+   * {@link HEARTBEATS_PENDING_MAX} in all; close() waits for pending ones one more period at most.
    */
   async heartbeatLoop(): Promise<void> {
     const { clock, heartbeatMs } = this.#options;
-    const pending = new Set<Promise<void>>();
+    const pending = new Map<Promise<void>, number>(); // heartbeat → when it was sent
     while (!this.halt.signal.aborted) {
       await clock.sleep(heartbeatMs, { signal: this.halt.signal }).catch(() => {});
       if (this.halt.signal.aborted) break;
       const entries = [...this.#inflight.values()].filter((e) => !e.abandoned);
-      if (entries.length === 0 || pending.size >= MAX_HEARTBEATS_PENDING) continue;
+      if (entries.length === 0 || pending.size >= HEARTBEATS_PENDING_MAX) continue;
+      const now = clock.now();
+      let recent = 0;
+      for (const sent of pending.values()) if (now - sent < 2 * heartbeatMs) recent++;
+      if (recent >= HEARTBEATS_IN_TIME) continue;
       const beat = this.#heartbeat(entries).finally(() => pending.delete(beat));
-      pending.add(beat);
+      pending.set(beat, now);
     }
     if (pending.size === 0) return;
     const tick = new AbortController();
     await Promise.race([
-      Promise.allSettled(pending),
+      Promise.allSettled(pending.keys()),
       clock.sleep(heartbeatMs, { signal: tick.signal }).catch(() => {}),
     ]);
     tick.abort();
