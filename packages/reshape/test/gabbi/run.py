@@ -7,9 +7,12 @@ The YAML files are read from a clone of openstack/placement (placement/tests/fun
 and copied to a temporary directory; they are not part of this repository. For each file a fresh
 server (bench/serve.ts, memory store, tokens checked as Placement's noauth2 middleware checks
 them) is started with os-traits' standard traits (Debian's
-python3-os-traits, as Placement syncs them into its database), the state of the file's fixture is
-created over HTTP, the fixture's $ENVIRON values are set, and gabbi-run (python3-gabbi) runs the
-file.
+python3-os-traits, as Placement syncs them into its database), the state of the file's fixtures
+(Placement's placement/tests/functional/fixtures/gabbits.py: AllocationFixture,
+SharedStorageFixture, NUMAAggregateFixture, NUMANetworkFixture, DeepNUMANetworkFixture,
+NonSharedStorageFixture, GranularFixture, NeutronQoSMultiSegmentFixture) is created over HTTP,
+write by write as the fixture makes it, the fixture's $ENVIRON values are set, and gabbi-run
+(python3-gabbi) runs the file.
 With `--target placement` the same files run, on the same harness, against OpenStack Placement
 itself (Debian's python3-placement, bench/placement_server.py: a fresh SQLite database per file,
 noauth2), so that both counts are measured alike.
@@ -32,20 +35,25 @@ import uuid
 import os_traits
 import yaml
 
-# The files of the endpoints we implement (RBAC/policy, CORS and granular/nested-candidate files
-# test features we do not have).
+# The files of the endpoints we implement, with their fixtures built over HTTP below (the RBAC and
+# policy files test policies we do not have, cors.yaml a CORS middleware).
 FILES = [
-    'aggregate', 'allocation-bad-class', 'allocations', 'allocations-1-8', 'allocations-1-12',
+    'aggregate', 'allocation-bad-class', 'allocation-candidates',
+    'allocation-candidates-any-traits', 'allocation-candidates-any-traits-groups',
+    'allocation-candidates-bug-1792503', 'allocation-candidates-mappings-numa',
+    'allocation-candidates-mappings-sharing', 'allocation-candidates-member-of',
+    'allocation-candidates-root-required', 'allocations', 'allocations-1-8', 'allocations-1-12',
     'allocations-1.28', 'allocations-bug-1714072', 'allocations-bug-1778591',
-    'allocations-bug-1778743', 'allocations-bug-1779717', 'allocations-post', 'basic-http',
-    'bug-1674694', 'confirm-auth', 'consumer-types-1.38', 'consumer-types-bug-story-2009167',
-    'ensure-consumer', 'inventory', 'microversion', 'microversion-bug-1724065', 'non-cors',
-    'reshaper', 'resource-class-in-use', 'resource-classes', 'resource-classes-1-6',
-    'resource-classes-1-7', 'resource-classes-last-modified', 'resource-provider',
-    'resource-provider-aggregates', 'resource-provider-bug-1779818',
+    'allocations-bug-1778743', 'allocations-bug-1779717', 'allocations-mappings',
+    'allocations-post', 'basic-http', 'bug-1674694', 'confirm-auth', 'consumer-types-1.38',
+    'consumer-types-bug-story-2009167', 'ensure-consumer', 'granular', 'granular-same-subtree',
+    'inventory', 'microversion', 'microversion-bug-1724065', 'non-cors', 'reshaper',
+    'resource-class-in-use', 'resource-classes', 'resource-classes-1-6', 'resource-classes-1-7',
+    'resource-classes-last-modified', 'resource-provider', 'resource-provider-aggregates',
+    'resource-provider-any-traits', 'resource-provider-bug-1779818',
     'resource-provider-duplication', 'resource-provider-links',
-    'resource-provider-resources-query', 'shared-resources', 'traits', 'unicode', 'usage',
-    'with-allocations',
+    'resource-provider-resources-query', 'same-subtree-deep', 'shared-resources', 'traits',
+    'unicode', 'usage', 'with-allocations',
 ]
 
 
