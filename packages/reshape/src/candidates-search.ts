@@ -192,10 +192,19 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     summaries.set(p.uuid, {
       provider: p,
       resources,
-      traits: [...index.traits.get(p.uuid)!].sort(),
+      traits: summaryTraitOrder([...index.traits.get(p.uuid)!]),
     });
   }
   return { allocationRequests: requests, summaries };
+}
+
+/**
+ * A summary's traits as Placement lists them, in the order its traits were created: the
+ * standard ones (synced when it starts) before every custom one; by name within each kind.
+ */
+function summaryTraitOrder(traits: string[]): string[] {
+  const custom = (t: string) => (t.startsWith('CUSTOM_') ? 1 : 0);
+  return traits.sort((a, b) => custom(a) - custom(b) || (a < b ? -1 : a > b ? 1 : 0));
 }
 
 function treeRootOf(index: Index, inTree: string | undefined): string | undefined | null {

@@ -67,6 +67,24 @@ export function candidateCases(kind: string, open: () => Promise<ReshapeStore>):
       await store.close();
     });
 
+    it("lists a summary's standard traits before its custom ones, as Placement creates them", async () => {
+      const store = await open();
+      const { cn1 } = await cloud(store);
+      await store.createTrait('CUSTOM_A_FIRST_BY_NAME');
+      const { generation } = await store.getTraits(cn1.uuid);
+      await store.setTraits(cn1.uuid, {
+        generation,
+        traits: ['CUSTOM_A_FIRST_BY_NAME', 'HW_NUMA_ROOT', 'HW_CPU_X86_AVX'],
+      });
+      const c = await allocationCandidates(store, { resources: { VCPU: 1 } });
+      expect(c.summaries.get(cn1.uuid)!.traits).toEqual([
+        'HW_CPU_X86_AVX',
+        'HW_NUMA_ROOT',
+        'CUSTOM_A_FIRST_BY_NAME',
+      ]);
+      await store.close();
+    });
+
     it('places suffixed groups on distinct GPUs with isolate, anywhere with none', async () => {
       const store = await open();
       const { cn1, cn2, ss } = await cloud(store);

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
@@ -89,4 +90,107 @@ it('filters on root traits and subtrees', async () => {
   expect(subtree.body.allocation_requests.map((r: any) => r.mappings._G[0]).sort()).toEqual(
     [...world.cn2.gpus].sort(),
   );
+});
+
+it("checks the keys of the query as Placement's schema does, naming the patterns missed", async () => {
+  const detail = async (q: string, v: string) => {
+    const r = await get(q, v);
+    expect(r.status, q).toBe(400);
+    return r.body.errors[0].detail as string;
+  };
+  expect(await detail('resources01=VCPU:1', '1.25')).toContain(
+    "'resources01' does not match any of the regexes: '^member_of([1-9][0-9]*)?$', '^required([1-9][0-9]*)?$', '^resources([1-9][0-9]*)?$'",
+  );
+  expect(await detail('resources1@=VCPU:1', '1.33')).toContain(
+    "'^in_tree([a-zA-Z0-9_-]{1,64})?$', '^member_of([a-zA-Z0-9_-]{1,64})?$'",
+  );
+  expect(await detail('resources=VCPU:1&root_required=HW_CPU_X86_AVX', '1.34')).toContain(
+    "'root_required' does not match any of the regexes",
+  );
+  expect(await detail('resources=VCPU:1&in_tree=life-is-beautiful', '1.31')).toContain(
+    "Expected 'in_tree' parameter to be a format of uuid. Got: life-is-beautiful",
+  );
+  expect(await detail('resources=VCPU:1&group_policy=bogus', '1.25')).toContain(
+    "'bogus' is not one of ['none', 'isolate']",
+  );
+  // Long suffixes from 1.33 on, whatever schema the later microversions add.
+  for (const v of ['1.33', '1.34'])
+    expect((await get('resources=VCPU:1&resources_GPU=VGPU:1&group_policy=none', v)).status).toBe(
+      200,
+    );
+});
+
+it('refuses the shape of a query before looking up its traits and classes', async () => {
+  const detail = async (q: string, v: string) => {
+    const r = await get(q, v);
+    expect(r.status, q).toBe(400);
+    return r.body.errors[0].detail as string;
+  };
+  expect(await detail('required=CUSTOM_NOPE&required1=CUSTOM_NOPE_TOO', '1.25')).toContain(
+    'orphaned traits keys: required, required1',
+  );
+  expect(await detail('resources1=CUSTOM_NOPE:1&resources2=VCPU:1', '1.25')).toContain(
+    '"group_policy" parameter is required',
+  );
+  expect(await detail('resources=CUSTOM_NOPE:1&required=CUSTOM_NOPE_TOO', '1.25')).toBe(
+    'Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE.',
+  );
+});
+
+it('answers the error codes Placement gives to bad query values', async () => {
+  const code = async (q: string) => {
+    const r = await get(q, '1.36');
+    expect(r.status, q).toBe(400);
+    return r.body.errors[0].code as string;
+  };
+  expect(
+    await code('resources=VCPU:1&root_required=HW_CPU_X86_AVX&root_required=!HW_NUMA_ROOT'),
+  ).toBe('placement.query.duplicate_key');
+  expect(await code('resources=VCPU:1&root_required=HW_CPU_X86_AVX,!HW_CPU_X86_AVX')).toBe(
+    'placement.query.bad_value',
+  );
+  expect(await code('member_of1=' + AGG_FOR_CODES)).toBe('placement.query.missing_value');
+  expect(await code('resources=VCPU:1&required1=HW_CPU_X86_AVX')).toBe('placement.query.bad_value');
+  expect(await code('resources=VCPU:1&same_subtree=_A,')).toBe('placement.query.bad_value');
+  expect(
+    await code('resources=VCPU:1&resources_A=VGPU:1&same_subtree=_A,_B&group_policy=none'),
+  ).toBe('placement.query.bad_value');
+});
+
+const AGG_FOR_CODES = '2d3f0e4c-7b36-4f0e-9a4c-1e5c4b1f6a10';
+
+it('checks the mappings of allocations written from 1.34', async () => {
+  const put = async (mappings: unknown) => {
+    const res = await fetch(
+      base.replace('/allocation_candidates', `/allocations/${randomUUID()}`),
+      {
+        method: 'PUT',
+        headers: { 'openstack-api-version': 'placement 1.34', 'content-type': 'application/json' },
+        body: JSON.stringify({
+          allocations: { [world.cn1.uuid]: { resources: { VCPU: 1 } } },
+          mappings,
+          consumer_generation: null,
+          project_id: 'p',
+          user_id: 'u',
+        }),
+      },
+    );
+    return {
+      status: res.status,
+      body: res.status === 204 ? undefined : ((await res.json()) as any),
+    };
+  };
+  const bad = await put({ alpha: 'beta' });
+  expect(bad.status).toBe(400);
+  expect(bad.body.errors[0].detail).toMatch(
+    /^JSON does not validate: 'beta' is not of type 'array'/,
+  );
+  const empty = await put({});
+  expect(empty.status).toBe(400);
+  expect(empty.body.errors[0].detail).toMatch(
+    /^JSON does not validate: \{\} does not have enough properties/,
+  );
+  expect((await put({ alpha: [] })).status).toBe(400);
+  expect((await put({ alpha: ['not-a-uuid'] })).status).toBe(400);
+  expect((await put({ '': [world.cn1.uuid] })).status).toBe(204);
 });

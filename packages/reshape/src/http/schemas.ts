@@ -59,7 +59,16 @@ function consumer(v: Version, nonEmpty: boolean): Schema {
     properties.consumer_generation = { anyOf: [int(0), { type: 'null' }] };
     required.push('consumer_generation');
   }
-  if (atLeast(v, [1, 34])) properties.mappings = { type: 'object' };
+  // As Placement's schema: an unanchored key pattern (a key holding such characters), so other
+  // keys pass unchecked.
+  if (atLeast(v, [1, 34]))
+    properties.mappings = {
+      type: 'object',
+      minProperties: 1,
+      patternProperties: {
+        [GROUP_SUFFIX_1_33]: { type: 'array', minItems: 1, items: UUID },
+      },
+    };
   if (atLeast(v, [1, 38])) {
     properties.consumer_type = { ...ID_STRING, pattern: '^[A-Z0-9_]+$' };
     required.push('consumer_type');
@@ -219,6 +228,7 @@ const QUERIES = {
     [[1, 21], candidatesQuery],
     [[1, 25], candidatesQuery],
     [[1, 31], candidatesQuery],
+    [[1, 33], candidatesQuery],
     [[1, 35], candidatesQuery],
     [[1, 36], candidatesQuery],
   ],
@@ -245,16 +255,35 @@ function providersQuery(v: Version): Schema {
   });
 }
 
+/** A request group suffix: numbers before 1.33, then up to 64 of `[a-zA-Z0-9_-]`. */
+const GROUP_SUFFIX = '[1-9][0-9]*';
+const GROUP_SUFFIX_1_33 = '[a-zA-Z0-9_-]{1,64}';
+
 function candidatesQuery(v: Version): Schema {
-  const properties: Record<string, Schema> = { resources: { type: 'string' } };
-  if (atLeast(v, [1, 16])) properties.limit = { type: 'string', pattern: '^[1-9][0-9]*$' };
-  if (atLeast(v, [1, 17])) properties.required = STRINGS;
-  if (atLeast(v, [1, 21])) properties.member_of = STRINGS;
-  if (atLeast(v, [1, 25])) properties.group_policy = { type: 'string', enum: ['none', 'isolate'] };
-  if (atLeast(v, [1, 31])) properties.in_tree = UUID;
+  if (!atLeast(v, [1, 25])) {
+    const properties: Record<string, Schema> = { resources: { type: 'string' } };
+    if (atLeast(v, [1, 16])) properties.limit = { type: 'string', pattern: '^[1-9][0-9]*$' };
+    if (atLeast(v, [1, 17])) properties.required = STRINGS;
+    if (atLeast(v, [1, 21])) properties.member_of = STRINGS;
+    return object(properties, ['resources']);
+  }
+  // From 1.25, as Placement's: the group keys, suffixed or not, as key patterns (their values
+  // are read, and refused, with the groups).
+  const properties: Record<string, Schema> = {
+    limit: { type: 'string', pattern: '^[1-9][0-9]*$' },
+    group_policy: { type: 'string', enum: ['none', 'isolate'] },
+  };
   if (atLeast(v, [1, 35])) properties.root_required = ANY;
   if (atLeast(v, [1, 36])) properties.same_subtree = ANY;
-  return object(properties, atLeast(v, [1, 25]) ? [] : ['resources']);
+  const prefixes = ['resources', 'required', 'member_of'];
+  if (atLeast(v, [1, 31])) prefixes.push('in_tree');
+  const suffix = atLeast(v, [1, 33]) ? GROUP_SUFFIX_1_33 : GROUP_SUFFIX;
+  return {
+    type: 'object',
+    properties,
+    patternProperties: Object.fromEntries(prefixes.map((p) => [`^${p}(${suffix})?$`, ANY])),
+    additionalProperties: false,
+  };
 }
 
 function usagesQuery(v: Version): Schema {
@@ -438,7 +467,10 @@ function describeFirst(errors: ErrorObject[] | null | undefined): string {
           {}) as object,
       );
       return patterns.length
-        ? `'${clip(String(p.additionalProperty))}' does not match any of the regexes: ${patterns.map((x) => `'${x}'`).join(', ')}${at}`
+        ? `'${clip(String(p.additionalProperty))}' does not match any of the regexes: ${patterns
+            .sort()
+            .map((x) => `'${x}'`)
+            .join(', ')}${at}`
         : `Additional properties are not allowed ('${clip(String(p.additionalProperty))}' was unexpected)${at}`;
     }
     case 'type':
@@ -460,7 +492,8 @@ function describeFirst(errors: ErrorObject[] | null | undefined): string {
     case 'maxLength':
       return `${show(e.data)} is too long${at}`;
     case 'enum':
-      return `${show(e.data)} is not one of ${JSON.stringify(p.allowedValues)}${at}`;
+      // Python's repr of the list: strings in single quotes.
+      return `${show(e.data)} is not one of [${(p.allowedValues as unknown[]).map((x) => show(x)).join(', ')}]${at}`;
     case 'uniqueItems':
       return `${show(e.data)} has non-unique elements${at}`;
     case 'propertyNames':

@@ -32,20 +32,19 @@ export async function parseCandidatesQuery(
   store: ReshapeStore,
 ): Promise<ParsedCandidates> {
   const at = (v: Version) => atLeast(version, v);
-  const suffixPattern = at([1, 33]) ? /^[a-zA-Z0-9_-]{1,64}$/ : /^[1-9][0-9]*$/;
-  // Suffixed keys are checked here; the rest by the version's schema.
-  const plain = new URLSearchParams();
+  // The keys first, as Placement's schema checks them (from 1.25 suffixed group keys too).
+  const q = check.query('allocationCandidates', version, params) as {
+    limit?: string;
+    group_policy?: 'none' | 'isolate';
+  };
+  // The groups in the order the query string first names them, as Placement reads them.
+  const order: string[] = [];
   const suffixes: string[] = [];
-  for (const [k, v] of params) {
-    const m = at([1, 25]) ? PREFIX.exec(k) : null;
-    if (m && m[2] !== '') {
-      if (!suffixPattern.test(m[2]!) || (m[1] === 'in_tree' && !at([1, 31])))
-        throw new HttpError(
-          400,
-          `Invalid query string parameters: Additional properties are not allowed ('${k}' was unexpected)`,
-        );
-      if (!suffixes.includes(m[2]!)) suffixes.push(m[2]!);
-    } else plain.append(k, v);
+  for (const k of params.keys()) {
+    const m = PREFIX.exec(k);
+    if (!m || (m[2] !== '' && !at([1, 25]))) continue;
+    if (!order.includes(m[2]!)) order.push(m[2]!);
+    if (m[2] !== '' && !suffixes.includes(m[2]!)) suffixes.push(m[2]!);
   }
   if (suffixes.length > MAX_CANDIDATE_GROUPS)
     throw new HttpError(
@@ -53,22 +52,58 @@ export async function parseCandidatesQuery(
       `Invalid query string parameters: at most ${MAX_CANDIDATE_GROUPS} request groups may be given`,
       'reshape.too_many_groups',
     );
-  const q = check.query('allocationCandidates', version, plain) as {
-    limit?: string;
-    group_policy?: 'none' | 'isolate';
-    same_subtree?: string;
-  };
 
-  const traitsKnown = new Set(await store.listTraits());
+  // Request-wide parameters, then the groups, then how the groups fit together; the traits and
+  // classes named are looked up last, as Placement looks them up only when it searches.
+  const query: CandidateQuery = {};
+  const rootRequired = params.getAll('root_required');
+  let rootTraits: { required: string[]; forbidden: string[] } | undefined;
+  if (rootRequired.length && at([1, 35])) {
+    if (rootRequired.length > 1)
+      throw new HttpError(
+        400,
+        "Query parameter 'root_required' may be specified only once.",
+        'placement.query.duplicate_key',
+      );
+    const names = rootRequired[0]!.split(',').map((t) => t.trim());
+    const forbidden = names.filter((t) => t.startsWith('!')).map((t) => t.replace(/^!+/, ''));
+    const required = names.filter((t) => !t.startsWith('!'));
+    if ([...required, ...forbidden].some((t) => t === ''))
+      throw new HttpError(
+        400,
+        `Invalid query string parameters: Expected 'root_required' parameter value of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: ${rootRequired[0]!}`,
+        'placement.query.bad_value',
+      );
+    const conflicts = required.filter((t) => forbidden.includes(t));
+    if (conflicts.length)
+      throw new HttpError(
+        400,
+        `Conflicting required and forbidden traits found in root_required: ${conflicts.join(', ')}`,
+        'placement.query.bad_value',
+      );
+    rootTraits = { required: [...new Set(required)], forbidden: [...new Set(forbidden)] };
+  }
+  const sameSubtree: string[][] = [];
+  if (at([1, 36]))
+    for (const value of params.getAll('same_subtree')) {
+      const list = [...new Set(value.split(',').map((s) => s.trim()))];
+      if (list.includes(''))
+        throw new HttpError(
+          400,
+          'Empty string (unsuffixed group) can not be specified in `same_subtree` ',
+          'placement.query.bad_value',
+        );
+      sameSubtree.push(list);
+    }
+
+  const namedTraits: string[] = [];
   const checkTraits = (names: string[]): string[] => {
     for (const t of names)
       if (!TRAIT_NAME.test(t) || t.length > 255)
         throw new HttpError(400, `Invalid query string parameters: bad trait '${t}'`);
-    const missing = names.filter((t) => !traitsKnown.has(t));
-    if (missing.length) throw new HttpError(400, `No such trait(s): ${missing.join(', ')}.`);
+    namedTraits.push(...names);
     return names;
   };
-  const classesKnown = new Set(await store.listResourceClasses());
   const requestedClasses = new Set<string>();
 
   const readGroup = (suffix: string): CandidateGroup & { present: boolean } => {
@@ -77,14 +112,7 @@ export async function parseCandidatesQuery(
     if (resources.length) {
       group.present = true;
       group.resources = resourcesFilter(resources.at(-1)!);
-      for (const rc of Object.keys(group.resources)) {
-        if (!classesKnown.has(rc) && !isStandardResourceClass(rc))
-          throw new HttpError(
-            400,
-            `Invalid resource class in resources parameter: No such resource class ${rc}.`,
-          );
-        requestedClasses.add(rc);
-      }
+      for (const rc of Object.keys(group.resources)) requestedClasses.add(rc);
     }
     const required = params.getAll(`required${suffix}`);
     if (required.length && (suffix !== '' || at([1, 17]))) {
@@ -114,61 +142,34 @@ export async function parseCandidatesQuery(
     return group;
   };
 
-  const unnumbered = readGroup('');
   const groups: Record<string, CandidateGroup> = {};
   const all: [string, CandidateGroup & { present: boolean }][] = [];
-  if (unnumbered.present) all.push(['', unnumbered]);
-  for (const s of suffixes) {
+  let unnumbered: (CandidateGroup & { present: boolean }) | undefined;
+  for (const s of order) {
     const g = readGroup(s);
-    groups[s] = g;
+    if (s === '') {
+      unnumbered = g;
+      if (!g.present) continue;
+    } else groups[s] = g;
     all.push([s, g]);
   }
   const hasResources = (g: CandidateGroup) => Object.keys(g.resources ?? {}).length > 0;
 
-  const query: CandidateQuery = {};
-  const rootRequired = params.getAll('root_required');
-  if (rootRequired.length && at([1, 35])) {
-    if (rootRequired.length > 1)
-      throw new HttpError(400, "Query parameter 'root_required' may be specified only once.");
-    const names = rootRequired[0]!.split(',').map((t) => t.trim());
-    const forbidden = names.filter((t) => t.startsWith('!')).map((t) => t.replace(/^!+/, ''));
-    const required = names.filter((t) => !t.startsWith('!'));
-    if ([...required, ...forbidden].some((t) => t === ''))
-      throw new HttpError(
-        400,
-        `Invalid query string parameters: Expected 'root_required' parameter value of the form: HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: ${rootRequired[0]!}`,
-      );
-    const conflicts = required.filter((t) => forbidden.includes(t));
-    if (conflicts.length)
-      throw new HttpError(
-        400,
-        `Conflicting required and forbidden traits found in root_required: ${conflicts.join(', ')}`,
-      );
-    query.rootRequired = checkTraits([...new Set(required)]);
-    query.rootForbidden = checkTraits([...new Set(forbidden)]);
-  }
-  const sameSubtree: string[][] = [];
-  if (at([1, 36]))
-    for (const value of params.getAll('same_subtree')) {
-      const list = [...new Set(value.split(',').map((s) => s.trim()))];
-      if (list.includes(''))
-        throw new HttpError(
-          400,
-          'Empty string (unsuffixed group) can not be specified in `same_subtree` ',
-        );
-      sameSubtree.push(list);
-    }
-
   if (at([1, 36])) {
     const resourceless = all.filter(([, g]) => !hasResources(g)).map(([s]) => s);
     if (resourceless.length === all.length)
-      throw new HttpError(400, 'There must be at least one resources or resources[$S] parameter.');
+      throw new HttpError(
+        400,
+        'There must be at least one resources or resources[$S] parameter.',
+        'placement.query.missing_value',
+      );
     const inSubtree = new Set(sameSubtree.flat());
     const bad = resourceless.filter((s) => !inSubtree.has(s));
     if (bad.length)
       throw new HttpError(
         400,
         `Resourceless suffixed group request should be specified in \`same_subtree\` query param: bad group(s) - ${pyList(bad)}.`,
+        'placement.query.bad_value',
       );
     const known = all.map(([s]) => s);
     const unknown = [...inSubtree].filter((s) => !known.includes(s));
@@ -176,6 +177,7 @@ export async function parseCandidatesQuery(
       throw new HttpError(
         400,
         `Real suffixes should be specified in \`same_subtree\`: ${pyList(unknown)} not found in ${pyList(known)}.`,
+        'placement.query.bad_value',
       );
   } else {
     const orphans = (key: string, has: (g: CandidateGroup) => boolean) =>
@@ -221,8 +223,28 @@ export async function parseCandidatesQuery(
       'The "group_policy" parameter is required when specifying more than one "resources{N}" parameter.',
     );
 
-  const { present: _present, ...base } = unnumbered;
-  Object.assign(query, base);
+  // What the search looks up: the classes, then the traits.
+  const classesKnown = new Set(await store.listResourceClasses());
+  for (const rc of requestedClasses)
+    if (!classesKnown.has(rc) && !isStandardResourceClass(rc))
+      throw new HttpError(
+        400,
+        `Invalid resource class in resources parameter: No such resource class ${rc}.`,
+      );
+  if (rootTraits) {
+    query.rootRequired = checkTraits(rootTraits.required);
+    query.rootForbidden = checkTraits(rootTraits.forbidden);
+  }
+  if (namedTraits.length) {
+    const traitsKnown = new Set(await store.listTraits());
+    const missing = [...new Set(namedTraits)].filter((t) => !traitsKnown.has(t));
+    if (missing.length) throw new HttpError(400, `No such trait(s): ${missing.join(', ')}.`);
+  }
+
+  if (unnumbered) {
+    const { present: _present, ...base } = unnumbered;
+    Object.assign(query, base);
+  }
   if (suffixes.length)
     query.groups = Object.fromEntries(
       Object.entries(groups).map(([s, g]) => {
