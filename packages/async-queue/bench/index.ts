@@ -1,7 +1,8 @@
 // Side-by-side figures for @rigging/async-queue. Run: pnpm bench (about a minute or two).
 // BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's);
 // BENCH_PEERS=0 skips pg-boss and BullMQ (for repeated before/after runs); BENCH_ONLY=takeover
-// runs only the SIGKILL -> takeover figures.
+// runs only the SIGKILL -> takeover figures; BENCH_ONLY=drain runs only the PostgreSQL drain,
+// the commit floor and BullMQ, alternately, BENCH_ROUNDS times (default 5), and prints medians.
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
@@ -320,9 +321,58 @@ async function bullmq(): Promise<number> {
   return rate;
 }
 
+// ------------------------------------------------ PostgreSQL drain beside its floor and BullMQ, alternated
+async function drainRounds(): Promise<void> {
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
+  const bull = PEERS && (await service('redis')).available;
+  const ours: number[] = [];
+  const floors: number[] = [];
+  const bulls: number[] = [];
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  for (let r = 0; r < rounds; r++) {
+    const fresh = await freshDatabase('postgres', 'aq_bench');
+    const a = await openDatabase(fresh.url, { poolSize: CONCURRENCY + 2 });
+    const p = await openDatabase(fresh.url);
+    try {
+      const notifier = new Notifier();
+      ours.push(
+        await perKeyThroughput(
+          () => sqlBackend(a, { name: 'tp', notifier }),
+          () => sqlBackend(p, { name: 'tp', notifier }),
+        ),
+      );
+      floors.push(await commitFloor(a));
+    } finally {
+      await p.close();
+      await a.close();
+      await fresh.drop();
+    }
+    if (bull) bulls.push(await bullmq());
+    console.log(
+      `round ${r + 1}: ours ${fmt(ours[r]!)} jobs/s, floor ${fmt(floors[r]!)} commits/s` +
+        (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : ''),
+    );
+  }
+  const [o, f] = [median(ours), median(floors)];
+  rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o)} jobs/s` });
+  rows.push({ name: 'PostgreSQL floor, median', value: `${fmt(f)} commits/s` });
+  rows.push({ name: 'ratio PostgreSQL backend / floor', value: `${(o / f).toFixed(2)}x` });
+  if (bull) {
+    const b = median(bulls);
+    rows.push({ name: 'BullMQ (NO per-key order), median', value: `${fmt(b)} jobs/s` });
+    rows.push({ name: 'ratio PostgreSQL backend / BullMQ', value: `${(o / b).toFixed(2)}x` });
+  }
+}
+
 // ------------------------------------------------ run
 const N = 20_000;
 const ONLY_TAKEOVER = process.env.BENCH_ONLY === 'takeover';
+const ONLY_DRAIN = process.env.BENCH_ONLY === 'drain';
+if (ONLY_DRAIN) {
+  await drainRounds();
+  console.table(rows);
+  process.exit(0);
+}
 if (!ONLY_TAKEOVER) await throughputFigures();
 
 async function throughputFigures() {

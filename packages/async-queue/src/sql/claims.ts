@@ -175,6 +175,7 @@ export class QueueClaims {
               token,
               lease_until: at + leaseMs,
               pending: sql`pending - 1`,
+              head_seq: Number(claimed.seq),
             },
       )
       .where('queue', '=', this.#tables.name)

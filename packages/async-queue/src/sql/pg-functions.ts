@@ -228,3 +228,96 @@ begin
   return json_build_object('state', v_state, 'next_seq', v_seq);
 end
 $fn$`;
+
+/**
+ * PostgreSQL: {@link claimByKeyFunction} with the head op found from the key's `head_seq` on
+ * (same signature and rows). Every claim moves an op out of `queued`, which leaves a dead entry
+ * in the `(queue, op_key, status, seq)` index until the table is vacuumed; looking for the head
+ * from the lowest seq walked past every such entry of the key, and so grew with the ops the key
+ * had run (about 30 buffers per claim after 70 ops, the costliest statement of a drain). The
+ * look-up now starts at `head_seq`, the seq of the key's last claimed op, below which no op is
+ * queued (an op only goes back to `queued` when its own claim gives it back), and the claim
+ * records the new one.
+ */
+export const claimFromHeadFunction = (n: SchemaNames): string => `
+create or replace function ${n.claimFn}(
+  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  r record;
+  o ${n.ops};
+begin
+  if p_n <= 0 then return; end if;
+  for r in
+    select k.op_key, k.token, k.head_seq from ${n.keys} k
+    where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
+    order by k.turn, k.op_key
+    limit p_n
+    for update skip locked
+  loop
+    update ${n.ops} as x
+    set status = 'running', token = r.token + 1, attempts = x.attempts + 1,
+        worker = p_worker, started_at = p_at
+    where x.id = (
+      select y.id from ${n.ops} y
+      where y.queue = p_queue and y.op_key = r.op_key and y.status = 'queued'
+        and y.seq >= r.head_seq
+      order by y.seq
+      limit 1
+    ) and x.status = 'queued'
+    returning x.* into o;
+    if found then
+      update ${n.keys} as kk
+      set state = 'running', running_op = o.id, running_type = o.type, token = o.token,
+          lease_until = p_lease_until, pending = kk.pending - 1, head_seq = o.seq
+      where kk.queue = p_queue and kk.op_key = r.op_key;
+      return next (to_jsonb(o) || jsonb_build_object('picked', r.op_key))::json;
+    else
+      return next json_build_object('picked', r.op_key);
+    end if;
+  end loop;
+end
+$fn$`;
+
+/**
+ * PostgreSQL: {@link succeedManyFunction} with each success's fence checked by the update of its
+ * key row itself (same signature and rows): one statement per success instead of a locking read
+ * and an update. Under READ COMMITTED an update that waited for the row's lock checks its
+ * condition again on the row as committed, so a success whose claim was taken over meanwhile
+ * changes nothing, as before; key rows are still locked in key order.
+ */
+export const succeedManyFencedFunction = (n: SchemaNames): string => `
+create or replace function ${n.succeedManyFn}(
+  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
+  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  v_i integer;
+  v_ok integer[] := '{}';
+  v_n integer := 0;
+begin
+  for v_i in
+    select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
+  loop
+    update ${n.keys} as kk
+    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
+        running_op = null, running_type = null, avail_at = 0, turn = p_at
+    where kk.queue = p_queue and kk.op_key = p_keys[v_i] and kk.state = 'running'
+      and kk.running_op = p_ops[v_i] and kk.token = p_tokens[v_i];
+    if found then
+      update ${n.ops} as o
+      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at
+      where o.id = p_ops[v_i];
+      if p_notices[v_i] is not null then
+        perform pg_notify('${n.channel}', p_notices[v_i]);
+      end if;
+      v_ok := v_ok || v_i;
+      if p_next[v_i] then v_n := v_n + 1; end if;
+    end if;
+  end loop;
+  return next json_build_object('ok', v_ok);
+  if v_n > 0 then
+    return query select * from ${n.claimFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
+  end if;
+end
+$fn$`;

@@ -44,6 +44,8 @@ export interface KeyRow {
   token: number | string;
   lease_until: number | string;
   blocked_by: string | null;
+  /** Seq of the key's last claimed op (no queued op below it); set by every claim. */
+  head_seq?: number | string;
 }
 
 /** @internal */
