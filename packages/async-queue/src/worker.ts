@@ -525,7 +525,7 @@ export class Worker<H extends Handlers> {
    * {@link HEARTBEATS_PENDING_MAX} in all; close() waits for pending ones one more period at most.
    */
   async heartbeatLoop(): Promise<void> {
-    const { clock, heartbeatMs } = this.#options;
+    const { clock, heartbeatMs, logger } = this.#options;
     const pending = new Map<Promise<void>, number>(); // heartbeat → when it was sent
     while (!this.halt.signal.aborted) {
       await clock.sleep(heartbeatMs, { signal: this.halt.signal }).catch(() => {});
@@ -535,7 +535,10 @@ export class Worker<H extends Handlers> {
       const now = clock.now();
       let recent = 0;
       for (const sent of pending.values()) if (now - sent < 2 * heartbeatMs) recent++;
-      if (recent >= HEARTBEATS_IN_TIME) continue;
+      if (recent >= HEARTBEATS_IN_TIME) {
+        logger.debug({ pending: pending.size, recent }, 'async-queue heartbeat skipped');
+        continue;
+      }
       const beat = this.#heartbeat(entries).finally(() => pending.delete(beat));
       pending.set(beat, now);
     }
@@ -550,11 +553,16 @@ export class Worker<H extends Handlers> {
 
   /** One heartbeat of `entries`: extends their leases, aborts the signal of those lost. */
   async #heartbeat(entries: readonly Inflight[]): Promise<void> {
-    const { leaseMs, logger } = this.#options;
+    const { clock, leaseMs, logger } = this.#options;
+    const started = clock.now();
     try {
       const lost = await this.#backend.heartbeat(
         entries.map((e) => e.claim),
         leaseMs,
+      );
+      logger.debug(
+        { ms: clock.now() - started, claims: entries.length, lost: lost.size },
+        'async-queue heartbeat',
       );
       for (const e of entries) {
         if (lost.has(e.claim) && !e.controller.signal.aborted) {
