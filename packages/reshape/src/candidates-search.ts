@@ -45,41 +45,81 @@ interface Partial {
   anchor: string;
   sameProvider: boolean;
   parts: Part[];
-  mappings: Map<string, Set<string>>;
+  /** The group's suffix (`''`: unnumbered). */
+  suffix: string;
+  /** The providers the group uses, sorted (its mapping). */
+  providers: string[];
+  /** Every provider it uses is a sharing one (so other anchors may yield the same request). */
+  onlySharing: boolean;
 }
+
+/** A provider's inventory of one class, with the amount used of it. */
+interface Stock {
+  uuid: string;
+  root: string;
+  inv: Inventory;
+  used: number;
+}
+
+const NONE: ReadonlySet<string> = new Set();
 
 /** The snapshot indexed for the search. */
 class Index {
   readonly parent = new Map<string, string | null>();
   readonly root = new Map<string, string>();
-  readonly traits = new Map<string, Set<string>>();
-  readonly aggregates = new Map<string, Set<string>>();
+  readonly traits = new Map<string, ReadonlySet<string>>();
+  readonly aggregates = new Map<string, ReadonlySet<string>>();
   readonly members = new Map<string, Set<string>>();
   readonly sharing = new Set<string>();
+  /** Per class, every provider with an inventory of it, in the snapshot's order. */
+  readonly stock = new Map<string, Stock[]>();
+  /** Per provider and class, its stock. */
+  readonly stockOf = new Map<string, Map<string, Stock>>();
   readonly hasTrees: boolean;
+  private readonly anchorCache = new Map<string, Set<string>>();
 
   constructor(readonly snap: CandidateSnapshot) {
     let nested = false;
     for (const p of snap.providers) {
-      this.parent.set(p.uuid, p.parentProviderUuid);
-      this.root.set(p.uuid, p.rootProviderUuid);
+      const u = p.uuid;
+      this.parent.set(u, p.parentProviderUuid);
+      this.root.set(u, p.rootProviderUuid);
       if (p.parentProviderUuid !== null) nested = true;
-      const traits = new Set(snap.traits.get(p.uuid) ?? []);
-      this.traits.set(p.uuid, traits);
-      if (traits.has(SHARING_TRAIT)) this.sharing.add(p.uuid);
-      const aggs = new Set(snap.aggregates.get(p.uuid) ?? []);
-      this.aggregates.set(p.uuid, aggs);
+      const traitList = snap.traits.get(u);
+      const traits = traitList?.length ? new Set(traitList) : NONE;
+      this.traits.set(u, traits);
+      if (traits.has(SHARING_TRAIT)) this.sharing.add(u);
+      const aggList = snap.aggregates.get(u);
+      const aggs = aggList?.length ? new Set(aggList) : NONE;
+      this.aggregates.set(u, aggs);
       for (const a of aggs) {
         let m = this.members.get(a);
         if (!m) this.members.set(a, (m = new Set()));
-        m.add(p.uuid);
+        m.add(u);
+      }
+      const inventories = snap.inventories.get(u);
+      if (!inventories) continue;
+      const usages = snap.usages.get(u);
+      const mine = new Map<string, Stock>();
+      this.stockOf.set(u, mine);
+      for (const rc in inventories) {
+        const entry: Stock = {
+          uuid: u,
+          root: p.rootProviderUuid,
+          inv: inventories[rc]!,
+          used: usages?.[rc] ?? 0,
+        };
+        mine.set(rc, entry);
+        let list = this.stock.get(rc);
+        if (!list) this.stock.set(rc, (list = []));
+        list.push(entry);
       }
     }
     this.hasTrees = nested;
   }
 
   inventory(uuid: string, rc: string): Inventory | undefined {
-    return this.snap.inventories.get(uuid)?.[rc];
+    return this.stockOf.get(uuid)?.get(rc)?.inv;
   }
 
   used(uuid: string, rc: string): number {
@@ -89,10 +129,9 @@ class Index {
   /** Providers (of `treeRoot`'s tree when given) with room for `amount` of `rc`. */
   withResource(rc: string, amount: number, treeRoot: string | undefined): Set<string> {
     const out = new Set<string>();
-    for (const p of this.snap.providers) {
-      if (treeRoot !== undefined && p.rootProviderUuid !== treeRoot) continue;
-      const inv = this.inventory(p.uuid, rc);
-      if (inv && fitsInventory(inv, this.used(p.uuid, rc), amount)) out.add(p.uuid);
+    for (const s of this.stock.get(rc) ?? []) {
+      if (treeRoot !== undefined && s.root !== treeRoot) continue;
+      if (fitsInventory(s.inv, s.used, amount)) out.add(s.uuid);
     }
     return out;
   }
@@ -114,11 +153,14 @@ class Index {
     return out;
   }
 
-  /** The roots of every tree that shares an aggregate with a sharing provider. */
+  /** The roots of every tree that shares an aggregate with a sharing provider (not to be changed). */
   anchorsOf(sharing: string): Set<string> {
-    const out = new Set<string>();
+    let out = this.anchorCache.get(sharing);
+    if (out) return out;
+    out = new Set<string>();
     for (const a of this.aggregates.get(sharing)!)
       for (const m of this.members.get(a) ?? []) out.add(this.root.get(m)!);
+    this.anchorCache.set(sharing, out);
     return out;
   }
 
@@ -165,16 +207,21 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     bySuffix.set(suffix, found);
   }
 
-  const merged = merge(index, bySuffix, options);
-  let requests = merged;
+  const oneProviderPerTree = !options.nested && index.hasTrees;
+  const keep = oneProviderPerTree
+    ? (r: AllocationRequest) => {
+        const providers = Object.keys(r.allocations);
+        return new Set(providers.map((u) => index.root.get(u))).size === providers.length;
+      }
+    : () => true;
+  // Without `nested`, the summaries name the providers of every request, not only the first
+  // `limit`: then every request is computed.
+  const stopAt =
+    options.limit !== undefined && !oneProviderPerTree ? options.limit : Number.POSITIVE_INFINITY;
+  let requests = merge(index, bySuffix, options, keep, stopAt);
   let summaryProviders: Set<string> | undefined;
-  if (!options.nested && index.hasTrees) {
-    requests = merged.filter((r) => {
-      const providers = Object.keys(r.allocations);
-      return new Set(providers.map((u) => index.root.get(u))).size === providers.length;
-    });
+  if (oneProviderPerTree)
     summaryProviders = new Set(requests.flatMap((r) => Object.keys(r.allocations)));
-  }
   const trees = (list: AllocationRequest[]): Set<string> =>
     new Set(list.flatMap((r) => Object.keys(r.allocations).map((u) => index.root.get(u)!)));
   let inTrees = trees(requests);
@@ -187,8 +234,8 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     if (!inTrees.has(p.rootProviderUuid)) continue;
     if (summaryProviders && !summaryProviders.has(p.uuid)) continue;
     const resources: ProviderSummary['resources'] = {};
-    for (const [rc, inv] of Object.entries(snap.inventories.get(p.uuid) ?? {}))
-      resources[rc] = { capacity: capacityOf(inv), used: index.used(p.uuid, rc) };
+    for (const [rc, s] of index.stockOf.get(p.uuid) ?? [])
+      resources[rc] = { capacity: capacityOf(s.inv), used: s.used };
     summaries.set(p.uuid, {
       provider: p,
       resources,
@@ -221,11 +268,14 @@ function singleProvider(
   // As in Placement, a resourceless group matches only through required traits or aggregates.
   if (resources.length === 0 && !group.required?.length && !inAggs) return [];
   const out: Partial[] = [];
-  for (const p of index.snap.providers) {
-    const u = p.uuid;
+  const required = group.required ?? [];
+  const forbidden = group.forbidden ?? [];
+  // Providers in the snapshot's order: those with room for the first class, else every one.
+  const candidates: Iterable<string> = withResource[0] ?? index.root.keys();
+  for (const u of candidates) {
     const traits = index.traits.get(u)!;
-    if (!(group.required ?? []).every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
-    if ((group.forbidden ?? []).some((t) => traits.has(t))) continue;
+    if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
+    if (forbidden.some((t) => traits.has(t))) continue;
     if (inAggs && !inAggs.has(u)) continue;
     if (bad.has(u)) continue;
     if (!withResource.every((s) => s.has(u))) continue;
@@ -234,12 +284,16 @@ function singleProvider(
       resourceClass,
       amount,
     }));
-    const own = p.rootProviderUuid;
+    const own = index.root.get(u)!;
+    const providers = [u];
+    const onlySharing = index.sharing.has(u);
     const partial = (anchor: string): Partial => ({
       anchor,
       sameProvider: true,
       parts,
-      mappings: new Map([[suffix, new Set([u])]]),
+      suffix,
+      providers,
+      onlySharing,
     });
     if (!anchors || anchors.has(own)) out.push(partial(own));
     if (index.sharing.has(u))
@@ -313,6 +367,7 @@ function acrossTree(
           traits.add(t);
         }
       if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) return;
+      const providers = [...used].sort();
       out.push({
         anchor,
         sameProvider: false,
@@ -321,47 +376,56 @@ function acrossTree(
           resourceClass,
           amount,
         })),
-        mappings: new Map([[suffix, used]]),
+        suffix,
+        providers,
+        onlySharing: providers.every((u) => index.sharing.has(u)),
       });
     });
   }
   return out;
 }
 
-/** Combines one partial answer per group for each anchor, as Placement merges its groups. */
+/**
+ * Combines one partial answer per group for each anchor, as Placement merges its groups, in
+ * anchor order; stops after `stopAt` requests.
+ */
 function merge(
   index: Index,
   bySuffix: Map<string, Partial[]>,
   options: SearchOptions,
+  keep: (r: AllocationRequest) => boolean,
+  stopAt: number,
 ): AllocationRequest[] {
   const suffixes = [...bySuffix.keys()];
   const granular = suffixes.filter((s) => s !== '').length;
-  const byAnchor = new Map<string, Map<string, Partial[]>>();
-  for (const [suffix, partials] of bySuffix)
+  const byAnchor = new Map<string, Partial[][]>();
+  for (const [k, partials] of [...bySuffix.values()].entries())
     for (const p of partials) {
-      let m = byAnchor.get(p.anchor);
-      if (!m) byAnchor.set(p.anchor, (m = new Map()));
-      let list = m.get(suffix);
-      if (!list) m.set(suffix, (list = []));
-      list.push(p);
+      let lists = byAnchor.get(p.anchor);
+      if (!lists) byAnchor.set(p.anchor, (lists = suffixes.map(() => [])));
+      lists[k]!.push(p);
     }
   const out: AllocationRequest[] = [];
+  // Only a request of sharing providers alone can come from several anchors: a provider that
+  // does not share serves its own tree only, and one anchor's picks give distinct requests.
   const seen = new Set<string>();
   const budget = { left: options.maxCombinations };
-  for (const [, lists] of [...byAnchor].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    if (lists.size !== suffixes.length) continue;
-    eachPick(
-      suffixes.map((s) => lists.get(s)!),
-      budget,
-      (pick) => {
-        const request = combine(index, pick, options, granular);
-        if (!request) return;
+  const anchors = [...byAnchor.keys()].sort();
+  for (const anchor of anchors) {
+    if (out.length >= stopAt) break;
+    const lists = byAnchor.get(anchor)!;
+    if (lists.some((l) => l.length === 0)) continue;
+    eachPick(lists, budget, (pick) => {
+      if (out.length >= stopAt) return;
+      const request = combine(index, pick, options, granular);
+      if (!request || !keep(request)) return;
+      if (pick.every((p) => p.onlySharing)) {
         const key = keyOf(request);
         if (seen.has(key)) return;
         seen.add(key);
-        out.push(request);
-      },
-    );
+      }
+      out.push(request);
+    });
   }
   return out;
 }
@@ -372,6 +436,20 @@ function eachPick<T>(
   budget: { left: number },
   visit: (pick: readonly T[]) => void,
 ): void {
+  if (columns.length === 2) {
+    // The common shape (unnumbered group and one suffixed group), without recursion.
+    const pick: T[] = [columns[0]![0]!, columns[1]![0]!];
+    for (const a of columns[0]!) {
+      pick[0] = a;
+      for (const b of columns[1]!) {
+        if (budget.left <= 0) return;
+        pick[1] = b;
+        budget.left--;
+        visit(pick);
+      }
+    }
+    return;
+  }
   const pick: T[] = [];
   const walk = (i: number): void => {
     if (budget.left <= 0) return;
@@ -395,22 +473,14 @@ function combine(
   options: SearchOptions,
   granular: number,
 ): AllocationRequest | undefined {
-  const mappings = new Map<string, Set<string>>();
-  for (const p of picks)
-    for (const [s, providers] of p.mappings) {
-      let m = mappings.get(s);
-      if (!m) mappings.set(s, (m = new Set()));
-      for (const u of providers) m.add(u);
-    }
   if (options.groupPolicy === 'isolate') {
     const distinct = new Set<string>();
-    for (const p of picks)
-      if (p.sameProvider) for (const u of p.mappings.values().next().value!) distinct.add(u);
+    for (const p of picks) if (p.sameProvider) distinct.add(p.providers[0]!);
     if (distinct.size !== granular) return undefined;
   }
   for (const same of options.sameSubtree) {
     const providers = new Set<string>();
-    for (const s of same) for (const u of mappings.get(s) ?? []) providers.add(u);
+    for (const p of picks) if (same.includes(p.suffix)) for (const u of p.providers) providers.add(u);
     if (providers.size <= 1) continue;
     let common: Set<string> | undefined;
     for (const u of providers) {
@@ -420,20 +490,29 @@ function combine(
     if (![...providers].some((u) => common!.has(u))) return undefined;
   }
   const allocations: Record<string, Resources> = {};
+  let summed = false;
   for (const p of picks)
     for (const part of p.parts) {
       const res = (allocations[part.provider] ??= {});
-      res[part.resourceClass] = (res[part.resourceClass] ?? 0) + part.amount;
+      const before = res[part.resourceClass];
+      if (before === undefined) res[part.resourceClass] = part.amount;
+      else {
+        res[part.resourceClass] = before + part.amount;
+        summed = true;
+      }
     }
-  for (const [u, res] of Object.entries(allocations))
-    for (const [rc, amount] of Object.entries(res)) {
-      const inv = index.inventory(u, rc)!;
-      if (index.used(u, rc) + amount > capacityOf(inv) || amount > inv.maxUnit) return undefined;
+  // Each part alone was found to fit; only amounts that groups add up are checked again.
+  if (summed)
+    for (const u in allocations) {
+      const res = allocations[u]!;
+      for (const rc in res) {
+        const s = index.stockOf.get(u)!.get(rc)!;
+        if (s.used + res[rc]! > capacityOf(s.inv) || res[rc]! > s.inv.maxUnit) return undefined;
+      }
     }
-  return {
-    allocations,
-    mappings: Object.fromEntries([...mappings].map(([s, set]) => [s, [...set].sort()])),
-  };
+  const mappings: Record<string, string[]> = {};
+  for (const p of picks) mappings[p.suffix] = p.providers.slice();
+  return { allocations, mappings };
 }
 
 function keyOf(r: AllocationRequest): string {
