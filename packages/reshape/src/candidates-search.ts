@@ -4,7 +4,13 @@
  * provider serves every tree of its aggregates), the groups' answers are combined per anchor,
  * filtered by group policy and same_subtree, and checked again for capacity once merged.
  */
-import { capacityOf, fitsInventory, type Inventory, type Resources } from './model.js';
+import {
+  capacityOf,
+  fitsInventory,
+  type Inventory,
+  type ResourceProvider,
+  type Resources,
+} from './model.js';
 import type {
   AllocationRequest,
   CandidateGroup,
@@ -63,18 +69,23 @@ interface Stock {
 
 const NONE: ReadonlySet<string> = new Set();
 
+/** What the search needs of one provider. */
+interface Info {
+  provider: ResourceProvider;
+  traits: ReadonlySet<string>;
+  aggregates: ReadonlySet<string>;
+  /** Per class of its inventories. */
+  stock: Map<string, Stock> | undefined;
+}
+
 /** The snapshot indexed for the search. */
 class Index {
-  readonly parent = new Map<string, string | null>();
-  readonly root = new Map<string, string>();
-  readonly traits = new Map<string, ReadonlySet<string>>();
-  readonly aggregates = new Map<string, ReadonlySet<string>>();
+  /** Per provider uuid, in the snapshot's order. */
+  readonly info = new Map<string, Info>();
   readonly members = new Map<string, Set<string>>();
   readonly sharing = new Set<string>();
   /** Per class, every provider with an inventory of it, in the snapshot's order. */
   readonly stock = new Map<string, Stock[]>();
-  /** Per provider and class, its stock. */
-  readonly stockOf = new Map<string, Map<string, Stock>>();
   readonly hasTrees: boolean;
   private readonly anchorCache = new Map<string, Set<string>>();
 
@@ -82,48 +93,46 @@ class Index {
     let nested = false;
     for (const p of snap.providers) {
       const u = p.uuid;
-      this.parent.set(u, p.parentProviderUuid);
-      this.root.set(u, p.rootProviderUuid);
       if (p.parentProviderUuid !== null) nested = true;
       const traitList = snap.traits.get(u);
       const traits = traitList?.length ? new Set(traitList) : NONE;
-      this.traits.set(u, traits);
       if (traits.has(SHARING_TRAIT)) this.sharing.add(u);
       const aggList = snap.aggregates.get(u);
-      const aggs = aggList?.length ? new Set(aggList) : NONE;
-      this.aggregates.set(u, aggs);
-      for (const a of aggs) {
+      const aggregates = aggList?.length ? new Set(aggList) : NONE;
+      for (const a of aggregates) {
         let m = this.members.get(a);
         if (!m) this.members.set(a, (m = new Set()));
         m.add(u);
       }
       const inventories = snap.inventories.get(u);
-      if (!inventories) continue;
-      const usages = snap.usages.get(u);
-      const mine = new Map<string, Stock>();
-      this.stockOf.set(u, mine);
-      for (const rc in inventories) {
-        const entry: Stock = {
-          uuid: u,
-          root: p.rootProviderUuid,
-          inv: inventories[rc]!,
-          used: usages?.[rc] ?? 0,
-        };
-        mine.set(rc, entry);
-        let list = this.stock.get(rc);
-        if (!list) this.stock.set(rc, (list = []));
-        list.push(entry);
+      let stock: Map<string, Stock> | undefined;
+      if (inventories) {
+        const usages = snap.usages.get(u);
+        stock = new Map();
+        for (const rc in inventories) {
+          const entry: Stock = {
+            uuid: u,
+            root: p.rootProviderUuid,
+            inv: inventories[rc]!,
+            used: usages?.[rc] ?? 0,
+          };
+          stock.set(rc, entry);
+          let list = this.stock.get(rc);
+          if (!list) this.stock.set(rc, (list = []));
+          list.push(entry);
+        }
       }
+      this.info.set(u, { provider: p, traits, aggregates, stock });
     }
     this.hasTrees = nested;
   }
 
-  inventory(uuid: string, rc: string): Inventory | undefined {
-    return this.stockOf.get(uuid)?.get(rc)?.inv;
+  rootOf(uuid: string): string {
+    return this.info.get(uuid)!.provider.rootProviderUuid;
   }
 
-  used(uuid: string, rc: string): number {
-    return this.snap.usages.get(uuid)?.[rc] ?? 0;
+  traitsOf(uuid: string): ReadonlySet<string> {
+    return this.info.get(uuid)!.traits;
   }
 
   /** Providers (of `treeRoot`'s tree when given) with room for `amount` of `rc`. */
@@ -140,7 +149,7 @@ class Index {
   inAggregates(memberOf: string[][]): Set<string> {
     const out = new Set<string>();
     for (const p of this.snap.providers) {
-      const aggs = this.aggregates.get(p.uuid)!;
+      const aggs = this.info.get(p.uuid)!.aggregates;
       if (memberOf.every((anyOf) => anyOf.some((a) => aggs.has(a)))) out.add(p.uuid);
     }
     return out;
@@ -158,8 +167,8 @@ class Index {
     let out = this.anchorCache.get(sharing);
     if (out) return out;
     out = new Set<string>();
-    for (const a of this.aggregates.get(sharing)!)
-      for (const m of this.members.get(a) ?? []) out.add(this.root.get(m)!);
+    for (const a of this.info.get(sharing)!.aggregates)
+      for (const m of this.members.get(a) ?? []) out.add(this.rootOf(m));
     this.anchorCache.set(sharing, out);
     return out;
   }
@@ -167,7 +176,12 @@ class Index {
   /** The provider and its ancestors. */
   lineage(uuid: string): Set<string> {
     const out = new Set<string>();
-    for (let u: string | null | undefined = uuid; u; u = this.parent.get(u)) out.add(u);
+    for (
+      let u: string | null | undefined = uuid;
+      u;
+      u = this.info.get(u)?.provider.parentProviderUuid
+    )
+      out.add(u);
     return out;
   }
 }
@@ -182,7 +196,7 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     anchors = new Set();
     for (const p of snap.providers) {
       if (p.parentProviderUuid !== null) continue;
-      const t = index.traits.get(p.uuid)!;
+      const t = index.traitsOf(p.uuid);
       if (
         options.rootRequired.every((r) => t.has(r)) &&
         !options.rootForbidden.some((f) => t.has(f))
@@ -211,7 +225,7 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
   const keep = oneProviderPerTree
     ? (r: AllocationRequest) => {
         const providers = Object.keys(r.allocations);
-        return new Set(providers.map((u) => index.root.get(u))).size === providers.length;
+        return new Set(providers.map((u) => index.rootOf(u))).size === providers.length;
       }
     : () => true;
   // Without `nested`, the summaries name the providers of every request, not only the first
@@ -222,24 +236,21 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
   let summaryProviders: Set<string> | undefined;
   if (oneProviderPerTree)
     summaryProviders = new Set(requests.flatMap((r) => Object.keys(r.allocations)));
-  const trees = (list: AllocationRequest[]): Set<string> =>
-    new Set(list.flatMap((r) => Object.keys(r.allocations).map((u) => index.root.get(u)!)));
-  let inTrees = trees(requests);
-  if (options.limit !== undefined && options.limit < requests.length) {
+  if (options.limit !== undefined && options.limit < requests.length)
     requests = requests.slice(0, options.limit);
-    inTrees = trees(requests);
-  }
+  const inTrees = new Set<string>();
+  for (const r of requests) for (const u in r.allocations) inTrees.add(index.rootOf(u));
   const summaries = new Map<string, ProviderSummary>();
   for (const p of snap.providers) {
     if (!inTrees.has(p.rootProviderUuid)) continue;
     if (summaryProviders && !summaryProviders.has(p.uuid)) continue;
     const resources: ProviderSummary['resources'] = {};
-    for (const [rc, s] of index.stockOf.get(p.uuid) ?? [])
+    for (const [rc, s] of index.info.get(p.uuid)!.stock ?? [])
       resources[rc] = { capacity: capacityOf(s.inv), used: s.used };
     summaries.set(p.uuid, {
       provider: p,
       resources,
-      traits: [...index.traits.get(p.uuid)!].sort(),
+      traits: [...index.traitsOf(p.uuid)].sort(),
     });
   }
   return { allocationRequests: requests, summaries };
@@ -247,7 +258,7 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
 
 function treeRootOf(index: Index, inTree: string | undefined): string | undefined | null {
   if (inTree === undefined) return undefined;
-  return index.root.get(inTree) ?? null;
+  return index.info.get(inTree)?.provider.rootProviderUuid ?? null;
 }
 
 /** A suffixed group: every resource from one provider that passes every filter itself. */
@@ -271,9 +282,9 @@ function singleProvider(
   const required = group.required ?? [];
   const forbidden = group.forbidden ?? [];
   // Providers in the snapshot's order: those with room for the first class, else every one.
-  const candidates: Iterable<string> = withResource[0] ?? index.root.keys();
+  const candidates: Iterable<string> = withResource[0] ?? index.info.keys();
   for (const u of candidates) {
-    const traits = index.traits.get(u)!;
+    const traits = index.traitsOf(u);
     if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
     if (forbidden.some((t) => traits.has(t))) continue;
     if (inAggs && !inAggs.has(u)) continue;
@@ -284,7 +295,7 @@ function singleProvider(
       resourceClass,
       amount,
     }));
-    const own = index.root.get(u)!;
+    const own = index.rootOf(u);
     const providers = [u];
     const onlySharing = index.sharing.has(u);
     const partial = (anchor: string): Partial => ({
@@ -326,7 +337,7 @@ function acrossTree(
   // Per anchor, per class: the providers that may serve it.
   let found: Map<string, Map<string, Set<string>>> | undefined;
   for (const [i, [rc]] of resources.entries()) {
-    let here: [string, string][] = [...withResource[i]!].map((u) => [u, index.root.get(u)!]);
+    let here: [string, string][] = [...withResource[i]!].map((u) => [u, index.rootOf(u)]);
     if (treeRoot === undefined)
       for (const s of withResource[i]!)
         if (index.sharing.has(s) && (!inAggs || inAggs.has(s)))
@@ -362,7 +373,7 @@ function acrossTree(
       const used = new Set(pick);
       const traits = new Set<string>();
       for (const u of used)
-        for (const t of index.traits.get(u)!) {
+        for (const t of index.traitsOf(u)) {
           if (forbidden.includes(t)) return;
           traits.add(t);
         }
@@ -480,7 +491,8 @@ function combine(
   }
   for (const same of options.sameSubtree) {
     const providers = new Set<string>();
-    for (const p of picks) if (same.includes(p.suffix)) for (const u of p.providers) providers.add(u);
+    for (const p of picks)
+      if (same.includes(p.suffix)) for (const u of p.providers) providers.add(u);
     if (providers.size <= 1) continue;
     let common: Set<string> | undefined;
     for (const u of providers) {
@@ -506,7 +518,7 @@ function combine(
     for (const u in allocations) {
       const res = allocations[u]!;
       for (const rc in res) {
-        const s = index.stockOf.get(u)!.get(rc)!;
+        const s = index.info.get(u)!.stock!.get(rc)!;
         if (s.used + res[rc]! > capacityOf(s.inv) || res[rc]! > s.inv.maxUnit) return undefined;
       }
     }

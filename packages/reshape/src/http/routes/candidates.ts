@@ -16,34 +16,42 @@ export function candidatesBody(
   requestedClasses: Set<string>,
 ): Obj {
   const at = (v: Version) => atLeast(version, v);
+  const dictForm = at([1, 12]);
+  const withMappings = at([1, 34]);
   const allocation_requests = c.allocationRequests.map((r) => {
-    if (!at([1, 12]))
+    if (!dictForm)
       return {
         allocations: Object.entries(r.allocations).map(([uuid, res]) => ({
           resource_provider: { uuid },
           resources: res,
         })),
       };
-    const out: Obj = {
-      allocations: Object.fromEntries(
-        Object.entries(r.allocations).map(([uuid, res]) => [uuid, { resources: res }]),
-      ),
-    };
-    if (at([1, 34])) out.mappings = r.mappings;
-    return out;
+    // Provider uuids and class names were checked when stored: plain objects are safe here.
+    const allocations: Obj = {};
+    for (const uuid in r.allocations) allocations[uuid] = { resources: r.allocations[uuid] };
+    return withMappings ? { allocations, mappings: r.mappings } : { allocations };
   });
+  const allClasses = at([1, 27]);
+  const withTraits = at([1, 17]);
+  const withTree = at([1, 29]);
   const provider_summaries = dict<unknown>();
   for (const [uuid, sum] of c.summaries) {
-    const res = dict<unknown>();
-    for (const [rc, v] of Object.entries(sum.resources))
-      if (at([1, 27]) || requestedClasses.has(rc)) res[rc] = v;
-    const entry: Obj = { resources: res };
-    if (at([1, 17])) entry.traits = sum.traits;
-    if (at([1, 29])) {
-      entry.parent_provider_uuid = sum.provider.parentProviderUuid;
-      entry.root_provider_uuid = sum.provider.rootProviderUuid;
+    let res: Obj = sum.resources;
+    if (!allClasses) {
+      res = dict<unknown>();
+      for (const [rc, v] of Object.entries(sum.resources))
+        if (requestedClasses.has(rc)) res[rc] = v;
     }
-    provider_summaries[uuid] = entry;
+    provider_summaries[uuid] = withTree
+      ? {
+          resources: res,
+          traits: sum.traits,
+          parent_provider_uuid: sum.provider.parentProviderUuid,
+          root_provider_uuid: sum.provider.rootProviderUuid,
+        }
+      : withTraits
+        ? { resources: res, traits: sum.traits }
+        : { resources: res };
   }
   return { allocation_requests, provider_summaries };
 }
