@@ -61,6 +61,7 @@ interface Partial {
 
 /** A provider's inventory of one class, with the amount used of it. */
 interface Stock {
+  rc: string;
   uuid: string;
   root: string;
   inv: Inventory;
@@ -74,8 +75,8 @@ interface Info {
   provider: ResourceProvider;
   traits: ReadonlySet<string>;
   aggregates: ReadonlySet<string>;
-  /** Per class of its inventories. */
-  stock: Map<string, Stock> | undefined;
+  /** One per class of its inventories, in their order. */
+  stock: Stock[];
 }
 
 /** The snapshot indexed for the search. */
@@ -105,18 +106,18 @@ class Index {
         m.add(u);
       }
       const inventories = snap.inventories.get(u);
-      let stock: Map<string, Stock> | undefined;
+      const stock: Stock[] = [];
       if (inventories) {
         const usages = snap.usages.get(u);
-        stock = new Map();
         for (const rc in inventories) {
           const entry: Stock = {
+            rc,
             uuid: u,
             root: p.rootProviderUuid,
             inv: inventories[rc]!,
             used: usages?.[rc] ?? 0,
           };
-          stock.set(rc, entry);
+          stock.push(entry);
           let list = this.stock.get(rc);
           if (!list) this.stock.set(rc, (list = []));
           list.push(entry);
@@ -245,8 +246,8 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     if (!inTrees.has(p.rootProviderUuid)) continue;
     if (summaryProviders && !summaryProviders.has(p.uuid)) continue;
     const resources: ProviderSummary['resources'] = {};
-    for (const [rc, s] of index.info.get(p.uuid)!.stock ?? [])
-      resources[rc] = { capacity: capacityOf(s.inv), used: s.used };
+    for (const s of index.info.get(p.uuid)!.stock)
+      resources[s.rc] = { capacity: capacityOf(s.inv), used: s.used };
     summaries.set(p.uuid, {
       provider: p,
       resources,
@@ -334,41 +335,42 @@ function acrossTree(
   if (withResource.some((s) => s.size === 0)) return [];
   const bad = group.notMemberOf?.length ? index.inAnyAggregate(group.notMemberOf) : undefined;
 
-  // Per anchor, per class: the providers that may serve it.
-  let found: Map<string, Map<string, Set<string>>> | undefined;
-  for (const [i, [rc]] of resources.entries()) {
-    let here: [string, string][] = [...withResource[i]!].map((u) => [u, index.rootOf(u)]);
+  // Per anchor, per class (in `resources` order): the providers that may serve it.
+  let found: Map<string, Set<string>[]> | undefined;
+  for (let i = 0; i < resources.length; i++) {
+    const hit = new Map<string, Set<string>>();
+    const add = (u: string, a: string): void => {
+      if (anchors && !anchors.has(a)) return;
+      if (inAggs && !inAggs.has(u) && !inAggs.has(a)) return;
+      if (bad && (bad.has(u) || bad.has(a))) return;
+      if (found && !found.has(a)) return;
+      let set = hit.get(a);
+      if (!set) hit.set(a, (set = new Set()));
+      set.add(u);
+    };
+    for (const u of withResource[i]!) add(u, index.rootOf(u));
     if (treeRoot === undefined)
       for (const s of withResource[i]!)
         if (index.sharing.has(s) && (!inAggs || inAggs.has(s)))
-          for (const a of index.anchorsOf(s)) here.push([s, a]);
-    if (anchors) here = here.filter(([, a]) => anchors.has(a));
-    if (inAggs) here = here.filter(([u, a]) => inAggs.has(u) || inAggs.has(a));
-    if (bad) here = here.filter(([u, a]) => !bad.has(u) && !bad.has(a));
-    if (here.length === 0) return [];
-    const next = new Map<string, Map<string, Set<string>>>();
-    for (const [u, a] of here) {
-      let byClass = next.get(a);
-      if (!byClass) next.set(a, (byClass = new Map()));
-      let set = byClass.get(rc);
-      if (!set) byClass.set(rc, (set = new Set()));
-      set.add(u);
-    }
+          for (const a of index.anchorsOf(s)) add(s, a);
     if (found) {
-      for (const a of [...found.keys()]) {
-        const more = next.get(a);
-        if (more) for (const [k, v] of more) found.get(a)!.set(k, v);
+      for (const [a, sets] of found) {
+        const more = hit.get(a);
+        if (more) sets.push(more);
         else found.delete(a);
       }
-    } else found = next;
+    } else {
+      found = new Map();
+      for (const [a, set] of hit) found.set(a, [set]);
+    }
     if (found.size === 0) return [];
   }
 
   const out: Partial[] = [];
   const required = group.required ?? [];
   const forbidden = group.forbidden ?? [];
-  for (const [anchor, byClass] of [...(found ?? [])].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const options = resources.map(([rc]) => [...byClass.get(rc)!].sort());
+  for (const anchor of [...(found ?? new Map<string, Set<string>[]>()).keys()].sort()) {
+    const options = found!.get(anchor)!.map((set) => [...set].sort());
     eachPick(options, { left: maxPerTree }, (pick) => {
       const used = new Set(pick);
       const traits = new Set<string>();
@@ -518,7 +520,7 @@ function combine(
     for (const u in allocations) {
       const res = allocations[u]!;
       for (const rc in res) {
-        const s = index.info.get(u)!.stock!.get(rc)!;
+        const s = index.info.get(u)!.stock.find((x) => x.rc === rc)!;
         if (s.used + res[rc]! > capacityOf(s.inv) || res[rc]! > s.inv.maxUnit) return undefined;
       }
     }
