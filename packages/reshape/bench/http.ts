@@ -9,16 +9,24 @@ export interface Reply {
   body: any;
 }
 
-/** One request as a Placement client sends it (admin token, microversion `version`). */
-export function send(
+/** A reply's body as received, with the time from sending to its last byte. */
+export interface RawReply {
+  status: number;
+  text: string;
+  ms: number;
+}
+
+/** One request as a Placement client sends it (admin token, microversion `version`), unparsed. */
+export function sendRaw(
   base: string,
   method: string,
   path: string,
   body: unknown,
   version: string,
-): Promise<Reply> {
+): Promise<RawReply> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
+    const t0 = performance.now();
     const req = request(
       base + path,
       {
@@ -35,14 +43,26 @@ export function send(
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined });
+          const ms = performance.now() - t0;
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString(), ms });
         });
       },
     );
     req.on('error', reject);
     req.end(payload);
   });
+}
+
+/** One request as a Placement client sends it (admin token, microversion `version`). */
+export async function send(
+  base: string,
+  method: string,
+  path: string,
+  body: unknown,
+  version: string,
+): Promise<Reply> {
+  const r = await sendRaw(base, method, path, body, version);
+  return { status: r.status, body: r.text ? JSON.parse(r.text) : undefined };
 }
 
 /** `send`, refusing an error answer; resolves with the body. */

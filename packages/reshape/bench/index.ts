@@ -9,7 +9,7 @@ import { openDatabase } from '@rigging/sql';
 import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
 import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
-import { candidatesBench } from './candidates.js';
+import { candidatesBench, candidatesSplit } from './candidates.js';
 import { closeClient, ok } from './http.js';
 
 /** One request at microversion 1.30; resolves with the body, rejects an error answer. */
@@ -152,8 +152,8 @@ const database = await openDatabase(`sqlite:${join(dir, 'bench.db')}`);
 const store = await sqlStore(database);
 // Our servers run in their own processes, like Placement's, so the client does not share a loop.
 const children: ReturnType<typeof spawn>[] = [];
-async function serve(arg: string): Promise<string> {
-  const script = fileURLToPath(new URL('./serve.ts', import.meta.url));
+async function serve(arg: string, file = './serve.ts'): Promise<string> {
+  const script = fileURLToPath(new URL(file, import.meta.url));
   const proc = spawn(process.execPath, ['--import', 'tsx', script, arg], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -167,70 +167,86 @@ async function serve(arg: string): Promise<string> {
   });
   return `http://127.0.0.1:${port}`;
 }
-const ours = await serve(join(dir, 'http.db'));
-const oursMemory = await serve('memory');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const peer = placementAvailable() ? await startPlacement() : undefined;
-if (!peer)
-  console.log('Placement is not importable (/usr/bin/python3 -c "import placement"): ours only');
+// BENCH_ONLY=candidates runs the candidates sections alone.
+if (process.env.BENCH_ONLY !== 'candidates') {
+  const ours = await serve(join(dir, 'http.db'));
+  const oursMemory = await serve('memory');
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const peer = placementAvailable() ? await startPlacement() : undefined;
+  if (!peer)
+    console.log('Placement is not importable (/usr/bin/python3 -c "import placement"): ours only');
 
-console.log(
-  '\nHTTP, one POST /reshaper moving n consumers (ours: median of 3; Placement: one run)',
-);
-await httpReshape(ours, 200); // warm-up
-await httpReshape(oursMemory, 200);
-for (const n of [100, 1000]) {
-  const a = median([
-    await httpReshape(ours, n),
-    await httpReshape(ours, n),
-    await httpReshape(ours, n),
-  ]);
-  const m = median([
-    await httpReshape(oursMemory, n),
-    await httpReshape(oursMemory, n),
-    await httpReshape(oursMemory, n),
-  ]);
-  const b = peer ? await httpReshape(peer.url, n) : undefined;
   console.log(
-    `  n=${n}: ours (SQLite) ${fmt(a)}, ours (memory) ${fmt(m)}` +
-      (b === undefined ? '' : `, Placement (SQLite) ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
+    '\nHTTP, one POST /reshaper moving n consumers (ours: median of 3; Placement: one run)',
   );
+  await httpReshape(ours, 200); // warm-up
+  await httpReshape(oursMemory, 200);
+  for (const n of [100, 1000]) {
+    const a = median([
+      await httpReshape(ours, n),
+      await httpReshape(ours, n),
+      await httpReshape(ours, n),
+    ]);
+    const m = median([
+      await httpReshape(oursMemory, n),
+      await httpReshape(oursMemory, n),
+      await httpReshape(oursMemory, n),
+    ]);
+    const b = peer ? await httpReshape(peer.url, n) : undefined;
+    console.log(
+      `  n=${n}: ours (SQLite) ${fmt(a)}, ours (memory) ${fmt(m)}` +
+        (b === undefined ? '' : `, Placement (SQLite) ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
+    );
+  }
+  console.log(
+    '\nHTTP, sequential GET /resource_providers/{uuid}/inventories, 3 s each in alternating 250 ms slices',
+  );
+  const [ra, rm, rb] = await callRates([ours, oursMemory, ...(peer ? [peer.url] : [])], 3000);
+  console.log(
+    `  ours (SQLite) ${ra!.toFixed(0)}/s, ours (memory) ${rm!.toFixed(0)}/s` +
+      (rb === undefined
+        ? ''
+        : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra! / rb).toFixed(1)}x (memory: ${(rm! / rb).toFixed(1)}x)`),
+  );
+
+  console.log('\nLibrary direct, one reshape of 10,000 consumers (3 runs)');
+  const lib = async (st: ReshapeStore) => {
+    const runs = [
+      await libraryReshape(st, 10_000),
+      await libraryReshape(st, 10_000),
+      await libraryReshape(st, 10_000),
+    ];
+    return `median ${fmt(median(runs))} (best ${fmt(Math.min(...runs))}, worst ${fmt(Math.max(...runs))})`;
+  };
+  console.log(`  sqlStore (SQLite file): ${await lib(store)}`);
+  console.log(`  memoryStore:            ${await lib(memoryStore())}`);
+
+  await peer?.stop();
 }
-console.log(
-  '\nHTTP, sequential GET /resource_providers/{uuid}/inventories, 3 s each in alternating 250 ms slices',
-);
-const [ra, rm, rb] = await callRates([ours, oursMemory, ...(peer ? [peer.url] : [])], 3000);
-console.log(
-  `  ours (SQLite) ${ra!.toFixed(0)}/s, ours (memory) ${rm!.toFixed(0)}/s` +
-    (rb === undefined
-      ? ''
-      : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra! / rb).toFixed(1)}x (memory: ${(rm! / rb).toFixed(1)}x)`),
-);
-
-console.log('\nLibrary direct, one reshape of 10,000 consumers (3 runs)');
-const lib = async (st: ReshapeStore) => {
-  const runs = [
-    await libraryReshape(st, 10_000),
-    await libraryReshape(st, 10_000),
-    await libraryReshape(st, 10_000),
-  ];
-  return `median ${fmt(median(runs))} (best ${fmt(Math.min(...runs))}, worst ${fmt(Math.max(...runs))})`;
-};
-console.log(`  sqlStore (SQLite file): ${await lib(store)}`);
-console.log(`  memoryStore:            ${await lib(memoryStore())}`);
-
-await peer?.stop();
 
 // Fresh servers: the answer must not depend on what the sections above created.
 const candidatesPeer = placementAvailable() ? await startPlacement() : undefined;
+const candidateNodes = Number(process.env.BENCH_CANDIDATE_NODES ?? 1000);
 await candidatesBench(
   [
-    { name: 'ours (SQLite)', base: await serve(join(dir, 'candidates.db')), runs: 5 },
-    ...(candidatesPeer ? [{ name: 'Placement (SQLite)', base: candidatesPeer.url, runs: 3 }] : []),
+    { name: 'ours (SQLite)', base: await serve(join(dir, 'candidates.db')) },
+    ...(candidatesPeer ? [{ name: 'Placement (SQLite)', base: candidatesPeer.url }] : []),
   ],
-  Number(process.env.BENCH_CANDIDATE_NODES ?? 1000),
+  await serve('', './floor-server.ts'),
+  candidateNodes,
+  Number(process.env.BENCH_CANDIDATE_ROUNDS ?? 7),
 );
 await candidatesPeer?.stop();
+const splitDb = await openDatabase(`sqlite:${join(dir, 'split.db')}`);
+await candidatesSplit(
+  [
+    { name: 'sqlStore (SQLite file)', store: await sqlStore(splitDb) },
+    { name: 'memoryStore', store: memoryStore() },
+  ],
+  candidateNodes,
+  7,
+);
+await splitDb.close();
 closeClient();
 for (const c of children) c.kill('SIGTERM');
 await database.close();

@@ -4,7 +4,13 @@
  * provider serves every tree of its aggregates), the groups' answers are combined per anchor,
  * filtered by group policy and same_subtree, and checked again for capacity once merged.
  */
-import { capacityOf, fitsInventory, type Inventory, type Resources } from './model.js';
+import {
+  capacityOf,
+  fitsInventory,
+  type Inventory,
+  type ResourceProvider,
+  type Resources,
+} from './model.js';
 import type {
   AllocationRequest,
   CandidateGroup,
@@ -45,54 +51,97 @@ interface Partial {
   anchor: string;
   sameProvider: boolean;
   parts: Part[];
-  mappings: Map<string, Set<string>>;
+  /** The group's suffix (`''`: unnumbered). */
+  suffix: string;
+  /** The providers the group uses, sorted (its mapping). */
+  providers: string[];
+  /** Every provider it uses is a sharing one (so other anchors may yield the same request). */
+  onlySharing: boolean;
+}
+
+/** A provider's inventory of one class, with the amount used of it. */
+interface Stock {
+  rc: string;
+  uuid: string;
+  root: string;
+  inv: Inventory;
+  used: number;
+}
+
+const NONE: ReadonlySet<string> = new Set();
+
+/** What the search needs of one provider. */
+interface Info {
+  provider: ResourceProvider;
+  traits: ReadonlySet<string>;
+  aggregates: ReadonlySet<string>;
+  /** One per class of its inventories, in their order. */
+  stock: Stock[];
 }
 
 /** The snapshot indexed for the search. */
 class Index {
-  readonly parent = new Map<string, string | null>();
-  readonly root = new Map<string, string>();
-  readonly traits = new Map<string, Set<string>>();
-  readonly aggregates = new Map<string, Set<string>>();
+  /** Per provider uuid, in the snapshot's order. */
+  readonly info = new Map<string, Info>();
   readonly members = new Map<string, Set<string>>();
   readonly sharing = new Set<string>();
+  /** Per class, every provider with an inventory of it, in the snapshot's order. */
+  readonly stock = new Map<string, Stock[]>();
   readonly hasTrees: boolean;
+  private readonly anchorCache = new Map<string, Set<string>>();
 
   constructor(readonly snap: CandidateSnapshot) {
     let nested = false;
     for (const p of snap.providers) {
-      this.parent.set(p.uuid, p.parentProviderUuid);
-      this.root.set(p.uuid, p.rootProviderUuid);
+      const u = p.uuid;
       if (p.parentProviderUuid !== null) nested = true;
-      const traits = new Set(snap.traits.get(p.uuid) ?? []);
-      this.traits.set(p.uuid, traits);
-      if (traits.has(SHARING_TRAIT)) this.sharing.add(p.uuid);
-      const aggs = new Set(snap.aggregates.get(p.uuid) ?? []);
-      this.aggregates.set(p.uuid, aggs);
-      for (const a of aggs) {
+      const traitList = snap.traits.get(u);
+      const traits = traitList?.length ? new Set(traitList) : NONE;
+      if (traits.has(SHARING_TRAIT)) this.sharing.add(u);
+      const aggList = snap.aggregates.get(u);
+      const aggregates = aggList?.length ? new Set(aggList) : NONE;
+      for (const a of aggregates) {
         let m = this.members.get(a);
         if (!m) this.members.set(a, (m = new Set()));
-        m.add(p.uuid);
+        m.add(u);
       }
+      const inventories = snap.inventories.get(u);
+      const stock: Stock[] = [];
+      if (inventories) {
+        const usages = snap.usages.get(u);
+        for (const rc in inventories) {
+          const entry: Stock = {
+            rc,
+            uuid: u,
+            root: p.rootProviderUuid,
+            inv: inventories[rc]!,
+            used: usages?.[rc] ?? 0,
+          };
+          stock.push(entry);
+          let list = this.stock.get(rc);
+          if (!list) this.stock.set(rc, (list = []));
+          list.push(entry);
+        }
+      }
+      this.info.set(u, { provider: p, traits, aggregates, stock });
     }
     this.hasTrees = nested;
   }
 
-  inventory(uuid: string, rc: string): Inventory | undefined {
-    return this.snap.inventories.get(uuid)?.[rc];
+  rootOf(uuid: string): string {
+    return this.info.get(uuid)!.provider.rootProviderUuid;
   }
 
-  used(uuid: string, rc: string): number {
-    return this.snap.usages.get(uuid)?.[rc] ?? 0;
+  traitsOf(uuid: string): ReadonlySet<string> {
+    return this.info.get(uuid)!.traits;
   }
 
   /** Providers (of `treeRoot`'s tree when given) with room for `amount` of `rc`. */
   withResource(rc: string, amount: number, treeRoot: string | undefined): Set<string> {
     const out = new Set<string>();
-    for (const p of this.snap.providers) {
-      if (treeRoot !== undefined && p.rootProviderUuid !== treeRoot) continue;
-      const inv = this.inventory(p.uuid, rc);
-      if (inv && fitsInventory(inv, this.used(p.uuid, rc), amount)) out.add(p.uuid);
+    for (const s of this.stock.get(rc) ?? []) {
+      if (treeRoot !== undefined && s.root !== treeRoot) continue;
+      if (fitsInventory(s.inv, s.used, amount)) out.add(s.uuid);
     }
     return out;
   }
@@ -101,7 +150,7 @@ class Index {
   inAggregates(memberOf: string[][]): Set<string> {
     const out = new Set<string>();
     for (const p of this.snap.providers) {
-      const aggs = this.aggregates.get(p.uuid)!;
+      const aggs = this.info.get(p.uuid)!.aggregates;
       if (memberOf.every((anyOf) => anyOf.some((a) => aggs.has(a)))) out.add(p.uuid);
     }
     return out;
@@ -114,18 +163,26 @@ class Index {
     return out;
   }
 
-  /** The roots of every tree that shares an aggregate with a sharing provider. */
+  /** The roots of every tree that shares an aggregate with a sharing provider (not to be changed). */
   anchorsOf(sharing: string): Set<string> {
-    const out = new Set<string>();
-    for (const a of this.aggregates.get(sharing)!)
-      for (const m of this.members.get(a) ?? []) out.add(this.root.get(m)!);
+    let out = this.anchorCache.get(sharing);
+    if (out) return out;
+    out = new Set<string>();
+    for (const a of this.info.get(sharing)!.aggregates)
+      for (const m of this.members.get(a) ?? []) out.add(this.rootOf(m));
+    this.anchorCache.set(sharing, out);
     return out;
   }
 
   /** The provider and its ancestors. */
   lineage(uuid: string): Set<string> {
     const out = new Set<string>();
-    for (let u: string | null | undefined = uuid; u; u = this.parent.get(u)) out.add(u);
+    for (
+      let u: string | null | undefined = uuid;
+      u;
+      u = this.info.get(u)?.provider.parentProviderUuid
+    )
+      out.add(u);
     return out;
   }
 }
@@ -140,7 +197,7 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     anchors = new Set();
     for (const p of snap.providers) {
       if (p.parentProviderUuid !== null) continue;
-      const t = index.traits.get(p.uuid)!;
+      const t = index.traitsOf(p.uuid);
       if (
         options.rootRequired.every((r) => t.has(r)) &&
         !options.rootForbidden.some((f) => t.has(f))
@@ -165,34 +222,36 @@ export function searchCandidates(snap: CandidateSnapshot, options: SearchOptions
     bySuffix.set(suffix, found);
   }
 
-  const merged = merge(index, bySuffix, options);
-  let requests = merged;
+  const oneProviderPerTree = !options.nested && index.hasTrees;
+  const keep = oneProviderPerTree
+    ? (r: AllocationRequest) => {
+        const providers = Object.keys(r.allocations);
+        return new Set(providers.map((u) => index.rootOf(u))).size === providers.length;
+      }
+    : () => true;
+  // Without `nested`, the summaries name the providers of every request, not only the first
+  // `limit`: then every request is computed.
+  const stopAt =
+    options.limit !== undefined && !oneProviderPerTree ? options.limit : Number.POSITIVE_INFINITY;
+  let requests = merge(index, bySuffix, options, keep, stopAt);
   let summaryProviders: Set<string> | undefined;
-  if (!options.nested && index.hasTrees) {
-    requests = merged.filter((r) => {
-      const providers = Object.keys(r.allocations);
-      return new Set(providers.map((u) => index.root.get(u))).size === providers.length;
-    });
+  if (oneProviderPerTree)
     summaryProviders = new Set(requests.flatMap((r) => Object.keys(r.allocations)));
-  }
-  const trees = (list: AllocationRequest[]): Set<string> =>
-    new Set(list.flatMap((r) => Object.keys(r.allocations).map((u) => index.root.get(u)!)));
-  let inTrees = trees(requests);
-  if (options.limit !== undefined && options.limit < requests.length) {
+  if (options.limit !== undefined && options.limit < requests.length)
     requests = requests.slice(0, options.limit);
-    inTrees = trees(requests);
-  }
+  const inTrees = new Set<string>();
+  for (const r of requests) for (const u in r.allocations) inTrees.add(index.rootOf(u));
   const summaries = new Map<string, ProviderSummary>();
   for (const p of snap.providers) {
     if (!inTrees.has(p.rootProviderUuid)) continue;
     if (summaryProviders && !summaryProviders.has(p.uuid)) continue;
     const resources: ProviderSummary['resources'] = {};
-    for (const [rc, inv] of Object.entries(snap.inventories.get(p.uuid) ?? {}))
-      resources[rc] = { capacity: capacityOf(inv), used: index.used(p.uuid, rc) };
+    for (const s of index.info.get(p.uuid)!.stock)
+      resources[s.rc] = { capacity: capacityOf(s.inv), used: s.used };
     summaries.set(p.uuid, {
       provider: p,
       resources,
-      traits: summaryTraitOrder([...index.traits.get(p.uuid)!]),
+      traits: summaryTraitOrder([...index.traitsOf(p.uuid)]),
     });
   }
   return { allocationRequests: requests, summaries };
@@ -209,7 +268,7 @@ function summaryTraitOrder(traits: string[]): string[] {
 
 function treeRootOf(index: Index, inTree: string | undefined): string | undefined | null {
   if (inTree === undefined) return undefined;
-  return index.root.get(inTree) ?? null;
+  return index.info.get(inTree)?.provider.rootProviderUuid ?? null;
 }
 
 /** A suffixed group: every resource from one provider that passes every filter itself. */
@@ -230,11 +289,14 @@ function singleProvider(
   // As in Placement, a resourceless group matches only through required traits or aggregates.
   if (resources.length === 0 && !group.required?.length && !inAggs) return [];
   const out: Partial[] = [];
-  for (const p of index.snap.providers) {
-    const u = p.uuid;
-    const traits = index.traits.get(u)!;
-    if (!(group.required ?? []).every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
-    if ((group.forbidden ?? []).some((t) => traits.has(t))) continue;
+  const required = group.required ?? [];
+  const forbidden = group.forbidden ?? [];
+  // Providers in the snapshot's order: those with room for the first class, else every one.
+  const candidates: Iterable<string> = withResource[0] ?? index.info.keys();
+  for (const u of candidates) {
+    const traits = index.traitsOf(u);
+    if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) continue;
+    if (forbidden.some((t) => traits.has(t))) continue;
     if (inAggs && !inAggs.has(u)) continue;
     if (bad.has(u)) continue;
     if (!withResource.every((s) => s.has(u))) continue;
@@ -243,12 +305,16 @@ function singleProvider(
       resourceClass,
       amount,
     }));
-    const own = p.rootProviderUuid;
+    const own = index.rootOf(u);
+    const providers = [u];
+    const onlySharing = index.sharing.has(u);
     const partial = (anchor: string): Partial => ({
       anchor,
       sameProvider: true,
       parts,
-      mappings: new Map([[suffix, new Set([u])]]),
+      suffix,
+      providers,
+      onlySharing,
     });
     if (!anchors || anchors.has(own)) out.push(partial(own));
     if (index.sharing.has(u))
@@ -278,50 +344,52 @@ function acrossTree(
   if (withResource.some((s) => s.size === 0)) return [];
   const bad = group.notMemberOf?.length ? index.inAnyAggregate(group.notMemberOf) : undefined;
 
-  // Per anchor, per class: the providers that may serve it.
-  let found: Map<string, Map<string, Set<string>>> | undefined;
-  for (const [i, [rc]] of resources.entries()) {
-    let here: [string, string][] = [...withResource[i]!].map((u) => [u, index.root.get(u)!]);
+  // Per anchor, per class (in `resources` order): the providers that may serve it.
+  let found: Map<string, Set<string>[]> | undefined;
+  for (let i = 0; i < resources.length; i++) {
+    const hit = new Map<string, Set<string>>();
+    const add = (u: string, a: string): void => {
+      if (anchors && !anchors.has(a)) return;
+      if (inAggs && !inAggs.has(u) && !inAggs.has(a)) return;
+      if (bad && (bad.has(u) || bad.has(a))) return;
+      if (found && !found.has(a)) return;
+      let set = hit.get(a);
+      if (!set) hit.set(a, (set = new Set()));
+      set.add(u);
+    };
+    for (const u of withResource[i]!) add(u, index.rootOf(u));
     if (treeRoot === undefined)
       for (const s of withResource[i]!)
         if (index.sharing.has(s) && (!inAggs || inAggs.has(s)))
-          for (const a of index.anchorsOf(s)) here.push([s, a]);
-    if (anchors) here = here.filter(([, a]) => anchors.has(a));
-    if (inAggs) here = here.filter(([u, a]) => inAggs.has(u) || inAggs.has(a));
-    if (bad) here = here.filter(([u, a]) => !bad.has(u) && !bad.has(a));
-    if (here.length === 0) return [];
-    const next = new Map<string, Map<string, Set<string>>>();
-    for (const [u, a] of here) {
-      let byClass = next.get(a);
-      if (!byClass) next.set(a, (byClass = new Map()));
-      let set = byClass.get(rc);
-      if (!set) byClass.set(rc, (set = new Set()));
-      set.add(u);
-    }
+          for (const a of index.anchorsOf(s)) add(s, a);
     if (found) {
-      for (const a of [...found.keys()]) {
-        const more = next.get(a);
-        if (more) for (const [k, v] of more) found.get(a)!.set(k, v);
+      for (const [a, sets] of found) {
+        const more = hit.get(a);
+        if (more) sets.push(more);
         else found.delete(a);
       }
-    } else found = next;
+    } else {
+      found = new Map();
+      for (const [a, set] of hit) found.set(a, [set]);
+    }
     if (found.size === 0) return [];
   }
 
   const out: Partial[] = [];
   const required = group.required ?? [];
   const forbidden = group.forbidden ?? [];
-  for (const [anchor, byClass] of [...(found ?? [])].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const options = resources.map(([rc]) => [...byClass.get(rc)!].sort());
+  for (const anchor of [...(found ?? new Map<string, Set<string>[]>()).keys()].sort()) {
+    const options = found!.get(anchor)!.map((set) => [...set].sort());
     eachPick(options, { left: maxPerTree }, (pick) => {
       const used = new Set(pick);
       const traits = new Set<string>();
       for (const u of used)
-        for (const t of index.traits.get(u)!) {
+        for (const t of index.traitsOf(u)) {
           if (forbidden.includes(t)) return;
           traits.add(t);
         }
       if (!required.every((anyOf) => anyOf.some((t) => traits.has(t)))) return;
+      const providers = [...used].sort();
       out.push({
         anchor,
         sameProvider: false,
@@ -330,47 +398,56 @@ function acrossTree(
           resourceClass,
           amount,
         })),
-        mappings: new Map([[suffix, used]]),
+        suffix,
+        providers,
+        onlySharing: providers.every((u) => index.sharing.has(u)),
       });
     });
   }
   return out;
 }
 
-/** Combines one partial answer per group for each anchor, as Placement merges its groups. */
+/**
+ * Combines one partial answer per group for each anchor, as Placement merges its groups, in
+ * anchor order; stops after `stopAt` requests.
+ */
 function merge(
   index: Index,
   bySuffix: Map<string, Partial[]>,
   options: SearchOptions,
+  keep: (r: AllocationRequest) => boolean,
+  stopAt: number,
 ): AllocationRequest[] {
   const suffixes = [...bySuffix.keys()];
   const granular = suffixes.filter((s) => s !== '').length;
-  const byAnchor = new Map<string, Map<string, Partial[]>>();
-  for (const [suffix, partials] of bySuffix)
+  const byAnchor = new Map<string, Partial[][]>();
+  for (const [k, partials] of [...bySuffix.values()].entries())
     for (const p of partials) {
-      let m = byAnchor.get(p.anchor);
-      if (!m) byAnchor.set(p.anchor, (m = new Map()));
-      let list = m.get(suffix);
-      if (!list) m.set(suffix, (list = []));
-      list.push(p);
+      let lists = byAnchor.get(p.anchor);
+      if (!lists) byAnchor.set(p.anchor, (lists = suffixes.map(() => [])));
+      lists[k]!.push(p);
     }
   const out: AllocationRequest[] = [];
+  // Only a request of sharing providers alone can come from several anchors: a provider that
+  // does not share serves its own tree only, and one anchor's picks give distinct requests.
   const seen = new Set<string>();
   const budget = { left: options.maxCombinations };
-  for (const [, lists] of [...byAnchor].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    if (lists.size !== suffixes.length) continue;
-    eachPick(
-      suffixes.map((s) => lists.get(s)!),
-      budget,
-      (pick) => {
-        const request = combine(index, pick, options, granular);
-        if (!request) return;
+  const anchors = [...byAnchor.keys()].sort();
+  for (const anchor of anchors) {
+    if (out.length >= stopAt) break;
+    const lists = byAnchor.get(anchor)!;
+    if (lists.some((l) => l.length === 0)) continue;
+    eachPick(lists, budget, (pick) => {
+      if (out.length >= stopAt) return;
+      const request = combine(index, pick, options, granular);
+      if (!request || !keep(request)) return;
+      if (pick.every((p) => p.onlySharing)) {
         const key = keyOf(request);
         if (seen.has(key)) return;
         seen.add(key);
-        out.push(request);
-      },
-    );
+      }
+      out.push(request);
+    });
   }
   return out;
 }
@@ -381,6 +458,20 @@ function eachPick<T>(
   budget: { left: number },
   visit: (pick: readonly T[]) => void,
 ): void {
+  if (columns.length === 2) {
+    // The common shape (unnumbered group and one suffixed group), without recursion.
+    const pick: T[] = [columns[0]![0]!, columns[1]![0]!];
+    for (const a of columns[0]!) {
+      pick[0] = a;
+      for (const b of columns[1]!) {
+        if (budget.left <= 0) return;
+        pick[1] = b;
+        budget.left--;
+        visit(pick);
+      }
+    }
+    return;
+  }
   const pick: T[] = [];
   const walk = (i: number): void => {
     if (budget.left <= 0) return;
@@ -404,22 +495,15 @@ function combine(
   options: SearchOptions,
   granular: number,
 ): AllocationRequest | undefined {
-  const mappings = new Map<string, Set<string>>();
-  for (const p of picks)
-    for (const [s, providers] of p.mappings) {
-      let m = mappings.get(s);
-      if (!m) mappings.set(s, (m = new Set()));
-      for (const u of providers) m.add(u);
-    }
   if (options.groupPolicy === 'isolate') {
     const distinct = new Set<string>();
-    for (const p of picks)
-      if (p.sameProvider) for (const u of p.mappings.values().next().value!) distinct.add(u);
+    for (const p of picks) if (p.sameProvider) distinct.add(p.providers[0]!);
     if (distinct.size !== granular) return undefined;
   }
   for (const same of options.sameSubtree) {
     const providers = new Set<string>();
-    for (const s of same) for (const u of mappings.get(s) ?? []) providers.add(u);
+    for (const p of picks)
+      if (same.includes(p.suffix)) for (const u of p.providers) providers.add(u);
     if (providers.size <= 1) continue;
     let common: Set<string> | undefined;
     for (const u of providers) {
@@ -429,20 +513,29 @@ function combine(
     if (![...providers].some((u) => common!.has(u))) return undefined;
   }
   const allocations: Record<string, Resources> = {};
+  let summed = false;
   for (const p of picks)
     for (const part of p.parts) {
       const res = (allocations[part.provider] ??= {});
-      res[part.resourceClass] = (res[part.resourceClass] ?? 0) + part.amount;
+      const before = res[part.resourceClass];
+      if (before === undefined) res[part.resourceClass] = part.amount;
+      else {
+        res[part.resourceClass] = before + part.amount;
+        summed = true;
+      }
     }
-  for (const [u, res] of Object.entries(allocations))
-    for (const [rc, amount] of Object.entries(res)) {
-      const inv = index.inventory(u, rc)!;
-      if (index.used(u, rc) + amount > capacityOf(inv) || amount > inv.maxUnit) return undefined;
+  // Each part alone was found to fit; only amounts that groups add up are checked again.
+  if (summed)
+    for (const u in allocations) {
+      const res = allocations[u]!;
+      for (const rc in res) {
+        const s = index.info.get(u)!.stock.find((x) => x.rc === rc)!;
+        if (s.used + res[rc]! > capacityOf(s.inv) || res[rc]! > s.inv.maxUnit) return undefined;
+      }
     }
-  return {
-    allocations,
-    mappings: Object.fromEntries([...mappings].map(([s, set]) => [s, [...set].sort()])),
-  };
+  const mappings: Record<string, string[]> = {};
+  for (const p of picks) mappings[p.suffix] = p.providers.slice();
+  return { allocations, mappings };
 }
 
 function keyOf(r: AllocationRequest): string {

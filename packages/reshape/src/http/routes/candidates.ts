@@ -1,10 +1,60 @@
 /** `GET /allocation_candidates`. */
-import { allocationCandidates } from '../../candidates.js';
+import { allocationCandidates, type Candidates } from '../../candidates.js';
 import { atLeast, type Version } from '../microversion.js';
 import { V, type Route, type Kit } from '../route.js';
 import { type Obj } from '../serialize.js';
 import { dict } from '../dict.js';
 import { parseCandidatesQuery } from './candidates-query.js';
+
+/**
+ * The JSON body of `GET /allocation_candidates` at `version`; before 1.27 the summaries show
+ * only `requestedClasses`. @internal
+ */
+export function candidatesBody(
+  c: Candidates,
+  version: Version,
+  requestedClasses: Set<string>,
+): Obj {
+  const at = (v: Version) => atLeast(version, v);
+  const dictForm = at([1, 12]);
+  const withMappings = at([1, 34]);
+  const allocation_requests = c.allocationRequests.map((r) => {
+    if (!dictForm)
+      return {
+        allocations: Object.entries(r.allocations).map(([uuid, res]) => ({
+          resource_provider: { uuid },
+          resources: res,
+        })),
+      };
+    // Provider uuids and class names were checked when stored: plain objects are safe here.
+    const allocations: Obj = {};
+    for (const uuid in r.allocations) allocations[uuid] = { resources: r.allocations[uuid] };
+    return withMappings ? { allocations, mappings: r.mappings } : { allocations };
+  });
+  const allClasses = at([1, 27]);
+  const withTraits = at([1, 17]);
+  const withTree = at([1, 29]);
+  const provider_summaries = dict<unknown>();
+  for (const [uuid, sum] of c.summaries) {
+    let res: Obj = sum.resources;
+    if (!allClasses) {
+      res = dict<unknown>();
+      for (const [rc, v] of Object.entries(sum.resources))
+        if (requestedClasses.has(rc)) res[rc] = v;
+    }
+    provider_summaries[uuid] = withTree
+      ? {
+          resources: res,
+          traits: sum.traits,
+          parent_provider_uuid: sum.provider.parentProviderUuid,
+          root_provider_uuid: sum.provider.rootProviderUuid,
+        }
+      : withTraits
+        ? { resources: res, traits: sum.traits }
+        : { resources: res };
+  }
+  return { allocation_requests, provider_summaries };
+}
 
 /** @internal */
 export function candidateRoutes({ store, check, call }: Kit): Route[] {
@@ -15,7 +65,6 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
         GET: {
           min: V(1, 10),
           handler: async ({ query: params, version }) => {
-            const at = (v: Version) => atLeast(version, v);
             const { query, requestedClasses } = await parseCandidatesQuery(
               params,
               version,
@@ -23,36 +72,7 @@ export function candidateRoutes({ store, check, call }: Kit): Route[] {
               store,
             );
             const c = await call(() => allocationCandidates(store, query));
-            const allocation_requests = c.allocationRequests.map((r) => {
-              if (!at([1, 12]))
-                return {
-                  allocations: Object.entries(r.allocations).map(([uuid, res]) => ({
-                    resource_provider: { uuid },
-                    resources: res,
-                  })),
-                };
-              const out: Obj = {
-                allocations: Object.fromEntries(
-                  Object.entries(r.allocations).map(([uuid, res]) => [uuid, { resources: res }]),
-                ),
-              };
-              if (at([1, 34])) out.mappings = r.mappings;
-              return out;
-            });
-            const provider_summaries = dict<unknown>();
-            for (const [uuid, sum] of c.summaries) {
-              const res = dict<unknown>();
-              for (const [rc, v] of Object.entries(sum.resources))
-                if (at([1, 27]) || requestedClasses.has(rc)) res[rc] = v;
-              const entry: Obj = { resources: res };
-              if (at([1, 17])) entry.traits = sum.traits;
-              if (at([1, 29])) {
-                entry.parent_provider_uuid = sum.provider.parentProviderUuid;
-                entry.root_provider_uuid = sum.provider.rootProviderUuid;
-              }
-              provider_summaries[uuid] = entry;
-            }
-            return { status: 200, body: { allocation_requests, provider_summaries } };
+            return { status: 200, body: candidatesBody(c, version, requestedClasses) };
           },
         },
       },
