@@ -126,6 +126,15 @@ describe('memory backend claims', () => {
     expect(payloads(await claim(10))).toEqual([['a', 3]]);
   });
 
+  it("a key's own claim takes that key's head op only, never another key's", async () => {
+    const { claim, enqueue } = await backendAt();
+    await enqueue('b', 1);
+    await enqueue('a', 2);
+    expect(await claim(1, 'c')).toEqual([]);
+    expect(payloads(await claim(1, 'a'))).toEqual([['a', 2]]);
+    expect(payloads(await claim(10))).toEqual([['b', 1]]);
+  });
+
   it('a key claim with a limit of 0 claims nothing', async () => {
     const { claim, enqueue } = await backendAt();
     await enqueue('a', 1);
