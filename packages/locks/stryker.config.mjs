@@ -6,5 +6,5 @@ import { strykerConfig } from '../../config/stryker.base.mjs';
 // `src/file*.ts`.
 export default strykerConfig({
   mutate: ['src/common.ts', 'src/file.ts', 'src/file-*.ts'],
-  tests: ['test/common.test.ts', 'test/conformance.test.ts'],
+  tests: ['test/common.test.ts', 'test/conformance.test.ts', 'test/file-tokens.test.ts'],
 });
