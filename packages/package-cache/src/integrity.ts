@@ -16,9 +16,10 @@ export interface ParsedIntegrity {
 }
 
 /**
- * Parses an SRI string (`sha512-<base64> sha256-<base64>`, options after `?` ignored). Only the
- * strongest supported algorithm is checked, as the SRI spec says. Throws a `TypeError` naming the
- * value when nothing usable is in it.
+ * Parses an SRI string (`sha512-<base64> sha256-<base64>`, options after `?` ignored; base64url
+ * digests, padded or not, are given back in padded base64). Only the strongest supported
+ * algorithm is checked, as the SRI spec says. Throws a `TypeError` naming the value when nothing
+ * usable is in it.
  */
 export function parseIntegrity(value: string): ParsedIntegrity {
   let best: ParsedIntegrity | undefined;
@@ -26,7 +27,9 @@ export function parseIntegrity(value: string): ParsedIntegrity {
     const m = /^(sha256|sha384|sha512)-([A-Za-z0-9+/=_-]+)(\?.*)?$/.exec(token);
     if (!m) continue;
     const algorithm = m[1] as IntegrityAlgorithm;
-    const digest = m[2]!.replace(/-/g, '+').replace(/_/g, '/');
+    // base64url (`-`, `_`, usually unpadded) is read as the padded base64 Node's digests are in
+    const base64 = m[2]!.replace(/-/g, '+').replace(/_/g, '/');
+    const digest = base64.padEnd(Math.ceil(base64.length / 4) * 4, '=');
     if (!best || STRENGTH[algorithm] > STRENGTH[best.algorithm]) {
       best = { algorithm, digests: [digest] };
     } else if (algorithm === best.algorithm) {

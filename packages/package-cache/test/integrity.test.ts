@@ -2,7 +2,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
-import { parseIntegrity, verifyBuffer } from '../src/integrity.js';
+import { PackageCache } from '../src/index.js';
+import { IntegrityHasher, parseIntegrity, verifyBuffer } from '../src/integrity.js';
+import { tempDir } from './helpers.js';
 
 const sri = (algorithm: string, bytes: Uint8Array) =>
   `${algorithm}-${createHash(algorithm).update(bytes).digest('base64')}`;
@@ -85,5 +87,144 @@ describe('parseIntegrity (the strongest algorithm of a multi-hash SRI string is 
     await expect(
       verifyBuffer(good, `${sri('sha512', good)} ${sri('sha256', bad)}`, 'x'),
     ).resolves.toBe(sri('sha512', good));
+  });
+});
+
+describe('parseIntegrity (which tokens of an SRI string count)', () => {
+  const bytes = Buffer.from('package 0'); // its SHA-512 in base64 has both "+" and "/"
+  const s512 = sri('sha512', bytes);
+  const d512 = s512.slice('sha512-'.length);
+
+  it('takes tokens split by any whitespace, with an option suffix after "?"', async () => {
+    for (const value of [
+      `  ${s512}\n`,
+      `\t${s512}?foo=bar`,
+      `${s512}?`,
+      `${s512}?a?b ${sri('sha256', bytes)}`,
+      `sha1-abc\n\n  ${s512}`,
+    ]) {
+      expect(parseIntegrity(value), value).toEqual({ algorithm: 'sha512', digests: [d512] });
+      await expect(verifyBuffer(bytes, value, 'x')).resolves.toBe(s512);
+    }
+  });
+
+  it('accepts base64url digests, padded or not, as their base64 twins', async () => {
+    expect(d512).toMatch(/\+.*\/|\/.*\+/);
+    const url = d512.replace(/\+/g, '-').replace(/\//g, '_');
+    for (const digest of [url, url.replace(/=+$/, '')]) {
+      expect(parseIntegrity(`sha512-${digest}`).digests).toEqual([d512]);
+      await expect(verifyBuffer(bytes, `sha512-${digest}`, 'x')).resolves.toBe(s512);
+    }
+    // the same for SHA-256, whose digest ends in one "="
+    const s256 = sri('sha256', bytes);
+    expect(s256).toMatch(/[^=]=$/);
+    await expect(verifyBuffer(bytes, s256.slice(0, -1), 'x', 'sha512')).resolves.toBe(s256);
+  });
+
+  it('ignores a token that is not exactly <algorithm>-<base64>[?options]', async () => {
+    const good256 = sri('sha256', bytes);
+    const bad512 = sri('sha512', Buffer.from('what an attacker serves')).slice('sha512-'.length);
+    // none of these is a sha512 token, so the sha256 one decides and the bytes pass
+    for (const junk of [
+      `xsha512-${bad512}`,
+      `sha512-${bad512}!`,
+      `sha512-${bad512}#x`,
+      `SHA512-${bad512}`,
+      `sha512_${bad512}`,
+      `sha512-`,
+    ]) {
+      const value = `${good256} ${junk}`;
+      expect(parseIntegrity(value).algorithm, value).toBe('sha256');
+      await expect(verifyBuffer(bytes, value, 'x')).resolves.toBe(good256);
+      // alone, nothing is usable: a TypeError naming the value
+      expect(() => parseIntegrity(junk)).toThrow(TypeError);
+      expect(() => parseIntegrity(junk)).toThrow(JSON.stringify(junk));
+    }
+    for (const value of ['', '   ', 'md5-abc', 'sha1-abc sha224-abc']) {
+      expect(() => parseIntegrity(value)).toThrow(
+        `integrity must be an SRI string such as "sha512-<base64>", got ${JSON.stringify(value)}`,
+      );
+    }
+  });
+});
+
+describe('integrity mismatch and the hashing options', () => {
+  const good = Buffer.from('the real package');
+  const bad = Buffer.from('what an attacker serves');
+
+  it('accepts any digest of the strongest algorithm, and names them all when none matches', async () => {
+    const other = sri('sha512', Buffer.from('another build'));
+    await expect(verifyBuffer(good, `${other} ${sri('sha512', good)}`, 'x')).resolves.toBe(
+      sri('sha512', good),
+    );
+    const expected = `${sri('sha512', bad)} ${sri('sha256', good)} ${other}`;
+    const e = await verifyBuffer(good, expected, 'pkg 1.0').catch((x: unknown) => x);
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
+    expect((e as RiggingError).message).toBe(
+      `integrity mismatch for pkg 1.0: expected ${sri('sha512', bad)}, got ${sri('sha512', good)}`,
+    );
+    expect((e as RiggingError).details).toEqual({
+      expected: [sri('sha512', bad), other],
+      actual: sri('sha512', good),
+      bytes: good.byteLength,
+    });
+  });
+
+  it('hashes with SHA-512 when nothing is expected and no algorithm is given', async () => {
+    await expect(verifyBuffer(good, undefined, 'x')).resolves.toBe(sri('sha512', good));
+    const hasher = new IntegrityHasher(undefined);
+    hasher.update(good);
+    expect(hasher.verify('x')).toBe(sri('sha512', good));
+  });
+
+  it('a streamed package: the SRI of all its chunks, checked against the expected one', () => {
+    const chunks = [good.subarray(0, 3), good.subarray(3, 3), good.subarray(3)];
+    for (const [expected, fallback] of [
+      [undefined, 'sha384'],
+      [sri('sha384', good), 'sha256'],
+      [sri('sha384', good), 'none'],
+    ] as const) {
+      const hasher = new IntegrityHasher(expected, fallback);
+      expect(hasher.algorithm).toBe('sha384');
+      for (const chunk of chunks) hasher.update(chunk);
+      expect(hasher.bytes).toBe(good.byteLength);
+      expect(hasher.verify('x')).toBe(sri('sha384', good));
+    }
+    const wrong = new IntegrityHasher(sri('sha384', bad), 'none');
+    for (const chunk of chunks) wrong.update(chunk);
+    const e = (() => {
+      try {
+        return wrong.verify('pkg 2.0');
+      } catch (x) {
+        return x;
+      }
+    })();
+    expect(RiggingError.hasCode(e, 'package-cache.integrity_mismatch')).toBe(true);
+    expect((e as RiggingError).details).toMatchObject({ bytes: good.byteLength });
+  });
+
+  it("with 'none' and nothing expected: counts the bytes, records no integrity", () => {
+    const hasher = new IntegrityHasher(undefined, 'none');
+    expect(hasher.algorithm).toBe('none');
+    hasher.update(good);
+    hasher.update(bad);
+    expect(hasher.bytes).toBe(good.byteLength + bad.byteLength);
+    expect(hasher.verify('x')).toBeUndefined();
+  });
+
+  it('the integrityAlgorithm option takes exactly sha256, sha384, sha512 or none', async () => {
+    const root = await tempDir();
+    const fetch = () => Promise.resolve(good);
+    for (const integrityAlgorithm of ['sha256', 'sha384', 'sha512', 'none'] as const) {
+      const cache = new PackageCache({ root, fetch, integrityAlgorithm });
+      await cache.close();
+    }
+    for (const integrityAlgorithm of ['md5', 'SHA512', 'sha1', '', 'toString', ['sha256'], 512]) {
+      expect(
+        // @ts-expect-error: not an algorithm
+        () => new PackageCache({ root, fetch, integrityAlgorithm }),
+        String(integrityAlgorithm),
+      ).toThrow(TypeError);
+    }
   });
 });
