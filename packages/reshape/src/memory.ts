@@ -53,6 +53,7 @@ import {
   movedUnderDescendant,
   providerHasChildren,
   providerInUse,
+  resourceClassExists,
   resourceClassInUse,
   resourceClassNotFound,
   conflict,
@@ -423,6 +424,28 @@ class MemoryStore implements ReshapeStore {
       if (inv[name]) throw resourceClassInUse(name, rp);
     }
     this.customClasses.delete(name);
+  }
+
+  async renameResourceClass(from: string, to: string): Promise<void> {
+    this.open();
+    checkResourceClassName(from);
+    checkCustomName(to, 'resource class');
+    if (!this.customClasses.has(from)) throw resourceClassNotFound(from);
+    if (this.customClasses.has(to)) throw resourceClassExists(to);
+    for (const inv of this.inventories.values()) {
+      if (!(from in inv)) continue;
+      inv[to] = inv[from]!;
+      delete inv[from];
+    }
+    // The rows by consumer and by provider are the same objects.
+    for (const rows of this.allocations.values()) {
+      for (const r of rows) if (r.rc === from) r.rc = to;
+    }
+    for (const byConsumer of this.byProvider.values()) {
+      for (const rows of byConsumer.values()) for (const r of rows) if (r.rc === from) r.rc = to;
+    }
+    this.customClasses.delete(from);
+    this.customClasses.add(to);
   }
 
   async getAllocations(consumer: string): Promise<ConsumerAllocations | undefined> {

@@ -68,6 +68,11 @@ export function resourceClassNotFound(name: string): ReshapeError {
   );
 }
 
+/** Renaming a resource class to `name`, which exists. */
+export function resourceClassExists(name: string): ReshapeError {
+  return conflict(`resource class ${name} already exists`, { resourceClass: name });
+}
+
 export function resourceClassInUse(name: string, uuid: string): ReshapeError {
   return new ReshapeError(
     'reshape.resource_class_in_use',

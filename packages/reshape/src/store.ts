@@ -232,6 +232,16 @@ export interface ReshapeStore extends AsyncDisposable {
    * class, `reshape.resource_class_in_use` while a provider has inventory of it.
    */
   deleteResourceClass(name: string): Promise<void>;
+  /**
+   * Renames a custom resource class in place: the inventories and allocations of `from` become
+   * those of `to` (no provider or consumer generation changes, as in Placement, whose
+   * inventories and allocations refer to a class by id).
+   *
+   * @throws {@link ReshapeError} `reshape.resource_class_not_found` for a standard or unknown
+   * `from`, `reshape.duplicate` when `to` already exists, `reshape.invalid_input` when `to` is not
+   * a `CUSTOM_*` name.
+   */
+  renameResourceClass(from: string, to: string): Promise<void>;
 
   /** A consumer's allocations; `undefined` when it has none. */
   getAllocations(consumer: string): Promise<ConsumerAllocations | undefined>;

@@ -311,16 +311,27 @@ describe('answers as Placement 8.0 does', () => {
       expect(r.status).toBe(201);
     });
 
-    it('refuses to rename a class inventories use, and keeps it', async () => {
+    it('renames a class that inventories and allocations use, in place, as Placement does', async () => {
       await api('POST', '/resource_classes', { body: { name: 'CUSTOM_USED' } });
-      await provider({ CUSTOM_USED: { total: 1 } });
+      const rp = await provider({ CUSTOM_USED: { total: 4 } });
+      const consumer = randomUUID();
+      await allocate(consumer, rp.uuid, { CUSTOM_USED: 2 });
+      const generation = (await api('GET', `/resource_providers/${rp.uuid}`)).body.generation;
       const r = await api('PUT', '/resource_classes/CUSTOM_USED', {
         version: '1.6',
-        body: { name: 'CUSTOM_UNUSED' },
+        body: { name: 'CUSTOM_MOVED' },
       });
-      expect(r.status).toBe(409);
-      expect((await api('GET', '/resource_classes/CUSTOM_USED')).status).toBe(200);
-      expect((await api('GET', '/resource_classes/CUSTOM_UNUSED')).status).toBe(404);
+      expect(r.status).toBe(200);
+      expect(r.body.name).toBe('CUSTOM_MOVED');
+      expect((await api('GET', '/resource_classes/CUSTOM_USED')).status).toBe(404);
+      expect((await api('GET', '/resource_classes/CUSTOM_MOVED')).status).toBe(200);
+      const inv = await api('GET', `/resource_providers/${rp.uuid}/inventories`);
+      expect(Object.keys(inv.body.inventories)).toEqual(['CUSTOM_MOVED']);
+      expect(inv.body.resource_provider_generation).toBe(generation);
+      const usages = await api('GET', `/resource_providers/${rp.uuid}/usages`);
+      expect(usages.body.usages).toEqual({ CUSTOM_MOVED: 2 });
+      const allocations = await api('GET', `/allocations/${consumer}`);
+      expect(allocations.body.allocations[rp.uuid].resources).toEqual({ CUSTOM_MOVED: 2 });
     });
   });
 

@@ -26,6 +26,7 @@ import {
   movedUnderDescendant,
   providerHasChildren,
   providerInUse,
+  resourceClassExists,
   resourceClassInUse,
   resourceClassNotFound,
   conflictGeneration,
@@ -324,6 +325,29 @@ class SqlStore implements ReshapeStore {
         .executeTakeFirst()) as { provider_uuid: string } | undefined;
       if (inv) throw resourceClassInUse(name, inv.provider_uuid);
       await trx.deleteFrom(T.classes).where('name', '=', name).execute();
+    });
+  }
+
+  async renameResourceClass(from: string, to: string): Promise<void> {
+    checkResourceClassName(from);
+    checkCustomName(to, 'resource class');
+    await this.q.tx(async (trx) => {
+      const named = await trx
+        .selectFrom(T.classes)
+        .select('name')
+        .where('name', 'in', [from, to])
+        .execute();
+      if (!named.some((r) => r.name === from)) throw resourceClassNotFound(from);
+      if (named.some((r) => r.name === to)) throw resourceClassExists(to);
+      await trx.insertInto(T.classes).values({ name: to }).execute();
+      for (const table of [T.inventories, T.allocations]) {
+        await trx
+          .updateTable(table)
+          .set({ resource_class: to })
+          .where('resource_class', '=', from)
+          .execute();
+      }
+      await trx.deleteFrom(T.classes).where('name', '=', from).execute();
     });
   }
 

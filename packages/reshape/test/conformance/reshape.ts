@@ -186,6 +186,56 @@ export function reshapeCases(suite: { store: ReshapeStore }): void {
       expect(await dump(store, s.consumers, s.root.uuid)).toEqual(before);
     });
 
+    it('renames a custom resource class in place, inventories and allocations with it', async () => {
+      await store.createResourceClass('CUSTOM_RENAME_A');
+      const cn = await store.createProvider({ name: `rename-in-place-${randomUUID()}` });
+      await store.setInventories(cn.uuid, {
+        generation: 0,
+        inventories: { CUSTOM_RENAME_A: { total: 4 }, VCPU: { total: 2 } },
+      });
+      const consumers = [randomUUID(), randomUUID()];
+      for (const c of consumers)
+        await store.setAllocations(c, {
+          projectId: P,
+          userId: U,
+          allocations: { [cn.uuid]: { CUSTOM_RENAME_A: 1, VCPU: 1 } },
+        });
+      const before = await store.getInventories(cn.uuid);
+
+      await store.renameResourceClass('CUSTOM_RENAME_A', 'CUSTOM_RENAME_B');
+      const classes = await store.listResourceClasses();
+      expect(classes).toContain('CUSTOM_RENAME_B');
+      expect(classes).not.toContain('CUSTOM_RENAME_A');
+      const after = await store.getInventories(cn.uuid);
+      expect(after.generation).toBe(before.generation);
+      expect(Object.keys(after.inventories).sort()).toEqual(['CUSTOM_RENAME_B', 'VCPU']);
+      expect(after.inventories.CUSTOM_RENAME_B).toEqual(before.inventories.CUSTOM_RENAME_A);
+      expect((await store.getUsages(cn.uuid)).usages).toEqual({ CUSTOM_RENAME_B: 2, VCPU: 2 });
+      for (const c of consumers) {
+        const a = await store.getAllocations(c);
+        expect(a?.allocations[cn.uuid]).toEqual({ CUSTOM_RENAME_B: 1, VCPU: 1 });
+      }
+
+      await store.createResourceClass('CUSTOM_RENAME_C');
+      await expectCode(
+        store.renameResourceClass('CUSTOM_RENAME_B', 'CUSTOM_RENAME_C'),
+        'reshape.duplicate',
+      );
+      await expectCode(
+        store.renameResourceClass('CUSTOM_RENAME_A', 'CUSTOM_RENAME_D'),
+        'reshape.resource_class_not_found',
+      );
+      await expectCode(
+        store.renameResourceClass('VCPU', 'CUSTOM_RENAME_D'),
+        'reshape.resource_class_not_found',
+      );
+      await expectCode(
+        store.renameResourceClass('CUSTOM_RENAME_B', 'RENAME_D'),
+        'reshape.invalid_input',
+      );
+      expect((await store.getUsages(cn.uuid)).usages).toEqual({ CUSTOM_RENAME_B: 2, VCPU: 2 });
+    });
+
     it('renames a custom resource class', async () => {
       await store.createResourceClass('CUSTOM_OLD_GPU');
       await store.createResourceClass('CUSTOM_NEW_GPU');

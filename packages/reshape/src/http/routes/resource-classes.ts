@@ -1,7 +1,6 @@
 /** Standard and custom resource classes. */
 import { CUSTOM_NAME } from '../../model.js';
-import { RiggingError } from '@rigging/core';
-import { fromStoreError, HttpError } from '../errors.js';
+import { HttpError } from '../errors.js';
 import { atLeast, type Version } from '../microversion.js';
 import { SEG, V, type Route, type Kit } from '../route.js';
 import { rcLinks } from '../serialize.js';
@@ -9,10 +8,9 @@ import { rcLinks } from '../serialize.js';
 /** @internal */
 export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
   /**
-   * `PUT /resource_classes/{name}` before 1.7: renames a custom class, answering as Placement
-   * (404 unknown, 400 standard, 409 taken, 200 with the renamed class). The store has no rename:
-   * the class is deleted and created under its new name, so a class that inventories or
-   * allocations use cannot be renamed here (409, where Placement renames it in place).
+   * `PUT /resource_classes/{name}` before 1.7: renames a custom class in place, inventories and
+   * allocations included, answering as Placement (404 unknown, 400 standard, 409 taken, 200 with
+   * the renamed class).
    */
   async function rename(name: string, body: unknown, version: Version, base: string) {
     check.body('createResourceClass', version, body);
@@ -22,22 +20,7 @@ export function resourceClassRoutes({ store, check, call }: Kit): Route[] {
     if (!CUSTOM_NAME.test(name))
       throw new HttpError(400, `Cannot update standard resource class ${name}`);
     if (all.includes(to)) throw new HttpError(409, `Resource class already exists: ${to}`);
-    try {
-      await store.deleteResourceClass(name);
-    } catch (error) {
-      if (!RiggingError.hasCode(error, 'reshape.resource_class_in_use'))
-        throw fromStoreError(error);
-      throw new HttpError(
-        409,
-        `Cannot rename resource class ${name}: it is in use in inventory or allocation records.`,
-      );
-    }
-    try {
-      await call(() => store.createResourceClass(to));
-    } catch (error) {
-      await store.createResourceClass(name).catch(() => false);
-      throw error;
-    }
+    await call(() => store.renameResourceClass(name, to));
     return { status: 200, body: rcLinks(to, base) };
   }
 
