@@ -41,8 +41,8 @@ export interface HandlerContext {
    * This worker's claim on the op as a {@link Lease}: `key` is the op's key, `token` the claim's
    * fencing token (a later claim of the op gets a higher one, and on the SQL backend a later claim
    * of any op of the key: a resource that records the highest token it saw can refuse a stale
-   * worker's writes), `lost` is `signal`. Not released
-   * by the handler: the queue ends the claim when the op ends (`release()` does nothing). A
+   * worker's writes), `lost` aborts when the claim is lost (`signal` also aborts then, and when
+   * the queue closes). Not released by the handler: the queue ends the claim when the op ends (`release()` does nothing). A
    * flow engine can run the op's flow under it (`@rigging/tasks`: `lease`, or `flowHandler`'s
    * `ownership: 'claim'`).
    */

@@ -18,6 +18,7 @@ import { TERMINAL, type Waiters } from './waiters.js';
 /** A claim this instance runs. */
 class Inflight {
   #controller: AbortController | undefined;
+  #lost: AbortController | undefined;
   /** Set when close() gave up on the handler and released the op. */
   abandoned = false;
   closingAbort = false;
@@ -31,6 +32,10 @@ class Inflight {
   /** Created on first use (most handlers never look at their signal). */
   get controller(): AbortController {
     return (this.#controller ??= new AbortController());
+  }
+  /** Aborted only when the claim is lost (not when the queue closes): the lease's `lost`. */
+  get lost(): AbortController {
+    return (this.#lost ??= new AbortController());
   }
 }
 
@@ -82,7 +87,7 @@ class OpContext implements HandlerContext {
       key: claim.op.key,
       mode: 'exclusive' as const,
       token: BigInt(claim.token),
-      lost: this.signal,
+      lost: this.#entry.lost.signal,
       release,
       [Symbol.asyncDispose]: release,
     });
@@ -565,15 +570,14 @@ export class Worker<H extends Handlers> {
         'async-queue heartbeat',
       );
       for (const e of entries) {
-        if (lost.has(e.claim) && !e.controller.signal.aborted) {
-          e.controller.abort(
-            new QueueError(
-              'async-queue.lease_lost',
-              `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
-              { details: { id: e.claim.op.id } },
-            ),
-          );
-        }
+        if (!lost.has(e.claim) || e.lost.signal.aborted) continue;
+        const error = new QueueError(
+          'async-queue.lease_lost',
+          `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
+          { details: { id: e.claim.op.id } },
+        );
+        e.lost.abort(error);
+        if (!e.controller.signal.aborted) e.controller.abort(error);
       }
     } catch (err) {
       logger.warn({ err }, 'async-queue heartbeat failed');

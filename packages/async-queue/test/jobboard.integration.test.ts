@@ -341,7 +341,7 @@ for (const b of backends) {
           handlers: {
             op(_p: null, ctx: HandlerContext) {
               const { lease } = ctx;
-              seen.push({ key: lease.key, token: lease.token, lost: lease.lost === ctx.signal });
+              seen.push({ key: lease.key, token: lease.token, lost: lease.lost.aborted });
               return lease.mode;
             },
           },
@@ -351,8 +351,76 @@ for (const b of backends) {
       await q.call('k1', { type: 'op', payload: null });
       await q.call('k2', { type: 'op', payload: null });
       expect(seen.map((s) => s.key)).toEqual(['k1', 'k1', 'k2']);
-      expect(seen.every((s) => s.lost)).toBe(true);
+      expect(seen.some((s) => s.lost)).toBe(false);
       expect(seen[1]!.token).toBeGreaterThan(seen[0]!.token);
+    }, 60_000);
+
+    it("aborts the lease's `lost` when the claim is lost, not when the queue closes", async () => {
+      const name = `lease-lost${++n}`;
+      const base = sqlBackend(db1, { name, pollMs: 20 });
+      let loseClaims = false;
+      // A heartbeat that reports every claim lost once `loseClaims` is set.
+      const backend = new Proxy(base, {
+        get(target, prop) {
+          if (prop === 'heartbeat') {
+            return async (...args: Parameters<typeof base.heartbeat>) => {
+              const lost = await target.heartbeat(...args);
+              return loseClaims ? new Set(args[0]) : lost;
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const started = deferred<void>();
+      const outcomes: { signal: boolean; lost: boolean; reason?: string }[] = [];
+      const q = createQueue({
+        backend,
+        leaseMs: 1000,
+        heartbeatMs: 50,
+        closeGraceMs: 50,
+        handlers: {
+          async op(_p: null, ctx: HandlerContext) {
+            started.resolve();
+            await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+            await sleep(20);
+            const reason = ctx.lease.lost.reason as { code?: string } | undefined;
+            outcomes.push({
+              signal: ctx.signal.aborted,
+              lost: ctx.lease.lost.aborted,
+              ...(reason?.code ? { reason: reason.code } : {}),
+            });
+            return null;
+          },
+        },
+      });
+      await q.cast('closing', { type: 'op', payload: null });
+      await started.promise;
+      await q.close(); // the handler's signal aborts; its claim is not lost
+      expect(outcomes).toEqual([{ signal: true, lost: false }]);
+
+      const again = track(
+        createQueue({
+          backend,
+          leaseMs: 1000,
+          heartbeatMs: 50,
+          handlers: {
+            async op(_p: null, ctx: HandlerContext) {
+              loseClaims = true;
+              await new Promise((resolve) => ctx.lease.lost.addEventListener('abort', resolve));
+              outcomes.push({
+                signal: ctx.signal.aborted,
+                lost: true,
+                reason: (ctx.lease.lost.reason as { code?: string }).code!,
+              });
+              return null;
+            },
+          },
+        }),
+      );
+      await again.cast('losing', { type: 'op', payload: null });
+      await waitFor(() => outcomes.length === 2);
+      expect(outcomes[1]).toEqual({ signal: true, lost: true, reason: 'async-queue.lease_lost' });
     }, 60_000);
 
     it('successes recorded together: each checked against its own token, one claim each', async () => {
