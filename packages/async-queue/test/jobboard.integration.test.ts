@@ -305,12 +305,12 @@ for (const b of backends) {
         createQueue({
           backend,
           workerId: 'a',
-          leaseMs: 1000,
-          heartbeatMs: 150,
+          leaseMs: 2500,
+          heartbeatMs: 250,
           closeGraceMs: 100,
           handlers: {
             async op(_p: null, ctx: HandlerContext) {
-              await sleep(3000); // three leases
+              await sleep(5000); // two leases
               return `a${ctx.attempt}`;
             },
           },
