@@ -447,6 +447,11 @@ async function check(req: Drawn): Promise<boolean> {
   });
   const answered = `${describeRequest(req)}\n→ ${answer.status} ${answer.type} ${answer.body.slice(0, 2000)}`;
   if (answer.status >= 500) throw new Error(answered);
+  // A client resolves dot segments (`..`, `%2e%2e`) before sending: a path that left the
+  // operation's prefix reached another route, whose answer this operation does not describe.
+  const hole = req.op.path.indexOf('{');
+  const prefix = hole < 0 ? req.op.path : req.op.path.slice(0, hole);
+  if (!new URL(req.path, s.url).pathname.startsWith(prefix)) return false;
   const breaks = answerBreaks(req.op, answer);
   if (breaks) throw new Error(`${answered}\n(${breaks}, for ${req.operation})`);
   const refused = documentRefuses(req.op, req);
