@@ -437,12 +437,9 @@ class MemoryStore implements ReshapeStore {
       inv[to] = inv[from]!;
       delete inv[from];
     }
-    // The rows by consumer and by provider are the same objects.
+    // `byProvider` indexes these same row objects: renaming them here renames them there.
     for (const rows of this.allocations.values()) {
       for (const r of rows) if (r.rc === from) r.rc = to;
-    }
-    for (const byConsumer of this.byProvider.values()) {
-      for (const rows of byConsumer.values()) for (const r of rows) if (r.rc === from) r.rc = to;
     }
     this.customClasses.delete(from);
     this.customClasses.add(to);
