@@ -10,6 +10,7 @@ import {
 } from '@rigging/core';
 import type { Claim, ClaimOptions, Completion, QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
+import { heartbeatLoop } from './heartbeats.js';
 import type { ResolvedOptions } from './options.js';
 import type { Reporter } from './status.js';
 import type { HandlerContext, Handlers } from './types.js';
@@ -105,11 +106,6 @@ class OpContext implements HandlerContext {
     };
   }
 }
-
-/** Recent heartbeats (sent in the last two periods) of one worker that may be pending at once. */
-const HEARTBEATS_IN_TIME = 2;
-/** Heartbeats of one worker that may be pending at once, hung ones included. */
-const HEARTBEATS_PENDING_MAX = 16;
 
 /** Give-backs of one op remembered per worker for the hot-loop floor (oldest forgotten first). */
 const MAX_GIVE_BACK_MEMORY = 10_000;
@@ -520,68 +516,14 @@ export class Worker<H extends Handlers> {
     }
   }
 
-  /**
-   * Durable backends: extends the leases of ops in flight until close() is done with them, every
-   * `heartbeatMs`. A heartbeat that has not answered does not hold the next ones up: a statement
-   * sent into a network cut can hang on its half-open connection long after the network is back
-   * (until TCP retransmits, tens of seconds), and meanwhile the claims this worker took since
-   * would expire. A tick skips its heartbeat only while {@link HEARTBEATS_IN_TIME} sent in the
-   * last two periods are still pending (a slow database, not a cut), or
-   * {@link HEARTBEATS_PENDING_MAX} in all; close() waits for pending ones one more period at most.
-   */
-  async heartbeatLoop(): Promise<void> {
-    const { clock, heartbeatMs, logger } = this.#options;
-    const pending = new Map<Promise<void>, number>(); // heartbeat → when it was sent
-    while (!this.halt.signal.aborted) {
-      await clock.sleep(heartbeatMs, { signal: this.halt.signal }).catch(() => {});
-      if (this.halt.signal.aborted) break;
-      const entries = [...this.#inflight.values()].filter((e) => !e.abandoned);
-      if (entries.length === 0 || pending.size >= HEARTBEATS_PENDING_MAX) continue;
-      const now = clock.now();
-      let recent = 0;
-      for (const sent of pending.values()) if (now - sent < 2 * heartbeatMs) recent++;
-      if (recent >= HEARTBEATS_IN_TIME) {
-        logger.debug({ pending: pending.size, recent }, 'async-queue heartbeat skipped');
-        continue;
-      }
-      const beat = this.#heartbeat(entries).finally(() => pending.delete(beat));
-      pending.set(beat, now);
-    }
-    if (pending.size === 0) return;
-    const tick = new AbortController();
-    await Promise.race([
-      Promise.allSettled(pending.keys()),
-      clock.sleep(heartbeatMs, { signal: tick.signal }).catch(() => {}),
-    ]);
-    tick.abort();
-  }
-
-  /** One heartbeat of `entries`: extends their leases, aborts the signal of those lost. */
-  async #heartbeat(entries: readonly Inflight[]): Promise<void> {
-    const { clock, leaseMs, logger } = this.#options;
-    const started = clock.now();
-    try {
-      const lost = await this.#backend.heartbeat(
-        entries.map((e) => e.claim),
-        leaseMs,
-      );
-      logger.debug(
-        { ms: clock.now() - started, claims: entries.length, lost: lost.size },
-        'async-queue heartbeat',
-      );
-      for (const e of entries) {
-        if (!lost.has(e.claim) || e.lost.signal.aborted) continue;
-        const error = new QueueError(
-          'async-queue.lease_lost',
-          `the claim on op ${e.claim.op.id} was lost; it may run elsewhere`,
-          { details: { id: e.claim.op.id } },
-        );
-        e.lost.abort(error);
-        if (!e.controller.signal.aborted) e.controller.abort(error);
-      }
-    } catch (err) {
-      logger.warn({ err }, 'async-queue heartbeat failed');
-    }
+  /** Durable backends: extends the leases of ops in flight until close() is done with them. */
+  heartbeatLoop(): Promise<void> {
+    return heartbeatLoop({
+      backend: this.#backend,
+      options: this.#options,
+      halt: this.halt.signal,
+      held: () => [...this.#inflight.values()].filter((e) => !e.abandoned),
+    });
   }
 
   /**
