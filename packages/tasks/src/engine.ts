@@ -167,6 +167,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
       throw new TypeError('run(flow, { inputs }): inputs must be an object');
     }
     const compiled = validateFlow(flow as Node, inputs);
+    this.#checkTransactions(compiled);
     const flowId = options.flowId ?? randomUUID();
     if (typeof flowId !== 'string' || !flowId || flowId.length > 190) {
       throw new TypeError(
@@ -208,6 +209,7 @@ export class Engine extends TypedEmitter<EngineEvents> {
     options: ResumeOptions = {},
   ): Promise<O> {
     const compiled = compile(flow as Node);
+    this.#checkTransactions(compiled);
     options.signal?.throwIfAborted();
     return this.#own(flowId, options.lease, async (lease) => {
       const loaded = await this.log.load(flowId);
@@ -284,6 +286,18 @@ export class Engine extends TypedEmitter<EngineEvents> {
   /** Ids of flows this engine is running now. */
   get running(): string[] {
     return [...this.#owned];
+  }
+
+  /** `tasks.transaction_unsupported` when a task of `compiled` needs transactions the log does not offer. */
+  #checkTransactions(compiled: CompiledFlow): void {
+    if (this.log.transaction !== undefined) return;
+    const atom = compiled.atoms.find((a) => a.task.transaction);
+    if (atom === undefined) return;
+    throw new TasksError(
+      'tasks.transaction_unsupported',
+      `task '${atom.name}' runs in a transaction of the task log (transaction: true), but this engine's log offers none: use sqlLog(database) from @rigging/tasks/sql`,
+      { details: { task: atom.name } },
+    );
   }
 
   /** A run of `compiled` as `flowId` with `inputs`, given this engine's settings; active until its flow is released. */

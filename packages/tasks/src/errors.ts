@@ -15,6 +15,7 @@ export type TasksErrorCode =
   | 'tasks.flow_not_found'
   | 'tasks.incompatible_log'
   | 'tasks.sensitive_unavailable'
+  | 'tasks.transaction_unsupported'
   | 'tasks.log_corrupt';
 
 /** An error of @rigging/tasks (see {@link TasksErrorCode}). */

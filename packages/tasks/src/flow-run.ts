@@ -152,6 +152,12 @@ export class FlowRun {
     try {
       if (state.phase === 'forward') {
         await runForward(this.#context, state, journal, this.#attempts, this.#reverter);
+        if (journal.finished) {
+          // The flow's SUCCESS committed with its last task's transaction: it is done, whatever
+          // was asked of the run since.
+          await journal.flow('SUCCESS');
+          return state.outputs();
+        }
         await this.#suspendOrThrowIfStopped();
         if (state.failures.length === 0 && state.stopReason !== 'cancel') {
           await journal.flow('SUCCESS');

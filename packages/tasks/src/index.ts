@@ -38,6 +38,7 @@ export type {
   FlowDefinition,
   LogEntry,
   FlowSummary,
+  TransactionWrite,
 } from './log.js';
 export { TasksError, FlowFailed } from './errors.js';
 export type { TasksErrorCode, TaskFailure, RevertOutcome } from './errors.js';

@@ -129,6 +129,29 @@ export interface TaskLog {
    * no connection to lose (the memory log) leaves it out.
    */
   isConnectionLoss?(error: unknown): boolean;
+  /**
+   * Runs `work` in one transaction of the log's store and writes what it returns in the same
+   * transaction: the flow's creation when `create` is given, then `entries` (and `update`), fenced
+   * as `append` is. The work's own writes and the log's commit together or not at all. Resolves
+   * with `value` once committed. Optional: the engine refuses a task defined with
+   * `transaction: true` on a log without it (`tasks.transaction_unsupported`).
+   */
+  transaction?<T>(
+    flowId: string,
+    work: (transaction: unknown) => Promise<TransactionWrite<T>>,
+  ): Promise<T>;
+}
+
+/** What the work of {@link TaskLog.transaction} returns: its value and the log's writes. */
+export interface TransactionWrite<T> {
+  /** What `transaction` resolves with. */
+  value: T;
+  /** The new flow's record, created first (with `entries`) when the flow is new. */
+  create?: FlowRecord | undefined;
+  /** Entries appended (after the creation's, if any). */
+  entries: LogEntry[];
+  /** As `append`'s `update` (ignored with `create`, whose record holds the state). */
+  update: { state?: FlowState; token?: bigint | null };
 }
 
 export function fenced(

@@ -13,6 +13,7 @@ export function taskContext(
   index: number,
   signal: AbortSignal,
   params: JsonObject | undefined,
+  transaction?: unknown,
 ): TaskContext {
   const name = context.compiled.atoms[index]!.name;
   return {
@@ -26,6 +27,7 @@ export function taskContext(
     attempt: state.attempt(index),
     params,
     lease: context.taskLease,
+    transaction,
   };
 }
 
@@ -57,6 +59,7 @@ export class TaskAttempts {
    * result to check further) continues asynchronously.
    */
   run(index: number): boolean | Promise<boolean> {
+    if (this.#context.compiled.atoms[index]!.task.transaction) return this.#inTransaction(index);
     const written = this.#journal.running(index);
     if (written !== SETTLED) return this.#executeAfter(written, index);
     if (this.#state.stopReason !== undefined) return this.#notStarted(index);
@@ -141,42 +144,120 @@ export class TaskAttempts {
         await journal.task(index, 'FAILURE', failureOf(atom.name, bad));
         return false;
       }
-      const failure = failureOf(atom.name, error);
-      if (signal.aborted) {
-        await journal.task(index, 'CANCELLED', failure);
-        return false;
-      }
-      const attempt = state.attempt(index);
-      const decision = task.retry
-        ? task.retry.onFailure({ task: atom.name, attempt, error })
-        : { action: 'revert' as const };
-      if (decision.action === 'retry' && state.stopReason === undefined) {
-        await journal.task(index, 'RETRYING', failure);
-        try {
-          if (decision.delayMs) await this.#context.clock.sleep(decision.delayMs, { signal });
-        } catch (thrown) {
-          await journal.task(index, 'CANCELLED', failureOf(atom.name, thrown));
-          return false;
-        }
-        const written = journal.running(index);
-        params = state.paramsOf(
-          index,
-          decision.params ?? task.retry?.paramsFor?.(state.attempt(index)),
-        );
-        await written;
-        continue;
-      }
-      const retry =
-        decision.action === 'revertAll' || state.flowRetry !== undefined
-          ? undefined
-          : this.#flowRetryFor(index, error, failure);
-      if (retry) {
-        await journal.flowRetrying(index, retry);
-        return false;
-      }
-      await journal.task(index, 'FAILURE', failure);
+      const next = await this.#failed(index, error, false);
+      if (next === false) return false;
+      params = next;
+    }
+  }
+
+  /**
+   * Attempts of atom `index`, a task defined with `transaction: true`: each runs `execute` in a
+   * transaction of the log committed with its SUCCESS (see {@link RunJournal.committed}). A
+   * failure of the task (its error, or a result that cannot be stored) goes the way of any task's;
+   * a failure of the log's (a lost connection, fenced, a commit refused) stops the run: nothing of
+   * the attempt was written, so a resume runs it again.
+   */
+  async #inTransaction(index: number): Promise<boolean> {
+    const state = this.#state;
+    const journal = this.#journal;
+    const atom = this.#context.compiled.atoms[index]!;
+    const task = atom.task;
+    const log = this.#context.log;
+    await journal.transactionStarting(index);
+    if (state.stopReason !== undefined) {
+      journal.transactionNotStarted(index);
       return false;
     }
+    let params = state.paramsOf(index, task.retry?.paramsFor?.(state.attempt(index)));
+    for (;;) {
+      let thrown: { error: unknown; result: boolean } | undefined;
+      try {
+        await journal.committed(index, async (transaction) => {
+          thrown = undefined;
+          let result: unknown;
+          try {
+            result = await task.execute(
+              taskContext(this.#context, state, index, this.#signal, params, transaction),
+              state.inputsFor(index, params),
+            );
+          } catch (error) {
+            thrown = { error, result: false };
+            throw error;
+          }
+          if (result === undefined) result = null;
+          const bad = resultProblem(atom.name, task.provides, result);
+          if (bad) {
+            thrown = { error: bad, result: true };
+            throw bad;
+          }
+          return result;
+        });
+        return true;
+      } catch (error) {
+        if (thrown === undefined || thrown.error !== error || log.isConnectionLoss?.(error)) {
+          throw error; // the log's failure, not the task's
+        }
+        if (thrown.result) {
+          await journal.task(index, 'FAILURE', failureOf(atom.name, error));
+          return false;
+        }
+      }
+      const next = await this.#failed(index, thrown.error, true);
+      if (next === false) return false;
+      params = next;
+    }
+  }
+
+  /**
+   * Atom `index`'s attempt threw `error`: CANCELLED when the run was cancelled, else what its retry
+   * controller (or an enclosing flow's) decides. Resolves with the next attempt's params when the
+   * task runs again (its next attempt started), `false` when it does not.
+   */
+  async #failed(
+    index: number,
+    error: unknown,
+    transactional: boolean,
+  ): Promise<JsonObject | undefined | false> {
+    const state = this.#state;
+    const journal = this.#journal;
+    const signal = this.#signal;
+    const atom = this.#context.compiled.atoms[index]!;
+    const task = atom.task;
+    const failure = failureOf(atom.name, error);
+    if (signal.aborted) {
+      await journal.task(index, 'CANCELLED', failure);
+      return false;
+    }
+    const attempt = state.attempt(index);
+    const decision = task.retry
+      ? task.retry.onFailure({ task: atom.name, attempt, error })
+      : { action: 'revert' as const };
+    if (decision.action === 'retry' && state.stopReason === undefined) {
+      await journal.task(index, 'RETRYING', failure);
+      try {
+        if (decision.delayMs) await this.#context.clock.sleep(decision.delayMs, { signal });
+      } catch (thrown) {
+        await journal.task(index, 'CANCELLED', failureOf(atom.name, thrown));
+        return false;
+      }
+      const written = transactional ? journal.transactionStarting(index) : journal.running(index);
+      const params = state.paramsOf(
+        index,
+        decision.params ?? task.retry?.paramsFor?.(state.attempt(index)),
+      );
+      await written;
+      return params;
+    }
+    const retry =
+      decision.action === 'revertAll' || state.flowRetry !== undefined
+        ? undefined
+        : this.#flowRetryFor(index, error, failure);
+    if (retry) {
+      await journal.flowRetrying(index, retry);
+      return false;
+    }
+    await journal.task(index, 'FAILURE', failure);
+    return false;
   }
 
   /** The innermost enclosing flow whose retry controller retries, if any (with its failed attempt's number). */

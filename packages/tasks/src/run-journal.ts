@@ -77,6 +77,8 @@ export class RunJournal {
   #held: Held[] = [];
   /** The new flow's record and first entry, created with the first append. */
   #create: { record: FlowRecord; entry: LogEntry } | undefined;
+  /** The flow's SUCCESS committed with its last task's transaction, its event not emitted yet. */
+  #finished: LogEntry | undefined;
 
   constructor(context: RunContext, state: RunState) {
     this.#context = context;
@@ -150,6 +152,93 @@ export class RunJournal {
     this.#held.push({ index, entry: this.#entry(index, 'PENDING'), result: undefined });
   }
 
+  /**
+   * Atom `index`, a task defined with `transaction: true`, starts an attempt: counted, not
+   * written (a transaction that does not commit leaves nothing of it). What is held is written
+   * first, and the new flow's record too when another task may run meanwhile: only this task's
+   * own entries (and the flow's creation, or its end) ride on its transaction.
+   */
+  async transactionStarting(index: number): Promise<void> {
+    this.#state.nextAttempt(index);
+    if (this.#held.length > 0 || (this.#create !== undefined && this.#context.concurrency > 1))
+      await this.#append([], this.#tokenOnly);
+    this.#state.entered(index, 'RUNNING');
+    const event: LogEntry = {
+      seq: this.#seq, // not written: the event only
+      task: this.#context.compiled.atoms[index]!.name,
+      state: 'RUNNING',
+      attempt: this.#state.attempt(index),
+      at: this.#context.clock.now(),
+    };
+    this.#emitTask(index, event, false, undefined);
+  }
+
+  /** Atom `index`, a transactional task, was not started after all (see {@link notStarted}). */
+  transactionNotStarted(index: number): void {
+    this.#state.entered(index, 'PENDING', this.#state.attempt(index) - 1);
+  }
+
+  /**
+   * Runs `work` (atom `index`'s execute, result checked) in one transaction of the log with the
+   * task's SUCCESS — and the flow's creation when it is new, and the flow's SUCCESS when nothing
+   * else is left to run or write — committed together. Then the state moves and the events go.
+   * On any failure nothing was written and the state is as before.
+   */
+  async committed(index: number, work: (transaction: unknown) => Promise<unknown>): Promise<void> {
+    const log = this.#context.log;
+    const state = this.#state;
+    const create = this.#create;
+    this.#create = undefined;
+    const before = this.#seq;
+    const entry = this.#entry(index, 'SUCCESS');
+    let end: LogEntry | undefined;
+    let result: unknown;
+    try {
+      await log.transaction!(this.flowId, async (transaction) => {
+        result = await work(transaction);
+        entry.result = this.#sensitive(index)
+          ? protect(result, this.#context.key)
+          : (result as Json);
+        end ??= this.#endsWith(index) ? this.#flowEntry('SUCCESS') : undefined;
+        const entries: LogEntry[] = [];
+        if (create) entries.push(create.entry);
+        entries.push(entry);
+        if (end) entries.push(end);
+        const update = end ? { state: 'SUCCESS' as const, token: this.#token } : this.#tokenOnly;
+        if (create) {
+          create.record.state = end ? 'SUCCESS' : 'RUNNING';
+          create.record.updatedAt = entries[entries.length - 1]!.at;
+        }
+        return { value: undefined, create: create?.record, entries, update };
+      });
+    } catch (error) {
+      this.#create = create;
+      if (this.#seq === (end ?? entry).seq) this.#seq = before; // no gap in the log's positions
+      throw error;
+    }
+    if (create) this.#emitFlow('RUNNING', create.entry.at);
+    state.completed(index, entry.result!, result);
+    this.#emitTask(index, entry, true, result);
+    if (end) this.#finished = end;
+  }
+
+  /** Whether the flow ends with atom `index`'s success: every other task done, nothing held, no stop. */
+  #endsWith(index: number): boolean {
+    const state = this.#state;
+    if (this.#held.length > 0 || state.stopReason !== undefined || state.failures.length > 0)
+      return false;
+    if (state.fatal !== undefined || state.flowRetry !== undefined) return false;
+    const atoms = this.#context.compiled.atoms;
+    for (let k = 0; k < atoms.length; k++)
+      if (k !== index && state.state(k) !== 'SUCCESS') return false;
+    return true;
+  }
+
+  /** Whether the flow's SUCCESS was committed with its last task (see {@link committed}). */
+  get finished(): boolean {
+    return this.#finished !== undefined;
+  }
+
   /** Writes what is held, if anything (undefined when nothing is). */
   flush(): Promise<void> | undefined {
     if (this.#held.length === 0 && this.#create === undefined) return undefined;
@@ -216,8 +305,14 @@ export class RunJournal {
 
   /** The flow moves to `state` (RUNNING: forward; REVERTING: reverting for `failure`). */
   async flow(state: FlowState, failure?: TaskFailure): Promise<void> {
-    const at = this.#context.clock.now();
-    const entry: LogEntry = { seq: ++this.#seq, task: null, state, at, token: this.#token };
+    const finished = this.#finished;
+    if (finished !== undefined && state === 'SUCCESS') {
+      this.#finished = undefined;
+      this.#emitFlow('SUCCESS', finished.at);
+      return;
+    }
+    const entry = this.#flowEntry(state);
+    const at = entry.at;
     if (failure) entry.failure = failure;
     await this.#append([entry], { state, token: this.#token });
     if (state === 'RUNNING') this.#state.phaseEntered('forward');
@@ -300,6 +395,17 @@ export class RunJournal {
   #emitHeld(held: Held[]): void {
     for (const { index, entry, result } of held)
       this.#emitTask(index, entry, entry.state === 'SUCCESS', result);
+  }
+
+  /** The entry of a transition of the flow itself, now. */
+  #flowEntry(state: FlowState): LogEntry {
+    return {
+      seq: ++this.#seq,
+      task: null,
+      state,
+      at: this.#context.clock.now(),
+      token: this.#token,
+    };
   }
 
   /** The entry of a transition of atom `index` (its current attempt, now). */

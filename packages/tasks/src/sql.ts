@@ -1,6 +1,6 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
-import type { Database, Migration } from '@rigging/sql';
+import type { Database, Kysely, Migration } from '@rigging/sql';
 import { isConnectionError, isUniqueViolation, sql } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
@@ -12,9 +12,11 @@ import {
   type FlowSummary,
   type LogEntry,
   type TaskLog,
+  type TransactionWrite,
 } from './log.js';
 
 export type { TaskLog } from './log.js';
+import type { TaskContext } from './task.js';
 
 const FLOWS = 'rigging_tasks_flows';
 const LOG = 'rigging_tasks_log';
@@ -151,6 +153,16 @@ const FLOW_COLUMNS = [
   'updated_at',
 ] as const;
 
+/** A unique violation on the log's key: another engine wrote that position (`tasks.fenced`); other errors as they are. */
+function positionTaken(error: unknown, flowId: string, entries: LogEntry[]): unknown {
+  if (!isUniqueViolation(error)) return error;
+  return new TasksError(
+    'tasks.fenced',
+    `flow ${flowId}: log position ${entries[0]?.seq ?? '?'} already written by another engine`,
+    { cause: error, details: { flowId } },
+  );
+}
+
 /** The task log of {@link sqlLog}: one instance per database, its tables migrated. */
 class SqlTaskLog implements TaskLog {
   readonly #database: Database;
@@ -235,30 +247,66 @@ class SqlTaskLog implements TaskLog {
     return Number(result.numAffectedRows ?? 0) === entries.length;
   }
 
+  /** Inserts the flow's record and its first entries with `t`. */
+  async #createIn(t: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
+    await t
+      .insertInto(FLOWS)
+      .values({
+        flow_id: record.flowId,
+        name: record.name,
+        state: record.state,
+        definition: JSON.stringify(record.definition),
+        inputs: JSON.stringify(record.inputs),
+        token: record.token === null ? null : record.token.toString(),
+        writes: 0,
+        created_at: record.createdAt,
+        updated_at: record.updatedAt,
+      })
+      .execute();
+    if (entries.length) {
+      await t
+        .insertInto(LOG)
+        .values(entries.map((e) => toRow(record.flowId, e)))
+        .execute();
+    }
+  }
+
+  /** The fenced flow update and the inserts of an append, with `t` (inside a transaction). */
+  async #appendIn(
+    t: Db,
+    flowId: string,
+    entries: LogEntry[],
+    update: { state?: FlowState; token?: bigint | null },
+  ): Promise<void> {
+    const token = update.token;
+    let q = t
+      .updateTable(FLOWS)
+      .set((eb) => {
+        const set: Record<string, unknown> = { writes: eb('writes', '+', 1) };
+        if (update.state) set.state = update.state;
+        if (token != null) set.token = token.toString();
+        if (entries.length) set.updated_at = entries[entries.length - 1]!.at;
+        return set as never;
+      })
+      .where('flow_id', '=', flowId);
+    if (token != null) {
+      q = q.where((eb) =>
+        eb.or([eb('token', 'is', null), eb('token', '<=', token.toString() as never)]),
+      );
+    }
+    const res = await q.executeTakeFirst();
+    if (Number(res.numUpdatedRows) === 0) await this.#rejectWrite(t, flowId, token);
+    if (entries.length) {
+      await t
+        .insertInto(LOG)
+        .values(entries.map((e) => toRow(flowId, e)))
+        .execute();
+    }
+  }
+
   async create(record: FlowRecord, entries: LogEntry[]): Promise<void> {
     try {
-      await this.#database.transaction(async (trx) => {
-        await (trx as Db)
-          .insertInto(FLOWS)
-          .values({
-            flow_id: record.flowId,
-            name: record.name,
-            state: record.state,
-            definition: JSON.stringify(record.definition),
-            inputs: JSON.stringify(record.inputs),
-            token: record.token === null ? null : record.token.toString(),
-            writes: 0,
-            created_at: record.createdAt,
-            updated_at: record.updatedAt,
-          })
-          .execute();
-        if (entries.length) {
-          await (trx as Db)
-            .insertInto(LOG)
-            .values(entries.map((e) => toRow(record.flowId, e)))
-            .execute();
-        }
-      });
+      await this.#database.transaction((trx) => this.#createIn(trx as Db, record, entries));
     } catch (error) {
       if (isUniqueViolation(error)) throw flowExists(record.flowId);
       throw error;
@@ -270,48 +318,39 @@ class SqlTaskLog implements TaskLog {
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
   ): Promise<void> {
-    const token = update.token;
     try {
       if (this.#database.dialect === 'postgres' && entries.length > 0) {
         await this.#appendPostgres(flowId, entries, update);
         return;
       }
       if (this.#database.dialect === 'sqlite' && entries.length > 0 && !update.state) {
-        if (await this.#appendSqliteFast(flowId, entries, token)) return;
+        if (await this.#appendSqliteFast(flowId, entries, update.token)) return;
       }
-      await this.#database.transaction(async (trx) => {
+      await this.#database.transaction((trx) => this.#appendIn(trx as Db, flowId, entries, update));
+    } catch (error) {
+      throw positionTaken(error, flowId, entries);
+    }
+  }
+
+  async transaction<T>(
+    flowId: string,
+    work: (transaction: unknown) => Promise<TransactionWrite<T>>,
+  ): Promise<T> {
+    let write: TransactionWrite<T> | undefined;
+    try {
+      return await this.#database.transaction(async (trx) => {
+        write = undefined;
+        write = await work(trx);
         const t = trx as Db;
-        let q = t
-          .updateTable(FLOWS)
-          .set((eb) => {
-            const set: Record<string, unknown> = { writes: eb('writes', '+', 1) };
-            if (update.state) set.state = update.state;
-            if (token != null) set.token = token.toString();
-            if (entries.length) set.updated_at = entries[entries.length - 1]!.at;
-            return set as never;
-          })
-          .where('flow_id', '=', flowId);
-        if (token != null) {
-          q = q.where((eb) =>
-            eb.or([eb('token', 'is', null), eb('token', '<=', token.toString() as never)]),
-          );
-        }
-        const res = await q.executeTakeFirst();
-        if (Number(res.numUpdatedRows) === 0) await this.#rejectWrite(t, flowId, token);
-        if (entries.length) {
-          await t
-            .insertInto(LOG)
-            .values(entries.map((e) => toRow(flowId, e)))
-            .execute();
-        }
+        if (write.create) await this.#createIn(t, write.create, write.entries);
+        else await this.#appendIn(t, flowId, write.entries, write.update);
+        return write.value;
       });
     } catch (error) {
-      if (isUniqueViolation(error)) {
-        throw new TasksError(
-          'tasks.fenced',
-          `flow ${flowId}: log position ${entries[0]?.seq ?? '?'} already written by another engine`,
-          { cause: error, details: { flowId } },
-        );
+      // Only the log's own inserts map to log errors; a unique violation of the work is its own.
+      if (write !== undefined && isUniqueViolation(error)) {
+        if (write.create) throw flowExists(flowId);
+        throw positionTaken(error, flowId, write.entries);
       }
       throw error;
     }
@@ -383,4 +422,31 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
   }
   await database.migrate('tasks', migrations);
   return new SqlTaskLog(database);
+}
+
+/**
+ * The transaction of a task defined with `transaction: true` on a {@link sqlLog}, typed with
+ * your tables: what the task writes through it commits together with the task's SUCCESS in the
+ * log (its database must be the log's). A `TypeError` for any other task.
+ *
+ * @example
+ * task({
+ *   name: 'debit',
+ *   transaction: true,
+ *   execute: (ctx, { account }: { account: string }) =>
+ *     sqlTransaction<MyTables>(ctx)
+ *       .updateTable('accounts')
+ *       .set((eb) => ({ balance: eb('balance', '-', 10) }))
+ *       .where('id', '=', account)
+ *       .execute()
+ *       .then(() => null),
+ * });
+ */
+export function sqlTransaction<DB>(ctx: TaskContext): Kysely<DB> {
+  if (ctx?.transaction === undefined || ctx.transaction === null) {
+    throw new TypeError(
+      `sqlTransaction(ctx): task '${String(ctx?.task)}' has no transaction; define it with transaction: true and run it on sqlLog`,
+    );
+  }
+  return ctx.transaction as Kysely<DB>;
 }

@@ -26,6 +26,13 @@ export interface TaskContext {
    * `lease.lost` aborts when the engine loses the flow.
    */
   readonly lease: TaskLease | undefined;
+  /**
+   * The transaction `execute` runs in, for a task defined with `transaction: true`: a
+   * transaction of the task log's database (with `@rigging/tasks/sql`, a Kysely transaction —
+   * `sqlTransaction(ctx)` gives it typed). What the task writes through it commits together with
+   * the task's SUCCESS in the log, or not at all. `undefined` for every other task, and in `revert`.
+   */
+  readonly transaction: unknown;
 }
 
 /** The lease a flow runs under, as a task sees it: read-only (its holder releases it). */
@@ -81,6 +88,17 @@ export interface TaskSpec<Req extends string, I, R, P extends Provides | undefin
    * provided symbols. Redacted, or encrypted when the engine has a `secretKey`.
    */
   sensitive?: boolean | readonly string[];
+  /**
+   * Run `execute` inside one transaction of the task log's database, committed with the task's
+   * SUCCESS (and, when it is the flow's last task, with the flow's): the task's database writes
+   * (through `ctx.transaction`) happen exactly once, and the task costs one commit instead of two
+   * (no RUNNING entry is written for it — nothing of it is left behind when it does not commit).
+   * Its only effects must be those writes: a crash, a lost connection or a conflict rolls them
+   * back and the task runs again, and anything else it did is neither recorded nor reverted.
+   * Needs a log that offers transactions (`sqlLog`); `tasks.transaction_unsupported` otherwise.
+   * `revert` runs outside any transaction, as for every task. @default false
+   */
+  transaction?: boolean;
 }
 
 /** A task: the atom of a flow. `I` are the inputs it needs, `O` the symbols it provides. */
@@ -99,6 +117,8 @@ export interface Task<I = any, O = any> {
   readonly retry: RetryController | undefined;
   /** What is never stored in clear (see {@link TaskSpec.sensitive}); `false` when omitted. */
   readonly sensitive: boolean | readonly string[];
+  /** Whether `execute` runs in a transaction of the log, committed with its SUCCESS (see {@link TaskSpec.transaction}). */
+  readonly transaction: boolean;
   /** The spec's `execute`. */
   readonly execute: (ctx: TaskContext, inputs: any) => unknown;
   /** The spec's `revert`; `undefined` when the task has nothing to undo. */
@@ -171,6 +191,9 @@ export function task<
       }
     }
   }
+  if (spec.transaction !== undefined && typeof spec.transaction !== 'boolean') {
+    throw new TypeError(`task '${name}': transaction must be a boolean`);
+  }
   const version = spec.version === undefined ? '1' : String(spec.version);
   if (!/^[0-9A-Za-z][0-9A-Za-z._-]*$/.test(version)) {
     throw new TypeError(
@@ -185,6 +208,7 @@ export function task<
     provides: typeof provides === 'string' ? provides : provides ? [...provides] : undefined,
     retry: spec.retry,
     sensitive: spec.sensitive ?? false,
+    transaction: spec.transaction ?? false,
     execute: spec.execute as Task['execute'],
     revert: spec.revert as Task['revert'],
   };
