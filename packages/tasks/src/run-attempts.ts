@@ -13,7 +13,7 @@ export function taskContext(
   index: number,
   signal: AbortSignal,
   params: JsonObject | undefined,
-  transaction?: unknown,
+  transaction?: TaskContext['transaction'],
 ): TaskContext {
   const name = context.compiled.atoms[index]!.name;
   return {
@@ -151,11 +151,12 @@ export class TaskAttempts {
   }
 
   /**
-   * Attempts of atom `index`, a task defined with `transaction: true`: each runs `execute` in a
-   * transaction of the log committed with its SUCCESS (see {@link RunJournal.committed}). A
-   * failure of the task (its error, or a result that cannot be stored) goes the way of any task's;
-   * a failure of the log's (a lost connection, fenced, a commit refused) stops the run: nothing of
-   * the attempt was written, so a resume runs it again.
+   * Attempts of atom `index`, a task defined with `transaction: true`: `execute` runs with
+   * `ctx.transaction(work)`, which runs `work` in a transaction of the log committed with the
+   * task's SUCCESS (see {@link RunJournal.committed}); when `execute` returns without calling it,
+   * the SUCCESS commits alone. A failure of the task (its error, or a result that cannot be
+   * stored) goes the way of any task's; a failure of the log's (a lost connection, fenced, a
+   * commit refused) stops the run: nothing of the attempt was written, so a resume runs it again.
    */
   async #inTransaction(index: number): Promise<boolean> {
     const state = this.#state;
@@ -170,39 +171,78 @@ export class TaskAttempts {
     }
     let params = state.paramsOf(index, task.retry?.paramsFor?.(state.attempt(index)));
     for (;;) {
-      let thrown: { error: unknown; result: boolean } | undefined;
+      /** What the attempt's transaction did: not begun, committed, or failed (the log's failure or not). */
+      const done: { outcome: 'none' | 'committed' | { logError: unknown } } = { outcome: 'none' };
+      /** A result the log cannot store: the task fails without a retry. */
+      let badResult: Error | undefined;
+      const commit = async (work: (transaction: unknown) => unknown): Promise<unknown> => {
+        if (done.outcome !== 'none') {
+          throw new TypeError(
+            `task '${atom.name}': ctx.transaction may be called once per attempt`,
+          );
+        }
+        let taskError: { error: unknown } | undefined;
+        let result: unknown;
+        try {
+          await journal.committed(index, async (transaction) => {
+            taskError = undefined;
+            try {
+              result = await work(transaction);
+            } catch (error) {
+              taskError = { error };
+              throw error;
+            }
+            if (result === undefined) result = null;
+            const bad = resultProblem(atom.name, task.provides, result);
+            if (bad) {
+              badResult = bad;
+              taskError = { error: bad };
+              throw bad;
+            }
+            return result;
+          });
+        } catch (error) {
+          if (taskError === undefined || taskError.error !== error || log.isConnectionLoss?.(error))
+            done.outcome = { logError: error };
+          throw error;
+        }
+        done.outcome = 'committed';
+        return result;
+      };
+      let failure: unknown;
       try {
-        await journal.committed(index, async (transaction) => {
-          thrown = undefined;
-          let result: unknown;
-          try {
-            result = await task.execute(
-              taskContext(this.#context, state, index, this.#signal, params, transaction),
-              state.inputsFor(index, params),
-            );
-          } catch (error) {
-            thrown = { error, result: false };
-            throw error;
-          }
-          if (result === undefined) result = null;
-          const bad = resultProblem(atom.name, task.provides, result);
-          if (bad) {
-            thrown = { error: bad, result: true };
-            throw bad;
-          }
-          return result;
-        });
+        const value = await task.execute(
+          taskContext(
+            this.#context,
+            state,
+            index,
+            this.#signal,
+            params,
+            commit as TaskContext['transaction'],
+          ),
+          state.inputsFor(index, params),
+        );
+        if (done.outcome === 'none') await commit(() => value);
         return true;
       } catch (error) {
-        if (thrown === undefined || thrown.error !== error || log.isConnectionLoss?.(error)) {
-          throw error; // the log's failure, not the task's
+        const { outcome } = done;
+        if (outcome === 'committed') {
+          // Its SUCCESS is durable: the task is done, whatever it did after.
+          this.#context.logger.warn(
+            { err: error, flowId: this.#context.flowId, task: atom.name },
+            'task threw after its transaction committed; it stays done',
+          );
+          return true;
         }
-        if (thrown.result) {
+        if (typeof outcome === 'object' && outcome.logError === error) throw error; // the log's
+        if (log.isConnectionLoss?.(error)) throw error;
+        if (badResult !== undefined && badResult === error) {
           await journal.task(index, 'FAILURE', failureOf(atom.name, error));
           return false;
         }
+        failure = error;
       }
-      const next = await this.#failed(index, thrown.error, true);
+      const next = await this.#failed(index, failure, true);
       if (next === false) return false;
       params = next;
     }

@@ -425,28 +425,34 @@ export async function sqlLog(database: Database): Promise<TaskLog> {
 }
 
 /**
- * The transaction of a task defined with `transaction: true` on a {@link sqlLog}, typed with
- * your tables: what the task writes through it commits together with the task's SUCCESS in the
- * log (its database must be the log's). A `TypeError` for any other task.
+ * Runs `work` in the transaction of a task defined with `transaction: true` on a
+ * {@link sqlLog}, typed with your tables (`ctx.transaction`, typed): what `work` writes commits
+ * together with the task's SUCCESS in the log, whose result is what `work` returns (the log's
+ * database must be the one `work` writes to). A `TypeError` for any other task.
  *
  * @example
  * task({
  *   name: 'debit',
  *   transaction: true,
  *   execute: (ctx, { account }: { account: string }) =>
- *     sqlTransaction<MyTables>(ctx)
- *       .updateTable('accounts')
- *       .set((eb) => ({ balance: eb('balance', '-', 10) }))
- *       .where('id', '=', account)
- *       .execute()
- *       .then(() => null),
+ *     sqlTransaction<MyTables, null>(ctx, async (trx) => {
+ *       await trx
+ *         .updateTable('accounts')
+ *         .set((eb) => ({ balance: eb('balance', '-', 10) }))
+ *         .where('id', '=', account)
+ *         .execute();
+ *       return null;
+ *     }),
  * });
  */
-export function sqlTransaction<DB>(ctx: TaskContext): Kysely<DB> {
-  if (ctx?.transaction === undefined || ctx.transaction === null) {
+export function sqlTransaction<DB, T>(
+  ctx: TaskContext,
+  work: (transaction: Kysely<DB>) => T | Promise<T>,
+): Promise<T> {
+  if (typeof ctx?.transaction !== 'function') {
     throw new TypeError(
-      `sqlTransaction(ctx): task '${String(ctx?.task)}' has no transaction; define it with transaction: true and run it on sqlLog`,
+      `sqlTransaction(ctx, work): task '${String(ctx?.task)}' has no transaction; define it with transaction: true and run it on sqlLog`,
     );
   }
-  return ctx.transaction as Kysely<DB>;
+  return ctx.transaction((transaction) => work(transaction as Kysely<DB>));
 }

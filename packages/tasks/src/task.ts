@@ -27,12 +27,14 @@ export interface TaskContext {
    */
   readonly lease: TaskLease | undefined;
   /**
-   * The transaction `execute` runs in, for a task defined with `transaction: true`: a
-   * transaction of the task log's database (with `@rigging/tasks/sql`, a Kysely transaction —
-   * `sqlTransaction(ctx)` gives it typed). What the task writes through it commits together with
-   * the task's SUCCESS in the log, or not at all. `undefined` for every other task, and in `revert`.
+   * For a task defined with `transaction: true`: runs `work` in one transaction of the task log's
+   * database (with `@rigging/tasks/sql`, a Kysely transaction — `sqlTransaction(ctx, work)`
+   * types it) and commits it together with the task's SUCCESS, whose result is what `work`
+   * returns; resolves with that result once committed. Call it at most once, as the attempt's
+   * last step. `undefined` for every other task, and in `revert`.
    */
-  readonly transaction: unknown;
+  readonly transaction:
+    (<T>(work: (transaction: unknown) => T | Promise<T>) => Promise<T>) | undefined;
 }
 
 /** The lease a flow runs under, as a task sees it: read-only (its holder releases it). */
@@ -89,14 +91,15 @@ export interface TaskSpec<Req extends string, I, R, P extends Provides | undefin
    */
   sensitive?: boolean | readonly string[];
   /**
-   * Run `execute` inside one transaction of the task log's database, committed with the task's
-   * SUCCESS (and, when it is the flow's last task, with the flow's): the task's database writes
-   * (through `ctx.transaction`) happen exactly once, and the task costs one commit instead of two
-   * (no RUNNING entry is written for it — nothing of it is left behind when it does not commit).
-   * Its only effects must be those writes: a crash, a lost connection or a conflict rolls them
-   * back and the task runs again, and anything else it did is neither recorded nor reverted.
-   * Needs a log that offers transactions (`sqlLog`); `tasks.transaction_unsupported` otherwise.
-   * `revert` runs outside any transaction, as for every task. @default false
+   * The task's effects are writes to the task log's database, made through
+   * `ctx.transaction(work)`: `work` runs in one transaction committed with the task's SUCCESS
+   * (and, when it is the flow's first write or last task, with the flow's creation or end). The
+   * writes happen exactly once, and the task costs one commit instead of two (no RUNNING entry is
+   * written for it: nothing of it is left when it does not commit). Anything else it does is
+   * neither recorded nor reverted and may run again (a crash, a failed attempt): keep it free of
+   * effects (waiting, reading, computing). Needs a log that offers transactions (`sqlLog`);
+   * `tasks.transaction_unsupported` otherwise. `revert` runs outside any transaction, as for
+   * every task. @default false
    */
   transaction?: boolean;
 }

@@ -26,18 +26,25 @@ interface Tables {
 const child = fileURLToPath(new URL('./fixtures/transaction-kill-child.ts', import.meta.url));
 const brief = (e: LogEntry) => `${e.task ?? 'flow'} ${e.state}${e.attempt ? ` ${e.attempt}` : ''}`;
 
-/** A task that inserts its row through its transaction (and runs `then` before returning). */
-function inserting(name: string, then?: (ctx: TaskContext) => unknown): Task {
+/**
+ * A task that runs `before` outside any transaction, then inserts its row through its
+ * transaction and runs `then` in it before returning (`then`'s value, or its name, is its result).
+ */
+function inserting(
+  name: string,
+  then?: (ctx: TaskContext) => unknown,
+  before?: (ctx: TaskContext) => unknown,
+): Task {
   return task({
     name,
     transaction: true,
     retry: times(3),
     execute: async (ctx) => {
-      await sqlTransaction<Tables>(ctx)
-        .insertInto('tx_effects')
-        .values({ flow_id: ctx.flowId, task: name })
-        .execute();
-      return (await then?.(ctx)) ?? name;
+      await before?.(ctx);
+      return sqlTransaction<Tables, unknown>(ctx, async (trx) => {
+        await trx.insertInto('tx_effects').values({ flow_id: ctx.flowId, task: name }).execute();
+        return (await then?.(ctx)) ?? name;
+      });
     },
     revert: async (ctx) => {
       // Reverts run outside any transaction.
@@ -56,9 +63,9 @@ describe('transaction: true without a SQL log', () => {
     expect(await engine.flows()).toEqual([]);
   });
 
-  it('sqlTransaction(ctx) names the task when it has no transaction', () => {
+  it('sqlTransaction(ctx, work) names the task when it has no transaction', () => {
     expect(() =>
-      sqlTransaction({ task: 'plain', transaction: undefined } as unknown as TaskContext),
+      sqlTransaction({ task: 'plain', transaction: undefined } as unknown as TaskContext, () => 1),
     ).toThrow(/task 'plain' has no transaction/);
   });
 
@@ -151,6 +158,36 @@ for (const backend of backends) {
         'flaky RETRYING 2',
         'flaky SUCCESS 3',
         'flow SUCCESS',
+      ]);
+    });
+
+    it('what execute does before ctx.transaction holds no transaction: another connection writes meanwhile', async () => {
+      const outside = inserting('inside', undefined, async (ctx) => {
+        const other = await openDatabase(fresh.url);
+        try {
+          await (other as unknown as Database<Tables>).db
+            .insertInto('tx_effects')
+            .values({ flow_id: ctx.flowId, task: 'outside' })
+            .execute();
+        } finally {
+          await other.close();
+        }
+      });
+      await engine.run(linearFlow('before', outside), { inputs: {}, flowId: 'before' });
+      expect(await rows('before')).toEqual(['inside', 'outside']);
+    });
+
+    it('a task that returns without calling ctx.transaction commits its SUCCESS alone', async () => {
+      const quiet = task({ name: 'quiet', transaction: true, execute: () => ({ n: 1 }) }) as Task;
+      const out = await engine.run(linearFlow('quiet-flow', quiet), {
+        inputs: {},
+        flowId: 'quiet',
+      });
+      expect(out).toEqual({});
+      expect((await engine.history('quiet')).map((e) => [brief(e), e.result ?? null])).toEqual([
+        ['flow RUNNING', null],
+        ['quiet SUCCESS 1', { n: 1 }],
+        ['flow SUCCESS', null],
       ]);
     });
 
