@@ -153,13 +153,12 @@ describe('openCloud', { timeout: 60_000 }, () => {
     expect(key?.status).toBe('blocked');
     expect(key?.lastFailure?.message).toMatch(/no such image/);
     expect(await cloud.containers()).toEqual([{ name: 'c-1', image: 'busybox', state: 'running' }]);
-    // Each op is a revertible task flow (id `op-<op id>`) in the durable task log.
+    // Each op is a revertible task flow (id `op-<op id>`) in the durable task log; its steps
+    // commit with their SUCCESS (`transaction: true`), so no RUNNING entry precedes them.
     const states = (await cloud.engine.history(`op-${ids[1]}`)).map((e) => `${e.task}:${e.state}`);
     expect(states).toEqual([
       'null:RUNNING',
-      'pull-image:RUNNING',
       'pull-image:SUCCESS',
-      'create-container:RUNNING',
       'create-container:FAILURE',
       'null:REVERTING',
       'pull-image:REVERTED', // nothing to undo: no revert step runs

@@ -9,6 +9,7 @@ import {
   type Flow,
   type Task,
 } from '@rigging/tasks';
+import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
 import { isConnectionError, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
@@ -88,14 +89,26 @@ export const RUNTIME_SABOTAGE = ['lost-op', 'double-apply', 'reorder'] as const;
 
 type Db = Kysely<MinicloudTables>;
 
+/** One owner's run of an op (its flow and reruns), by flow id while its flow runs. */
+interface OpRun {
+  /** The queue's claim on the op, as the witness fences it. */
+  claim: EffectClaim;
+  /** Whether this owner's start (journal `op-start`, the key fenced) ran in its first step. */
+  started: boolean;
+  /** The self-test fault this op injects, if it took the ticket. */
+  sabotage: string | undefined;
+  /** The key's highest token when the witness refused this owner's effect. */
+  refused?: number;
+}
+
 /** The simulated container runtime: one revertible task flow per op type. */
 class ContainerRuntime {
   readonly #deps: ContainerDeps;
   readonly #db: Database<MinicloudTables>['db'];
   readonly #flows: Record<ContainerOpType, Flow<any, any>>;
   readonly #witness: Witness;
-  /** The claim each running flow applies its effect under (by flow id). */
-  readonly #claims = new Map<string, EffectClaim>();
+  /** This process's runs by flow id (a step reads its claim there). */
+  readonly #runs = new Map<string, OpRun>();
   readonly #sabotage: string | undefined;
 
   constructor(deps: ContainerDeps) {
@@ -120,21 +133,19 @@ class ContainerRuntime {
     payload: ContainerOpPayload | undefined,
     ctx: HandlerContext,
   ): Promise<ContainerOpResult> {
-    // One transaction: the op's start journalled, its claim's token read and fenced.
-    const { claim, fenced } = await this.#transient(
-      () =>
-        this.#witness.fence({ op: ctx.id, key: ctx.key, attempt: ctx.attempt }, (trx) =>
-          journal(trx, this.#deps.clock, 'op-start', ctx.id),
-        ),
-      ctx.signal,
-    );
-    if (!fenced) {
-      throw new ContainerError(
-        'minicloud.container_fenced',
-        `${op} ${ctx.key}: claim token ${claim.token} is stale`,
-      );
-    }
-    if (op === 'start' && (await this.#ticket('reorder'))) {
+    // The claim's token is the queue's (strictly increasing per key across claims).
+    const claim: EffectClaim = {
+      op: ctx.id,
+      key: ctx.key,
+      attempt: ctx.attempt,
+      token: Number(ctx.lease.token),
+    };
+    const sabotage =
+      op === 'start' && this.#sabotage !== undefined
+        ? await this.#transient(() => this.#witness.sabotageTicket(this.#sabotage!), ctx.signal)
+        : false;
+    const run: OpRun = { claim, started: false, sabotage: sabotage ? this.#sabotage : undefined };
+    if (run.sabotage === 'reorder') {
       this.#applyLate(claim);
       return { name: ctx.key, state: STATE_AFTER[op] };
     }
@@ -142,13 +153,18 @@ class ContainerRuntime {
       // A stale owner (paused past its claim while another worker took the op over) may still
       // hold the op's flow: its effect is refused by the witness and it reverts the flow. Nothing
       // of the op was applied, so the op runs again as the next flow of a fixed chain (`op-<id>`,
-      // `op-<id>-r1`, …): whoever holds the op later resumes the same flow, so a rerun suspended
+      // `op-<id>-r1`, …): whoever holds the op later resumes the same rerun, so a rerun suspended
       // by a lost claim is finished by the next owner, never left half-done.
       for (let rerun = 0; ; rerun++) {
         try {
-          await this.#runFlow(rerunId(ctx.id, rerun), op, payload, ctx, claim);
+          await this.#runFlow(rerunId(ctx.id, rerun), op, payload, ctx, run);
           break;
         } catch (error) {
+          if (run.refused !== undefined) {
+            const highest = run.refused;
+            delete run.refused;
+            await this.#transient(() => this.#witness.refused(claim, highest), ctx.signal);
+          }
           const fenced =
             error instanceof FlowFailed && error.failures[0]?.code === 'minicloud.container_fenced';
           if (!fenced || rerun >= MAX_RERUNS || ctx.signal.aborted) throw error;
@@ -172,16 +188,16 @@ class ContainerRuntime {
     return { name: ctx.key, state: STATE_AFTER[op] };
   }
 
-  /** Runs (or resumes) the op's flow `flowId`, its effect applied under `claim`. */
+  /** Runs (or resumes) the op's flow `flowId` for `run`. */
   async #runFlow(
     flowId: string,
     op: ContainerOpType,
     payload: ContainerOpPayload | undefined,
     ctx: HandlerContext,
-    claim: EffectClaim,
+    run: OpRun,
   ): Promise<void> {
     const flow = this.#flows[op];
-    this.#claims.set(flowId, claim);
+    this.#runs.set(flowId, run);
     this.#deps.onFlow?.(
       flowId,
       `container-${op} ${ctx.key}`,
@@ -198,15 +214,14 @@ class ContainerRuntime {
         lease: ctx.lease,
       });
     } finally {
-      this.#claims.delete(flowId);
+      this.#runs.delete(flowId);
     }
   }
 
   /**
-   * Runs one database write of a step, again after a lost connection (up to 5 tries, 200 ms
-   * apart, while `signal` holds): a pooled connection broken by a network cut fails once, the
-   * next one is new. Every write here is idempotent (an insert guarded by a read, updates,
-   * deletes, journal rows).
+   * Runs one database write outside the flow, again after a lost connection (up to 5 tries,
+   * 200 ms apart, while `signal` holds): a pooled connection broken by a network cut fails once,
+   * the next one is new. Every write here is idempotent (sabotage tickets, refusals, reverts).
    */
   async #transient<T>(write: () => Promise<T>, signal: AbortSignal): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -217,11 +232,6 @@ class ContainerRuntime {
         await this.#deps.clock.sleep(200, { signal });
       }
     }
-  }
-
-  /** True once per database for the configured sabotage `mode` (self-test runs only). */
-  async #ticket(mode: string): Promise<boolean> {
-    return this.#sabotage === mode && (await this.#witness.sabotageTicket(mode));
   }
 
   /**
@@ -236,14 +246,16 @@ class ContainerRuntime {
         await this.#deps.clock.sleep(100);
       }
       const token = (await this.#witness.currentKeyToken(claim.key)) ?? claim.token;
-      await this.#witness.apply({ ...claim, token }, (db) =>
-        this.#setState(claim.key, 'running', db),
+      await this.#deps.database.transaction((trx) =>
+        this.#witness.apply(trx, { ...claim, token }, (db) =>
+          this.#setState(claim.key, 'running', db),
+        ),
       );
     };
     late().catch(() => {});
   }
 
-  #get(name: string, db: Db = this.#db) {
+  #get(name: string, db: Db) {
     return db
       .selectFrom('minicloud_containers')
       .selectAll()
@@ -251,7 +263,7 @@ class ContainerRuntime {
       .executeTakeFirst();
   }
 
-  async #setState(name: string, state: string, db: Db = this.#db): Promise<void> {
+  async #setState(name: string, state: string, db: Db): Promise<void> {
     await db
       .updateTable('minicloud_containers')
       .set({ state, updated_at: this.#deps.clock.now() })
@@ -259,7 +271,7 @@ class ContainerRuntime {
       .execute();
   }
 
-  async #remove(name: string, db: Db = this.#db): Promise<void> {
+  async #remove(name: string, db: Db): Promise<void> {
     await db.deleteFrom('minicloud_containers').where('name', '=', name).execute();
   }
 
@@ -274,30 +286,39 @@ class ContainerRuntime {
     }
   }
 
-  /** A step of an op's flow: the simulated work, then `apply`; `undo` reverts it. */
+  /**
+   * A step of an op's flow: the simulated work, then one transaction of the task log's database
+   * that commits the step's writes with its SUCCESS in the log (`transaction: true`): the op's
+   * start when this owner has not recorded it yet, then `apply` — through the witness for the
+   * last step, whose write is the op's effect. `undo` reverts it.
+   */
   #step(
     name: string,
     last: boolean,
     apply: (i: OpInputs, db: Db) => Promise<unknown>,
-    undo?: (i: OpInputs) => Promise<void>,
+    undo?: (i: OpInputs, db: Db) => Promise<void>,
   ): Task<any, any> {
     return task({
       name,
       requires: ['container', 'op', 'payload'],
       provides: name,
+      transaction: true,
       execute: async (ctx, inputs: AnyInputs) => {
         const i = inputs as OpInputs;
-        await this.#work(i, ctx.signal, last);
-        if (!last) {
-          return ((await this.#transient(() => apply(i, this.#db), ctx.signal)) ?? null) as never;
-        }
-        await this.#effect(ctx.flowId, i, (db) => apply(i, db), ctx.signal);
-        return null as never;
+        const run = this.#runs.get(ctx.flowId);
+        if (!run) throw new Error(`${ctx.flowId}: no claim to run its steps under`);
+        await this.#work(i, ctx.signal, last); // outside the transaction: it holds no lock
+        return sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
+          if (!run.started) await this.#start(trx, run, i);
+          if (!last) return (await apply(i, trx)) ?? null;
+          await this.#effect(trx, run, i, (db) => apply(i, db));
+          return null;
+        }) as never;
       },
       ...(undo
         ? {
             revert: async (ctx, { inputs }) => {
-              await this.#transient(() => undo(inputs as OpInputs), ctx.signal);
+              await this.#transient(() => undo(inputs as OpInputs, this.#db), ctx.signal);
             },
           }
         : {}),
@@ -305,45 +326,57 @@ class ContainerRuntime {
   }
 
   /**
+   * This owner's start of the op, with the step's transaction: journal `op-start`, and the key's
+   * highest token becomes the claim's; `minicloud.container_stale_claim` when a later claim of
+   * the key was already seen (nothing is written then).
+   */
+  async #start(trx: Db, run: OpRun, i: OpInputs): Promise<void> {
+    await journal(trx, this.#deps.clock, 'op-start', run.claim.op);
+    if (!(await this.#witness.fence(trx, run.claim))) {
+      throw new ContainerError(
+        'minicloud.container_stale_claim',
+        `${i.op} ${i.container}: claim token ${run.claim.token} is stale`,
+      );
+    }
+    run.started = true;
+  }
+
+  /**
    * The op's effect (its last step's write), applied through the witness under the claim the op
    * runs with: refused with `minicloud.container_fenced` when a later claim of the key was seen;
-   * skipped when this op's effect was already applied (a re-run after a takeover).
+   * skipped when this op's effect was already applied (a re-run after a takeover). The op's `op`
+   * journal row commits with it (or with finding it already applied).
    */
   async #effect(
-    flowId: string,
+    trx: Db,
+    run: OpRun,
     i: OpInputs,
     write: (db: Db) => Promise<unknown>,
-    signal: AbortSignal,
   ): Promise<void> {
-    const claim = this.#claims.get(flowId);
-    if (!claim) throw new Error(`${flowId}: no claim to apply its effect under`);
-    // The op's `op` journal row commits with its effect (or with finding it already applied).
-    const also = (trx: Db) => journal(trx, this.#deps.clock, 'op', claim.op);
-    if (i.op === 'start' && (await this.#ticket('lost-op'))) {
-      // sabotage: nothing applied, yet journalled as applied
-      return this.#transient(() => also(this.#db), signal);
-    }
-    const outcome = await this.#transient(
-      () => this.#witness.apply(claim, async (db) => void (await write(db)), { also }),
-      signal,
-    );
+    const { claim } = run;
+    const also = (db: Db) => journal(db, this.#deps.clock, 'op', claim.op);
+    if (run.sabotage === 'lost-op') return also(trx); // nothing applied, yet journalled as applied
+    const outcome = await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
+      also,
+    });
     if (outcome.kind === 'refused') {
+      run.refused = outcome.highest;
       throw new ContainerError(
         'minicloud.container_fenced',
         `${i.op} ${i.container}: token ${claim.token} refused, the key has seen ${outcome.highest}`,
       );
     }
-    if (i.op === 'start' && (await this.#ticket('double-apply'))) {
-      // sabotage: the same effect applied again, bypassing the "already applied" check
-      await this.#witness.apply(claim, async (db) => void (await write(db)), {
+    if (run.sabotage === 'double-apply') {
+      // the same effect applied again, bypassing the "already applied" check
+      await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
         idempotent: false,
       });
     }
   }
 
   /** The container's state; a `minicloud.container_not_found` error when there is none. */
-  async #need(i: OpInputs): Promise<string> {
-    const row = await this.#get(i.container);
+  async #need(i: OpInputs, db: Db): Promise<string> {
+    const row = await this.#get(i.container, db);
     if (!row) {
       throw new ContainerError(
         'minicloud.container_not_found',
@@ -372,7 +405,7 @@ class ContainerRuntime {
             })
             .execute();
         },
-        (i) => this.#remove(i.container),
+        (i, db) => this.#remove(i.container, db),
       ),
     );
   }
@@ -381,12 +414,12 @@ class ContainerRuntime {
   #switchFlow(flow: string, step: string, from: string, to: string): Flow<any, any> {
     return linearFlow(
       flow,
-      this.#step('check-container', false, (i) => this.#need(i)),
+      this.#step('check-container', false, (i, db) => this.#need(i, db)),
       this.#step(
         step,
         true,
         (i, db) => this.#setState(i.container, to, db),
-        (i) => this.#setState(i.container, from),
+        (i, db) => this.#setState(i.container, from, db),
       ),
     );
   }
@@ -394,8 +427,8 @@ class ContainerRuntime {
   #deleteFlow(): Flow<any, any> {
     return linearFlow(
       'container-delete',
-      this.#step('stop-process', false, async (i) => {
-        if (await this.#get(i.container)) await this.#setState(i.container, 'stopped');
+      this.#step('stop-process', false, async (i, db) => {
+        if (await this.#get(i.container, db)) await this.#setState(i.container, 'stopped', db);
       }),
       this.#step('remove-container', true, (i, db) => this.#remove(i.container, db)),
     );
@@ -404,11 +437,12 @@ class ContainerRuntime {
 
 /**
  * The queue handlers of the simulated container runtime. Each op runs as a small revertible
- * task flow in the engine (under its lock; flow id `op-<op id>`, so a worker that takes the op
- * over resumes the flow from the task log instead of starting again), changes the container's
- * row in `minicloud_containers`, and journals itself in `minicloud_journal` (kind `op-start`
- * when it begins, in the transaction that fences its claim; `op` in the transaction that applies
- * its effect, or that finds it already applied; ref = op id). The op's effect (its last step)
+ * task flow in the engine, under the queue's claim on the op (flow id `op-<op id>`, so a worker
+ * that takes the op over resumes the flow from the task log instead of starting again). Each
+ * step runs in one transaction committed with its SUCCESS in the task log: it changes the
+ * container's row in `minicloud_containers` and journals the op in `minicloud_journal` (kind
+ * `op-start` in the first step an owner runs, with its claim's fence; `op` with the effect, or
+ * with finding it already applied; ref = op id). The op's effect (its last step)
  * goes through the {@link Witness}: fenced by the claim's token, recorded with a per-key sequence
  * number in `minicloud_effects`. A failing step reverts the earlier ones and fails the op, which
  * blocks the container's key.

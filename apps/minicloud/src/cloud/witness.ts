@@ -28,11 +28,11 @@ function hostLabel(): string {
 
 /**
  * The simulated container runtime's fenced resource and its witness, independent of the task
- * engine's log and of the queue's op rows. Every effect goes through {@link apply}, which in one
- * transaction: locks the key's row in `minicloud_effect_keys`; refuses the effect when its
- * fencing token is lower than the highest the key has seen (as a real fenced resource would),
- * recording the refusal; otherwise takes the key's next sequence number, records the effect in
- * `minicloud_effects` and applies it. A verdict reads these tables directly: an op with two
+ * engine's log and of the queue's op rows. Every effect goes through {@link apply}, which in the
+ * transaction that applies it: locks the key's row in `minicloud_effect_keys`; refuses the effect
+ * when its fencing token is lower than the highest the key has seen (as a real fenced resource
+ * would; the refusal is then recorded by {@link refused}); otherwise takes the key's next
+ * sequence number, records the effect in `minicloud_effects` and applies it. A verdict reads these tables directly: an op with two
  * accepted effects was applied twice, per-key sequence numbers give the order the effects really
  * happened in, and refused rows are stale writes that fencing stopped.
  */
@@ -43,20 +43,6 @@ export class Witness {
   constructor(database: Database<MinicloudTables>, clock: Clock) {
     this.#database = database;
     this.#clock = clock;
-  }
-
-  /**
-   * The fencing token of op `op`'s current claim, as the jobboard granted it; `undefined` when
-   * the op is not in a durable jobboard. Read once when a claim starts running, then carried.
-   */
-  async claimToken(
-    op: string,
-    db: Kysely<MinicloudTables> = this.#database.db,
-  ): Promise<number | undefined> {
-    const { rows } = await sql<{ token: number | string }>`
-      select token from rigging_async_queue_ops where id = ${op}
-    `.execute(db);
-    return rows[0] === undefined ? undefined : Number(rows[0].token);
   }
 
   /** The key's token as the jobboard holds it now (what a buggy writer would re-read late). */
@@ -98,38 +84,32 @@ export class Witness {
   }
 
   /**
-   * A claim of op `op` on `key` starts running, in one transaction: reads the claim's fencing
-   * token from the jobboard (`attempt` when the op is not in a durable one), and the key's
-   * highest token becomes it (a later write by an earlier claim is then refused). `also` runs in
-   * the same transaction whatever the outcome (the caller's own record of the start). `fenced` is
-   * false when a higher token was already seen (this claim is stale).
+   * A claim starts running on its key, with `trx` (the caller's transaction): the key's highest
+   * token becomes the claim's, so that a later write by an earlier claim is refused. False when a
+   * higher token was already seen (this claim is stale; nothing changed).
    */
-  async fence(
-    op: { op: string; key: string; attempt: number },
-    also?: (trx: Kysely<MinicloudTables>) => Promise<void>,
-  ): Promise<{ claim: EffectClaim; fenced: boolean }> {
-    return this.#database.transaction(async (trx) => {
-      await also?.(trx);
-      const claim = { ...op, token: (await this.claimToken(op.op, trx)) ?? op.attempt };
-      await this.#ensureKey(claim.key, trx);
-      const row = await this.#lockKey(trx, claim.key);
-      if (claim.token < Number(row.token)) return { claim, fenced: false };
-      await trx
-        .updateTable('minicloud_effect_keys')
-        .set({ token: claim.token })
-        .where('op_key', '=', claim.key)
-        .execute();
-      return { claim, fenced: true };
-    });
+  async fence(trx: Kysely<MinicloudTables>, claim: EffectClaim): Promise<boolean> {
+    await this.#ensureKey(claim.key, trx);
+    const row = await this.#lockKey(trx, claim.key);
+    if (claim.token < Number(row.token)) return false;
+    await trx
+      .updateTable('minicloud_effect_keys')
+      .set({ token: claim.token })
+      .where('op_key', '=', claim.key)
+      .execute();
+    return true;
   }
 
   /**
-   * Applies `write` as the effect of `claim`, witnessed (see the class), in one transaction.
-   * `also` runs in that transaction too when the effect is applied or found already applied
-   * (not when it is refused): the caller's own record of it. `idempotent: false` skips the check
-   * that the op's effect is not applied yet (only sabotage runs do that).
+   * Applies `write` as the effect of `claim`, witnessed (see the class), with `trx` (the caller's
+   * transaction, which commits or rolls back the effect with whatever else it holds). `also`
+   * runs with `trx` too when the effect is applied or found already applied (not when it is
+   * refused): the caller's own record of it. `idempotent: false` skips the check that the op's
+   * effect is not applied yet (only sabotage runs do that). A refusal writes nothing: the caller
+   * records it with {@link refused} once its transaction has rolled back.
    */
   async apply(
+    trx: Kysely<MinicloudTables>,
     claim: EffectClaim,
     write: (trx: Kysely<MinicloudTables>) => Promise<void>,
     options: {
@@ -137,52 +117,60 @@ export class Witness {
       also?: (trx: Kysely<MinicloudTables>) => Promise<void>;
     } = {},
   ): Promise<EffectOutcome> {
-    return this.#database.transaction(async (trx) => {
-      await this.#ensureKey(claim.key, trx);
-      const row = await this.#lockKey(trx, claim.key);
-      const highest = Number(row.token);
-      const effect = {
-        op_id: claim.op,
-        op_key: claim.key,
-        attempt: claim.attempt,
-        host: hostLabel(),
-        pid: process.pid,
-        token: claim.token,
-        at: this.#clock.now(),
-      };
-      if (claim.token < highest) {
-        await trx
-          .insertInto('minicloud_effects')
-          .values({ ...effect, seq: null, accepted: 0, reason: `stale token (highest ${highest})` })
-          .execute();
-        return { kind: 'refused', highest } as const;
+    await this.#ensureKey(claim.key, trx);
+    const row = await this.#lockKey(trx, claim.key);
+    const highest = Number(row.token);
+    if (claim.token < highest) return { kind: 'refused', highest };
+    if (options.idempotent !== false) {
+      const done = await trx
+        .selectFrom('minicloud_effects')
+        .select('op_id')
+        .where('op_id', '=', claim.op)
+        .where('accepted', '=', 1)
+        .executeTakeFirst();
+      if (done) {
+        await options.also?.(trx);
+        return { kind: 'already-applied' };
       }
-      if (options.idempotent !== false) {
-        const done = await trx
-          .selectFrom('minicloud_effects')
-          .select('op_id')
-          .where('op_id', '=', claim.op)
-          .where('accepted', '=', 1)
-          .executeTakeFirst();
-        if (done) {
-          await options.also?.(trx);
-          return { kind: 'already-applied' } as const;
-        }
-      }
-      const seq = Number(row.seq) + 1;
-      await trx
-        .updateTable('minicloud_effect_keys')
-        .set({ token: claim.token, seq })
-        .where('op_key', '=', claim.key)
-        .execute();
-      await trx
-        .insertInto('minicloud_effects')
-        .values({ ...effect, seq, accepted: 1, reason: null })
-        .execute();
-      await write(trx);
-      await options.also?.(trx);
-      return { kind: 'applied', seq } as const;
-    });
+    }
+    const seq = Number(row.seq) + 1;
+    await trx
+      .updateTable('minicloud_effect_keys')
+      .set({ token: claim.token, seq })
+      .where('op_key', '=', claim.key)
+      .execute();
+    await trx
+      .insertInto('minicloud_effects')
+      .values({ ...this.#effect(claim), seq, accepted: 1, reason: null })
+      .execute();
+    await write(trx);
+    await options.also?.(trx);
+    return { kind: 'applied', seq };
+  }
+
+  /** Records that `claim`'s effect was refused, the key having seen `highest` (its own transaction). */
+  async refused(claim: EffectClaim, highest: number): Promise<void> {
+    await this.#database.db
+      .insertInto('minicloud_effects')
+      .values({
+        ...this.#effect(claim),
+        seq: null,
+        accepted: 0,
+        reason: `stale token (highest ${highest})`,
+      })
+      .execute();
+  }
+
+  #effect(claim: EffectClaim) {
+    return {
+      op_id: claim.op,
+      op_key: claim.key,
+      attempt: claim.attempt,
+      host: hostLabel(),
+      pid: process.pid,
+      token: claim.token,
+      at: this.#clock.now(),
+    };
   }
 
   /**
