@@ -713,7 +713,8 @@ for (const mode of ['auto', 'tokens'] as const) {
             const extra = await open();
             const answer = await new Promise<string>((resolve) => {
               let text = '';
-              extra.on('data', (c: Buffer) => (text += c.toString('utf8')));
+              // An answer fails the test at once (a kept-alive socket would not close).
+              extra.on('data', (c: Buffer) => resolve((text += c.toString('utf8'))));
               extra.on('close', () => resolve(text));
               extra.on('error', () => undefined);
               extra.write(`GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
@@ -736,16 +737,20 @@ for (const mode of ['auto', 'tokens'] as const) {
       it('a client that sends headers slowly is cut off within the header timeout', async () => {
         const { port } = new URL(served.url);
         const started = Date.now();
+        let answer = '';
         const closed = await new Promise<number>((resolve) => {
           const socket = connect(Number(port), '127.0.0.1', () => {
             socket.write('GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
           });
-          socket.on('data', () => undefined);
+          socket.on('data', (c: Buffer) => (answer += c.toString('utf8')));
           socket.on('close', () => resolve(Date.now() - started));
           socket.on('error', () => undefined);
         });
         // headersTimeout is 10 s; Node checks every second (it checked every 30 s before).
         expect(closed).toBeLessThan(15_000);
+        // …with the same error body as every other error.
+        expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+        expect(answer).toContain('{"error":{"code":"minicloud.request_timeout"');
       }, 30_000);
     }
 
@@ -759,6 +764,10 @@ for (const mode of ['auto', 'tokens'] as const) {
             streams.push(s);
             expect(s.status).toBe(200);
           }
+          // (held open: were it served, the test fails at once instead of waiting for its end)
+          const one = await hold(served.url, '/api/events', readerAuth);
+          streams.push(one);
+          expect(one.status).toBe(503);
           const refused = await raw(served.url, 'GET', '/api/events', readerAuth);
           expect({ status: refused.status, code: refused.json.error?.code }).toEqual({
             status: 503,
