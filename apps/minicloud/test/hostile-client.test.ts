@@ -56,6 +56,8 @@ function raw(
   path: string,
   headers: Record<string, string> = {},
   body?: string | Buffer,
+  /** The client's own address (another loopback address: another client). */
+  localAddress?: string,
 ): Promise<Answer> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
@@ -71,6 +73,7 @@ function raw(
           ...headers,
         },
         agent: false,
+        ...(localAddress ? { localAddress } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -798,6 +801,31 @@ for (const mode of ['auto', 'tokens'] as const) {
           'x-auth-token': admin,
         });
         expect(placement.status).toBe(200);
+        // Failures count per source and per presented credential: another client (127.0.0.2)
+        // replaying the failing cookie is slowed down, a new one of its own is not.
+        if (process.platform === 'linux') {
+          const replay = await raw(
+            served.url,
+            'GET',
+            '/api/environments',
+            { cookie: 'minicloud_session=mcs_bad' },
+            undefined,
+            '127.0.0.2',
+          );
+          expect(replay.status).toBe(429);
+          const own = await raw(
+            served.url,
+            'GET',
+            '/api/environments',
+            { authorization: 'Bearer mct_other-bad' },
+            undefined,
+            '127.0.0.2',
+          );
+          expect({ status: own.status, code: own.json.error?.code }).toEqual({
+            status: 401,
+            code: 'minicloud.unauthorized',
+          });
+        }
       });
 
       it(
