@@ -203,6 +203,23 @@ describe('minicloud serve with tokens', () => {
     const cookie = signIn.headers.get('set-cookie')!;
     expect(cookie).toMatch(/HttpOnly/);
     expect(cookie).toMatch(/SameSite=Strict/);
+    expect(cookie).not.toMatch(/Secure/);
+    // Behind a TLS proxy (X-Forwarded-Proto: https) the cookie is Secure, signing out too.
+    const proxied = await fetch(`${s.url}/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-proto': 'https' },
+      body: JSON.stringify({ token: tokens.reader }),
+    });
+    expect(proxied.headers.get('set-cookie')).toMatch(/; HttpOnly; SameSite=Strict; Secure;/);
+    const out = await fetch(`${s.url}/api/session`, {
+      method: 'DELETE',
+      headers: {
+        cookie: proxied.headers.get('set-cookie')!.split(';')[0]!,
+        'x-forwarded-proto': 'https, http',
+      },
+    });
+    expect(out.status).toBe(204);
+    expect(out.headers.get('set-cookie')).toMatch(/; Secure; Max-Age=0/);
     const pair = cookie.split(';')[0]!;
     expect((await fetch(`${s.url}/api/session`, { headers: { cookie: pair } })).status).toBe(200);
     const ac = new AbortController();

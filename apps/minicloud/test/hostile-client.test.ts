@@ -56,6 +56,8 @@ function raw(
   path: string,
   headers: Record<string, string> = {},
   body?: string | Buffer,
+  /** The client's own address (another loopback address: another client). */
+  localAddress?: string,
 ): Promise<Answer> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
@@ -71,6 +73,7 @@ function raw(
           ...headers,
         },
         agent: false,
+        ...(localAddress ? { localAddress } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -90,6 +93,27 @@ function raw(
     );
     req.on('error', reject);
     if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** Opens a request whose answer is not read to its end (an event stream); `close` ends it. */
+function hold(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; close: () => void }> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path, headers, agent: false },
+      (res) => {
+        res.on('data', () => undefined);
+        res.on('error', () => undefined);
+        resolve({ status: res.statusCode ?? 0, close: () => req.destroy() });
+      },
+    );
+    req.on('error', reject);
     req.end();
   });
 }
@@ -184,7 +208,15 @@ for (const mode of ['auto', 'tokens'] as const) {
         reader = createToken(dir, tmp, 'reader');
         auth = { authorization: `Bearer ${admin}` };
       }
-      served = await startServe(dir, tmp, ['--data-dir', dir]);
+      served = await startServe(dir, tmp, [
+        '--data-dir',
+        dir,
+        '--allowed-host',
+        'ops.example',
+        '--allowed-origin',
+        'https://ops.example',
+        ...(mode === 'tokens' ? ['--secure-cookies'] : []),
+      ]);
     }, 90_000);
 
     const state = async () => {
@@ -261,7 +293,10 @@ for (const mode of ['auto', 'tokens'] as const) {
           JSON.stringify({ token: admin }),
         );
         expect(signIn.status).toBe(200);
-        cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+        const setCookie = String(signIn.headers['set-cookie']);
+        cookie = setCookie.split(';')[0]!;
+        // HttpOnly, SameSite=Strict, and Secure when served over TLS (--secure-cookies)
+        expect(setCookie).toMatch(/; HttpOnly; SameSite=Strict; Secure;/);
         // the cookie holds a session, not the token
         expect(cookie).not.toContain(admin);
       }
@@ -386,25 +421,88 @@ for (const mode of ['auto', 'tokens'] as const) {
       expect(missing.json.error?.requestId).toMatch(/^[0-9a-f-]{36}$/);
     });
 
-    it('Placement: a body above its limit is refused (413 or a closed connection), nothing is created', async () => {
-      const before = await raw(served.url, 'GET', '/placement/resource_providers', {
-        ...(admin ? { 'x-auth-token': admin } : {}),
-        'openstack-api-version': 'placement 1.39',
-      });
-      const big = JSON.stringify({ name: 'n', uuid: undefined, pad: 'x'.repeat(2 * 1024 * 1024) });
+    it('Placement: a body above its limit is answered 413 with Connection: close, nothing is created', async () => {
+      const list = () =>
+        raw(served.url, 'GET', '/placement/resource_providers', {
+          ...(admin ? { 'x-auth-token': admin } : {}),
+          'openstack-api-version': 'placement 1.39',
+        });
+      const before = await list();
+      const big = JSON.stringify({ name: 'n', pad: 'x'.repeat(2 * 1024 * 1024) });
       const r = await raw(
         served.url,
         'POST',
         '/placement/resource_providers',
         { ...(admin ? { 'x-auth-token': admin } : {}), 'content-type': 'application/json' },
         big,
-      ).catch((e: NodeJS.ErrnoException) => ({ status: 0, code: e.code }));
-      expect([0, 413]).toContain(r.status);
-      const after = await raw(served.url, 'GET', '/placement/resource_providers', {
+      );
+      expect(r.status).toBe(413);
+      expect(r.headers.connection).toBe('close');
+      expect((r.json as { errors?: { status?: number }[] }).errors?.[0]?.status).toBe(413);
+      expect((await list()).text).toBe(before.text);
+    });
+
+    it('Placement: deep or huge values and prototype names answer 400 with a bounded message', async () => {
+      const headers = {
         ...(admin ? { 'x-auth-token': admin } : {}),
         'openstack-api-version': 'placement 1.39',
+      };
+      const list = () => raw(served.url, 'GET', '/placement/resource_providers', headers);
+      const before = await list();
+      const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+      for (const body of [
+        `{"name":${deep}}`,
+        `{"name":"a","uuid":${deep}}`,
+        JSON.stringify({ name: 'x'.repeat(100 * 1024) }),
+      ]) {
+        const r = await raw(
+          served.url,
+          'POST',
+          '/placement/resource_providers',
+          { ...headers, 'content-type': 'application/json' },
+          body,
+        );
+        const detail = (r.json as { errors?: { detail?: string }[] }).errors?.[0]?.detail ?? '';
+        expect({ status: r.status, short: detail.length > 0 && detail.length < 800 }).toEqual({
+          status: 400,
+          short: true,
+        });
+      }
+      for (const name of ['__proto__', 'constructor']) {
+        for (const path of [
+          `/placement/resource_providers?resources=${name}:1`,
+          `/placement/allocation_candidates?resources=${name}:1`,
+        ]) {
+          const r = await raw(served.url, 'GET', path, headers);
+          expect({ path, status: r.status }).toEqual({ path, status: 400 });
+          expect(r.text).toContain(`No such resource class ${name}`);
+        }
+      }
+      expect((await list()).text).toBe(before.text);
+    });
+
+    it('an --allowed-host name and an --allowed-origin page are accepted, nothing more', async () => {
+      const port = new URL(served.url).port;
+      const named = await raw(served.url, 'GET', '/api/health', { host: `ops.example:${port}` });
+      expect(named.status).toBe(200);
+      const other = await raw(served.url, 'GET', '/api/health', {
+        host: `ops.example.evil:${port}`,
       });
-      expect(after.text).toBe(before.text);
+      expect(other.status).toBe(421);
+      const op = (origin: string) =>
+        raw(
+          served.url,
+          'POST',
+          '/api/containers/allowed/ops',
+          { ...auth, host: `ops.example:${port}`, origin, 'content-type': 'application/json' },
+          '{"type":"create","payload":{"image":"x"}}',
+        );
+      expect((await op('https://ops.example')).status).toBe(202);
+      const foreign = await op('https://evil.ops.example');
+      expect({ status: foreign.status, code: foreign.json.error?.code }).toEqual({
+        status: 403,
+        code: 'minicloud.cross_origin',
+      });
     });
 
     it('a refused archive upload leaves no directory behind and no path in its message', async () => {
@@ -556,6 +654,37 @@ for (const mode of ['auto', 'tokens'] as const) {
       expect(op!.text).not.toMatch(/"stack"/);
       expect(op!.text).not.toContain(dir);
       expect(op!.text).not.toContain('file://');
+      // A deploy that fails (and rolls back): its answer and its flow carry no stack either.
+      const files = appFiles(1).map((f) => ({
+        path: f.path,
+        base64: Buffer.from(f.content).toString('base64'),
+      }));
+      const upload = await raw(
+        served.url,
+        'POST',
+        '/api/packages',
+        { ...auth, 'content-type': 'application/json' },
+        JSON.stringify({ ...APP, files }),
+      );
+      expect([200, 201, 409]).toContain(upload.status);
+      const failed = await raw(
+        served.url,
+        'POST',
+        '/api/environments',
+        { ...auth, 'content-type': 'application/json' },
+        JSON.stringify({
+          name: `doomed-${mode}`,
+          package: { fqn: APP.fqn, version: APP.version },
+          faults: { failStep: 'health-check' },
+        }),
+      );
+      expect({ status: failed.status, ok: failed.json.ok }).toEqual({ status: 200, ok: false });
+      expect(failed.text).not.toMatch(/"stack"|file:\/\//);
+      expect(failed.text).not.toContain(dir);
+      const flowId = String(failed.json.flowId);
+      const flow = await raw(served.url, 'GET', `/api/flows/${encodeURIComponent(flowId)}`, auth);
+      expect(flow.status).toBe(200);
+      expect(flow.text).toMatch(/health-check/);
       const flows = await raw(served.url, 'GET', '/api/flows', auth);
       for (const f of (flows.json.flows as { flowId: string }[] | undefined) ?? []) {
         const one = await raw(
@@ -571,23 +700,90 @@ for (const mode of ['auto', 'tokens'] as const) {
     });
 
     if (mode === 'auto') {
+      it(
+        'more connections than the server takes at once are closed unanswered',
+        { timeout: 60_000 },
+        async () => {
+          const { port } = new URL(served.url);
+          const open = (): Promise<ReturnType<typeof connect>> =>
+            new Promise((resolve, reject) => {
+              const socket = connect(Number(port), '127.0.0.1', () => resolve(socket));
+              socket.on('error', reject);
+            });
+          const held: ReturnType<typeof connect>[] = [];
+          try {
+            for (let i = 0; i < 1_000; i++) held.push(await open());
+            const extra = await open();
+            const answer = await new Promise<string>((resolve) => {
+              let text = '';
+              // An answer fails the test at once (a kept-alive socket would not close).
+              extra.on('data', (c: Buffer) => resolve((text += c.toString('utf8'))));
+              extra.on('close', () => resolve(text));
+              extra.on('error', () => undefined);
+              extra.write(`GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+            });
+            expect(answer).toBe('');
+          } finally {
+            for (const s of held) s.destroy();
+          }
+          // Once they are gone, the server answers again.
+          let status = 0;
+          for (let i = 0; i < 50 && status !== 200; i++) {
+            status = (await raw(served.url, 'GET', '/api/health').catch(() => ({ status: 0 })))
+              .status;
+            if (status !== 200) await sleep(100);
+          }
+          expect(status).toBe(200);
+        },
+      );
+
       it('a client that sends headers slowly is cut off within the header timeout', async () => {
         const { port } = new URL(served.url);
         const started = Date.now();
+        let answer = '';
         const closed = await new Promise<number>((resolve) => {
           const socket = connect(Number(port), '127.0.0.1', () => {
             socket.write('GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
           });
-          socket.on('data', () => undefined);
+          socket.on('data', (c: Buffer) => (answer += c.toString('utf8')));
           socket.on('close', () => resolve(Date.now() - started));
           socket.on('error', () => undefined);
         });
         // headersTimeout is 10 s; Node checks every second (it checked every 30 s before).
         expect(closed).toBeLessThan(15_000);
+        // …with the same error body as every other error.
+        expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+        expect(answer).toContain('{"error":{"code":"minicloud.request_timeout"');
       }, 30_000);
     }
 
     if (mode === 'tokens') {
+      it('one caller cannot take every event stream: 25 per token, others still get theirs', async () => {
+        const readerAuth = { authorization: `Bearer ${reader}` };
+        const streams: { status: number; close: () => void }[] = [];
+        try {
+          for (let i = 0; i < 25; i++) {
+            const s = await hold(served.url, '/api/events', readerAuth);
+            streams.push(s);
+            expect(s.status).toBe(200);
+          }
+          // (held open: were it served, the test fails at once instead of waiting for its end)
+          const one = await hold(served.url, '/api/events', readerAuth);
+          streams.push(one);
+          expect(one.status).toBe(503);
+          const refused = await raw(served.url, 'GET', '/api/events', readerAuth);
+          expect({ status: refused.status, code: refused.json.error?.code }).toEqual({
+            status: 503,
+            code: 'minicloud.too_many_streams',
+          });
+          const other = await hold(served.url, '/api/events', auth);
+          streams.push(other);
+          expect(other.status).toBe(200);
+        } finally {
+          for (const s of streams) s.close();
+        }
+      });
+
       it('failing clients never lock out a valid credential (API and Placement)', async () => {
         for (let i = 0; i < 30; i++) {
           await raw(served.url, 'GET', '/api/environments', {
@@ -605,6 +801,31 @@ for (const mode of ['auto', 'tokens'] as const) {
           'x-auth-token': admin,
         });
         expect(placement.status).toBe(200);
+        // Failures count per source and per presented credential: another client (127.0.0.2)
+        // replaying the failing cookie is slowed down, a new one of its own is not.
+        if (process.platform === 'linux') {
+          const replay = await raw(
+            served.url,
+            'GET',
+            '/api/environments',
+            { cookie: 'minicloud_session=mcs_bad' },
+            undefined,
+            '127.0.0.2',
+          );
+          expect(replay.status).toBe(429);
+          const own = await raw(
+            served.url,
+            'GET',
+            '/api/environments',
+            { authorization: 'Bearer mct_other-bad' },
+            undefined,
+            '127.0.0.2',
+          );
+          expect({ status: own.status, code: own.json.error?.code }).toEqual({
+            status: 401,
+            code: 'minicloud.unauthorized',
+          });
+        }
       });
 
       it(

@@ -28,7 +28,10 @@ export interface AuthOptions {
   tokens: TokenStore;
   mode: AuthMode;
   limiter?: FailureLimiter;
-  /** Mark the session cookie `Secure` (served over TLS, e.g. behind a TLS proxy). @default false */
+  /**
+   * Always mark the session cookie `Secure` (served over TLS, e.g. behind a TLS proxy); it is
+   * marked anyway when a request says `X-Forwarded-Proto: https`. @default false
+   */
   secureCookies?: boolean;
 }
 
@@ -168,8 +171,20 @@ declare module 'fastify' {
   }
 }
 
-function cookieAttributes(auth: Auth): string {
-  return `Path=/; HttpOnly; SameSite=Strict${auth.secureCookies ? '; Secure' : ''}`;
+/**
+ * Whether `req` reached a TLS proxy as HTTPS (`X-Forwarded-Proto: https`). Trusting it is safe
+ * here: it can only add `Secure`, which keeps a cookie off plain HTTP.
+ */
+function forwardedHttps(req: IncomingMessage): boolean {
+  const proto = req.headers['x-forwarded-proto'];
+  const first = (Array.isArray(proto) ? proto[0] : proto)?.split(',')[0]?.trim().toLowerCase();
+  return first === 'https';
+}
+
+/** The session cookie's attributes: `Secure` with `--secure-cookies` or behind a TLS proxy. */
+function cookieAttributes(auth: Auth, req: IncomingMessage): string {
+  const secure = auth.secureCookies || forwardedHttps(req);
+  return `Path=/; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
 }
 
 /**
@@ -240,7 +255,7 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
       const session = await auth.tokens.createSession(principal);
       void reply.header(
         'set-cookie',
-        `${SESSION_COOKIE}=${session}; ${cookieAttributes(auth)}; Max-Age=${SESSION_TTL_MS / 1000}`,
+        `${SESSION_COOKIE}=${session}; ${cookieAttributes(auth, req.raw)}; Max-Age=${SESSION_TTL_MS / 1000}`,
       );
       return { auth: true, role: principal.role };
     },
@@ -259,7 +274,10 @@ export function installAuth(app: FastifyInstance, auth: Auth): void {
     async (req, reply) => {
       const session = cookieToken(req.raw);
       if (session !== undefined) await auth.tokens.revokeSession(session);
-      void reply.header('set-cookie', `${SESSION_COOKIE}=; ${cookieAttributes(auth)}; Max-Age=0`);
+      void reply.header(
+        'set-cookie',
+        `${SESSION_COOKIE}=; ${cookieAttributes(auth, req.raw)}; Max-Age=0`,
+      );
       return reply.status(204).send();
     },
   );
