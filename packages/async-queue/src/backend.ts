@@ -1,5 +1,5 @@
 import type { Clock, Logger, SerializedError } from '@rigging/core';
-import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from './types.js';
+import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from './records.js';
 
 /** What a backend stores for a new op. */
 export interface EnqueueInput {

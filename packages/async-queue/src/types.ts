@@ -7,16 +7,10 @@ import type {
   Logger,
   SerializedError,
 } from '@rigging/core';
+import type { QueueBackend } from './backend.js';
+import type { KeyStatus, RetentionOptions } from './records.js';
 
-/** Status of one op. */
-export type OpStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
-
-/**
- * Status of one key: `idle` (nothing pending), `queued` (ops waiting for a worker slot),
- * `<type>-in-progress` (its head op runs, or waits for a retry), `blocked` (an op failed under
- * the `stop` policy; new ops are held until `resume` or `discard`).
- */
-export type KeyStatus = 'idle' | 'queued' | 'blocked' | `${string}-in-progress`;
+export type { KeyInfo, KeyStatus, OpInfo, OpStatus, RetentionOptions } from './records.js';
 
 /** What a handler receives besides the payload. */
 export interface HandlerContext {
@@ -96,61 +90,6 @@ export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & s
 /** The result type of handler `T`. */
 export type ResultOf<H extends Handlers, T extends keyof H> = Awaited<ReturnType<H[T]>>;
 
-/** A snapshot of one op. */
-export interface OpInfo {
-  /** The op id. */
-  id: string;
-  /** The key whose ops run in order. */
-  key: string;
-  /** The op type (the handler's name). */
-  type: string;
-  /** The handler's input. */
-  payload: unknown;
-  /** Where the op is in its life. */
-  status: OpStatus;
-  /** How many times a worker started it (claims, including re-claims after a crash). */
-  attempts: number;
-  /** Epoch milliseconds. */
-  createdAt: number;
-  /** Epoch milliseconds at which the latest attempt started. */
-  startedAt?: number | undefined;
-  /** Epoch milliseconds at which the op succeeded, failed or was cancelled. */
-  finishedAt?: number | undefined;
-  /** The handler's result (`succeeded`). */
-  result?: unknown;
-  /** The last failure (`failed`; also kept on a `queued` op waiting for a retry). */
-  error?: SerializedError | undefined;
-  /** The failed op whose `stop` policy cancelled this one (`cancelled`). */
-  cancelledBy?: string | undefined;
-  /** The idempotency key given at enqueue, if any. */
-  idempotencyKey?: string | undefined;
-  /**
-   * `true` when the op was accepted while its key is `blocked` (status `queued`): it is held,
-   * waiting for `resume(key)` (it then runs) or `discard(key)` (it is cancelled). Absent
-   * otherwise.
-   */
-  held?: boolean | undefined;
-}
-
-/** What `inspect(key)` returns. */
-export interface KeyInfo {
-  /** The key. */
-  key: string;
-  /** The key's status now. */
-  status: KeyStatus;
-  /** The failed op that blocked the key (`blocked`). */
-  blockedBy?: string | undefined;
-  /** The op running now, if any. */
-  running?: OpInfo | undefined;
-  /**
-   * Ops waiting, in the order they will run. When the key is `blocked` these are the ops
-   * accepted since it blocked, each with `held: true` (they wait for `resume`/`discard`).
-   */
-  pending: OpInfo[];
-  /** How many of `pending` are held behind the block (0 unless `blocked`). */
-  held?: number | undefined;
-}
-
 /**
  * Exponential backoff between retries: `{ initialMs, factor, maxMs, jitter }`.
  * @deprecated Use `BackoffSettings` (or the wider `Backoff`) from `@rigging/core`; this alias
@@ -177,14 +116,6 @@ export interface PolicyOptions {
 
 /** `'stop'`, `'continue'`, `'retry'` (= stop after 3 attempts with backoff) or options. */
 export type Policy = 'stop' | 'continue' | 'retry' | PolicyOptions;
-
-/** Retention of finished ops. */
-export interface RetentionOptions {
-  /** Keep at most this many succeeded/cancelled ops (the oldest go first). */
-  maxCount?: number;
-  /** Drop finished ops (failed ones included) older than this. */
-  maxAgeMs?: number;
-}
 
 /** Typed events of a queue (what this queue instance did or observed). */
 export interface QueueEvents {
@@ -354,7 +285,7 @@ export interface ProducerQueueOptions<T extends OpTypes> extends Omit<
 /** Options shared by every queue. */
 export interface CommonQueueOptions<H extends Handlers> {
   /** @default memoryBackend() */
-  backend?: import('./backend.js').QueueBackend;
+  backend?: QueueBackend;
   /**
    * How many ops (of different keys) run at once in this queue instance; `0` = sync mode.
    * @default 1

@@ -262,13 +262,15 @@ describe('FileLock tokens and holder records', () => {
     const clock = manualClock(1_700_000_000_000); // time stands still: only the token logic orders
     const locks = new FileLock({ dir, clock });
     for (const mode of ['exclusive', 'shared'] as const) {
-      const first = await locks.acquire('k', { mode });
-      unlinkSync(locks.pathOf('k')); // the counter is gone with the file
-      // the FileLock's token source remembers what the file forgot
-      const next = await locks.acquire('k', { mode: 'exclusive', timeoutMs: 20_000 });
-      expect(next.token).toBeGreaterThan(first.token);
-      await next.release();
-      await first.release();
+      for (const nextMode of ['exclusive', 'shared'] as const) {
+        const first = await locks.acquire('k', { mode });
+        unlinkSync(locks.pathOf('k')); // the counter is gone with the file
+        // the FileLock's token source remembers what the file forgot
+        const next = await locks.acquire('k', { mode: nextMode, timeoutMs: 20_000 });
+        expect(next.token).toBeGreaterThan(first.token);
+        await next.release();
+        await first.release();
+      }
     }
     locks.close();
   });

@@ -21,11 +21,14 @@ export interface FlowRetry {
  * provided so far, the failures and revert outcomes, the phase, and why it stops.
  *
  * Everything is read through getters and changed through the named transitions below, in two
- * groups. The *logged* transitions mirror log entries and are called by the run's journal alone,
+ * groups. The *logged* transitions mirror log entries and are called by the run's journal
  * as it writes (or restores) the entries: a reader who wants to know how a field changes reads
- * `run-journal.ts`. The *stop* transitions (`stop`, `cancel`, `lose`, `fail`, `takeFlowRetry`)
- * are not logged: they are how the run, its scheduler and its collaborators tell each other to
- * stop starting work.
+ * `run-journal.ts`. Two of them also record what no entry carries, from outside the journal:
+ * `failed` when a sub-flow's retry cannot go on (`run-forward.ts`, `run-revert.ts`) and
+ * `revertEnded` with `PENDING` for the tasks a stopped revert leaves (`run-revert.ts`). The *stop*
+ * transitions (`stop`, `cancel`, `lose`, `cancelHandled`, `fail`, `requestFlowRetry`,
+ * `takeFlowRetry`) are not logged: they are how the run, its scheduler and its collaborators tell
+ * each other to stop starting work.
  */
 export class RunState {
   readonly compiled: CompiledFlow;
@@ -160,7 +163,7 @@ export class RunState {
     return out === undefined ? own : own === undefined ? out : { ...out, ...own };
   }
 
-  // ---- logged transitions: called by the journal only ----
+  // ---- logged transitions: called by the journal (but see `failed` and `revertEnded`) ----
 
   /** Atom `index` starts its next attempt (the entry being written carries it); returns it. */
   nextAttempt(index: number): number {

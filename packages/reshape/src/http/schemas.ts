@@ -352,7 +352,7 @@ export function validators(): Validators {
     body(name, version, value) {
       const validate = pick(tables().bodies, name, version);
       if (!validate(value))
-        throw new HttpError(400, `JSON does not validate: ${describe(validate.errors)}`);
+        throw new HttpError(400, `JSON does not validate: ${validationMessage(validate.errors)}`);
     },
     query(name, version, params) {
       const value = nullProto<unknown>();
@@ -360,7 +360,10 @@ export function validators(): Validators {
         value[key] = REPEATABLE.has(key) ? params.getAll(key) : params.get(key);
       const validate = pick(tables().queries, name, version);
       if (!validate(value))
-        throw new HttpError(400, `Invalid query string parameters: ${describe(validate.errors)}`);
+        throw new HttpError(
+          400,
+          `Invalid query string parameters: ${validationMessage(validate.errors)}`,
+        );
       return value;
     },
   };
@@ -415,7 +418,7 @@ function render(v: unknown, depth: number): string {
 }
 
 /** The first error, worded as Python's jsonschema words it; never throws. */
-function describe(errors: ErrorObject[] | null | undefined): string {
+function validationMessage(errors: ErrorObject[] | null | undefined): string {
   try {
     return `${describeFirst(errors)}${failedValidating(errors?.[0])}`;
   } catch {
