@@ -431,7 +431,7 @@ for (const kind of ['sqlite-file', 'postgres', 'mysql'] as const) {
   );
   if (ms === undefined) continue;
   rows.push({
-    name: `SIGKILL -> takeover on ${kind} (lease ${TAKEOVER_LEASE_MS} ms, default pollMs)${kind === 'mysql' ? ', no owner evidence' : ''}`,
+    name: `SIGKILL -> takeover on ${kind} (lease ${TAKEOVER_LEASE_MS} ms, default pollMs)`,
     value: `${fmt(ms)} ms`,
   });
 }

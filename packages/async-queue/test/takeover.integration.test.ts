@@ -1,6 +1,6 @@
 // A worker SIGKILLed mid-op: another worker takes its op over as soon as the owner is provably
-// gone (its PostgreSQL session ended; on SQLite, its pid on this host is dead), well before the
-// claim's lease expires.
+// gone (its PostgreSQL session ended, its MySQL/MariaDB session's named lock was freed; on
+// SQLite, its pid on this host is dead), well before the claim's lease expires.
 import { fileURLToPath } from 'node:url';
 import { deferred } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
@@ -12,7 +12,7 @@ import { sqlBackend } from '../src/sql.js';
 const WORKER = fileURLToPath(new URL('./fixtures/takeover-worker.ts', import.meta.url));
 const LEASE_MS = 60_000;
 
-const backends = await sqlBackends('async_queue_takeover', ['sqlite-file', 'postgres']);
+const backends = await sqlBackends('async_queue_takeover', ['sqlite-file', 'postgres', 'mysql']);
 
 for (const b of backends) {
   describe.skipIf(!b.available)(`takeover on ${b.kind}`, () => {

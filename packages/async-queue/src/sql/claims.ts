@@ -218,7 +218,9 @@ export class QueueClaims {
       .where('k.state', '=', 'running')
       .where('k.lease_until', '>=', at);
     if (key !== undefined) q = q.where('k.op_key', '=', key);
-    const rows = (await q.limit(1000).execute()) as {
+    q = q.limit(1000);
+    if (owners.lockingRead) q = this.#tables.dialect.forUpdate(q, true);
+    const rows = (await q.execute()) as {
       op_key: string;
       running_op: string;
       worker: string | null;

@@ -105,6 +105,12 @@ export interface QueueDialect {
     | {
         presence(database: Database): Promise<Presence>;
         gone(db: Db, tags: readonly string[]): Promise<Set<string>>;
+        /**
+         * Read the candidate claims with a locking read (skipping locked rows): under MySQL's
+         * REPEATABLE READ a plain read would fix the claim transaction's snapshot, and its later
+         * plain reads (a key's head op) would miss ops enqueued since.
+         */
+        lockingRead?: boolean;
       }
     | undefined;
   /** The single-statement hot paths, where the dialect has them. */

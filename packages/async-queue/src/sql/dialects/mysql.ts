@@ -1,11 +1,60 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '@rigging/sql';
+import { sql } from '../../sql-peer.js';
 import { KEYS, OPS } from '../names.js';
-import type { KeyRow, OpRow } from '../rows.js';
+import type { Db, KeyRow, OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
 import type { QueueDialect } from './dialect.js';
 
+/** The named lock that stands for an owner tag (`my:<uuid>`; names are at most 64 characters). */
+const ownerLock = (tag: string): string => `rigging_async_queue:${tag.slice(3)}`;
+
+/**
+ * Owners by database session: this process holds a session open, and on it a named lock
+ * (`GET_LOCK`) whose name a claim records; the server frees a named lock when its session ends.
+ * A claim whose lock is free (`IS_FREE_LOCK`: the process died, the connection broke) is taken
+ * over at once. Unlike the process list, a named lock is visible to every account without the
+ * `PROCESS` privilege. (If a live process loses that session, its claims are taken over too; its
+ * heartbeat then finds them lost and aborts their handlers with `async-queue.lease_lost`.)
+ */
+const namedLockOwners = {
+  async presence(database: Database) {
+    const session = await database.session();
+    try {
+      const tag = `my:${randomUUID()}`;
+      const { rows } = await session.query<{ ok: number | string | null }>(
+        'select get_lock(?, 0) as ok',
+        [ownerLock(tag)],
+      );
+      if (Number(rows[0]?.ok) !== 1) throw new Error(`could not take the named lock of ${tag}`);
+      return { tag, lost: session.lost, close: () => session.close() };
+    } catch (err) {
+      await session.close().catch(() => {});
+      throw err;
+    }
+  },
+  async gone(db: Db, tags: readonly string[]) {
+    const mine = tags.filter((tag) => /^my:[0-9a-f-]{36}$/.test(tag));
+    const gone = new Set<string>();
+    if (mine.length === 0) return gone;
+    // `IS_FREE_LOCK` is 1 when no session holds the lock, 0 when one does, NULL on an error
+    // (counted as alive).
+    const { rows } = await sql<Record<string, number | string | null>>`select ${sql.join(
+      mine.map((tag, i) => sql`is_free_lock(${ownerLock(tag)}) as ${sql.ref(`f${i}`)}`),
+    )}`.execute(db);
+    const row = rows[0] ?? {};
+    mine.forEach((tag, i) => {
+      if (Number(row[`f${i}`]) === 1) gone.add(tag);
+    });
+    return gone;
+  },
+  lockingRead: true,
+};
+
 /**
  * MySQL/MariaDB: row locks with `FOR UPDATE SKIP LOCKED`, no `RETURNING` (a write is followed by
- * a read in the same transaction), no push: other processes are found by polling.
+ * a read in the same transaction), no push: other processes are found by polling; owners are
+ * known gone by their session's named lock.
  * @internal
  */
 export function mysqlDialect(): QueueDialect {
@@ -64,5 +113,6 @@ export function mysqlDialect(): QueueDialect {
       }
       return out;
     },
+    owners: namedLockOwners,
   };
 }
