@@ -9,8 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FailureLimiter } from '../src/auth/limiter.js';
+import { TokenStore } from '../src/auth/tokens.js';
 import { openCloud, type Cloud } from '../src/cloud/index.js';
 import { loadConfig } from '../src/config.js';
+import { Auth } from '../src/http/auth.js';
 import { createServer, type MinicloudServer } from '../src/http/server.js';
 import { APP, appFiles } from '../src/steps/deploy.js';
 import { tgz } from './archives.js';
@@ -24,6 +27,7 @@ const handed = new Map<string, unknown>();
 
 interface Operation {
   operationId: string;
+  security?: unknown[];
   parameters?: { in: string; name: string }[];
   requestBody?: { content: Record<string, unknown> };
   responses: Record<
@@ -298,5 +302,80 @@ describe('every answer of the API matches the OpenAPI document and keeps every f
       'getPackage',
       'getQueueKey',
     ]);
+  });
+});
+
+describe('with tokens required, the document says which routes need one', () => {
+  let guarded: MinicloudServer;
+  beforeAll(async () => {
+    const config = loadConfig({ database: dbUrl, dataDir: dir }, {}, dir);
+    const auth = new Auth({
+      tokens: new TokenStore(cloud.database),
+      mode: 'required',
+      limiter: new FailureLimiter({ maxFailures: 3 }),
+    });
+    guarded = await createServer({ cloud, config, auth });
+    await guarded.app.ready();
+  });
+  afterAll(async () => {
+    await guarded?.close();
+  });
+
+  /** Sends a request to the server that requires tokens; checks its status is documented. */
+  async function send(method: string, path: string, url: string, headers = {}, payload?: object) {
+    const res = await guarded.app.inject({
+      method: method as 'GET',
+      url,
+      headers,
+      ...(payload ? { payload } : {}),
+    });
+    const op = doc.paths[path]![method.toLowerCase()]!;
+    expect(
+      Object.keys(op.responses),
+      `${method} ${path} → ${res.statusCode} ${res.body.slice(0, 300)} (undocumented status)`,
+    ).toContain(String(res.statusCode));
+    return res;
+  }
+
+  it('a route without security: [] answers 401 without a token; one with it never does', async () => {
+    const global = (guarded.app.swagger() as { security?: unknown[] }).security;
+    expect(global?.length).toBeGreaterThan(0);
+    const publicRoutes: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const url = path.replace(/\{(\w+)\}/g, 'x');
+        const body = method === 'get' ? undefined : {};
+        const res = await send(method.toUpperCase(), path, url, {}, body);
+        const where = `${method.toUpperCase()} ${path} → ${res.statusCode} ${res.body.slice(0, 300)}`;
+        if (Array.isArray(op.security) && op.security.length === 0) {
+          publicRoutes.push(`${method.toUpperCase()} ${path}`);
+          // GET /api/session says who the caller is: without a token, that it needs one
+          if (path !== '/api/session' || method !== 'get') {
+            expect(res.statusCode, where).not.toBe(401);
+          }
+        } else {
+          expect(op.security, where).toBeUndefined();
+          expect(res.statusCode, where).toBe(401);
+        }
+      }
+    }
+    expect(publicRoutes.sort()).toEqual([
+      'DELETE /api/session',
+      'GET /api/health',
+      'GET /api/session',
+      'POST /api/session',
+    ]);
+  });
+
+  it('the session routes answer their documented 401, then 429 past the failure limit', async () => {
+    const statuses = { get: new Set<number>(), post: new Set<number>() };
+    for (let i = 0; i < 5; i++) {
+      const headers = { authorization: `Bearer wrong-${i}` };
+      statuses.get.add((await send('GET', '/api/session', '/api/session', headers)).statusCode);
+      const signIn = await send('POST', '/api/session', '/api/session', {}, { token: `bad-${i}` });
+      statuses.post.add(signIn.statusCode);
+    }
+    expect([...statuses.get].sort()).toEqual([401, 429]);
+    expect([...statuses.post].sort()).toEqual([401, 429]);
   });
 });

@@ -4,6 +4,7 @@ import {
   cpSync,
   mkdirSync,
   mkdtempSync,
+  readFileSync,
   realpathSync,
   rmSync,
   symlinkSync,
@@ -217,6 +218,33 @@ describe('a better-sqlite3 that crashes this Node', () => {
   it('openDatabase checks the installed driver before loading it (this Node, this install)', async () => {
     await using db = await openDatabase('sqlite::memory:');
     expect(db.dialect).toBe('sqlite');
+  });
+
+  it('openDatabase refuses the installed driver on a Node it crashes (sql.driver_unsupported)', async () => {
+    // the installed better-sqlite3, as openDatabase finds it, on the Node where its major crashes
+    const installed = (
+      JSON.parse(
+        readFileSync(join(pkgDir, 'node_modules', 'better-sqlite3', 'package.json'), 'utf8'),
+      ) as {
+        version: string;
+      }
+    ).version;
+    const crashing = Number.parseInt(installed, 10) >= 13 ? '20.20.2' : '24.1.0';
+    const saved = Object.getOwnPropertyDescriptor(process, 'versions')!;
+    Object.defineProperty(process, 'versions', {
+      ...saved,
+      value: { ...process.versions, node: crashing },
+    });
+    try {
+      const e = await openDatabase('sqlite::memory:').catch((err: unknown) => err);
+      expect(e).toBeInstanceOf(SqlError);
+      expect(e).toMatchObject({
+        code: 'sql.driver_unsupported',
+        details: { package: 'better-sqlite3', installed, node: crashing },
+      });
+    } finally {
+      Object.defineProperty(process, 'versions', saved);
+    }
   });
 });
 

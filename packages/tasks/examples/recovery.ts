@@ -56,15 +56,18 @@ if (crash) {
     // "busy" and later scans try again (on PostgreSQL the dead worker's session lock goes at once).
     const locks = sqlLockProvider(database, { ttlMs: 1000 });
     const engine = new Engine({ log: await sqlLog(database), locks });
-    await using recovery = engine.startRecovery({ flows: [backup], intervalMs: 250 });
-    await new Promise<void>((resolve) => {
-      recovery.on('recovery:finished', ({ flowId, outcome }) => {
-        if (outcome === 'busy') return; // its owner's lease has not expired yet
-        console.log(`recovery: ${flowId} ${outcome}`);
-        resolve();
+    const recovery = engine.startRecovery({ flows: [backup], intervalMs: 250 });
+    try {
+      await new Promise<void>((resolve) => {
+        recovery.on('recovery:finished', ({ flowId, outcome }) => {
+          if (outcome === 'busy') return; // its owner's lease has not expired yet
+          console.log(`recovery: ${flowId} ${outcome}`);
+          resolve();
+        });
       });
-    });
-    await recovery.stop();
+    } finally {
+      await recovery.stop();
+    }
     await locks.close();
     await database.close();
   } finally {

@@ -8,8 +8,8 @@
 // - esbuild: the block bundled for Node with everything but native addons, then run from a
 //   directory whose node_modules holds only those addons.
 // Every entry is also loaded from ESM and from CommonJS with nothing but the package installed.
-// On Node 20 all three run; on other majors (scripts/test-on-node.sh) npm and esbuild, which
-// cover what depends on Node (pnpm's layout does not). RIGGING_A_LA_CARTE=npm,pnpm,esbuild picks.
+// All three run on every Node the tests run on (20 here, 22 and 24 through
+// scripts/test-on-node.sh); RIGGING_A_LA_CARTE=npm,pnpm,esbuild picks some.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,12 +33,7 @@ const NATIVE = ['better-sqlite3', 'fs-native-extensions'];
 /** Entries that import an optional peer of their package, and that peer. */
 const ENTRY_PEERS = { './sql': '@rigging/sql', './tasks': '@rigging/tasks' };
 
-const MODES = new Set(
-  (
-    process.env.RIGGING_A_LA_CARTE ??
-    (process.versions.node.startsWith('20.') ? 'npm,pnpm,esbuild' : 'npm,esbuild')
-  ).split(','),
-);
+const MODES = new Set((process.env.RIGGING_A_LA_CARTE ?? 'npm,pnpm,esbuild').split(','));
 
 /** The whole file must finish within this (npm's and pnpm's caches make reruns faster). */
 const DEADLINE_MS = 15 * 60_000;
