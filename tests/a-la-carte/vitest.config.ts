@@ -4,7 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.mjs'],
     // npm and pnpm install into empty projects, one package after the other; the whole file stays
-    // within its deadline (see the test): about 10 minutes on Node 20 on a loaded 2-core machine.
+    // within its deadline (see the test): 5 to 15 minutes per Node on a 2-core machine, quiet or
+    // loaded.
     testTimeout: 300_000,
     hookTimeout: 300_000,
   },

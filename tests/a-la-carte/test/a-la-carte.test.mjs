@@ -36,7 +36,7 @@ const ENTRY_PEERS = { './sql': '@rigging/sql', './tasks': '@rigging/tasks' };
 const MODES = new Set((process.env.RIGGING_A_LA_CARTE ?? 'npm,pnpm,esbuild').split(','));
 
 /** The whole file must finish within this (npm's and pnpm's caches make reruns faster). */
-const DEADLINE_MS = 15 * 60_000;
+const DEADLINE_MS = 20 * 60_000;
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'rigging-a-la-carte-'));
 let packed = [];
