@@ -53,7 +53,7 @@ describe('minicloud worker, SIGTERM mid-flow', () => {
       const a = await startWorker();
       const deploying = cloud.deployEnvironment('env-h', {
         package: APP,
-        faults: { stepMs: 1000 }, // 9 steps, one after the other: longer than the 5 s grace
+        faults: { stepMs: 1500 }, // 9 steps, one after the other: far longer than the 5 s grace
       });
       deploying.catch(() => {});
       let flowId: string | undefined;
@@ -61,9 +61,15 @@ describe('minicloud worker, SIGTERM mid-flow', () => {
         flowId = (await cloud.environments()).find((e) => e.name === 'env-h')?.flowId;
         await sleep(50);
       }
+      // The second worker starts while the first one runs the flow (a node process can take
+      // seconds to start on a loaded machine: the flow must still be far from done at SIGTERM).
+      const starting = startWorker();
       while (!(await cloud.engine.history(flowId)).some((e) => e.state === 'SUCCESS'))
         await sleep(50);
-      const b = await startWorker();
+      const b = await starting;
+      const done = (await cloud.engine.history(flowId)).filter((e) => e.state === 'SUCCESS');
+      // at least 4 steps (6 s) left: more than the 5 s grace
+      expect(done.length, 'the flow has more left than the grace period').toBeLessThanOrEqual(5);
       a.child.kill('SIGTERM');
       expect(await a.exited).toBe(0);
 
