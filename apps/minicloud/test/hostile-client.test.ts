@@ -98,6 +98,21 @@ function raw(
 }
 
 /** Opens a request whose answer is not read to its end (an event stream); `close` ends it. */
+/** Uploads the demo application's package (JSON, base64 files) with `headers`. */
+function uploadApp(url: string, headers: Record<string, string>) {
+  const files = appFiles(1).map((f) => ({
+    path: f.path,
+    base64: Buffer.from(f.content).toString('base64'),
+  }));
+  return raw(
+    url,
+    'POST',
+    '/api/packages',
+    { ...headers, 'content-type': 'application/json' },
+    JSON.stringify({ ...APP, files }),
+  );
+}
+
 function hold(
   base: string,
   path: string,
@@ -557,17 +572,7 @@ for (const mode of ['auto', 'tokens'] as const) {
       'the package repository answers only this process: its secret and a loopback Host',
       { timeout: 120_000 },
       async () => {
-        const files = appFiles(1).map((f) => ({
-          path: f.path,
-          base64: Buffer.from(f.content).toString('base64'),
-        }));
-        const upload = await raw(
-          served.url,
-          'POST',
-          '/api/packages',
-          { ...auth, 'content-type': 'application/json' },
-          JSON.stringify({ ...APP, files }),
-        );
+        const upload = await uploadApp(served.url, auth);
         expect(upload.status).toBe(201);
         // The upload id is visible to every reader: it must not be enough.
         const seen = await raw(
@@ -655,17 +660,7 @@ for (const mode of ['auto', 'tokens'] as const) {
       expect(op!.text).not.toContain(dir);
       expect(op!.text).not.toContain('file://');
       // A deploy that fails (and rolls back): its answer and its flow carry no stack either.
-      const files = appFiles(1).map((f) => ({
-        path: f.path,
-        base64: Buffer.from(f.content).toString('base64'),
-      }));
-      const upload = await raw(
-        served.url,
-        'POST',
-        '/api/packages',
-        { ...auth, 'content-type': 'application/json' },
-        JSON.stringify({ ...APP, files }),
-      );
+      const upload = await uploadApp(served.url, auth);
       expect([200, 201, 409]).toContain(upload.status);
       const failed = await raw(
         served.url,
