@@ -356,4 +356,48 @@ describe('reverting: what a rollback guarantees', () => {
     expect((resumed as FlowFailed).code).toBe('tasks.flow_failed');
     expect(events).toEqual(['revert b', 'revert a']);
   });
+
+  it('a resume stopped at a failed revert still reports the reverts that failed before it', async () => {
+    const log = memoryLog();
+    const events: string[] = [];
+    const twoBroken = (name: string): Task =>
+      task({
+        name,
+        provides: name,
+        execute: () => name,
+        revert: () => {
+          events.push(`revert ${name}`);
+          throw new Error(`${name} revert broke`);
+        },
+      }) as Task;
+    const flow = graphFlow(
+      'fork',
+      twoBroken('a'),
+      twoBroken('b'),
+      task({
+        name: 'c',
+        requires: ['a', 'b'],
+        execute: () => {
+          throw new Error('c broke');
+        },
+      }),
+    );
+    const first = await new Engine({ log, onRevertFailure: 'tolerant' })
+      .run(flow, { inputs: {}, flowId: 'rr' })
+      .catch((e: unknown) => e);
+    expect(revertsOf(first)).toEqual(['b:REVERT_FAILURE', 'a:REVERT_FAILURE']);
+    // Resumed in 'stop' mode: b's revert fails again and stops the rollback before a's.
+    const second = await new Engine({ log }).resume('rr', flow).catch((e: unknown) => e);
+    expect((second as FlowFailed).code).toBe('tasks.revert_failed');
+    expect(events).toEqual(['revert b', 'revert a', 'revert b']);
+    const reverts = (second as FlowFailed).reverts;
+    expect(reverts.map((r) => `${r.task}:${r.state}`).sort()).toEqual([
+      'a:REVERT_FAILURE',
+      'b:REVERT_FAILURE',
+    ]);
+    expect(reverts.find((r) => r.task === 'a')?.failure).toMatchObject({
+      task: 'a',
+      message: 'a revert broke',
+    });
+  });
 });
