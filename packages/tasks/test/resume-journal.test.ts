@@ -226,4 +226,34 @@ describe('resume: the log, folded back, decides what runs again', () => {
     expect(out).toEqual({ b: 'b!', c: 'c!' });
     expect(events).toEqual(['exec b', 'exec c']);
   });
+
+  it('a resumed rollback reports only the reverts: a task retried before it failed is not one', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    const { events, make } = counting();
+    const flaky = task({
+      name: 'b',
+      retry: times(1),
+      execute: () => {
+        events.push('fail b');
+        throw new Error('b broke');
+      },
+    }) as Task;
+    const flow = linearFlow('f', make('a'), flaky);
+    await ownerVanishesAfter(
+      log,
+      locks,
+      flow,
+      'rt',
+      (e) => e.task === 'b' && e.state === 'FAILURE',
+    );
+    expect(events).toEqual(['exec a', 'fail b', 'fail b']);
+    const error = await new Engine({ log, locks: locks.provider })
+      .resume('rt', flow)
+      .catch((e: unknown) => e);
+    expect((error as FlowFailed).code).toBe('tasks.flow_failed');
+    expect((error as FlowFailed).reverts.map((r) => `${r.task}:${r.state}`)).toEqual([
+      'a:REVERTED',
+    ]);
+  });
 });
