@@ -1,0 +1,238 @@
+// The SQL backend's claims, called as the queue calls them, on a manual clock: one running op per
+// key, keys in turn, up to the limit; a fencing token one above the last per claim; an expired
+// lease re-claimed (the stale claim refused), failed as poison after too many expiries; a lease
+// kept by heartbeats only while its claim holds.
+import { manualClock, silentLogger, type SerializedError } from '@rigging/core';
+import { openDatabase, type Database } from '@rigging/sql';
+import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Claim, QueueBackend } from '../src/backend.js';
+import { sqlBackend } from '../src/sql.js';
+
+const backends = await sqlBackends('async_queue_claims', ['sqlite-memory', 'postgres', 'mysql']);
+
+const LEASE = 1_000;
+const broken: SerializedError = { name: 'Error', message: 'broken' };
+const payloads = (claims: Claim[]) => claims.map((c) => [c.op.key, c.op.payload]);
+
+for (const b of backends) {
+  describe.skipIf(!b.available)(`SQL claims on ${b.kind}`, () => {
+    let fresh: FreshDatabase;
+    let database: Database;
+    let n = 0;
+    const opened: QueueBackend[] = [];
+    beforeAll(async () => {
+      fresh = await b.create();
+      database = await openDatabase(fresh.url);
+    }, 60_000);
+    afterAll(async () => {
+      await Promise.allSettled(opened.map((backend) => backend.close()));
+      await database?.close();
+      await fresh?.drop();
+    }, 60_000);
+
+    /** A fresh queue's backend on a manual clock, and its claim as the queue calls it. */
+    async function queueAt(start = 1_000_000, maxLeaseExpiries = 3) {
+      const clock = manualClock(start);
+      const backend = sqlBackend(database, { name: `claims${++n}`, pollMs: 50 });
+      opened.push(backend);
+      await backend.attach({ clock, logger: silentLogger, wake: () => {}, settled: () => {} });
+      const claimed = (limit = 10, key?: string, workerId = 'w') =>
+        backend.claim({
+          limit,
+          key,
+          leaseMs: LEASE,
+          workerId,
+          maxLeaseExpiries,
+          stopOnPoison: true,
+        });
+      const claim = async (limit = 10, key?: string, workerId = 'w') =>
+        (await claimed(limit, key, workerId)).claims;
+      const enqueue = async (key: string, payload: number) =>
+        (await backend.enqueue({ key, type: 'run', payload })).op.id;
+      return { backend, clock, claim, claimed, enqueue };
+    }
+
+    it('one head op per key, the key that waited longest first, up to the limit', async () => {
+      const { backend, clock, claim, enqueue } = await queueAt();
+      await enqueue('c', 1);
+      await clock.advance(1);
+      await enqueue('a', 2);
+      await enqueue('a', 3);
+      await clock.advance(1);
+      await enqueue('b', 4);
+      await clock.advance(1);
+      const first = await claim(2);
+      expect(payloads(first)).toEqual([
+        ['c', 1],
+        ['a', 2],
+      ]);
+      for (const c of first) {
+        expect(c.op).toMatchObject({ status: 'running', attempts: 1 });
+        expect(c.token).toBe(1);
+      }
+      expect(payloads(await claim(10))).toEqual([['b', 4]]);
+      // 'a' runs op 2: its next op waits for it.
+      expect(await claim(10)).toEqual([]);
+      expect(await backend.keyStatus('a')).toBe('run-in-progress');
+      expect(await backend.succeed(first[1]!, 'ok')).toBeDefined();
+      const [next] = await claim(10);
+      expect(payloads([next!])).toEqual([['a', 3]]);
+      expect(next!.token).toBe(2);
+      expect(await backend.succeed(next!, 'ok')).toBeDefined();
+      expect(await backend.keyStatus('a')).toBe('idle');
+      expect(await claim(10)).toEqual([]);
+    });
+
+    it("a key's own claim takes that key's head op only, and nothing while the key runs", async () => {
+      const { backend, claim, enqueue } = await queueAt();
+      await enqueue('b', 1);
+      await enqueue('a', 2);
+      await enqueue('a', 3);
+      expect(await claim(1, 'c')).toEqual([]);
+      const [own] = await claim(1, 'a');
+      expect(payloads([own!])).toEqual([['a', 2]]);
+      expect(own!.op).toMatchObject({ status: 'running', attempts: 1 });
+      expect(await claim(1, 'a')).toEqual([]);
+      expect(payloads(await claim(10))).toEqual([['b', 1]]);
+      await backend.succeed(own!, 'ok');
+      expect(payloads(await claim(1, 'a'))).toEqual([['a', 3]]);
+    });
+
+    it('an op given back or failed for later is not claimed before its time, and is then, with a higher token', async () => {
+      const { backend, clock, claim, enqueue } = await queueAt(1_000_000);
+      await enqueue('a', 1);
+      await enqueue('b', 2);
+      const [a] = await claim(1, 'a');
+      expect(await backend.release(a!, { retryAt: 1_000_500 })).toBe(true);
+      const others = await claim(10);
+      expect(payloads(others)).toEqual([['b', 2]]);
+      await backend.succeed(others[0]!, 'ok');
+      await clock.advance(499);
+      expect(await claim(10)).toEqual([]);
+      await clock.advance(1);
+      const [again] = await claim(10);
+      expect(again!.op).toMatchObject({ key: 'a', payload: 1, attempts: 1 });
+      expect(again!.token).toBeGreaterThan(a!.token);
+      await backend.fail(again!, broken, { retryAt: 1_002_000 });
+      expect(await claim(10)).toEqual([]);
+      await clock.advance(1_500);
+      const [third] = await claim(10);
+      expect(third!.op).toMatchObject({ payload: 1, attempts: 2 });
+      expect(third!.token).toBeGreaterThan(again!.token);
+    });
+
+    it('an expired lease is re-claimed with the next token and one more attempt; the stale claim is refused', async () => {
+      const { backend, clock, claim, enqueue } = await queueAt();
+      const id = await enqueue('k', 1);
+      await enqueue('k', 2);
+      const [first] = await claim(10, undefined, 'dead');
+      await clock.advance(LEASE - 100);
+      // Not expired yet: nothing to claim, the key keeps its claim.
+      expect(await claim(10)).toEqual([]);
+      // Expired leases are looked for at most every pollMs (50 ms here).
+      await clock.advance(101);
+      const [second] = await claim(10, undefined, 'alive');
+      expect(second!.op).toMatchObject({ id, key: 'k', payload: 1, attempts: 2 });
+      expect(second!.token).toBe(first!.token + 1);
+      expect(await claim(10)).toEqual([]);
+      // The new claim has a whole lease of its own: not claimable again before it ends.
+      await clock.advance(LEASE - 100);
+      expect(await claim(10)).toEqual([]);
+      // The first worker's late completion carries the old token.
+      expect(await backend.succeed(first!, 'late')).toBeUndefined();
+      expect(await backend.release(first!)).toBe(false);
+      expect(await backend.succeed(second!, 'done')).toBeDefined();
+      expect(await backend.get(id)).toMatchObject({ status: 'succeeded', result: 'done' });
+      const [after] = await claim(10);
+      expect(after!.op.payload).toBe(2);
+      expect(after!.token).toBe(second!.token + 1);
+    });
+
+    it('expired leases are claimed first and count against the limit', async () => {
+      const { clock, claim, enqueue } = await queueAt();
+      await enqueue('x', 1);
+      const [expired] = await claim(1);
+      await clock.advance(1);
+      await enqueue('y', 2);
+      await enqueue('z', 3);
+      await clock.advance(LEASE + 1);
+      const claims = await claim(2);
+      expect(payloads(claims)).toEqual([
+        ['x', 1],
+        ['y', 2],
+      ]);
+      expect(claims[0]!.token).toBe(expired!.token + 1);
+      expect(payloads(await claim(2))).toEqual([['z', 3]]);
+    });
+
+    it('an op whose lease expires maxLeaseExpiries times fails as poison: its key is blocked, the ops after it cancelled', async () => {
+      const { backend, clock, claim, claimed, enqueue } = await queueAt(1_000_000, 2);
+      const id = await enqueue('p', 1);
+      const after = await enqueue('p', 2);
+      const [first] = await claim(10);
+      await clock.advance(LEASE + 1);
+      const second = await claimed(10);
+      expect(second.poisoned).toEqual([]);
+      expect(second.claims[0]!.op).toMatchObject({ id, attempts: 2 });
+      await clock.advance(LEASE + 1);
+      const third = await claimed(10);
+      expect(third.claims).toEqual([]);
+      expect(third.poisoned).toHaveLength(1);
+      expect(await backend.get(id)).toMatchObject({
+        status: 'failed',
+        error: { code: 'async-queue.poison' },
+      });
+      expect((await backend.get(after))?.status).toBe('cancelled');
+      expect(await backend.keyStatus('p')).toBe('blocked');
+      // Neither claim may complete the op now.
+      expect(await backend.succeed(first!, 'late')).toBeUndefined();
+      expect(await backend.succeed(second.claims[0]!, 'late')).toBeUndefined();
+    });
+
+    it('heartbeats keep a lease while its claim holds it; a claim taken over is reported lost', async () => {
+      const { backend, clock, claim, enqueue } = await queueAt();
+      await enqueue('h', 1);
+      await enqueue('i', 2);
+      const claims = await claim(10);
+      expect(claims).toHaveLength(2);
+      await clock.advance(LEASE - 100);
+      expect([...(await backend.heartbeat(claims, LEASE))]).toEqual([]);
+      await clock.advance(LEASE - 100);
+      // Past the first lease, within the extended one: still held.
+      expect(await claim(10)).toEqual([]);
+      // Only 'h' keeps beating.
+      expect([...(await backend.heartbeat([claims[0]!], LEASE))]).toEqual([]);
+      await clock.advance(LEASE - 100);
+      const [taken] = await claim(10);
+      expect(taken!.op.key).toBe('i');
+      const lost = await backend.heartbeat(claims, LEASE);
+      expect([...lost]).toEqual([claims[1]]);
+      expect(await backend.succeed(claims[0]!, 'ok')).toBeDefined();
+    });
+
+    it('a claim tells whether a caller waits for the outcome, however it was claimed', async () => {
+      const { backend, clock, claim } = await queueAt();
+      const enqueue = (key: string, waited: boolean) =>
+        backend.enqueue({ key, type: 'run', payload: key, waited });
+      await enqueue('called', true);
+      await enqueue('cast', false);
+      await enqueue('own', true);
+      const announced = (claims: Claim[]) =>
+        claims
+          .map((c) => [c.op.key, c.announce])
+          .sort((x, y) => String(x[0]).localeCompare(String(y[0])));
+      expect(announced(await claim(1, 'own'))).toEqual([['own', true]]);
+      expect(announced(await claim(10))).toEqual([
+        ['called', true],
+        ['cast', false],
+      ]);
+      await clock.advance(LEASE + 1);
+      expect(announced(await claim(10))).toEqual([
+        ['called', true],
+        ['cast', false],
+        ['own', true],
+      ]);
+    });
+  });
+}
