@@ -65,6 +65,9 @@ const MARKER_ID = 'auth-required';
 /** How stored token ids look (`token revoke <id>` accepts nothing else). */
 const TOKEN_ID = /^[0-9a-f]{12}$/;
 
+/** The longest credential {@link TokenStore.verify} reads (a bound on the work a client causes). */
+const MAX_TOKEN_LENGTH = 256;
+
 /** How long a dashboard sign-in lasts. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 
@@ -92,10 +95,12 @@ export class TokenStore {
 
   constructor(database: Database<MinicloudTables>, options: TokenStoreOptions = {}) {
     this.#database = database;
-    if (options.adminToken !== undefined && options.adminToken.length < 16) {
+    // Longer tokens would be accepted here and refused by every verify (it reads 256 at most).
+    const length = options.adminToken?.length;
+    if (length !== undefined && (length < 16 || length > MAX_TOKEN_LENGTH)) {
       throw new CommandError(
         'minicloud.invalid_input',
-        `${ADMIN_TOKEN_ENV} must be at least 16 characters long`,
+        `${ADMIN_TOKEN_ENV} must be 16 to ${MAX_TOKEN_LENGTH} characters long, got ${length}`,
       );
     }
     this.#adminHash = options.adminToken ? sha256(options.adminToken) : undefined;
@@ -267,7 +272,7 @@ export class TokenStore {
    * tokens are looked up by their SHA-256, so the secret itself is never compared.
    */
   async verify(token: string): Promise<Principal | undefined> {
-    if (token.length === 0 || token.length > 256) return undefined;
+    if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return undefined;
     const hash = sha256(token);
     if (this.#adminHash && timingSafeEqual(hash, this.#adminHash)) {
       return { id: 'env', role: 'admin' };
