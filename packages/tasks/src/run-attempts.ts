@@ -202,7 +202,7 @@ export class TaskAttempts {
             return result;
           });
         } catch (error) {
-          if (taskError === undefined || taskError.error !== error || log.isConnectionLoss?.(error))
+          if (taskError === undefined || taskError.error !== error)
             done.outcome = { logError: error };
           throw error;
         }

@@ -207,29 +207,32 @@ for (const backend of backends) {
       expect(log).toContain('before REVERTED 1');
     });
 
-    it('after an ordinary task, its SUCCESS is written before the transaction starts', async () => {
-      const plain = task({ name: 'plain', execute: () => 'p' }) as Task;
-      let seenPlain: string[] = [];
-      const after = inserting('after', async () => {
-        // Another connection sees plain's SUCCESS while this transaction is still open.
-        const other = await openDatabase(fresh.url);
-        try {
-          seenPlain = (await (await sqlLog(other)).history('mixed')).map(brief);
-        } finally {
-          await other.close();
-        }
-      });
-      if (backend.kind === 'sqlite-file') return; // one writer at a time: the read would wait on it
-      await engine.run(linearFlow('mixed', plain, after), { inputs: {}, flowId: 'mixed' });
-      expect(seenPlain).toEqual(['flow RUNNING', 'plain RUNNING 1', 'plain SUCCESS 1']);
-      expect((await engine.history('mixed')).map(brief)).toEqual([
-        'flow RUNNING',
-        'plain RUNNING 1',
-        'plain SUCCESS 1',
-        'after SUCCESS 1',
-        'flow SUCCESS',
-      ]);
-    });
+    // (not on SQLite: opening the log on another connection migrates, and waits on the open transaction)
+    it.skipIf(backend.kind === 'sqlite-file')(
+      'after an ordinary task, its SUCCESS is written before the transaction starts',
+      async () => {
+        const plain = task({ name: 'plain', execute: () => 'p' }) as Task;
+        let seenPlain: string[] = [];
+        const after = inserting('after', async () => {
+          // Another connection sees plain's SUCCESS while this transaction is still open.
+          const other = await openDatabase(fresh.url);
+          try {
+            seenPlain = (await (await sqlLog(other)).history('mixed')).map(brief);
+          } finally {
+            await other.close();
+          }
+        });
+        await engine.run(linearFlow('mixed', plain, after), { inputs: {}, flowId: 'mixed' });
+        expect(seenPlain).toEqual(['flow RUNNING', 'plain RUNNING 1', 'plain SUCCESS 1']);
+        expect((await engine.history('mixed')).map(brief)).toEqual([
+          'flow RUNNING',
+          'plain RUNNING 1',
+          'plain SUCCESS 1',
+          'after SUCCESS 1',
+          'flow SUCCESS',
+        ]);
+      },
+    );
 
     it.skipIf(backend.kind === 'sqlite-file')(
       'an owner fenced while its task ran: nothing of the task is written',
