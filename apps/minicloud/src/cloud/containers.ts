@@ -245,12 +245,14 @@ class ContainerRuntime {
       for (let i = 0; i < 200 && (await this.#witness.lastSeq(claim.key)) === before; i++) {
         await this.#deps.clock.sleep(100);
       }
-      const token = (await this.#witness.currentKeyToken(claim.key)) ?? claim.token;
-      await this.#deps.database.transaction((trx) =>
-        this.#witness.apply(trx, { ...claim, token }, (db) =>
-          this.#setState(claim.key, 'running', db),
-        ),
+      const reread = {
+        ...claim,
+        token: (await this.#witness.currentKeyToken(claim.key)) ?? claim.token,
+      };
+      const outcome = await this.#deps.database.transaction((trx) =>
+        this.#witness.apply(trx, reread, (db) => this.#setState(claim.key, 'running', db)),
       );
+      if (outcome.kind === 'refused') await this.#witness.refused(reread, outcome.highest);
     };
     late().catch(() => {});
   }
