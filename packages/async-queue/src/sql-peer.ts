@@ -9,4 +9,4 @@
  * resolve" at build time). The README's install line names it.
  * @internal
  */
-export { isUniqueViolation, sql } from '@rigging/sql';
+export { CompiledQuery, isUniqueViolation, sql } from '@rigging/sql';

@@ -3,14 +3,48 @@
 // Owns the one piece of state of the store: when expired leases were last looked for.
 import type { SerializedError } from '@rigging/core';
 import { sql } from '../sql-peer.js';
+import { prepareQuery } from './prepared.js';
 import type { Claim, ClaimOptions } from '../backend.js';
+import { grantSet } from './dialects/dialect.js';
 import { advanceKey, failOp } from './finish.js';
 import { heldBy, nextToken } from './fence.js';
 import { ownerTagOf } from './owner.js';
 import { KEYS, OPS } from './names.js';
 import { toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
-import type { ChainOptions, Claimed, ClaimedRow, GrantSet } from './types.js';
+import type { ChainOptions, Claimed, ClaimedRow } from './types.js';
+
+// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
+interface KeyGrant {
+  queue: string;
+  key: string;
+  token: number;
+  leaseUntil: number;
+}
+/** A key's row once its head op was claimed: running it under the claim's token and lease. */
+const keyTaken = prepareQuery((db, p: KeyGrant & { op: string; type: string; seq: number }) =>
+  db
+    .updateTable(KEYS)
+    .set({
+      state: 'running',
+      running_op: p.op,
+      running_type: p.type,
+      token: p.token,
+      lease_until: p.leaseUntil,
+      pending: sql<number>`pending - 1`,
+      head_seq: p.seq,
+    })
+    .where('queue', '=', p.queue)
+    .where('op_key', '=', p.key),
+);
+/** A key's row once its running op was claimed again (an expired lease): a new token and lease. */
+const keyReclaimed = prepareQuery((db, p: KeyGrant & { at: number }) =>
+  db
+    .updateTable(KEYS)
+    .set({ token: p.token, lease_until: p.leaseUntil, turn: p.at })
+    .where('queue', '=', p.queue)
+    .where('op_key', '=', p.key),
+);
 
 /** The claims of one queue's ops. @internal */
 export class QueueClaims {
@@ -140,19 +174,13 @@ export class QueueClaims {
     reclaim?: { expiries: number },
   ): Promise<Claim | undefined> {
     const token = nextToken(k.token);
-    const set: GrantSet = {
-      status: 'running',
-      token,
-      attempts: sql<number>`attempts + 1`,
-      worker: workerId,
-      started_at: at,
-      ...(reclaim ? { expiries: reclaim.expiries } : {}),
-    };
+    const grant = { token, worker: workerId, startedAt: at };
     let claimed: OpRow | undefined;
     if (row) {
+      const set = { ...grantSet(grant), ...(reclaim ? { expiries: reclaim.expiries } : {}) };
       await trx.updateTable(OPS).set(set).where('id', '=', row.id).execute();
       claimed = { ...row, ...set, attempts: Number(row.attempts) + 1 } as OpRow;
-    } else claimed = await this.#tables.dialect.claimHead(trx, this.#tables.name, k.op_key, set);
+    } else claimed = await this.#tables.dialect.claimHead(trx, this.#tables.name, k.op_key, grant);
     if (!claimed) {
       // Nothing queued after all (the counter drifted): the key is idle.
       await trx
@@ -163,24 +191,16 @@ export class QueueClaims {
         .execute();
       return undefined;
     }
-    await trx
-      .updateTable(KEYS)
-      .set(
-        reclaim
-          ? { token, lease_until: at + leaseMs, turn: at }
-          : {
-              state: 'running',
-              running_op: claimed.id,
-              running_type: claimed.type,
-              token,
-              lease_until: at + leaseMs,
-              pending: sql`pending - 1`,
-              head_seq: Number(claimed.seq),
-            },
-      )
-      .where('queue', '=', this.#tables.name)
-      .where('op_key', '=', k.op_key)
-      .execute();
+    const key = { queue: this.#tables.name, key: k.op_key, token, leaseUntil: at + leaseMs };
+    if (reclaim) await keyReclaimed.execute(trx, { ...key, at });
+    else {
+      await keyTaken.execute(trx, {
+        ...key,
+        op: claimed.id,
+        type: claimed.type,
+        seq: Number(claimed.seq),
+      });
+    }
     return { op: toInfo(claimed), token, announce: Number(claimed.announce) === 1 };
   }
 

@@ -14,20 +14,36 @@ export const nextToken = (current: number | string): number => Number(current) +
 export const holds = (k: KeyRow | undefined, claim: Claim): boolean =>
   !!k && k.state === 'running' && k.running_op === claim.op.id && Number(k.token) === claim.token;
 
+/** A claim as the fencing condition reads it: its key, its op and its token. @internal */
+export interface ClaimFence {
+  queue: string;
+  key: string;
+  op: string;
+  token: number;
+}
+
+type Eb = ExpressionBuilder<any, any>;
+
+/** The key row of `key` runs `op` under `token` (the row of a running key: see below). */
+const runs = (eb: Eb, key: string, op: string, token: number) =>
+  eb.and([eb('op_key', '=', key), eb('running_op', '=', op), eb('token', '=', token)]);
+
 /** The same condition in SQL, on the key rows of queue `name`: held by one of `claims`. @internal */
 export function heldBy(name: string, claims: readonly Claim[]) {
-  return (eb: ExpressionBuilder<any, any>): Expression<SqlBool> =>
+  return (eb: Eb): Expression<SqlBool> =>
     eb.and([
       eb('queue', '=', name),
       eb('state', '=', 'running'),
-      eb.or(
-        claims.map((c) =>
-          eb.and([
-            eb('op_key', '=', c.op.key),
-            eb('running_op', '=', c.op.id),
-            eb('token', '=', c.token),
-          ]),
-        ),
-      ),
+      eb.or(claims.map((c) => runs(eb, c.op.key, c.op.id, c.token))),
+    ]);
+}
+
+/** The same condition for one claim (its values may be a prepared query's parameters). @internal */
+export function heldByClaim(fence: ClaimFence) {
+  return (eb: Eb): Expression<SqlBool> =>
+    eb.and([
+      eb('queue', '=', fence.queue),
+      eb('state', '=', 'running'),
+      runs(eb, fence.key, fence.op, fence.token),
     ]);
 }

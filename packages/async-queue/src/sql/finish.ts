@@ -3,12 +3,30 @@
 // op) and outcomes (a success, a failure) both end ops this way.
 import type { SerializedError } from '@rigging/core';
 import { sql } from '../sql-peer.js';
+import { prepareQuery } from './prepared.js';
 import type { Claim, Completion } from '../backend.js';
 import type { OpInfo } from '../types.js';
-import { heldBy } from './fence.js';
+import { heldByClaim, type ClaimFence } from './fence.js';
 import { KEYS, OPS } from './names.js';
 import { toInfo, type Db, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
+
+/** A key's row once its running op ended: the next op's turn, or idle. */
+const nextTurn = (at: number) => ({
+  state: sql<string>`case when pending > 0 then 'ready' else 'idle' end`,
+  running_op: null,
+  running_type: null,
+  avail_at: 0,
+  turn: at,
+});
+
+// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
+const keyAdvanced = prepareQuery((db, p: { queue: string; key: string; at: number }) =>
+  db.updateTable(KEYS).set(nextTurn(p.at)).where('queue', '=', p.queue).where('op_key', '=', p.key),
+);
+const heldKeyAdvanced = prepareQuery((db, p: ClaimFence & { at: number }) =>
+  db.updateTable(KEYS).set(nextTurn(p.at)).where(heldByClaim(p)),
+);
 
 /**
  * After the running op of `key` finished (not blocking): next op or idle. With `claim`, only
@@ -21,20 +39,11 @@ export async function advanceKey(
   at: number,
   claim?: Claim,
 ): Promise<boolean> {
-  let q = trx
-    .updateTable(KEYS)
-    .set({
-      state: sql`case when pending > 0 then 'ready' else 'idle' end`,
-      running_op: null,
-      running_type: null,
-      avail_at: 0,
-      turn: at,
-    })
-    .where('queue', '=', tables.name)
-    .where('op_key', '=', key);
-  if (claim) q = q.where(heldBy(tables.name, [claim]));
-  const r = await q.executeTakeFirst();
-  return Number(r.numUpdatedRows) > 0;
+  const queue = tables.name;
+  const r = claim
+    ? await heldKeyAdvanced.execute(trx, { queue, key, op: claim.op.id, token: claim.token, at })
+    : await keyAdvanced.execute(trx, { queue, key, at });
+  return Number(r.numAffectedRows) > 0;
 }
 
 /** Cancels every queued op of `key` (`cause`: the failed op's id, or `discard`). @internal */

@@ -30,6 +30,29 @@ export interface OpRow {
   finished_at: number | string | null;
 }
 
+/** Every column of {@link OpRow}, in the table's order. @internal */
+export const OP_COLUMNS = Object.keys({
+  id: true,
+  queue: true,
+  op_key: true,
+  seq: true,
+  type: true,
+  payload: true,
+  status: true,
+  attempts: true,
+  expiries: true,
+  token: true,
+  idempotency_key: true,
+  result: true,
+  error: true,
+  cancelled_by: true,
+  worker: true,
+  announce: true,
+  created_at: true,
+  started_at: true,
+  finished_at: true,
+} satisfies Record<keyof OpRow, true>) as readonly (keyof OpRow)[];
+
 /** A row of `rigging_async_queue_keys`. @internal */
 export interface KeyRow {
   queue: string;

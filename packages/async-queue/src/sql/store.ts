@@ -7,17 +7,22 @@
 // pieces that differ; fencing rules come from `fence.ts`.
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
-import { sql } from '../sql-peer.js';
+import { prepareQuery } from './prepared.js';
 import type { EnqueueInput } from '../backend.js';
 import type { RetentionOptions } from '../types.js';
 import { QueueClaims } from './claims.js';
 import type { QueueDialect } from './dialects/dialect.js';
-import { KEYS, OPS } from './names.js';
+import { OPS } from './names.js';
 import { QueueOutcomes } from './outcomes.js';
 import { QueueReads } from './reads.js';
-import { newOpRow, type Db, type OpRow } from './rows.js';
+import { newOpRow, OP_COLUMNS, type Db, type OpRow } from './rows.js';
 import { QueueTables } from './tables.js';
 import type { Enqueued } from './types.js';
+
+/** A new op's row (built once per dialect by `prepareQuery`: a cache). */
+const opInserted = prepareQuery((db, row: OpRow) =>
+  db.insertInto(OPS).values(Object.fromEntries(OP_COLUMNS.map((c) => [c, row[c]]))),
+);
 
 /** The statements of one queue (`name`) on one database, for its dialect. @internal */
 export class QueueStore {
@@ -57,34 +62,6 @@ export class QueueStore {
   }
 
   /**
-   * The key row's changes when an op is counted in: one more pending op, and an idle key readied
-   * with a new turn. SET expressions are ordered for MySQL, which evaluates them left to right
-   * with the updated values.
-   */
-  #keyUpsert(key: string, at: number) {
-    const K = (c: string) => sql.ref(`${KEYS}.${c}`);
-    const wasIdle = sql`${K('state')} = 'idle'`;
-    return {
-      values: {
-        queue: this.#tables.name,
-        op_key: key,
-        state: 'ready',
-        next_seq: 1,
-        pending: 1,
-        avail_at: 0,
-        turn: at,
-      },
-      bump: {
-        next_seq: sql<number>`${K('next_seq')} + 1`,
-        pending: sql<number>`${K('pending')} + 1`,
-        avail_at: sql<number>`case when ${wasIdle} then 0 else ${K('avail_at')} end`,
-        turn: sql<number>`case when ${wasIdle} then ${at} else ${K('turn')} end`,
-        state: sql<string>`case when ${wasIdle} then 'ready' else ${K('state')} end`,
-      },
-    };
-  }
-
-  /**
    * Stores an op durably, or finds the op its idempotency key named. One statement on
    * PostgreSQL (after a look-up when there is an idempotency key); elsewhere one transaction:
    * one upsert counts the op in and readies an idle key (and locks the key row, which serializes
@@ -107,14 +84,9 @@ export class QueueStore {
         const existing = await this.#byIdempotencyKey(trx, input.idempotencyKey);
         if (existing) return { row: existing, created: false, held: undefined };
       }
-      const k = await this.#tables.dialect.upsertKey(
-        trx,
-        this.#tables.name,
-        input.key,
-        this.#keyUpsert(input.key, at),
-      );
+      const k = await this.#tables.dialect.upsertKey(trx, this.#tables.name, input.key, at);
       const row = newOpRow(this.#tables.name, randomUUID(), input, Number(k.next_seq), payload, at);
-      await trx.insertInto(OPS).values(row).execute();
+      await opInserted.execute(trx, row);
       // `ready` with this op as the only pending one: the key was idle (or is new).
       if (k.state === 'ready' && Number(k.pending) === 1) await this.#tables.announceWork(trx);
       return { row, created: true, held: k.state === 'blocked' };

@@ -20,9 +20,6 @@ export interface Enqueued {
 /** The claim options a chained claim (after a success) is made with. @internal */
 export type ChainOptions = Omit<ClaimOptions, 'limit' | 'key'>;
 
-/** The column values that give an op to a worker. @internal */
-export type GrantSet = Record<string, unknown>;
-
 /** The key row's state after an op was counted in. @internal */
 export type KeyCount = Pick<KeyRow, 'state' | 'next_seq' | 'pending'>;
 

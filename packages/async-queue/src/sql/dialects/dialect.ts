@@ -1,10 +1,11 @@
 import type { Clock } from '@rigging/core';
 import type { Database, Dialect } from '@rigging/sql';
 import type { Claim, EnqueueInput } from '../../backend.js';
+import { sql } from '../../sql-peer.js';
+import { KEYS } from '../names.js';
 import type { Db, OpRow } from '../rows.js';
 import type {
   ClaimedRow,
-  GrantSet,
   HeldRow,
   KeyCount,
   LockableQuery,
@@ -29,6 +30,42 @@ export interface KeyUpsert {
   values: Record<string, unknown>;
   bump: Record<string, unknown>;
 }
+
+/**
+ * The key row's changes when an op of `key` is counted in: one more pending op, and an idle key
+ * readied with a new turn. SET expressions are ordered for MySQL, which evaluates them left to
+ * right with the updated values. (The values may be a prepared query's parameters.) @internal
+ */
+export function keyUpsert(queue: string, key: string, at: number): KeyUpsert {
+  const K = (c: string) => sql.ref(`${KEYS}.${c}`);
+  const wasIdle = sql`${K('state')} = 'idle'`;
+  return {
+    values: { queue, op_key: key, state: 'ready', next_seq: 1, pending: 1, avail_at: 0, turn: at },
+    bump: {
+      next_seq: sql<number>`${K('next_seq')} + 1`,
+      pending: sql<number>`${K('pending')} + 1`,
+      avail_at: sql<number>`case when ${wasIdle} then 0 else ${K('avail_at')} end`,
+      turn: sql<number>`case when ${wasIdle} then ${at} else ${K('turn')} end`,
+      state: sql<string>`case when ${wasIdle} then 'ready' else ${K('state')} end`,
+    },
+  };
+}
+
+/** A claim's grant of an op to a worker: its fencing token, the worker, the time. @internal */
+export interface Grant {
+  token: number;
+  worker: string;
+  startedAt: number;
+}
+
+/** The op row's changes when `grant` gives it to a worker (one attempt more). @internal */
+export const grantSet = (grant: Grant) => ({
+  status: 'running',
+  token: grant.token,
+  attempts: sql<number>`attempts + 1`,
+  worker: grant.worker,
+  started_at: grant.startedAt,
+});
 
 /**
  * PostgreSQL's single-statement hot paths (autocommit calls of the functions in
@@ -81,10 +118,10 @@ export interface QueueDialect {
   forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q;
   /** Tells other processes `payload` when `trx` commits (PostgreSQL NOTIFY; elsewhere nothing). */
   notify(trx: Db, payload: string): Promise<void>;
-  /** Inserts the key row or bumps it; returns its state after. Locks the key row. */
-  upsertKey(trx: Db, queue: string, key: string, upsert: KeyUpsert): Promise<KeyCount>;
-  /** Gives the head op of `key` to a worker with `set`; none when the key has no queued op. */
-  claimHead(trx: Db, queue: string, key: string, set: GrantSet): Promise<OpRow | undefined>;
+  /** Counts an op of `key` in ({@link keyUpsert}); returns the key's state after. Locks the key row. */
+  upsertKey(trx: Db, queue: string, key: string, at: number): Promise<KeyCount>;
+  /** Gives the head op of `key` to a worker ({@link grantSet}); none when the key has no queued op. */
+  claimHead(trx: Db, queue: string, key: string, grant: Grant): Promise<OpRow | undefined>;
   /**
    * Extends the lease of each claim whose key row it still holds (`held` is the fencing
    * condition) to `until`; returns the fencing fields of the rows that are held.

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
 import { sql } from '../../sql-peer.js';
+import { prepareQuery } from '../prepared.js';
 import { KEYS, OPS } from '../names.js';
 import type { Db, KeyRow, OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
-import type { QueueDialect } from './dialect.js';
+import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
 
 /** The named lock that stands for an owner tag (`my:<uuid>`; names are at most 64 characters). */
 const ownerLock = (tag: string): string => `rigging_async_queue:${tag.slice(3)}`;
@@ -51,6 +52,32 @@ const namedLockOwners = {
   lockingRead: true,
 };
 
+// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
+const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
+  const upsert = keyUpsert(p.queue, p.key, p.at);
+  return db.insertInto(KEYS).values(upsert.values).onDuplicateKeyUpdate(upsert.bump);
+});
+const keyCount = prepareQuery((db, p: { queue: string; key: string }) =>
+  db
+    .selectFrom(KEYS)
+    .select(['state', 'next_seq', 'pending'])
+    .where('queue', '=', p.queue)
+    .where('op_key', '=', p.key),
+);
+const headOp = prepareQuery((db, p: { queue: string; key: string }) =>
+  db
+    .selectFrom(OPS)
+    .selectAll()
+    .where('queue', '=', p.queue)
+    .where('op_key', '=', p.key)
+    .where('status', '=', 'queued')
+    .orderBy('seq')
+    .limit(1),
+);
+const opGranted = prepareQuery((db, p: Grant & { id: string }) =>
+  db.updateTable(OPS).set(grantSet(p)).where('id', '=', p.id),
+);
+
 /**
  * MySQL/MariaDB: row locks with `FOR UPDATE SKIP LOCKED`, no `RETURNING` (a write is followed by
  * a read in the same transaction), no push: other processes are found by polling; owners are
@@ -64,28 +91,23 @@ export function mysqlDialect(): QueueDialect {
     forUpdate: (query, skipLocked) =>
       skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
     notify: async () => {},
-    async upsertKey(trx, queue, key, upsert) {
-      await trx.insertInto(KEYS).values(upsert.values).onDuplicateKeyUpdate(upsert.bump).execute();
-      return (await trx
-        .selectFrom(KEYS)
-        .select(['state', 'next_seq', 'pending'])
-        .where('queue', '=', queue)
-        .where('op_key', '=', key)
-        .executeTakeFirstOrThrow()) as KeyCount;
+    async upsertKey(trx, queue, key, at) {
+      await keyCountedIn.execute(trx, { queue, key, at });
+      const { rows } = await keyCount.execute(trx, { queue, key });
+      return rows[0] as KeyCount;
     },
-    async claimHead(trx, queue, key, set) {
-      const head = (await trx
-        .selectFrom(OPS)
-        .selectAll()
-        .where('queue', '=', queue)
-        .where('op_key', '=', key)
-        .where('status', '=', 'queued')
-        .orderBy('seq')
-        .limit(1)
-        .executeTakeFirst()) as OpRow | undefined;
+    async claimHead(trx, queue, key, grant) {
+      const head = (await headOp.execute(trx, { queue, key })).rows[0] as OpRow | undefined;
       if (!head) return undefined;
-      await trx.updateTable(OPS).set(set).where('id', '=', head.id).execute();
-      return { ...head, ...set, attempts: Number(head.attempts) + 1 } as OpRow;
+      await opGranted.execute(trx, { ...grant, id: head.id });
+      return {
+        ...head,
+        status: 'running',
+        token: grant.token,
+        attempts: Number(head.attempts) + 1,
+        worker: grant.worker,
+        started_at: grant.startedAt,
+      };
     },
     /** One statement per claim: without `RETURNING`, a batch could not tell which rows held. */
     async extendLeases(db, queue, claims, until, held) {

@@ -124,7 +124,7 @@ export function postgresDialect(pushes: boolean): QueueDialect {
     async notify(trx, payload) {
       await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
     },
-    upsertKey: (trx, _queue, _key, upsert) => upsertKeyReturning(trx, upsert),
+    upsertKey: upsertKeyReturning,
     claimHead: claimHeadReturning,
     /**
      * The key rows are locked in key order first, as every other statement that locks several

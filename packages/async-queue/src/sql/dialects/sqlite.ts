@@ -1,18 +1,48 @@
 import { hostname } from 'node:os';
 import { isProcessAlive } from '@rigging/core';
+import { prepareQuery } from '../prepared.js';
 import { KEYS, OPS } from '../names.js';
 import type { Db, OpRow } from '../rows.js';
-import type { GrantSet, HeldRow, KeyCount } from '../types.js';
-import type { KeyUpsert, QueueDialect } from './dialect.js';
+import type { HeldRow, KeyCount } from '../types.js';
+import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
 
-/** Key upsert with INSERT … ON CONFLICT … RETURNING (SQLite ≥ 3.35, PostgreSQL). @internal */
-export async function upsertKeyReturning(trx: Db, upsert: KeyUpsert): Promise<KeyCount> {
-  return (await trx
+// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
+const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
+  const upsert = keyUpsert(p.queue, p.key, p.at);
+  return db
     .insertInto(KEYS)
     .values(upsert.values)
     .onConflict((oc) => oc.columns(['queue', 'op_key']).doUpdateSet(upsert.bump))
-    .returning(['state', 'next_seq', 'pending'])
-    .executeTakeFirstOrThrow()) as KeyCount;
+    .returning(['state', 'next_seq', 'pending']);
+});
+const headClaimed = prepareQuery((db, p: Grant & { queue: string; key: string }) =>
+  db
+    .updateTable(OPS)
+    .set(grantSet(p))
+    .where(
+      'id',
+      '=',
+      db
+        .selectFrom(OPS)
+        .select('id')
+        .where('queue', '=', p.queue)
+        .where('op_key', '=', p.key)
+        .where('status', '=', 'queued')
+        .orderBy('seq')
+        .limit(1),
+    )
+    .returningAll(),
+);
+
+/** Key upsert with INSERT … ON CONFLICT … RETURNING (SQLite ≥ 3.35, PostgreSQL). @internal */
+export async function upsertKeyReturning(
+  trx: Db,
+  queue: string,
+  key: string,
+  at: number,
+): Promise<KeyCount> {
+  const { rows } = await keyCountedIn.execute(trx, { queue, key, at });
+  return rows[0] as KeyCount;
 }
 
 /** Claims the head op of `key` in one UPDATE … RETURNING (SQLite ≥ 3.35, PostgreSQL). @internal */
@@ -20,25 +50,10 @@ export async function claimHeadReturning(
   trx: Db,
   queue: string,
   key: string,
-  set: GrantSet,
+  grant: Grant,
 ): Promise<OpRow | undefined> {
-  return (await trx
-    .updateTable(OPS)
-    .set(set)
-    .where(
-      'id',
-      '=',
-      trx
-        .selectFrom(OPS)
-        .select('id')
-        .where('queue', '=', queue)
-        .where('op_key', '=', key)
-        .where('status', '=', 'queued')
-        .orderBy('seq')
-        .limit(1),
-    )
-    .returningAll()
-    .executeTakeFirst()) as OpRow | undefined;
+  const { rows } = await headClaimed.execute(trx, { ...grant, queue, key });
+  return rows[0] as OpRow | undefined;
 }
 
 /**
@@ -75,7 +90,7 @@ export function sqliteDialect(): QueueDialect {
     defaultPollMs: 250,
     forUpdate: (query) => query,
     notify: async () => {},
-    upsertKey: (trx, _queue, _key, upsert) => upsertKeyReturning(trx, upsert),
+    upsertKey: upsertKeyReturning,
     claimHead: claimHeadReturning,
     async extendLeases(db, _queue, claims, until, held) {
       return (await db
