@@ -194,6 +194,21 @@ export function checkCases(suite: { store: ReshapeStore }): void {
           ['reshape.invalid_allocation', 'DISK_GB'],
         ]);
       }
+      // An unknown class or provider is that problem alone, not also a missing inventory.
+      const missing = randomUUID();
+      const report = await store.checkReshape({
+        allocations: {
+          [c]: {
+            projectId: P,
+            userId: U,
+            allocations: { [cn.uuid]: { CUSTOM_CHECKS_NONE: 1 }, [missing]: { VCPU: 1 } },
+          },
+        },
+      });
+      expect(report.problems.map((p) => [p.code, p.details?.uuid])).toEqual([
+        ['reshape.resource_class_not_found', undefined],
+        ['reshape.provider_not_found', missing],
+      ]);
     });
 
     it('allows amounts at min_unit and max_unit, refuses a multiple of the step below min_unit or above max_unit', async () => {
