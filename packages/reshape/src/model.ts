@@ -314,7 +314,7 @@ export function normalizeRequest(req: ReshapeRequest): {
     allocations.set(uuid, {
       projectId: input.projectId,
       userId: input.userId,
-      ...(gen === undefined ? {} : { consumerGeneration: gen }),
+      consumerGeneration: gen,
       ...(input.consumerType === undefined
         ? {}
         : { consumerType: checkConsumerType(input.consumerType) }),
