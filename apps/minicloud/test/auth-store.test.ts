@@ -4,7 +4,7 @@
 // keeps failing is refused. (test/auth.test.ts checks the same through a `minicloud serve`
 // process; this file reaches the corners a process test cannot set up, like a session's expiry.)
 import { ManualClock } from '@rigging/core';
-import { openDatabase, type Database } from '@rigging/sql';
+import { openDatabase, sql, type Database } from '@rigging/sql';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FailureLimiter } from '../src/auth/limiter.js';
 import {
@@ -172,7 +172,12 @@ describe('TokenStore', () => {
   it('never lets the stored marker row in, whatever is presented', async () => {
     const store = new TokenStore(database, { clock });
     await store.create('reader');
-    expect((await rows()).map((r) => r.id)).toContain('auth-required');
+    // The marker has no role, and its name says what it is to whoever reads the table.
+    expect(await rows()).toContainEqual({
+      id: 'auth-required',
+      name: 'tokens stay required (minicloud token disable-auth)',
+      role: 'none',
+    });
     expect(await store.verify('minicloud: tokens required')).toBeUndefined();
     expect(await store.revoke('auth-required')).toBe(false);
     expect((await rows()).map((r) => r.id)).toContain('auth-required');
@@ -206,6 +211,17 @@ describe('TokenStore', () => {
     await database.db.deleteFrom('minicloud_tokens').where('id', '=', 'auth-required').execute();
     expect(await store.revoke(token.id)).toBe(true);
     expect(await store.configured()).toBe(true);
+  });
+
+  it('fails a create, with the cause, when the auth-required marker cannot be written', async () => {
+    // The database refuses the marker row, as a full disk or a lost connection would.
+    await sql`CREATE TRIGGER refuse_marker BEFORE INSERT ON minicloud_tokens
+      WHEN NEW.id = 'auth-required' BEGIN SELECT RAISE(ABORT, 'marker refused'); END`.execute(
+      database.db,
+    );
+    const store = new TokenStore(database, { clock });
+    await expect(store.create('admin')).rejects.toThrow(/marker refused/);
+    expect((await rows()).map((r) => r.id)).not.toContain('auth-required');
   });
 
   it('writes the marker once when tokens are created at the same moment', async () => {

@@ -341,13 +341,11 @@ function checkUsage(
     if (!snap.providers.has(rp)) continue;
     const inventories = inventoryOf(snap, req, rp) ?? {};
     const oldInventories = snap.inventories.get(rp) ?? {};
-    const classes = new Set<string>([
-      ...(snap.usage.get(rp)?.keys() ?? []),
-      ...(delta.get(rp)?.keys() ?? []),
-    ]);
-    for (const rc of classes) {
-      const before = snap.usage.get(rp)?.get(rc) ?? 0;
-      const change = delta.get(rp)?.get(rc) ?? 0;
+    const usage = snap.usage.get(rp) ?? new Map<string, number>();
+    const changes = delta.get(rp) ?? new Map<string, number>();
+    for (const rc of new Set([...usage.keys(), ...changes.keys()])) {
+      const before = usage.get(rc) ?? 0;
+      const change = changes.get(rc) ?? 0;
       const after = before + change;
       if (after <= 0) continue;
       const inv = inventories[rc];

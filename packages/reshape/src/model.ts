@@ -194,11 +194,8 @@ export function normalizeInventory(rc: string, input: InventoryInput): Inventory
   const maxUnit = int(input.maxUnit ?? MAX_INT, `${rc}.maxUnit`, 1);
   const stepSize = int(input.stepSize ?? 1, `${rc}.stepSize`, 1);
   const allocationRatio = input.allocationRatio ?? 1;
-  if (
-    typeof allocationRatio !== 'number' ||
-    !Number.isFinite(allocationRatio) ||
-    allocationRatio <= 0
-  ) {
+  // Number.isFinite is false for anything but a finite number.
+  if (!Number.isFinite(allocationRatio) || allocationRatio <= 0) {
     invalid(`${rc}.allocationRatio must be a number above 0, got ${String(allocationRatio)}`);
   }
   if (reserved > total)
@@ -317,7 +314,7 @@ export function normalizeRequest(req: ReshapeRequest): {
     allocations.set(uuid, {
       projectId: input.projectId,
       userId: input.userId,
-      ...(gen === undefined ? {} : { consumerGeneration: gen }),
+      consumerGeneration: gen,
       ...(input.consumerType === undefined
         ? {}
         : { consumerType: checkConsumerType(input.consumerType) }),

@@ -327,10 +327,12 @@ export function buildReport(snap: Snapshot, req: NormalizedRequest, p: Plan): Re
 
 function sortKeys(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return value;
+  const object = value as Record<string, unknown>;
+  // The default sort orders strings by UTF-16 code units, as `<` does.
   return Object.fromEntries(
-    Object.entries(value)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([k, v]) => [k, sortKeys(v)]),
+    Object.keys(object)
+      .sort()
+      .map((key) => [key, sortKeys(object[key])]),
   );
 }
 

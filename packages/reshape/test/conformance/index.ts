@@ -2,6 +2,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { ReshapeStore, StoreOptions } from '../../src/index.js';
 import { allocationCases } from './allocations.js';
+import { checkCases } from './checks.js';
 import { inventoryCases } from './inventories.js';
 import { providerCases } from './providers.js';
 import { reshapeCases } from './reshape.js';
@@ -33,4 +34,5 @@ export function conformance(
   inventoryCases(suite);
   allocationCases(suite);
   reshapeCases(suite);
+  checkCases(suite);
 }
