@@ -213,7 +213,7 @@ describe('TokenStore', () => {
     expect(await store.configured()).toBe(true);
   });
 
-  it('fails a create, with the cause, when the auth-required marker cannot be written', async () => {
+  it('fails a create, with the cause and nothing stored, when the auth-required marker cannot be written', async () => {
     // The database refuses the marker row, as a full disk or a lost connection would.
     await sql`CREATE TRIGGER refuse_marker BEFORE INSERT ON minicloud_tokens
       WHEN NEW.id = 'auth-required' BEGIN SELECT RAISE(ABORT, 'marker refused'); END`.execute(
@@ -221,7 +221,8 @@ describe('TokenStore', () => {
     );
     const store = new TokenStore(database, { clock });
     await expect(store.create('admin')).rejects.toThrow(/marker refused/);
-    expect((await rows()).map((r) => r.id)).not.toContain('auth-required');
+    // Nothing is left of the failed create: no marker, and no token nobody holds the secret of.
+    expect(await rows()).toEqual([]);
   });
 
   it('writes the marker once when tokens are created at the same moment', async () => {

@@ -140,6 +140,9 @@ export class TokenStore {
     const id = randomBytes(6).toString('hex');
     const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
     const createdAt = this.#clock.now();
+    // The marker first: a create that fails leaves no token behind (a marker without a token is
+    // the state every revoke leaves too).
+    await this.#mark();
     await this.#database.db
       .insertInto('minicloud_tokens')
       .values({
@@ -150,7 +153,6 @@ export class TokenStore {
         created_at: createdAt,
       })
       .execute();
-    await this.#mark();
     return { id, name: name ?? null, role, createdAt, token };
   }
 
