@@ -113,7 +113,7 @@ function readRecord(fd: number): { token: bigint; record: FileRecord | undefined
       const parsed = JSON.parse(readBuf.toString('utf8', 21, end)) as FileRecord;
       if (parsed && parsed.v === 1 && Array.isArray(parsed.holders)) record = parsed;
     } catch {
-      record = undefined;
+      // not a record this version can read: none
     }
   }
   return { token, record };
