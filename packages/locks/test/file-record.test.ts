@@ -382,7 +382,12 @@ describe('FileLock grants: the inode check and a busy record', () => {
     const { locks, other } = setup();
     const path = locks.pathOf('k');
     const dead = { pid: 2 ** 22 + 12345, host: hostname(), since: START - 10, token: '5' };
-    const elsewhere = { pid: process.pid, host: `not-${hostname()}`, since: START - 5, token: '6' };
+    const elsewhere = {
+      pid: 2 ** 22 + 54321,
+      host: `not-${hostname()}`,
+      since: START - 5,
+      token: '6',
+    };
     mkdirSync(locks.dir, { recursive: true });
     writeFileSync(
       path,

@@ -3,9 +3,12 @@
 // on the same file (another process) always gets a greater one. The clock is held still, so the
 // clock floor cannot hide a reused token.
 import {
+  closeSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
+  readSync,
   renameSync,
   rmSync,
   statSync,
@@ -13,6 +16,7 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { manualClock } from '@rigging/core';
@@ -37,6 +41,18 @@ function pair() {
   return [new FileLock({ dir, clock }), new FileLock({ dir, clock })] as const;
 }
 
+/** The counter in the first 20 bytes of a lock file. */
+function counterOf(path: string): bigint {
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(20);
+    readSync(fd, buf, 0, 20, 0);
+    return BigInt(buf.toString('latin1'));
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Writes a lock file by hand: `counter` in the first 20 bytes, then `rest`. */
 function writeLockFile(locks: FileLock, key: string, counter: string, rest = '\n'): string {
   mkdirSync(locks.dir, { recursive: true });
@@ -52,6 +68,10 @@ describe('FileLock fencing tokens on a still clock', () => {
     for (let i = 0; i < 1_100; i++) {
       const lease = await a.acquire('k');
       expect(lease.token).toBeGreaterThan(last);
+      // the counter in the file covers the token, within the block of 1,024 reserved with it
+      const counter = counterOf(a.pathOf('k'));
+      expect(counter).toBeGreaterThanOrEqual(lease.token);
+      expect(counter - lease.token).toBeLessThan(1024n);
       last = lease.token;
       await lease.release();
     }
@@ -106,6 +126,14 @@ describe('FileLock tokens from the counter in the file', () => {
     const after = await a.acquire('k');
     expect(after.token).toBeGreaterThan(other.token);
     await after.release();
+    // a FileLock that read the counter another one wrote reserves from it, then writes nothing
+    const reserved = statSync(path).size;
+    for (let i = 1; i <= 3; i++) {
+      const lease = await a.acquire('k');
+      expect(lease.token).toBe(after.token + BigInt(i));
+      await lease.release();
+    }
+    expect(statSync(path).size).toBe(reserved);
     a.close();
     b.close();
   });
@@ -186,7 +214,7 @@ describe('FileLock tokens from the counter in the file', () => {
     const huge = 10n ** 20n - 10n; // 20 digits, far past 2^64
     writeLockFile(a, 'h', huge.toString());
     expected = huge;
-    for (const mode of ['exclusive', 'shared', 'exclusive'] as const) {
+    for (const mode of ['shared', 'exclusive', 'shared', 'exclusive'] as const) {
       const lease = await b.acquire('h', { mode });
       expect(lease.token).toBe(++expected);
       await lease.release();
@@ -242,12 +270,17 @@ describe('FileLock tokens from the counter in the file', () => {
     await first.release();
     const path = a.pathOf('k');
     const { atime, mtime } = statSync(path);
+    const { mtimeNs } = statSync(path, { bigint: true });
     await new Promise((resolve) => setTimeout(resolve, 20)); // a later change time
     const text = readFileSync(path);
     const higher = first.token + 10_000_000n;
     text.write(higher.toString().padStart(20, '0'), 0, 'latin1');
     writeFileSync(path, text);
-    utimesSync(path, atime, mtime);
+    // the mtime put back to the nanosecond, as `cp -p` or a restore does (utimes takes less)
+    const ns = (mtimeNs % 1_000_000_000n).toString().padStart(9, '0');
+    execFileSync('touch', ['-m', '-d', `@${mtimeNs / 1_000_000_000n}.${ns}`, path]);
+    expect(statSync(path, { bigint: true }).mtimeNs).toBe(mtimeNs);
+    expect(statSync(path).size).toBe(text.length);
     const next = await a.acquire('k');
     expect(next.token).toBeGreaterThan(higher);
     await next.release();
