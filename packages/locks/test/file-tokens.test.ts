@@ -199,6 +199,31 @@ describe('FileLock tokens from the counter in the file', () => {
     b.close();
   });
 
+  it('a deleted lock file gets a token above the last one of its key, whatever other keys took meanwhile', async () => {
+    const [a] = pair();
+    const first = await a.acquire('a'); // reserves a block for key a
+    await first.release();
+    let last = 0n;
+    for (let i = 0; i < 10; i++) {
+      const lease = await a.acquire('b');
+      last = lease.token;
+      await lease.release();
+    }
+    // key a takes the next token of its own block: below what key b has reached
+    const low = await a.acquire('a');
+    expect(low.token).toBeLessThan(last);
+    await low.release();
+    unlinkSync(a.pathOf('b')); // key b's counter is gone; the clock stands still
+    for (const mode of ['exclusive', 'shared'] as const) {
+      const next = await a.acquire('b', { mode });
+      expect(next.token).toBeGreaterThan(last);
+      last = next.token;
+      await next.release();
+      unlinkSync(a.pathOf('b'));
+    }
+    a.close();
+  });
+
   it('past 2^53 tokens stay exact: each grant takes the counter plus one', async () => {
     const [a, b] = pair();
     const start = 2n ** 53n - 100n;
