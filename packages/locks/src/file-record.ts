@@ -317,7 +317,8 @@ function writeAll(fd: number, buf: Buffer, len: number, position: number): void 
 
 function writeRecord(fd: number, token: bigint, record: FileRecord): void {
   let text = JSON.stringify(record);
-  // the record stays below SIZE_BASE: a very long list of shared holders keeps its oldest ones
+  // the record stays below SIZE_BASE: a very long list of shared holders keeps its first (oldest)
+  // holder, whose `since` holder() reports, and the newest ones
   while (text.length * 3 > SIZE_BASE - 64 && record.holders.length > 1) {
     record.holders.splice(1, Math.ceil(record.holders.length / 4));
     text = JSON.stringify(record);
