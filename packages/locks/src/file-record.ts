@@ -74,9 +74,13 @@ export function unchangedSince(
   );
 }
 
-/** The size a write sets when the file had `size`: the next step of the write count (see SIZE_BASE). */
+/**
+ * The size a write sets when the file had `size`: the next step of the write count (see
+ * SIZE_BASE). A size below SIZE_BASE (a new file) starts the count; one beyond the span (set by
+ * hand) is brought back into it; either way the size changes.
+ */
 function nextSize(size: number): number {
-  const n = size >= SIZE_BASE && size < SIZE_BASE + SIZE_SPAN ? size - SIZE_BASE + 1 : 0;
+  const n = size >= SIZE_BASE ? size - SIZE_BASE + 1 : 0;
   return SIZE_BASE + (n % SIZE_SPAN);
 }
 
@@ -94,7 +98,7 @@ const readBuf = Buffer.allocUnsafe(READ_SIZE);
 function readRecord(fd: number): { token: bigint; record: FileRecord | undefined } {
   // most records are short: read a page first, the rest only when the record does not end there
   let n = readSync(fd, readBuf, 0, 4096, 0);
-  let end = n > 21 ? readBuf.subarray(0, n).indexOf(10, 21) : -1;
+  let end = readBuf.subarray(0, n).indexOf(10, 21); // -1 as well when n <= 21
   if (end < 0 && n === 4096) {
     n = readSync(fd, readBuf, 0, READ_SIZE, 0);
     end = readBuf.subarray(0, n).indexOf(10, 21);
@@ -109,7 +113,7 @@ function readRecord(fd: number): { token: bigint; record: FileRecord | undefined
       const parsed = JSON.parse(readBuf.toString('utf8', 21, end)) as FileRecord;
       if (parsed && parsed.v === 1 && Array.isArray(parsed.holders)) record = parsed;
     } catch {
-      record = undefined;
+      // not a record this version can read: none
     }
   }
   return { token, record };
@@ -178,13 +182,14 @@ export function reserveExclusive(
 ): bigint {
   state.cache = undefined;
   const previous = readCounter(fd);
-  // numbers while the counter is a safe integer (it is, until the 23rd century); bigints beyond
-  if (typeof previous === 'number' && now < 1e13) {
+  // numbers while the reserved block stays within the safe integers (until the 23rd century);
+  // bigints beyond. `hi` is the largest of them: when it is safe, so are the clock floor and `after`.
+  if (typeof previous === 'number') {
     const floor = Math.floor(now) * 1000;
     const after = Number(tokens.floor); // this FileLock's grants, any key (a replaced file)
     const first = Math.max(previous >= floor ? previous + 1 : floor, after);
     const hi = first + RESERVE - 1;
-    if (Number.isSafeInteger(hi) && Number.isSafeInteger(after)) {
+    if (Number.isSafeInteger(hi)) {
       writeDigits(exRecord, 0, 20, hi);
       writeSince(exRecord, EX_SINCE_AT, 0);
       writeAll(fd, exRecord, exRecord.length, 0);
@@ -312,7 +317,8 @@ function writeAll(fd: number, buf: Buffer, len: number, position: number): void 
 
 function writeRecord(fd: number, token: bigint, record: FileRecord): void {
   let text = JSON.stringify(record);
-  // the record stays below SIZE_BASE: a very long list of shared holders keeps its oldest ones
+  // the record stays below SIZE_BASE: a very long list of shared holders keeps its first (oldest)
+  // holder, whose `since` holder() reports, and the newest ones
   while (text.length * 3 > SIZE_BASE - 64 && record.holders.length > 1) {
     record.holders.splice(1, Math.ceil(record.holders.length / 4));
     text = JSON.stringify(record);

@@ -379,19 +379,17 @@ export class FileLock implements LockProvider {
           throw error;
         }
       }
-      let locked = false;
+      // Below, a descriptor that is closed takes its lock with it (it is the only one of its open
+      // file description): only one put back for the next grant is unlocked first.
       try {
         if (!fsx.tryLock(fd, LOCK_OFFSET, 1, mode === 'shared' ? SHARED : EXCLUSIVE)) {
           this.#putBack(state, fd, ino, dev);
           return undefined;
         }
-        locked = true;
         // the path must still name the file we locked (one stat; ENOENT gives undefined)
         const st = statSync(state.path, STAT_OPTIONS);
         if (st === undefined || st.ino !== ino || st.dev !== dev) {
           // the file was removed or replaced after we opened it: this lock guards nothing
-          fsx.unlock(fd, LOCK_OFFSET, 1);
-          locked = false;
           closeSync(fd);
           continue;
         }
@@ -409,13 +407,11 @@ export class FileLock implements LockProvider {
         if (token === undefined) {
           // another shared holder is updating the record right now: treat as busy, retry soon
           fsx.unlock(fd, LOCK_OFFSET, 1);
-          locked = false;
           this.#putBack(state, fd, ino, dev);
           return undefined;
         }
         return { fd, ino, dev, token };
       } catch (error) {
-        if (locked) fsx.unlock(fd, LOCK_OFFSET, 1);
         closeSync(fd);
         throw error;
       }

@@ -1,17 +1,9 @@
-import {
-  mkdtempSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-  writeFileSync,
-  readdirSync,
-} from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RiggingError, manualClock } from '@rigging/core';
+import { RiggingError } from '@rigging/core';
 import { spawnNode } from '@rigging/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileLock, TwoLevelLock, encodeLockKey } from '../src/index.js';
@@ -197,83 +189,6 @@ describe('FileLock', () => {
       }
     }, 60_000);
   }
-});
-
-describe('FileLock tokens and holder records', () => {
-  it('keeps tokens strictly increasing when descriptors of one file take turns', async () => {
-    const dir = freshDir();
-    const locks = [new FileLock({ dir }), new FileLock({ dir }), new TwoLevelLock({ dir })];
-    let last = -1n;
-    let seed = 7;
-    for (let i = 0; i < 3000; i++) {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      const runs = 1 + (seed % 5); // several grants in a row through one descriptor, then another
-      const p = locks[seed % 3]!;
-      for (let r = 0; r < runs; r++) {
-        const lease = await p.acquire('k', { mode: seed % 11 === 0 ? 'shared' : 'exclusive' });
-        expect(lease.token).toBeGreaterThan(last);
-        last = lease.token;
-        await lease.release();
-      }
-    }
-    for (const l of locks) l.close();
-  });
-
-  it('a file written by hand meanwhile (same size) is read again, not trusted', async () => {
-    const dir = freshDir();
-    const locks = new FileLock({ dir });
-    const a = await locks.acquire('k');
-    await a.release();
-    const path = locks.pathOf('k');
-    const text = readFileSync(path);
-    const higher = (a.token + 10_000_000n).toString().padStart(20, '0');
-    text.write(higher, 0, 'latin1');
-    writeFileSync(path, text); // same inode, same size, a higher counter
-    const b = await locks.acquire('k');
-    expect(b.token).toBeGreaterThan(a.token + 10_000_000n);
-    await b.release();
-    locks.close();
-  });
-
-  it('holder() gives since: the call time for a young exclusive lease, the grant time later', async () => {
-    const dir = freshDir();
-    const start = 1_700_000_000_000;
-    const clock = manualClock(start);
-    const locks = new FileLock({ dir, clock });
-    const other = new FileLock({ dir, clock });
-    const a = await locks.acquire('k');
-    await clock.advance(10);
-    const young = await other.holder('k');
-    expect(young).toMatchObject({ mode: 'exclusive', pid: process.pid, since: start + 10 });
-    await clock.advance(110); // past the recording delay: the holder wrote its grant time
-    expect(await other.holder('k')).toMatchObject({ since: start });
-    await a.release();
-    expect(await other.holder('k')).toBeUndefined();
-    // a fast re-grant does not inherit the old since
-    const b = await locks.acquire('k');
-    expect(b.token).toBeGreaterThan(a.token);
-    expect((await other.holder('k'))?.since).toBe(start + 120);
-    await b.release();
-    locks.close();
-    other.close();
-  });
-  it('a lock file replaced under its holder still gives the next holder a greater token, in the same millisecond', async () => {
-    const dir = freshDir();
-    const clock = manualClock(1_700_000_000_000); // time stands still: only the token logic orders
-    const locks = new FileLock({ dir, clock });
-    for (const mode of ['exclusive', 'shared'] as const) {
-      for (const nextMode of ['exclusive', 'shared'] as const) {
-        const first = await locks.acquire('k', { mode });
-        unlinkSync(locks.pathOf('k')); // the counter is gone with the file
-        // the FileLock's token source remembers what the file forgot
-        const next = await locks.acquire('k', { mode: nextMode, timeoutMs: 20_000 });
-        expect(next.token).toBeGreaterThan(first.token);
-        await next.release();
-        await first.release();
-      }
-    }
-    locks.close();
-  });
 });
 
 describe('TwoLevelLock', () => {
