@@ -2,7 +2,7 @@
 // directory): archives told by their first bytes, anything else refused before a file is
 // written; the fetcher's stream closed whenever extraction stops early; no file left open; a
 // refusal leaving nothing behind (checked by `refusal`).
-import { readlinkSync, readdirSync } from 'node:fs';
+import { existsSync, readlinkSync, readdirSync } from 'node:fs';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -182,5 +182,32 @@ describe('extraction', () => {
       await cache.close();
       expect(openOn(file)).toBe(0);
     }
+  });
+
+  it('an abort while a local zip is read stops the install there, and nothing stays', async () => {
+    const zip = zipOf([{ name: 'big', content: Buffer.alloc(8 * 1024 * 1024, 1) }]);
+    const file = join(await tempDir('pc-extract-src-'), 'payload.zip');
+    await writeFile(file, zip);
+    const { cache, root } = await cacheOf(() => ({ path: file }));
+    const controller = new AbortController();
+    const reason = new Error('stop');
+    const received: number[] = [];
+    const error = await cache
+      .acquire(ref, {
+        signal: controller.signal,
+        onProgress: (p) => {
+          received.push(p.received);
+          // Aborted from inside the read: its first chunk has been hashed.
+          if (p.received > 0) controller.abort(reason);
+        },
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    expect(Math.max(...received)).toBeLessThan(zip.length);
+    expect(existsSync(join(root, ref.fqn, ref.version, ref.id))).toBe(false);
+    expect((await readdir(join(root, '.tmp'))).filter((n) => !n.startsWith('progress-'))).toEqual(
+      [],
+    );
+    await cache.close();
   });
 });
