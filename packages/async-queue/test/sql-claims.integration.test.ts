@@ -1,13 +1,15 @@
 // The SQL backend's claims, called as the queue calls them, on a manual clock: one running op per
 // key, keys in turn, up to the limit; a fencing token one above the last per claim; an expired
 // lease re-claimed (the stale claim refused), failed as poison after too many expiries; a lease
-// kept by heartbeats only while its claim holds.
+// kept by heartbeats only while its claim holds; a key that counts an op deleted by hand is set
+// idle instead of stalling the claims.
 import { manualClock, silentLogger, type SerializedError } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Claim, QueueBackend } from '../src/backend.js';
 import { sqlBackend } from '../src/sql.js';
+import { KEYS, OPS } from '../src/sql/names.js';
 
 const backends = await sqlBackends('async_queue_claims', ['sqlite-memory', 'postgres', 'mysql']);
 
@@ -34,7 +36,8 @@ for (const b of backends) {
     /** A fresh queue's backend on a manual clock, and its claim as the queue calls it. */
     async function queueAt(start = 1_000_000, maxLeaseExpiries = 3) {
       const clock = manualClock(start);
-      const backend = sqlBackend(database, { name: `claims${++n}`, pollMs: 50 });
+      const name = `claims${++n}`;
+      const backend = sqlBackend(database, { name, pollMs: 50 });
       opened.push(backend);
       await backend.attach({ clock, logger: silentLogger, wake: () => {}, settled: () => {} });
       const claimed = (limit = 10, key?: string, workerId = 'w') =>
@@ -50,7 +53,17 @@ for (const b of backends) {
         (await claimed(limit, key, workerId)).claims;
       const enqueue = async (key: string, payload: number) =>
         (await backend.enqueue({ key, type: 'run', payload })).op.id;
-      return { backend, clock, claim, claimed, enqueue };
+      /** The key's row as the claims read it: its state and how many queued ops it counts. */
+      const keyRow = async (key: string) => {
+        const k = await database.db
+          .selectFrom(KEYS)
+          .select(['state', 'pending'])
+          .where('queue', '=', name)
+          .where('op_key', '=', key)
+          .executeTakeFirstOrThrow();
+        return { state: k.state as string, pending: Number(k.pending) };
+      };
+      return { backend, clock, claim, claimed, enqueue, keyRow };
     }
 
     it('one head op per key, the key that waited longest first, up to the limit', async () => {
@@ -233,6 +246,35 @@ for (const b of backends) {
         ['cast', false],
         ['own', true],
       ]);
+    });
+
+    // The rows an operator leaves by deleting a queued op by hand (a payload no worker can read
+    // any more, say) without touching its key: the key is `ready` and counts an op that is not
+    // there. No call of the backend leaves that state (each changes an op and its key's count in
+    // one transaction; `prune` deletes finished ops only; `discard` zeroes the count with the ops
+    // it cancels), so the test deletes the row itself. Without recovery the claim would find no
+    // head op for a key it picks first at every look, and fail or stall every worker.
+    it('a key counting a queued op deleted by hand is set idle by the claim that finds it empty; the other keys and later ops are claimed', async () => {
+      const { backend, claim, enqueue, keyRow } = await queueAt();
+      const deleteOp = (id: string) => database.db.deleteFrom(OPS).where('id', '=', id).execute();
+      await deleteOp(await enqueue('gone', 1));
+      await enqueue('other', 2);
+      expect(await keyRow('gone')).toEqual({ state: 'ready', pending: 1 });
+      // The claim transaction (PostgreSQL too: expired leases are due a look at its first claim).
+      expect(payloads(await claim(10))).toEqual([['other', 2]]);
+      expect(await keyRow('gone')).toEqual({ state: 'idle', pending: 0 });
+      // Again, now through PostgreSQL's single-statement claim (no look at expired leases due),
+      // whose key without a head op is handed to the claim transaction.
+      await deleteOp(await enqueue('gone', 3));
+      expect(await claim(10)).toEqual([]);
+      expect(await keyRow('gone')).toEqual({ state: 'idle', pending: 0 });
+      // Counted from zero again: the next op is claimed, and once it is done the key is idle.
+      await enqueue('gone', 4);
+      const [next] = await claim(10);
+      expect(payloads([next!])).toEqual([['gone', 4]]);
+      expect(await backend.succeed(next!, 'ok')).toBeDefined();
+      expect(await keyRow('gone')).toEqual({ state: 'idle', pending: 0 });
+      expect(await claim(10)).toEqual([]);
     });
   });
 }

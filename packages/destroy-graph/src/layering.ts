@@ -298,31 +298,29 @@ function longestPath(
   return total;
 }
 
-/** Relative levels of `members` by ownership depth, deepest first; returns how many. */
+/**
+ * Relative levels of `members` (a component of two or more) by ownership depth, deepest first:
+ * each distinct depth is one level; returns how many.
+ */
 function splitByDepth(
   members: Int32Array,
   depthOf: Int32Array,
   rel: Int32Array,
   arena: Arena,
 ): number {
-  let min = 0x7fffffff;
-  let max = -1;
-  for (let k = 0; k < members.length; k++) {
-    const depth = depthOf[members[k]!]!;
-    if (depth < min) min = depth;
-    if (depth > max) max = depth;
-  }
-  if (min === max) {
-    for (let k = 0; k < members.length; k++) rel[members[k]!] = 0;
-    return 1;
+  let min = depthOf[members[0]!]!;
+  let max = min;
+  for (const member of members) {
+    min = Math.min(min, depthOf[member]!);
+    max = Math.max(max, depthOf[member]!);
   }
   const mark = arena.mark();
+  // Indexed by `max - depth`: 1 where some member has that depth, then its level + 1.
   const rank = arena.i32(max - min + 1);
-  for (let k = 0; k < members.length; k++) rank[max - depthOf[members[k]!]!] = 1;
+  for (const member of members) rank[max - depthOf[member]!] = 1;
   let ranks = 0;
-  for (let depth = 0; depth <= max - min; depth++) if (rank[depth] !== 0) rank[depth] = ++ranks;
-  for (let k = 0; k < members.length; k++)
-    rel[members[k]!] = rank[max - depthOf[members[k]!]!]! - 1;
+  for (let at = 0; at <= max - min; at++) if (rank[at] !== 0) rank[at] = ++ranks;
+  for (const member of members) rel[member] = rank[max - depthOf[member]!]! - 1;
   arena.release(mark);
   return ranks;
 }

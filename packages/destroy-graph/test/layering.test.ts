@@ -312,4 +312,57 @@ describe('layering', () => {
       ]);
     }
   });
+
+  it('takes the longest way into a vertex whichever predecessor is laid out last', () => {
+    // Two hand-built graphs, every vertex numbering tried ("→": destroyed before; ⇄: a cycle).
+    // Components: S ⇄, S → p → q → t and R ⇄ → t, t → Z ⇄: t comes after q (level 3), not
+    // after R alone (level 1), whichever of q and R is layered last.
+    // Below a cycle: S ⇄, S → x → C ⇄ → u and S → v → u: u and v reach no cycle, and u comes
+    // after C (level 3), not after v alone (level 2).
+    const names = {
+      components: ['s1', 's2', 'p', 'q', 't', 'r1', 'r2', 'z1', 'z2'],
+      below: ['s1', 's2', 'x', 'c1', 'c2', 'u', 'v'],
+    };
+    const graphs: Array<[names: string[], edges: string[]]> = [
+      [
+        names.components,
+        [
+          's1 s2',
+          's2 s1',
+          's2 p',
+          'p q',
+          'q t',
+          'r1 r2',
+          'r2 r1',
+          'r2 t',
+          't z1',
+          'z1 z2',
+          'z2 z1',
+        ],
+      ],
+      [names.below, ['s1 s2', 's2 s1', 's2 x', 'x c1', 'c1 c2', 'c2 c1', 'c2 u', 's2 v', 'v u']],
+    ];
+    for (const [vertexNames, edges] of graphs) {
+      const n = vertexNames.length;
+      for (let shift = 0; shift < n; shift++) {
+        for (const reversed of [false, true]) {
+          // The vertex numbered k is vertexNames[number(k)].
+          const number = (k: number) => (reversed ? n - 1 - ((k + shift) % n) : (k + shift) % n);
+          const index = new Map(vertexNames.map((_, k) => [vertexNames[number(k)]!, k]));
+          const m: Model = {
+            n,
+            owners: vertexNames.map(() => null),
+            subs: edges.map((edge) => {
+              const [p, s] = edge.split(' ') as [string, string];
+              return [index.get(p)!, index.get(s)!];
+            }),
+            chosen: vertexNames.map(() => true),
+          };
+          const { g, objs } = build(m);
+          const every = objs.map((_, i) => i);
+          expect(actualPlan(g, objs)).toEqual(expectedPlan(m, every));
+        }
+      }
+    }
+  });
 });

@@ -39,8 +39,8 @@ const FAST_FILE_LIMIT = 64 * 1024 * 1024;
 function detect(head: Uint8Array): Format | undefined {
   if (isGzip(head)) return 'tar';
   if (head[0] === 0x50 && head[1] === 0x4b && (head[2] === 3 || head[2] === 5)) return 'zip';
-  if (head.length >= 262 && Buffer.from(head.subarray(257, 262)).toString('latin1') === 'ustar')
-    return 'tar';
+  // A head shorter than 262 bytes reads fewer than five characters there: never `ustar`.
+  if (Buffer.from(head.subarray(257, 262)).toString('latin1') === 'ustar') return 'tar';
   return undefined;
 }
 

@@ -115,6 +115,10 @@ export async function installPackage(
       what,
       limits: ctx.limits,
       onBytes: (n) => progress.report(n),
+    }).catch((error: unknown) => {
+      // A file read or a pipeline stopped by the signal rejects with an `AbortError` of its own:
+      // the caller gets its reason, as for an abort during the fetch.
+      throw signal.aborted ? abortReason(ctx) : error;
     });
     const size = await finalizeTree(target, { durable: ctx.durable, what });
     const installedAt = clock.now();
@@ -151,6 +155,11 @@ export async function installPackage(
   }
 }
 
+/** Why the install was aborted: the caller's reason when it aborted, else the cache's. */
+function abortReason(ctx: InstallContext): unknown {
+  return ctx.callerSignal?.aborted ? ctx.callerSignal.reason : ctx.signal.reason;
+}
+
 /** Calls the fetcher; its failures become `package-cache.fetch_failed` (rigging errors pass). */
 async function fetchPackage(
   ref: PackageRef,
@@ -166,7 +175,7 @@ async function fetchPackage(
       ),
     );
   } catch (error) {
-    if (signal.aborted) throw ctx.callerSignal?.aborted ? ctx.callerSignal.reason : signal.reason;
+    if (signal.aborted) throw abortReason(ctx);
     if (RiggingError.isInstance(error)) throw error;
     throw new PackageCacheError(
       'package-cache.fetch_failed',
