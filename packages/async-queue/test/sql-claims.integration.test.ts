@@ -1,8 +1,9 @@
 // The SQL backend's claims, called as the queue calls them, on a manual clock: one running op per
 // key, keys in turn, up to the limit; a fencing token one above the last per claim; an expired
-// lease re-claimed (the stale claim refused), failed as poison after too many expiries; a lease
-// kept by heartbeats only while its claim holds; a key that counts an op deleted by hand is set
-// idle instead of stalling the claims.
+// lease re-claimed (the stale claim refused), failed as poison after too many expiries; a success,
+// or a failure that does not stop the key, moves only its own key on; a lease kept by heartbeats
+// only while its claim holds; a key that counts an op deleted by hand is set idle instead of
+// stalling the claims.
 import { manualClock, silentLogger, type SerializedError } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
@@ -160,6 +161,39 @@ for (const b of backends) {
       const [after] = await claim(10);
       expect(after!.op.payload).toBe(2);
       expect(after!.token).toBe(second!.token + 1);
+    });
+
+    it("a success moves only its own key on: another key's running op keeps its claim", async () => {
+      const { backend, claim, enqueue, keyRow } = await queueAt();
+      await enqueue('a', 1);
+      await enqueue('a', 2);
+      await enqueue('b', 3);
+      const [a, b] = await claim(10);
+      expect(payloads([a!, b!])).toEqual([
+        ['a', 1],
+        ['b', 3],
+      ]);
+      expect(await backend.succeed(a!, 'done a')).toBeDefined();
+      expect(await keyRow('a')).toEqual({ state: 'ready', pending: 1 });
+      expect(await keyRow('b')).toEqual({ state: 'running', pending: 0 });
+      expect(await backend.succeed(b!, 'done b')).toBeDefined();
+      expect(await keyRow('b')).toEqual({ state: 'idle', pending: 0 });
+      const [next] = await claim(10);
+      expect(payloads([next!])).toEqual([['a', 2]]);
+    });
+
+    it('an op failed for good without stopping its key moves only that key on', async () => {
+      const { backend, claim, enqueue, keyRow } = await queueAt();
+      const failed = await enqueue('a', 1);
+      await enqueue('a', 2);
+      await enqueue('b', 3);
+      const [a, b] = await claim(10);
+      expect(await backend.fail(a!, broken, { stop: false })).toMatchObject({ blocked: false });
+      expect(await backend.get(failed)).toMatchObject({ status: 'failed', error: broken });
+      expect(await keyRow('a')).toEqual({ state: 'ready', pending: 1 });
+      expect(await keyRow('b')).toEqual({ state: 'running', pending: 0 });
+      expect(payloads(await claim(10))).toEqual([['a', 2]]);
+      expect(await backend.succeed(b!, 'done b')).toBeDefined();
     });
 
     it('expired leases are claimed first and count against the limit', async () => {

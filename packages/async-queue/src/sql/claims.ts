@@ -2,8 +2,6 @@
 // of an op with the next fencing token and a lease, and lease extensions while the token holds.
 // Owns the one piece of state of the store: when expired leases were last looked for.
 import type { SerializedError } from '@rigging/core';
-import { sql } from '../sql-peer.js';
-import { prepareQuery } from './prepared.js';
 import type { Claim, ClaimOptions } from '../backend.js';
 import { grantSet } from './dialects/dialect.js';
 import { advanceKey, failOp } from './finish.js';
@@ -13,38 +11,6 @@ import { KEYS, OPS } from './names.js';
 import { toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 import type { ChainOptions, Claimed, ClaimedRow } from './types.js';
-
-// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
-interface KeyGrant {
-  queue: string;
-  key: string;
-  token: number;
-  leaseUntil: number;
-}
-/** A key's row once its head op was claimed: running it under the claim's token and lease. */
-const keyTaken = prepareQuery((db, p: KeyGrant & { op: string; type: string; seq: number }) =>
-  db
-    .updateTable(KEYS)
-    .set({
-      state: 'running',
-      running_op: p.op,
-      running_type: p.type,
-      token: p.token,
-      lease_until: p.leaseUntil,
-      pending: sql<number>`pending - 1`,
-      head_seq: p.seq,
-    })
-    .where('queue', '=', p.queue)
-    .where('op_key', '=', p.key),
-);
-/** A key's row once its running op was claimed again (an expired lease): a new token and lease. */
-const keyReclaimed = prepareQuery((db, p: KeyGrant & { at: number }) =>
-  db
-    .updateTable(KEYS)
-    .set({ token: p.token, lease_until: p.leaseUntil, turn: p.at })
-    .where('queue', '=', p.queue)
-    .where('op_key', '=', p.key),
-);
 
 /** The claims of one queue's ops. @internal */
 export class QueueClaims {
@@ -192,6 +158,7 @@ export class QueueClaims {
       return undefined;
     }
     const key = { queue: this.#tables.name, key: k.op_key, token, leaseUntil: at + leaseMs };
+    const { keyReclaimed, keyTaken } = this.#tables.statements;
     if (reclaim) await keyReclaimed.execute(trx, { ...key, at });
     else {
       await keyTaken.execute(trx, {

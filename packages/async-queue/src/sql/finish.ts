@@ -2,31 +2,11 @@
 // failed for good and stops the key, blocked with its queued ops cancelled. Claims (a poisoned
 // op) and outcomes (a success, a failure) both end ops this way.
 import type { SerializedError } from '@rigging/core';
-import { sql } from '../sql-peer.js';
-import { prepareQuery } from './prepared.js';
 import type { Claim, Completion } from '../backend.js';
 import type { OpInfo } from '../types.js';
-import { heldByClaim, type ClaimFence } from './fence.js';
 import { KEYS, OPS } from './names.js';
 import { toInfo, type Db, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
-
-/** A key's row once its running op ended: the next op's turn, or idle. */
-const nextTurn = (at: number) => ({
-  state: sql<string>`case when pending > 0 then 'ready' else 'idle' end`,
-  running_op: null,
-  running_type: null,
-  avail_at: 0,
-  turn: at,
-});
-
-// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
-const keyAdvanced = prepareQuery((db, p: { queue: string; key: string; at: number }) =>
-  db.updateTable(KEYS).set(nextTurn(p.at)).where('queue', '=', p.queue).where('op_key', '=', p.key),
-);
-const heldKeyAdvanced = prepareQuery((db, p: ClaimFence & { at: number }) =>
-  db.updateTable(KEYS).set(nextTurn(p.at)).where(heldByClaim(p)),
-);
 
 /**
  * After the running op of `key` finished (not blocking): next op or idle. With `claim`, only
@@ -40,6 +20,7 @@ export async function advanceKey(
   claim?: Claim,
 ): Promise<boolean> {
   const queue = tables.name;
+  const { heldKeyAdvanced, keyAdvanced } = tables.statements;
   const r = claim
     ? await heldKeyAdvanced.execute(trx, { queue, key, op: claim.op.id, token: claim.token, at })
     : await keyAdvanced.execute(trx, { queue, key, at });

@@ -3,7 +3,6 @@
 // Every change is fenced by the claim's token (see `fence.ts`).
 import type { SerializedError } from '@rigging/core';
 import { sql } from '../sql-peer.js';
-import { prepareQuery } from './prepared.js';
 import type { Claim, Completion, FailOutcome } from '../backend.js';
 import type { OpInfo } from '../types.js';
 import type { QueueClaims } from './claims.js';
@@ -13,14 +12,6 @@ import { KEYS, OPS } from './names.js';
 import { toInfo, type Db } from './rows.js';
 import type { QueueTables } from './tables.js';
 import type { ChainOptions, Claimed, SucceedItem } from './types.js';
-
-/** An op's row once its success is recorded (built once per dialect by `prepareQuery`: a cache). */
-const opSucceeded = prepareQuery((db, p: { id: string; result: string; at: number }) =>
-  db
-    .updateTable(OPS)
-    .set({ status: 'succeeded', result: p.result, error: null, finished_at: p.at })
-    .where('id', '=', p.id),
-);
 
 /** The completion of an accepted success. */
 const succeeded = (it: SucceedItem, at: number): Completion => ({
@@ -107,7 +98,11 @@ export class QueueOutcomes {
         // Advance the key only if this claim still holds it: one statement checks and locks.
         // The state always changes, so MySQL counts the row as updated.
         if (!(await advanceKey(this.#tables, trx, claim.op.key, at, claim))) continue;
-        await opSucceeded.execute(trx, { id: claim.op.id, result: it.text, at });
+        await this.#tables.statements.opSucceeded.execute(trx, {
+          id: claim.op.id,
+          result: it.text,
+          at,
+        });
         if (claim.announce) await this.#tables.announceDone(trx, [claim.op.id]);
         out[i] = succeeded(it, at);
         if (it.next) want++;

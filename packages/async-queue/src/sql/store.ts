@@ -7,7 +7,6 @@
 // pieces that differ; fencing rules come from `fence.ts`.
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
-import { prepareQuery } from './prepared.js';
 import type { EnqueueInput } from '../backend.js';
 import type { RetentionOptions } from '../types.js';
 import { QueueClaims } from './claims.js';
@@ -15,14 +14,9 @@ import type { QueueDialect } from './dialects/dialect.js';
 import { OPS } from './names.js';
 import { QueueOutcomes } from './outcomes.js';
 import { QueueReads } from './reads.js';
-import { newOpRow, OP_COLUMNS, type Db, type OpRow } from './rows.js';
+import { newOpRow, type Db, type OpRow } from './rows.js';
 import { QueueTables } from './tables.js';
 import type { Enqueued } from './types.js';
-
-/** A new op's row (built once per dialect by `prepareQuery`: a cache). */
-const opInserted = prepareQuery((db, row: OpRow) =>
-  db.insertInto(OPS).values(Object.fromEntries(OP_COLUMNS.map((c) => [c, row[c]]))),
-);
 
 /** The statements of one queue (`name`) on one database, for its dialect. @internal */
 export class QueueStore {
@@ -86,7 +80,7 @@ export class QueueStore {
       }
       const k = await this.#tables.dialect.upsertKey(trx, this.#tables.name, input.key, at);
       const row = newOpRow(this.#tables.name, randomUUID(), input, Number(k.next_seq), payload, at);
-      await opInserted.execute(trx, row);
+      await this.#tables.statements.opInserted.execute(trx, row);
       // `ready` with this op as the only pending one: the key was idle (or is new).
       if (k.state === 'ready' && Number(k.pending) === 1) await this.#tables.announceWork(trx);
       return { row, created: true, held: k.state === 'blocked' };

@@ -4,10 +4,13 @@ import type { Database } from '@rigging/sql';
 import type { QueueDialect } from './dialects/dialect.js';
 import { KEYS, OPS } from './names.js';
 import type { Db, KeyRow, OpRow } from './rows.js';
+import { queueStatements, type QueueStatements } from './statements.js';
 
 /** The tables of queue `name` on one database, for its dialect. @internal */
 export class QueueTables {
   readonly db: Db;
+  /** The hot statements, built once for this backend. */
+  readonly statements: QueueStatements = queueStatements();
 
   constructor(
     readonly database: Database,

@@ -52,32 +52,6 @@ const namedLockOwners = {
   lockingRead: true,
 };
 
-// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
-const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
-  const upsert = keyUpsert(p.queue, p.key, p.at);
-  return db.insertInto(KEYS).values(upsert.values).onDuplicateKeyUpdate(upsert.bump);
-});
-const keyCount = prepareQuery((db, p: { queue: string; key: string }) =>
-  db
-    .selectFrom(KEYS)
-    .select(['state', 'next_seq', 'pending'])
-    .where('queue', '=', p.queue)
-    .where('op_key', '=', p.key),
-);
-const headOp = prepareQuery((db, p: { queue: string; key: string }) =>
-  db
-    .selectFrom(OPS)
-    .selectAll()
-    .where('queue', '=', p.queue)
-    .where('op_key', '=', p.key)
-    .where('status', '=', 'queued')
-    .orderBy('seq')
-    .limit(1),
-);
-const opGranted = prepareQuery((db, p: Grant & { id: string }) =>
-  db.updateTable(OPS).set(grantSet(p)).where('id', '=', p.id),
-);
-
 /**
  * MySQL/MariaDB: row locks with `FOR UPDATE SKIP LOCKED`, no `RETURNING` (a write is followed by
  * a read in the same transaction), no push: other processes are found by polling; owners are
@@ -85,6 +59,31 @@ const opGranted = prepareQuery((db, p: Grant & { id: string }) =>
  * @internal
  */
 export function mysqlDialect(): QueueDialect {
+  // The hot statements, built once for this dialect instance (`prepareQuery`).
+  const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
+    const upsert = keyUpsert(p.queue, p.key, p.at);
+    return db.insertInto(KEYS).values(upsert.values).onDuplicateKeyUpdate(upsert.bump);
+  });
+  const keyCount = prepareQuery((db, p: { queue: string; key: string }) =>
+    db
+      .selectFrom(KEYS)
+      .select(['state', 'next_seq', 'pending'])
+      .where('queue', '=', p.queue)
+      .where('op_key', '=', p.key),
+  );
+  const headOp = prepareQuery((db, p: { queue: string; key: string }) =>
+    db
+      .selectFrom(OPS)
+      .selectAll()
+      .where('queue', '=', p.queue)
+      .where('op_key', '=', p.key)
+      .where('status', '=', 'queued')
+      .orderBy('seq')
+      .limit(1),
+  );
+  const opGranted = prepareQuery((db, p: Grant & { id: string }) =>
+    db.updateTable(OPS).set(grantSet(p)).where('id', '=', p.id),
+  );
   return {
     name: 'mysql',
     defaultPollMs: 250,

@@ -4,7 +4,7 @@ import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.j
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
 import type { HotPaths, QueueDialect } from './dialect.js';
-import { claimHeadReturning, upsertKeyReturning } from './sqlite.js';
+import { returningStatements } from './sqlite.js';
 
 /** A `json` column, which drivers return parsed or as text. */
 const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
@@ -124,8 +124,7 @@ export function postgresDialect(pushes: boolean): QueueDialect {
     async notify(trx, payload) {
       await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
     },
-    upsertKey: upsertKeyReturning,
-    claimHead: claimHeadReturning,
+    ...returningStatements(),
     /**
      * The key rows are locked in key order first, as every other statement that locks several
      * keys does (a batch of successes), so the two cannot deadlock.

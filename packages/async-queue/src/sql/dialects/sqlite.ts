@@ -6,54 +6,48 @@ import type { Db, OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
 import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
 
-// Hot statements, built once per dialect (`prepareQuery` keeps the compiled text; a cache).
-const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
-  const upsert = keyUpsert(p.queue, p.key, p.at);
-  return db
-    .insertInto(KEYS)
-    .values(upsert.values)
-    .onConflict((oc) => oc.columns(['queue', 'op_key']).doUpdateSet(upsert.bump))
-    .returning(['state', 'next_seq', 'pending']);
-});
-const headClaimed = prepareQuery((db, p: Grant & { queue: string; key: string }) =>
-  db
-    .updateTable(OPS)
-    .set(grantSet(p))
-    .where(
-      'id',
-      '=',
-      db
-        .selectFrom(OPS)
-        .select('id')
-        .where('queue', '=', p.queue)
-        .where('op_key', '=', p.key)
-        .where('status', '=', 'queued')
-        .orderBy('seq')
-        .limit(1),
-    )
-    .returningAll(),
-);
-
-/** Key upsert with INSERT … ON CONFLICT … RETURNING (SQLite ≥ 3.35, PostgreSQL). @internal */
-export async function upsertKeyReturning(
-  trx: Db,
-  queue: string,
-  key: string,
-  at: number,
-): Promise<KeyCount> {
-  const { rows } = await keyCountedIn.execute(trx, { queue, key, at });
-  return rows[0] as KeyCount;
-}
-
-/** Claims the head op of `key` in one UPDATE … RETURNING (SQLite ≥ 3.35, PostgreSQL). @internal */
-export async function claimHeadReturning(
-  trx: Db,
-  queue: string,
-  key: string,
-  grant: Grant,
-): Promise<OpRow | undefined> {
-  const { rows } = await headClaimed.execute(trx, { ...grant, queue, key });
-  return rows[0] as OpRow | undefined;
+/**
+ * The two statements that need `RETURNING` (SQLite ≥ 3.35, PostgreSQL), built once per dialect
+ * instance (`prepareQuery`): the key upsert that counts an op in, and the claim of a key's head
+ * op in one UPDATE. @internal
+ */
+export function returningStatements(): Pick<QueueDialect, 'upsertKey' | 'claimHead'> {
+  const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
+    const upsert = keyUpsert(p.queue, p.key, p.at);
+    return db
+      .insertInto(KEYS)
+      .values(upsert.values)
+      .onConflict((oc) => oc.columns(['queue', 'op_key']).doUpdateSet(upsert.bump))
+      .returning(['state', 'next_seq', 'pending']);
+  });
+  const headClaimed = prepareQuery((db, p: Grant & { queue: string; key: string }) =>
+    db
+      .updateTable(OPS)
+      .set(grantSet(p))
+      .where(
+        'id',
+        '=',
+        db
+          .selectFrom(OPS)
+          .select('id')
+          .where('queue', '=', p.queue)
+          .where('op_key', '=', p.key)
+          .where('status', '=', 'queued')
+          .orderBy('seq')
+          .limit(1),
+      )
+      .returningAll(),
+  );
+  return {
+    async upsertKey(trx, queue, key, at) {
+      const { rows } = await keyCountedIn.execute(trx, { queue, key, at });
+      return rows[0] as KeyCount;
+    },
+    async claimHead(trx, queue, key, grant) {
+      const { rows } = await headClaimed.execute(trx, { ...grant, queue, key });
+      return rows[0] as OpRow | undefined;
+    },
+  };
 }
 
 /**
@@ -90,8 +84,7 @@ export function sqliteDialect(): QueueDialect {
     defaultPollMs: 250,
     forUpdate: (query) => query,
     notify: async () => {},
-    upsertKey: upsertKeyReturning,
-    claimHead: claimHeadReturning,
+    ...returningStatements(),
     async extendLeases(db, _queue, claims, until, held) {
       return (await db
         .updateTable(KEYS)
