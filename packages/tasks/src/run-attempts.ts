@@ -251,7 +251,9 @@ export class TaskAttempts {
   /**
    * Atom `index`'s attempt threw `error`: CANCELLED when the run was cancelled, else what its retry
    * controller (or an enclosing flow's) decides. Resolves with the next attempt's params when the
-   * task runs again (its next attempt started), `false` when it does not.
+   * task runs again (its next attempt started), `false` when it does not. A retry decided while
+   * the run stops (suspended, lease lost) is logged RETRYING and left to the resume, which starts
+   * the next attempt: the stop reverts nothing and spends no attempt.
    */
   async #failed(
     index: number,
@@ -272,8 +274,10 @@ export class TaskAttempts {
     const decision = task.retry
       ? task.retry.onFailure({ task: atom.name, attempt, error })
       : { action: 'revert' as const };
-    if (decision.action === 'retry' && state.stopReason === undefined) {
+    if (decision.action === 'retry') {
       await journal.task(index, 'RETRYING', failure);
+      // Stopping (suspended, lease lost): no attempt starts now; a resume starts the next one.
+      if (state.stopReason !== undefined) return false;
       try {
         if (decision.delayMs) await this.#context.clock.sleep(decision.delayMs, { signal });
       } catch (thrown) {
