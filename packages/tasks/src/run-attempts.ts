@@ -98,8 +98,7 @@ export class TaskAttempts {
     if (isThenable(result) || Array.isArray(task.provides) || whyNotJson(result) !== undefined) {
       return this.#attempts(index, params, { threw: false, value: result });
     }
-    const written = this.#journal.succeeded(index, result);
-    if (written !== SETTLED) return written.then(() => true);
+    this.#journal.succeeded(index, result);
     return true;
   }
 
@@ -138,7 +137,7 @@ export class TaskAttempts {
         if (result === undefined) result = null;
         const bad = resultProblem(atom.name, task.provides, result);
         if (!bad) {
-          await journal.succeeded(index, result);
+          journal.succeeded(index, result);
           return true;
         }
         await journal.task(index, 'FAILURE', failureOf(atom.name, bad));
@@ -292,8 +291,14 @@ export class TaskAttempts {
       await written;
       return params;
     }
+    const pending = state.flowRetry;
+    if (decision.action !== 'revertAll' && pending && index >= pending.lo && index < pending.hi) {
+      // Another task of this sub-flow's attempt failed first: the attempt runs again as a whole.
+      await journal.task(index, 'RETRYING', failure);
+      return false;
+    }
     const retry =
-      decision.action === 'revertAll' || state.flowRetry !== undefined
+      decision.action === 'revertAll' || pending !== undefined
         ? undefined
         : this.#flowRetryFor(index, error, failure);
     if (retry) {

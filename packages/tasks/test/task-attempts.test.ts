@@ -11,6 +11,7 @@ import {
   task,
   times,
   graphFlow,
+  unorderedFlow,
   type LogEntry,
   type RetryController,
   type Task,
@@ -166,7 +167,11 @@ describe('a task’s attempts', () => {
         task: 'bad',
         code: 'tasks.result_not_serializable',
       });
-      expect(error.failures[0]!.message).toMatch(/^task 'bad' returned a value that is not JSON: /);
+      // What is wrong is named, in the message and in the details.
+      const { message, details } = error.failures[0]!;
+      expect(details).toEqual({ task: 'bad', reason: expect.stringMatching(/^result /) });
+      const reason = (details as { reason: string }).reason;
+      expect(message).toBe(`task 'bad' returned a value that is not JSON: ${reason}`);
     }
   });
 
@@ -348,19 +353,20 @@ describe('a stop while an attempt fails', () => {
 });
 
 describe('flow retries asked by a failing task', () => {
-  /** A task that fails while `fails()` says so, recording its runs and reverts in `events`. */
+  /** A task that fails while `fails()` says so (after `ms`), recording its runs and reverts in `events`. */
   const step = (
     events: string[],
     name: string,
     fails: () => boolean = () => false,
     requires: string[] = [],
+    ms = 1,
   ) =>
     task({
       name,
       provides: name,
       requires,
       execute: async () => {
-        await new Promise((r) => setTimeout(r, 1));
+        await new Promise((r) => setTimeout(r, ms));
         if (fails()) {
           events.push(`fail ${name}`);
           throw new Error(`${name} broke`);
@@ -408,6 +414,69 @@ describe('flow retries asked by a failing task', () => {
     }
   });
 
+  it('tasks of one attempt of a sub-flow failing side by side: the sub-flow runs again (both failures are one failed attempt)', async () => {
+    const events: string[] = [];
+    let round = 1;
+    const flow = linearFlow(
+      'root',
+      step(events, 'a'),
+      unorderedFlow(
+        { name: 'inner', retry: times(1) },
+        step(events, 'x', () => round === 1),
+        step(events, 'y', () => round === 1, [], 15),
+        step(events, 'z', () => false, [], 5),
+      ),
+      task({ name: 'end', execute: () => (events.push('end'), 1) }),
+    );
+    const engine = new Engine({ concurrency: 3 });
+    engine.on('task:state', (e) => {
+      if (e.task === 'y' && e.state === 'RETRYING') round = 2;
+    });
+    await engine.run(flow, { inputs: {}, flowId: 'side-by-side' });
+    expect(events).toEqual([
+      'exec a',
+      'fail x',
+      'exec z',
+      'fail y',
+      'revert z',
+      'exec x',
+      'exec z',
+      'exec y',
+      'end',
+    ]);
+    const entries = (await engine.history('side-by-side')).filter(
+      (e) => e.subflow || e.task === 'y',
+    );
+    expect(entries.map(brief)).toEqual([
+      'y RUNNING 1',
+      'inner (flow) RETRYING 1',
+      'y RETRYING 1',
+      'y PENDING 0',
+      'inner (flow) RUNNING 2',
+      'y RUNNING 1',
+      'y SUCCESS 1',
+    ]);
+  });
+
+  it('a task outside the sub-flow failing while the sub-flow waits to run again: the whole flow reverts, for both failures', async () => {
+    const events: string[] = [];
+    const flow = unorderedFlow(
+      'root',
+      linearFlow(
+        { name: 'inner', retry: times(3) },
+        step(events, 'x', () => true),
+      ),
+      step(events, 'outside', () => true, [], 15),
+      step(events, 'fine', () => false, [], 5),
+    );
+    const error = (await new Engine({ concurrency: 3 })
+      .run(flow, { inputs: {} })
+      .catch((e: unknown) => e)) as FlowFailed;
+    expect(error).toBeInstanceOf(FlowFailed);
+    expect(events).toEqual(['fail x', 'exec fine', 'fail outside', 'revert fine']);
+    expect(error.failures.map((f) => f.task)).toEqual(['outside', 'x']);
+  });
+
   it('the innermost flow that retries is the one run again', async () => {
     const events: string[] = [];
     let failures = 1;
@@ -449,6 +518,50 @@ describe('flow retries asked by a failing task', () => {
     expect(events).toEqual(['exec p', 'exec reader', 'fail late', 'revert reader', 'revert p']);
     expect((await engine.history('used')).filter((e) => e.subflow)).toEqual([]);
     slowFailure = false;
+  });
+
+  it('a task defined before the sub-flow that already used its results counts as well', async () => {
+    const events: string[] = [];
+    const late = task({
+      name: 'late',
+      execute: async () => {
+        await new Promise((r) => setTimeout(r, 30));
+        events.push('fail late');
+        throw new Error('late broke');
+      },
+    }) as Task;
+    const flow = graphFlow(
+      'root',
+      step(events, 'reader', () => false, ['p']),
+      linearFlow({ name: 'inner', retry: times(3) }, step(events, 'p'), late),
+    );
+    const error = await new Engine({ concurrency: 2 })
+      .run(flow, { inputs: {} })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FlowFailed);
+    expect(events).toEqual(['exec p', 'exec reader', 'fail late', 'revert reader', 'revert p']);
+  });
+
+  it('a graph sub-flow whose first task depends on another of its tasks is still run again', async () => {
+    const events: string[] = [];
+    let failures = 1;
+    const inner = graphFlow(
+      { name: 'inner', retry: times(1) },
+      step(events, 'x', () => false, ['y']),
+      step(events, 'y'),
+      step(events, 'z', () => failures-- > 0, ['x']),
+    );
+    await new Engine().run(linearFlow('root', inner), { inputs: {} });
+    expect(events).toEqual([
+      'exec y',
+      'exec x',
+      'fail z',
+      'revert x',
+      'revert y',
+      'exec y',
+      'exec x',
+      'exec z',
+    ]);
   });
 
   it("a flow retry waits its controller's delay on the engine's clock", async () => {
