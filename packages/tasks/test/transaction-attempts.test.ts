@@ -349,3 +349,149 @@ describe('a transactional attempt', () => {
     expect((await engine.history('cancelled')).map(brief)).toContain('t CANCELLED 1');
   });
 });
+
+describe('a transactional attempt: what it returns and whose failure it is', () => {
+  it('a task that returns without calling ctx.transaction commits its SUCCESS alone, with its result; the next task runs', async () => {
+    const quiet = task({ name: 'quiet', transaction: true, execute: () => ({ n: 1 }) }) as Task;
+    const empty = task({ name: 'empty', transaction: true, execute: () => undefined }) as Task;
+    const last = inserting('last');
+    const engine = new Engine({ log });
+    await engine.run(linearFlow('f', quiet, empty, last), { inputs: {}, flowId: 'quiet' });
+    const entries = await engine.history('quiet');
+    expect(entries.map(brief)).toEqual([
+      'flow RUNNING',
+      'quiet SUCCESS 1',
+      'empty SUCCESS 1',
+      'last SUCCESS 1',
+      'flow SUCCESS',
+    ]);
+    expect(entries.slice(1, 4).map((e) => e.result)).toEqual([{ n: 1 }, null, 'last']);
+    expect(await rows('quiet')).toEqual(['last']);
+  });
+
+  it('work that returns nothing is stored as null', async () => {
+    const nothing = task({
+      name: 'nothing',
+      transaction: true,
+      execute: (ctx) => ctx.transaction!(() => undefined),
+    }) as Task;
+    const engine = new Engine({ log });
+    await engine.run(linearFlow('f', nothing), { inputs: {}, flowId: 'nothing' });
+    const success = (await engine.history('nothing')).find((e) => e.task === 'nothing');
+    expect(success).toMatchObject({ state: 'SUCCESS', result: null });
+  });
+
+  it("the log's failure while rolling back the task's failed work is the log's: the run stops with it", async () => {
+    const rollback = new Error('rollback failed');
+    const failing: TaskLog = {
+      ...refusingLog(log, () => undefined),
+      transaction: (flowId, work) =>
+        log.transaction!(flowId, async (trx) => {
+          try {
+            return await work(trx);
+          } catch {
+            throw rollback;
+          }
+        }),
+    };
+    let calls = 0;
+    const t = inserting('t', () => {
+      calls++;
+      throw new Error('the task broke');
+    });
+    const error = await new Engine({ log: failing })
+      .run(linearFlow('f', t), { inputs: {}, flowId: 'rollback' })
+      .catch((e: unknown) => e);
+    expect(error).toBe(rollback);
+    expect(calls).toBe(1);
+  });
+
+  it("a task that throws its own error instead of the log's refusal fails as a task does: it is retried", async () => {
+    let refusals = 1;
+    const refusing = refusingLog(log, () =>
+      refusals-- > 0 ? new Error('commit refused') : undefined,
+    );
+    const attempts: number[] = [];
+    const t = task({
+      name: 't',
+      transaction: true,
+      retry: times(1),
+      execute: async (ctx) => {
+        attempts.push(ctx.attempt);
+        try {
+          return await ctx.transaction!(() => 'done');
+        } catch (error) {
+          throw new Error(`wrapped: ${(error as Error).message}`);
+        }
+      },
+    }) as Task;
+    const engine = new Engine({ log: refusing });
+    await engine.run(linearFlow('f', t), { inputs: {}, flowId: 'wrapped' });
+    expect(attempts).toEqual([1, 2]);
+    const entries = await engine.history('wrapped');
+    expect(entries.map(brief)).toEqual([
+      'flow RUNNING',
+      't RETRYING 1',
+      't SUCCESS 2',
+      'flow SUCCESS',
+    ]);
+    expect(entries[1]!.failure).toMatchObject({ message: 'wrapped: commit refused' });
+  });
+
+  it('only the result check itself fails a task without retry: its own error in place of it, or a thrown undefined, is retried', async () => {
+    const fails = [
+      async (ctx: TaskContext) => {
+        await ctx.transaction!(() => () => 'not JSON').catch(() => undefined);
+        throw new Error('own error');
+      },
+      () => {
+        throw undefined;
+      },
+    ];
+    for (const [k, fail] of fails.entries()) {
+      const attempts: number[] = [];
+      const t = task({
+        name: 't',
+        transaction: true,
+        retry: times(1),
+        execute: async (ctx) => {
+          attempts.push(ctx.attempt);
+          if (ctx.attempt === 1) await fail(ctx);
+          return 'fine';
+        },
+      }) as Task;
+      const engine = new Engine({ log });
+      const flowId = `own-${k}`;
+      await engine.run(linearFlow('f', t), { inputs: {}, flowId });
+      expect(attempts).toEqual([1, 2]);
+      expect((await engine.history(flowId)).map(brief)).toContain('t RETRYING 1');
+    }
+  });
+});
+
+describe('a stop asked while a RUNNING entry is written', () => {
+  it('on a log whose writes take time: the task is not executed, it is logged PENDING again, and resume runs it once', async () => {
+    const engine = new Engine({ log });
+    const runs: string[] = [];
+    const step = (name: string) =>
+      task({ name, provides: name, execute: () => (runs.push(name), name) }) as Task;
+    const flow = linearFlow('f', step('a'), step('b'));
+    let suspended: Promise<boolean> | undefined;
+    const off = engine.on('task:state', (e) => {
+      if (e.task === 'a' && e.state === 'SUCCESS') suspended = engine.suspend('async-stop');
+    });
+    const error = await engine
+      .run(flow, { inputs: {}, flowId: 'async-stop' })
+      .catch((e: unknown) => e);
+    off();
+    expect(RiggingError.hasCode(error, 'tasks.suspended')).toBe(true);
+    expect(await suspended).toBe(true);
+    expect(runs).toEqual(['a']);
+    expect((await engine.history('async-stop')).filter((e) => e.task === 'b').map(brief)).toEqual([
+      'b RUNNING 1',
+      'b PENDING',
+    ]);
+    expect(await engine.resume('async-stop', flow)).toEqual({ a: 'a', b: 'b' });
+    expect(runs).toEqual(['a', 'b']);
+  });
+});
