@@ -8,6 +8,7 @@ import {
   alternatives,
   linearFlow,
   memoryLog,
+  revertAll,
   task,
   times,
   graphFlow,
@@ -422,8 +423,9 @@ describe('flow retries asked by a failing task', () => {
       step(events, 'a'),
       unorderedFlow(
         { name: 'inner', retry: times(1) },
-        step(events, 'x', () => round === 1),
+        // y, the sub-flow's first task, fails last.
         step(events, 'y', () => round === 1, [], 15),
+        step(events, 'x', () => round === 1),
         step(events, 'z', () => false, [], 5),
       ),
       task({ name: 'end', execute: () => (events.push('end'), 1) }),
@@ -459,22 +461,57 @@ describe('flow retries asked by a failing task', () => {
   });
 
   it('a task outside the sub-flow failing while the sub-flow waits to run again: the whole flow reverts, for both failures', async () => {
-    const events: string[] = [];
-    const flow = unorderedFlow(
-      'root',
-      linearFlow(
+    for (const outsideFirst of [false, true]) {
+      const events: string[] = [];
+      const inner = linearFlow(
         { name: 'inner', retry: times(3) },
         step(events, 'x', () => true),
+      );
+      const outside = step(events, 'outside', () => true, [], 15);
+      const flow = unorderedFlow(
+        'root',
+        ...(outsideFirst ? [outside, inner] : [inner, outside]),
+        step(events, 'fine', () => false, [], 5),
+      );
+      const error = (await new Engine({ concurrency: 3 })
+        .run(flow, { inputs: {} })
+        .catch((e: unknown) => e)) as FlowFailed;
+      expect(error).toBeInstanceOf(FlowFailed);
+      expect(events).toEqual(['fail x', 'exec fine', 'fail outside', 'revert fine']);
+      expect(error.failures.map((f) => f.task)).toEqual(['outside', 'x']);
+    }
+  });
+
+  it('a task of the sub-flow failing with revertAll while the sub-flow waits to run again: the whole flow reverts', async () => {
+    const events: string[] = [];
+    const hard = task({
+      name: 'hard',
+      retry: revertAll,
+      execute: async () => {
+        await new Promise((r) => setTimeout(r, 15));
+        events.push('fail hard');
+        throw new Error('hard broke');
+      },
+    }) as Task;
+    const flow = linearFlow(
+      'root',
+      step(events, 'a'),
+      unorderedFlow(
+        { name: 'inner', retry: times(3) },
+        step(events, 'x', () => true),
+        hard,
       ),
-      step(events, 'outside', () => true, [], 15),
-      step(events, 'fine', () => false, [], 5),
     );
-    const error = (await new Engine({ concurrency: 3 })
-      .run(flow, { inputs: {} })
+    const engine = new Engine({ concurrency: 2 });
+    const error = (await engine
+      .run(flow, { inputs: {}, flowId: 'hard' })
       .catch((e: unknown) => e)) as FlowFailed;
     expect(error).toBeInstanceOf(FlowFailed);
-    expect(events).toEqual(['fail x', 'exec fine', 'fail outside', 'revert fine']);
-    expect(error.failures.map((f) => f.task)).toEqual(['outside', 'x']);
+    expect(events).toEqual(['exec a', 'fail x', 'fail hard', 'revert a']);
+    expect((await engine.history('hard')).filter((e) => e.task === 'hard').map(brief)).toEqual([
+      'hard RUNNING 1',
+      'hard FAILURE 1',
+    ]);
   });
 
   it('the innermost flow that retries is the one run again', async () => {
