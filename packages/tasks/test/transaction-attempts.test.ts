@@ -495,3 +495,35 @@ describe('a stop asked while a RUNNING entry is written', () => {
     expect(runs).toEqual(['a', 'b']);
   });
 });
+
+describe('the last task committing the flow’s end', () => {
+  it('a stop asked after the last transactional task committed does not undo the success: the flow has succeeded', async () => {
+    for (const stop of ['suspend', 'cancel'] as const) {
+      const ac = new AbortController();
+      const engine = new Engine({ log });
+      const flowId = `ended-${stop}`;
+      const last = task({
+        name: 'last',
+        transaction: true,
+        provides: 'out',
+        execute: async (ctx) => {
+          const value = await ctx.transaction!(() => 'v');
+          if (stop === 'suspend') void engine.suspend(flowId);
+          else ac.abort(new Error('too late'));
+          return value;
+        },
+      }) as Task;
+      const out = await engine.run(linearFlow('f', last), {
+        inputs: {},
+        flowId,
+        signal: ac.signal,
+      });
+      expect(out).toEqual({ out: 'v' });
+      expect((await engine.history(flowId)).map(brief)).toEqual([
+        'flow RUNNING',
+        'last SUCCESS 1',
+        'flow SUCCESS',
+      ]);
+    }
+  });
+});
