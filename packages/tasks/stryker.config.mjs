@@ -25,5 +25,6 @@ export default strykerConfig({
     'test/resume-journal.test.ts',
     'test/task-attempts.test.ts',
     'test/transaction-attempts.test.ts',
+    'test/flow-run.test.ts',
   ],
 });
