@@ -37,19 +37,24 @@ function flowStates(engine: Engine) {
 }
 
 describe('resuming a finished flow', () => {
-  it('a flow that succeeded gives its outputs again; one reverted or cancelled throws its failure again, with the reverts', async () => {
+  it('a flow that succeeded gives its outputs again; one reverted or cancelled throws its failure again, with the reverts; nothing is run or written', async () => {
     const log = memoryLog();
     const engine = new Engine({ log });
     const { make } = recorder();
     const ok = linearFlow('ok', make('a', { provides: 'x' }));
     await engine.run(ok, { inputs: {}, flowId: 'ok' });
+    const written = async () => (await log.history('ok')).length;
+    const before = await written();
     expect(await engine.resume('ok', ok)).toEqual({ x: 'result of a' });
+    expect(await written()).toBe(before); // nothing run or written again
 
     const failing = linearFlow('bad', make('a'), make('b', { fail: true }));
     const first = (await engine
       .run(failing, { inputs: {}, flowId: 'bad' })
       .catch((e: unknown) => e)) as FlowFailed;
+    const failedEntries = (await log.history('bad')).length;
     const again = (await engine.resume('bad', failing).catch((e: unknown) => e)) as FlowFailed;
+    expect((await log.history('bad')).length).toBe(failedEntries);
     expect(again).toBeInstanceOf(FlowFailed);
     expect(again.code).toBe('tasks.flow_failed');
     expect(again.failures).toEqual(first.failures);
@@ -68,9 +73,11 @@ describe('resuming a finished flow', () => {
     const cancelledFirst = (await engine
       .run(cancellable, { inputs: {}, flowId: 'cancelled', signal: ac.signal })
       .catch((e: unknown) => e)) as FlowFailed;
+    const cancelledEntries = (await log.history('cancelled')).length;
     const cancelled = (await engine
       .resume('cancelled', cancellable)
       .catch((e: unknown) => e)) as FlowFailed;
+    expect((await log.history('cancelled')).length).toBe(cancelledEntries);
     expect(cancelled.code).toBe('tasks.cancelled');
     expect(cancelled.failures).toEqual(cancelledFirst.failures);
     expect(cancelled.failures).toMatchObject([{ task: null, message: 'user cancelled' }]);
