@@ -98,8 +98,7 @@ export class TaskAttempts {
     if (isThenable(result) || Array.isArray(task.provides) || whyNotJson(result) !== undefined) {
       return this.#attempts(index, params, { threw: false, value: result });
     }
-    const written = this.#journal.succeeded(index, result);
-    if (written !== SETTLED) return written.then(() => true);
+    this.#journal.succeeded(index, result);
     return true;
   }
 
@@ -138,7 +137,7 @@ export class TaskAttempts {
         if (result === undefined) result = null;
         const bad = resultProblem(atom.name, task.provides, result);
         if (!bad) {
-          await journal.succeeded(index, result);
+          journal.succeeded(index, result);
           return true;
         }
         await journal.task(index, 'FAILURE', failureOf(atom.name, bad));
@@ -251,7 +250,9 @@ export class TaskAttempts {
   /**
    * Atom `index`'s attempt threw `error`: CANCELLED when the run was cancelled, else what its retry
    * controller (or an enclosing flow's) decides. Resolves with the next attempt's params when the
-   * task runs again (its next attempt started), `false` when it does not.
+   * task runs again (its next attempt started), `false` when it does not. A retry decided while
+   * the run stops (suspended, lease lost) is logged RETRYING and left to the resume, which starts
+   * the next attempt: the stop reverts nothing and spends no attempt.
    */
   async #failed(
     index: number,
@@ -272,8 +273,10 @@ export class TaskAttempts {
     const decision = task.retry
       ? task.retry.onFailure({ task: atom.name, attempt, error })
       : { action: 'revert' as const };
-    if (decision.action === 'retry' && state.stopReason === undefined) {
+    if (decision.action === 'retry') {
       await journal.task(index, 'RETRYING', failure);
+      // Stopping (suspended, lease lost): no attempt starts now; a resume starts the next one.
+      if (state.stopReason !== undefined) return false;
       try {
         if (decision.delayMs) await this.#context.clock.sleep(decision.delayMs, { signal });
       } catch (thrown) {
@@ -288,8 +291,14 @@ export class TaskAttempts {
       await written;
       return params;
     }
+    const pending = state.flowRetry;
+    if (decision.action !== 'revertAll' && pending && index >= pending.lo && index < pending.hi) {
+      // Another task of this sub-flow's attempt failed first: the attempt runs again as a whole.
+      await journal.task(index, 'RETRYING', failure);
+      return false;
+    }
     const retry =
-      decision.action === 'revertAll' || state.flowRetry !== undefined
+      decision.action === 'revertAll' || pending !== undefined
         ? undefined
         : this.#flowRetryFor(index, error, failure);
     if (retry) {

@@ -60,9 +60,9 @@ interface Held {
  * that write leaves the task RUNNING (or REVERTING) in the log: it runs again on resume, exactly
  * like a task whose process died inside `execute` (at-least-once for the task in flight).
  *
- * On a log whose `append` is already durable when it returns (the memory log), `running` and
- * `succeeded` apply synchronously and return the shared settled promise `SETTLED`: the caller can
- * go on without a tick.
+ * On a log whose `append` is already durable when it returns (the memory log), `running` applies
+ * synchronously and returns the shared settled promise `SETTLED` (and `succeeded` writes nothing):
+ * the caller can go on without a tick.
  */
 export class RunJournal {
   readonly flowId: string;
@@ -124,15 +124,14 @@ export class RunJournal {
 
   /**
    * Atom `index` returned `result` (JSON, checked by the caller): SUCCESS with its stored result,
-   * held for the next append (see the class); the state moves at once.
+   * held for the next append (see the class); the state moves at once. Nothing is written here.
    */
-  succeeded(index: number, result: unknown): Promise<void> {
+  succeeded(index: number, result: unknown): void {
     const entry = this.#entry(index, 'SUCCESS');
     const stored = this.#sensitive(index) ? protect(result, this.#context.key) : (result as Json);
     entry.result = stored;
     this.#state.completed(index, stored, result);
     this.#held.push({ index, entry, result });
-    return SETTLED;
   }
 
   /** Atom `index` was reverted (or had nothing to revert): REVERTED, held for the next append. */

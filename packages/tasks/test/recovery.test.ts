@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { deferred, ManualClock, RiggingError, type Deferred } from '@rigging/core';
+import { deferred, ManualClock, RiggingError, type Deferred, type Logger } from '@rigging/core';
 import {
   Engine,
+  FlowFailed,
   linearFlow,
   memoryLog,
   task,
+  type RecoveryErrorEvent,
   type RecoveryFinishedEvent,
   type RecoveryRefusedEvent,
   type TaskLog,
@@ -114,7 +116,17 @@ describe('engine.startRecovery', () => {
     const changed = linearFlow('job', task({ name: 'only', execute: () => 1 }));
     const { runs, flow: otherFlow } = counted('other-job');
     const clock = new ManualClock();
-    const engine = new Engine({ log, locks: locks.provider, clock });
+    const warnings: unknown[] = [];
+    const logger: Logger = {
+      trace() {},
+      debug() {},
+      info() {},
+      warn: (obj: unknown, msg?: unknown) => void warnings.push([obj, msg]),
+      error() {},
+      fatal() {},
+      child: () => logger,
+    };
+    const engine = new Engine({ log, locks: locks.provider, clock, logger });
     await using recovery = engine.startRecovery({ flows: [changed, otherFlow], intervalMs: 10 });
     const refused: RecoveryRefusedEvent[] = [];
     recovery.on('recovery:refused', (e) => refused.push(e));
@@ -123,6 +135,12 @@ describe('engine.startRecovery', () => {
     expect(refused).toHaveLength(1);
     expect(refused[0]!.flowId).toBe('old');
     expect(RiggingError.hasCode(refused[0]!.error, 'tasks.incompatible_log')).toBe(true);
+    expect(warnings).toEqual([
+      [
+        { err: refused[0]!.error, flowId: 'old', flow: 'job' },
+        'flow recovery: this flow cannot be resumed here',
+      ],
+    ]);
     expect(finished[0]).toMatchObject({ flowId: 'other', outcome: 'succeeded' });
     expect(runs).toEqual({ c: 1 });
     // Later scans do not report it again.
@@ -193,5 +211,207 @@ describe('engine.startRecovery', () => {
     expect(() => engine.startRecovery({ flows: [flow, flow] })).toThrow(TypeError);
     expect(() => engine.startRecovery({ flows: [flow], concurrency: 0 })).toThrow(TypeError);
     expect(() => engine.startRecovery({ flows: [flow], intervalMs: -5 })).toThrow(TypeError);
+  });
+});
+
+describe('engine.startRecovery: what a scan takes', () => {
+  it('lists the log with its states and limit, and resumes the oldest first; flows of other names are left alone', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    const clock = new ManualClock();
+    for (const id of ['first', 'second']) {
+      await orphan(log, locks, id);
+      await new Promise((r) => setTimeout(r, 5)); // created at another millisecond
+    }
+    await orphan(log, locks, 'foreign', 'someone-else');
+    const asked: unknown[] = [];
+    const listing: TaskLog = {
+      ...log,
+      flows: (options) => (asked.push(options), log.flows(options)),
+    };
+    const { flow } = counted('job');
+    const engine = new Engine({ log: listing, locks: locks.provider, clock });
+    await using recovery = engine.startRecovery({ flows: [flow], concurrency: 1, limit: 7 });
+    const resuming: string[] = [];
+    recovery.on('recovery:resuming', (e) => resuming.push(e.flowId));
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(2);
+    expect(asked).toEqual([{ states: ['RUNNING', 'REVERTING'], limit: 7 }]);
+    expect(resuming).toEqual(['first', 'second']);
+    expect((await log.load('foreign'))!.record.state).toBe('RUNNING');
+  });
+
+  it('`states` picks which flows count as unfinished (SUSPENDED ones on request)', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 'running');
+    const suspender = new Engine({ log, locks: locks.provider });
+    const { flow: held } = counted('job');
+    let suspended: Promise<boolean> | undefined;
+    const pausing = linearFlow(
+      'job',
+      task({
+        name: 'a',
+        provides: 'a',
+        execute: () => ((suspended = suspender.suspend('paused')), 'a!'),
+      }),
+      task({ name: 'b', provides: 'b', execute: () => 'b!' }),
+      task({ name: 'c', provides: 'c', execute: () => 'c!' }),
+    );
+    await suspender.run(pausing, { inputs: {}, flowId: 'paused' }).catch(() => undefined);
+    await suspended;
+    const engine = new Engine({ log, locks: locks.provider, clock: new ManualClock() });
+    await using recovery = engine.startRecovery({ flows: [held], states: ['SUSPENDED'] });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ flowId: 'paused', outcome: 'succeeded' });
+    expect((await log.load('running'))!.record.state).toBe('RUNNING');
+  });
+
+  it('a flow that fails on resume is reported failed (its rollback done), with the error', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 'doomed');
+    const reverted: string[] = [];
+    const step = (name: string, fail = false) =>
+      task({
+        name,
+        provides: name,
+        execute: () => {
+          if (fail) throw new Error(`${name} broke`);
+          return `${name}!`;
+        },
+        revert: () => {
+          reverted.push(name);
+        },
+      });
+    const flow = linearFlow('job', step('a'), step('b'), step('c', true));
+    const engine = new Engine({ log, locks: locks.provider, clock: new ManualClock() });
+    await using recovery = engine.startRecovery({ flows: [flow] });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ flowId: 'doomed', flow: 'job', outcome: 'failed' });
+    expect(finished[0]!.error).toBeInstanceOf(FlowFailed);
+    expect(reverted).toEqual(['b', 'a']);
+    expect((await log.load('doomed'))!.record.state).toBe('REVERTED');
+  });
+
+  it('passes its migrate hook on to resume', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 'renamed');
+    const runs: string[] = [];
+    const step = (name: string) =>
+      task({ name, provides: name, execute: () => (runs.push(name), `${name}!`) });
+    const flow = linearFlow('job', step('a'), step('b2'), step('c'));
+    const engine = new Engine({ log, locks: locks.provider, clock: new ManualClock() });
+    await using recovery = engine.startRecovery({
+      flows: [flow],
+      migrate: () => ({ accept: true, rename: { b: 'b2' } }),
+    });
+    const finished = collect(recovery);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ outcome: 'succeeded' });
+    expect(runs).toEqual(['c']);
+  });
+
+  it('a failed listing is reported (recovery:error, a warning) and the next scan tries again', async () => {
+    const log = memoryLog();
+    const locks = testLocks();
+    await orphan(log, locks, 'later');
+    let broken = true;
+    const flaky: TaskLog = {
+      ...log,
+      flows: (options) => (broken ? Promise.reject(new Error('log down')) : log.flows(options)),
+    };
+    const warnings: unknown[] = [];
+    const logger: Logger = {
+      trace() {},
+      debug() {},
+      info() {},
+      warn: (obj: unknown, msg?: unknown) => void warnings.push([obj, msg]),
+      error() {},
+      fatal() {},
+      child: () => logger,
+    };
+    const clock = new ManualClock(5);
+    const engine = new Engine({ log: flaky, locks: locks.provider, clock, logger });
+    const { flow } = counted('job');
+    await using recovery = engine.startRecovery({ flows: [flow], intervalMs: 100 });
+    const errors: RecoveryErrorEvent[] = [];
+    recovery.on('recovery:error', (e) => errors.push(e));
+    const finished = collect(recovery);
+    await expect.poll(() => errors.length).toBe(1);
+    expect(errors[0]).toMatchObject({ error: { message: 'log down' }, at: 5 });
+    expect(warnings).toEqual([
+      [{ err: errors[0]!.error }, 'flow recovery: listing the task log failed'],
+    ]);
+    broken = false;
+    await expect.poll(() => clock.pendingSleeps).toBe(1);
+    await clock.advance(100);
+    await expect.poll(() => finished.length).toBe(1);
+    expect(finished[0]).toMatchObject({ flowId: 'later', outcome: 'succeeded', at: 105 });
+  });
+
+  it('skips the flows this engine is running itself', async () => {
+    const log = memoryLog();
+    const gate = deferred<void>();
+    const mine = counted('job', { task: 'b', gate });
+    const engine = new Engine({ log, clock: new ManualClock() });
+    const running = engine.run(mine.flow, { inputs: {}, flowId: 'mine' });
+    await mine.started.promise;
+    const { flow } = counted('job');
+    await using recovery = engine.startRecovery({ flows: [flow] });
+    const resuming: string[] = [];
+    recovery.on('recovery:resuming', (e) => resuming.push(e.flowId));
+    await expect.poll(() => recovery.scans).toBe(1);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(resuming).toEqual([]);
+    gate.resolve();
+    await running;
+  });
+
+  it('its signal stops it: at once when already aborted (no scan), else as stop() does', async () => {
+    const engine = new Engine({ clock: new ManualClock() });
+    const { flow } = counted('job');
+    const recovery = engine.startRecovery({ flows: [flow], signal: AbortSignal.abort() });
+    expect(recovery.stopped).toBe(true);
+    await recovery.stop();
+    expect(recovery.scans).toBe(0);
+    await recovery.scan();
+    expect(recovery.scans).toBe(0);
+
+    const ac = new AbortController();
+    const clock = new ManualClock();
+    const live = new Engine({ clock }).startRecovery({ flows: [flow], signal: ac.signal });
+    await expect.poll(() => clock.pendingSleeps).toBe(1);
+    expect(live.stopped).toBe(false);
+    ac.abort(new Error('shutting down'));
+    expect(live.stopped).toBe(true);
+    await live.stop();
+    expect(live.scans).toBe(1);
+    expect(clock.pendingSleeps).toBe(0);
+  });
+
+  it('refuses every malformed option with a TypeError naming it', () => {
+    const engine = new Engine();
+    const { flow } = counted('job');
+    const bad: [unknown, RegExp][] = [
+      [undefined, /options must be an object/],
+      ['flows', /options must be an object/],
+      [{ flows: 'job' }, /flows must be a non-empty array/],
+      [{ flows: [null] }, /every entry must be a flow or a task/],
+      [{ flows: [{ name: 3 }] }, /every entry must be a flow or a task/],
+      [{ flows: [flow, flow] }, /two definitions are named 'job'/],
+      [{ flows: [flow], concurrency: 0 }, /startRecovery.*concurrency/],
+      [{ flows: [flow], intervalMs: -1 }, /startRecovery.*intervalMs/],
+      [{ flows: [flow], limit: 1.5 }, /startRecovery.*limit/],
+      [{ flows: [flow], states: [] }, /states must be a non-empty array/],
+      [{ flows: [flow], states: 'RUNNING' }, /states must be a non-empty array/],
+    ];
+    for (const [options, message] of bad) {
+      expect(() => engine.startRecovery(options as never), String(message)).toThrow(TypeError);
+      expect(() => engine.startRecovery(options as never)).toThrow(message);
+    }
   });
 });
