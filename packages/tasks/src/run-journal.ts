@@ -45,6 +45,9 @@ interface Held {
   result: unknown;
 }
 
+/** What a journal holds when nothing is: shared, never written to (see `RunJournal.#hold`). */
+const NOTHING_HELD: readonly Held[] = Object.freeze([]);
+
 /**
  * @internal The only writer of a run's {@link RunState} transitions that the log records: each
  * method appends its entries to the log (durable before the method's promise settles), then
@@ -74,7 +77,7 @@ export class RunJournal {
   /** The `update` of every task-level append (built once per run). */
   readonly #tokenOnly: { token: bigint | null };
   /** Held entries (SUCCESS, REVERTED), written with the next append; their events follow it. */
-  #held: Held[] = [];
+  #held: readonly Held[] = NOTHING_HELD;
   /** The new flow's record and first entry, created with the first append. */
   #create: { record: FlowRecord; entry: LogEntry } | undefined;
   /** The flow's SUCCESS committed with its last task's transaction, its event not emitted yet. */
@@ -131,7 +134,7 @@ export class RunJournal {
     const stored = this.#sensitive(index) ? protect(result, this.#context.key) : (result as Json);
     entry.result = stored;
     this.#state.completed(index, stored, result);
-    this.#held.push({ index, entry, result });
+    this.#hold({ index, entry, result });
   }
 
   /** Atom `index` was reverted (or had nothing to revert): REVERTED, held for the next append. */
@@ -139,7 +142,7 @@ export class RunJournal {
     const entry = this.#entry(index, 'REVERTED');
     this.#state.entered(index, 'REVERTED');
     this.#state.revertEnded({ task: entry.task!, state: 'REVERTED' });
-    this.#held.push({ index, entry, result: undefined });
+    this.#hold({ index, entry, result: undefined });
   }
 
   /**
@@ -148,7 +151,7 @@ export class RunJournal {
    */
   notStarted(index: number): void {
     this.#state.entered(index, 'PENDING', this.#state.attempt(index) - 1);
-    this.#held.push({ index, entry: this.#entry(index, 'PENDING'), result: undefined });
+    this.#hold({ index, entry: this.#entry(index, 'PENDING'), result: undefined });
   }
 
   /**
@@ -368,7 +371,7 @@ export class RunJournal {
       return this.#context.log.append(this.flowId, entries, update);
     let all = entries;
     if (held.length > 0) {
-      this.#held = [];
+      this.#held = NOTHING_HELD;
       all = new Array<LogEntry>(held.length + entries.length);
       for (let k = 0; k < held.length; k++) all[k] = held[k]!.entry;
       for (let k = 0; k < entries.length; k++) all[held.length + k] = entries[k]!;
@@ -391,7 +394,17 @@ export class RunJournal {
     return written.then(() => this.#emitHeld(held));
   }
 
-  #emitHeld(held: Held[]): void {
+  /**
+   * Holds `h` for the next append. The first one held gets an array of its own, of its size: most
+   * appends carry one held entry (a linear flow's SUCCESS with the next RUNNING), and an array
+   * grown by `push` from empty reserves room for 17.
+   */
+  #hold(h: Held): void {
+    if (this.#held.length === 0) this.#held = [h];
+    else (this.#held as Held[]).push(h);
+  }
+
+  #emitHeld(held: readonly Held[]): void {
     for (const { index, entry, result } of held)
       this.#emitTask(index, entry, entry.state === 'SUCCESS', result);
   }
