@@ -1,6 +1,6 @@
-// Statements written with Kysely's builder, built and compiled once per dialect, then run with
-// new values: a hot statement pays the builder's cost (tens of microseconds on SQLite, more than
-// the statement itself) once, not on every op.
+// Statements written with Kysely's builder, built and compiled once, then run with new values: a
+// hot statement pays the builder's cost (tens of microseconds on SQLite, more than the statement
+// itself) once, not on every op.
 import type { Kysely } from '@rigging/sql';
 import { CompiledQuery } from '../sql-peer.js';
 
@@ -26,8 +26,8 @@ export interface PreparedQuery<Params extends object, Row> {
   /**
    * Runs the query on `db` (a `Database`'s `db` or a transaction) with `params`, by name (every
    * one given; `null` for NULL). Rows come as the driver returns them; `numAffectedRows` counts
-   * the rows an UPDATE, DELETE or INSERT changed. Throws a `TypeError` naming a parameter that is
-   * missing or `undefined`, before anything runs.
+   * the rows an UPDATE, DELETE or INSERT changed. Rejects with a `TypeError` naming a parameter
+   * that is missing or `undefined`, before anything runs.
    */
   execute(db: Kysely<any>, params: Params): Promise<PreparedResult<Row>>;
 }
@@ -39,7 +39,6 @@ export interface PreparedQuery<Params extends object, Row> {
  * ``sql`…${p.x}…` ``). Parameters are values only: what `build` writes as constants stays
  * constant, and a parameter it reads without placing it as a value (to branch on, as a column
  * name, in a list) is refused with a `TypeError` when the query first compiles.
- *
  *
  * @example
  * const opById = prepareQuery((db, p: { id: string }) =>
