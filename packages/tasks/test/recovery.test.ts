@@ -34,6 +34,21 @@ function counted(name: string, hold?: { task: string; gate: Deferred<void> }) {
 }
 
 /** Leaves `flowId` RUNNING in `log` with 'a' done, its owner gone (lease lost, never written again). */
+/** A logger that keeps what is warned, `[object, message]` each. */
+function warningLogger(): { logger: Logger; warnings: unknown[] } {
+  const warnings: unknown[] = [];
+  const logger: Logger = {
+    trace() {},
+    debug() {},
+    info() {},
+    warn: (obj: unknown, msg?: unknown) => void warnings.push([obj, msg]),
+    error() {},
+    fatal() {},
+    child: () => logger,
+  };
+  return { logger, warnings };
+}
+
 async function orphan(
   log: TaskLog,
   locks: ReturnType<typeof testLocks>,
@@ -116,16 +131,7 @@ describe('engine.startRecovery', () => {
     const changed = linearFlow('job', task({ name: 'only', execute: () => 1 }));
     const { runs, flow: otherFlow } = counted('other-job');
     const clock = new ManualClock();
-    const warnings: unknown[] = [];
-    const logger: Logger = {
-      trace() {},
-      debug() {},
-      info() {},
-      warn: (obj: unknown, msg?: unknown) => void warnings.push([obj, msg]),
-      error() {},
-      fatal() {},
-      child: () => logger,
-    };
+    const { logger, warnings } = warningLogger();
     const engine = new Engine({ log, locks: locks.provider, clock, logger });
     await using recovery = engine.startRecovery({ flows: [changed, otherFlow], intervalMs: 10 });
     const refused: RecoveryRefusedEvent[] = [];
@@ -324,16 +330,7 @@ describe('engine.startRecovery: what a scan takes', () => {
       ...log,
       flows: (options) => (broken ? Promise.reject(new Error('log down')) : log.flows(options)),
     };
-    const warnings: unknown[] = [];
-    const logger: Logger = {
-      trace() {},
-      debug() {},
-      info() {},
-      warn: (obj: unknown, msg?: unknown) => void warnings.push([obj, msg]),
-      error() {},
-      fatal() {},
-      child: () => logger,
-    };
+    const { logger, warnings } = warningLogger();
     const clock = new ManualClock(5);
     const engine = new Engine({ log: flaky, locks: locks.provider, clock, logger });
     const { flow } = counted('job');
