@@ -143,9 +143,12 @@ export function isStandardResourceClass(name: string): boolean {
   return STANDARD.has(name);
 }
 
-/** Capacity of an inventory: (total − reserved) × allocation_ratio, rounded down. */
+/**
+ * Capacity of an inventory: (total − reserved) × allocation_ratio in floating point, rounded down,
+ * as Placement computes it: 100 × 0.29 holds 28 (the product is 28.999…), not 29.
+ */
 export function capacityOf(inv: Inventory): number {
-  return Math.floor((inv.total - inv.reserved) * inv.allocationRatio + 1e-9);
+  return Math.floor((inv.total - inv.reserved) * inv.allocationRatio);
 }
 
 /** Whether `amount` more fits an inventory `used` so far: units, step and capacity allow it. */

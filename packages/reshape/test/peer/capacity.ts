@@ -265,4 +265,52 @@ export const CAPACITY_STEPS: Step[] = [
     () => ({ resource_class: 'MEMORY_MB', total: 10, resource_provider_generation: 0 }),
     '1.39',
   ],
+  [
+    'fractional ratio: create provider',
+    'POST',
+    () => '/resource_providers',
+    (i: Ids) => ({ name: `cap-${i.child.slice(0, 8)}`, uuid: i.child }),
+    '1.20',
+  ],
+  [
+    'fractional ratio: DISK_GB 100 × 0.29, MEMORY_MB 100 × 0.57, VCPU 10 × 0.7',
+    'PUT',
+    (i) => `/resource_providers/${i.child}/inventories`,
+    () =>
+      inventories(0, {
+        DISK_GB: { total: 100, allocation_ratio: 0.29 },
+        MEMORY_MB: { total: 100, allocation_ratio: 0.57 },
+        VCPU: { total: 10, allocation_ratio: 0.7 },
+      }),
+    '1.39',
+  ],
+  [
+    'fractional ratio: allocating (total − reserved) × ratio exactly, 29 DISK_GB',
+    'PUT',
+    (i) => `/allocations/${i.agg1}`,
+    (i) => consumer(A(i.child, { DISK_GB: 29 }), null),
+    '1.28',
+  ],
+  [
+    'fractional ratio: allocating 57 MEMORY_MB of 100 × 0.57',
+    'PUT',
+    (i) => `/allocations/${i.agg2}`,
+    (i) => consumer(A(i.child, { MEMORY_MB: 57 }), null),
+    '1.28',
+  ],
+  [
+    'fractional ratio: allocating what fits, 28 DISK_GB, 56 MEMORY_MB and 7 VCPU (10 × 0.7 is 7.000…1)',
+    'PUT',
+    (i) => `/allocations/${i.agg1}`,
+    (i) => consumer(A(i.child, { DISK_GB: 28, MEMORY_MB: 56, VCPU: 7 }), null),
+    '1.28',
+  ],
+  [
+    'fractional ratio: usages',
+    'GET',
+    (i) => `/resource_providers/${i.child}/usages`,
+    undefined,
+    '1.9',
+    (b: { usages: Record<string, number> }) => Object.entries(b.usages).sort(),
+  ],
 ];
