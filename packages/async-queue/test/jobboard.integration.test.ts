@@ -305,12 +305,14 @@ for (const b of backends) {
         createQueue({
           backend,
           workerId: 'a',
-          leaseMs: 2500,
+          // A lease long enough that a loaded machine's delays cannot expire it once the hung
+          // heartbeats stop counting (about a second in); far too short for the handler.
+          leaseMs: 4000,
           heartbeatMs: 250,
           closeGraceMs: 100,
           handlers: {
             async op(_p: null, ctx: HandlerContext) {
-              await sleep(5000); // two leases
+              await sleep(8000); // two leases
               return `a${ctx.attempt}`;
             },
           },
