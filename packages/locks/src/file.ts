@@ -123,7 +123,6 @@ export class FileLock implements LockProvider {
   #maxIdleFds: number;
   #states = new Map<string, KeyState>();
   #idle = new Set<KeyState>();
-  #dirReady = false;
   readonly #held: HeldLeases;
   readonly #clock: Clock;
   /** Tokens above every grant of this FileLock, any key (see TokenSource). */
@@ -334,14 +333,11 @@ export class FileLock implements LockProvider {
   }
 
   #openFile(state: KeyState): number {
-    if (!this.#dirReady) {
-      mkdirSync(this.dir, { recursive: true });
-      this.#dirReady = true;
-    }
     try {
       return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
     } catch (error) {
       if (!isErrno(error, 'ENOENT')) throw error;
+      // the directory is missing (not created yet, or removed): create it, then open again
       mkdirSync(this.dir, { recursive: true });
       return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
     }
