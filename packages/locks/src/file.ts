@@ -321,15 +321,18 @@ export class FileLock implements LockProvider {
     this.#closeIdle(state);
   }
 
+  /**
+   * Closes the key's kept descriptor and forgets the key. Only for a key with nothing held or
+   * awaited: one `#maybeForget` let through, or one in the idle set (it leaves the set at its
+   * next try).
+   */
   #closeIdle(state: KeyState): void {
     this.#idle.delete(state);
     if (state.idleFd !== undefined) {
       closeSync(state.idleFd);
       state.idleFd = undefined;
     }
-    if (state.queue.size === 0 && !state.polling && state.leases.size === 0) {
-      if (this.#states.get(state.key) === state) this.#states.delete(state.key);
-    }
+    if (this.#states.get(state.key) === state) this.#states.delete(state.key);
   }
 
   #openFile(state: KeyState): number {
