@@ -98,12 +98,12 @@ export class HeldLeases {
 /** Marks `lease` lost when its path no longer names the file it locked. */
 function check(lease: FileLease): void {
   if (lease.isLost) return;
-  let ok = false;
+  let ok: boolean;
   try {
     const st = statSync(lease.state.path);
     ok = st.ino === lease.held.ino && st.dev === lease.held.dev;
   } catch {
-    ok = false;
+    ok = false; // gone, or its directory is
   }
   if (!ok) lease.markLost('lock file was removed or replaced');
 }

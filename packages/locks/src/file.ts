@@ -123,7 +123,6 @@ export class FileLock implements LockProvider {
   #maxIdleFds: number;
   #states = new Map<string, KeyState>();
   #idle = new Set<KeyState>();
-  #dirReady = false;
   readonly #held: HeldLeases;
   readonly #clock: Clock;
   /** Tokens above every grant of this FileLock, any key (see TokenSource). */
@@ -322,26 +321,26 @@ export class FileLock implements LockProvider {
     this.#closeIdle(state);
   }
 
+  /**
+   * Closes the key's kept descriptor and forgets the key. Only for a key with nothing held or
+   * awaited: one `#maybeForget` let through, or one in the idle set (it leaves the set at its
+   * next try).
+   */
   #closeIdle(state: KeyState): void {
     this.#idle.delete(state);
     if (state.idleFd !== undefined) {
       closeSync(state.idleFd);
       state.idleFd = undefined;
     }
-    if (state.queue.size === 0 && !state.polling && state.leases.size === 0) {
-      if (this.#states.get(state.key) === state) this.#states.delete(state.key);
-    }
+    if (this.#states.get(state.key) === state) this.#states.delete(state.key);
   }
 
   #openFile(state: KeyState): number {
-    if (!this.#dirReady) {
-      mkdirSync(this.dir, { recursive: true });
-      this.#dirReady = true;
-    }
     try {
       return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
     } catch (error) {
       if (!isErrno(error, 'ENOENT')) throw error;
+      // the directory is missing (not created yet, or removed): create it, then open again
       mkdirSync(this.dir, { recursive: true });
       return openSync(state.path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
     }
