@@ -25,6 +25,11 @@ export interface KeyState extends PolledKey<FileWaiter> {
   path: string;
   cache: TokenCache | undefined;
   leases: Set<FileLease>;
+  /**
+   * Grants the poller handed to a waiter whose lease is not made yet (its wait resumes in a later
+   * microtask): the key is not forgotten meanwhile.
+   */
+  granting: number;
   idleFd: number | undefined;
   idleIno: number;
   idleDev: number;

@@ -206,6 +206,8 @@ export class FileLock implements LockProvider {
           };
         },
       );
+      // granted by the poller, which counted the grant: the lease now holds the key
+      state.granting--;
       return this.#lease(state, mode, held, started);
     } finally {
       this.#maybeForget(state);
@@ -297,6 +299,7 @@ export class FileLock implements LockProvider {
         wake: undefined,
         cache: undefined,
         leases: new Set(),
+        granting: 0,
         idleFd: undefined,
         idleIno: 0,
         idleDev: 0,
@@ -307,7 +310,8 @@ export class FileLock implements LockProvider {
   }
 
   #maybeForget(state: KeyState): void {
-    if (state.queue.size > 0 || state.polling || state.leases.size > 0) return;
+    if (state.queue.size > 0 || state.polling || state.leases.size > 0 || state.granting > 0)
+      return;
     if (state.idleFd !== undefined && this.#maxIdleFds > 0) {
       // keep the descriptor for reuse, evicting the oldest idle key beyond the cap
       this.#idle.delete(state);
@@ -426,11 +430,18 @@ export class FileLock implements LockProvider {
     return readHolder(path, this.#clock.now(), fd);
   }
 
-  /** Starts the key's poller (see `pollKey`); it forgets the key once it stops, if idle. */
+  /**
+   * Starts the key's poller (see `pollKey`); it forgets the key once it stops, if idle. A grant
+   * counts in `state.granting` until its waiter has made the lease (see `#wait`).
+   */
   #poll(state: KeyState): void {
     void pollKey(
       state,
-      (waiter) => this.#tryOnce(state, waiter.mode),
+      (waiter) => {
+        const held = this.#tryOnce(state, waiter.mode);
+        if (held) state.granting++;
+        return held;
+      },
       this.#pollDelay,
       this.#clock,
       () => this.#maybeForget(state),

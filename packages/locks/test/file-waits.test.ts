@@ -145,6 +145,28 @@ describe('FileLock waiters of one process', () => {
     expect(order).toEqual(['a', 'b', 'c']);
   });
 
+  it("a lease its poller granted stays the key's: a later waiter gets it at its release, and it is watched for loss", async () => {
+    const { clock, locks, other } = setup({ checkIntervalMs: 10 });
+    const held = await other.acquire('k');
+    const waiting = locks.acquire('k');
+    await settle();
+    await held.release();
+    await clock.advance(1250); // the poller's next try takes it, with no other waiter queued
+    const first = await waiting;
+    const order: string[] = [];
+    const next = track(locks.acquire('k'), order, 'next');
+    await settle();
+    expect(order).toEqual([]);
+    await first.release();
+    await settle();
+    expect(order).toEqual(['next']); // handed over at the release, no backoff waited
+    const second = await next;
+    unlinkSync(locks.pathOf('k'));
+    await clock.advance(20);
+    expect(second.lost.aborted).toBe(true);
+    await second.release();
+  });
+
   it('an aborted waiter leaves the queue at once: the next one is granted with no time passing', async () => {
     const { locks, other } = setup();
     const held = await other.acquire('k');
