@@ -10,7 +10,6 @@ import {
   openSync,
   readFileSync,
   readdirSync,
-  readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
@@ -22,6 +21,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { manualClock } from '@rigging/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openFiles } from './open-files.js';
 import { FileLock } from '../src/index.js';
 
 /** The byte-range locks FileLock itself uses (byte 0: the lock; byte 1: the record's). */
@@ -45,20 +45,6 @@ function setup(options: { maxIdleFds?: number; checkIntervalMs?: number } = {}) 
   const locks = new FileLock({ dir, clock, ...options });
   const other = new FileLock({ dir, clock }); // another descriptor, as another process would have
   return { dir, clock, locks, other };
-}
-
-/** The descriptors of this process open on files under `dir` (their link targets, sorted). */
-function openFiles(dir: string): string[] {
-  const targets: string[] = [];
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      const target = readlinkSync(`/proc/self/fd/${fd}`);
-      if (target.startsWith(`${dir}/`)) targets.push(target);
-    } catch {
-      // the descriptor readdirSync itself used is gone
-    }
-  }
-  return targets.sort();
 }
 
 interface Holder {

@@ -8,8 +8,6 @@ import {
   constants as fsConstants,
   openSync,
   readFileSync,
-  readdirSync,
-  readlinkSync,
   renameSync,
   realpathSync,
   mkdtempSync,
@@ -23,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RiggingError, manualClock, type Lease } from '@rigging/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openFiles } from './open-files.js';
 import { FileLock } from '../src/index.js';
 
 const START = Date.UTC(2026, 10, 27);
@@ -82,20 +81,6 @@ function holdByHand(path: string): () => void {
     fsx.unlock(fd, LOCK_BYTE, 1);
     closeSync(fd);
   };
-}
-
-/** The descriptors of this process open on files under `dir`. */
-function openFiles(dir: string): string[] {
-  const targets: string[] = [];
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      const target = readlinkSync(`/proc/self/fd/${fd}`);
-      if (target.startsWith(`${dir}/`)) targets.push(target);
-    } catch {
-      // the descriptor readdirSync itself used is gone
-    }
-  }
-  return targets.sort();
 }
 
 describe('FileLock waiters of one process', () => {
