@@ -354,7 +354,12 @@ describe('a stop while an attempt fails', () => {
 });
 
 describe('flow retries asked by a failing task', () => {
-  /** A task that fails while `fails()` says so (after `ms`), recording its runs and reverts in `events`. */
+  /**
+   * The delays below are in ticks of this many milliseconds: the tests order side-by-side tasks by
+   * their delays, and a loaded machine can start one task several milliseconds after another.
+   */
+  const TICK = 5;
+  /** A task that fails while `fails()` says so (after `ms` ticks), recording its runs and reverts in `events`. */
   const step = (
     events: string[],
     name: string,
@@ -367,7 +372,7 @@ describe('flow retries asked by a failing task', () => {
       provides: name,
       requires,
       execute: async () => {
-        await new Promise((r) => setTimeout(r, ms));
+        await new Promise((r) => setTimeout(r, ms * TICK));
         if (fails()) {
           events.push(`fail ${name}`);
           throw new Error(`${name} broke`);
@@ -488,7 +493,7 @@ describe('flow retries asked by a failing task', () => {
       name: 'hard',
       retry: revertAll,
       execute: async () => {
-        await new Promise((r) => setTimeout(r, 15));
+        await new Promise((r) => setTimeout(r, 15 * TICK));
         events.push('fail hard');
         throw new Error('hard broke');
       },
@@ -536,7 +541,7 @@ describe('flow retries asked by a failing task', () => {
     const late = task({
       name: 'late',
       execute: async () => {
-        await new Promise((r) => setTimeout(r, 30));
+        await new Promise((r) => setTimeout(r, 30 * TICK));
         if (slowFailure) {
           events.push('fail late');
           throw new Error('late broke');
@@ -562,7 +567,7 @@ describe('flow retries asked by a failing task', () => {
     const late = task({
       name: 'late',
       execute: async () => {
-        await new Promise((r) => setTimeout(r, 30));
+        await new Promise((r) => setTimeout(r, 30 * TICK));
         events.push('fail late');
         throw new Error('late broke');
       },
