@@ -9,9 +9,12 @@ interface PgModule {
   Pool: new (config: Record<string, unknown>) => PgPool;
   Client: new (config: Record<string, unknown>) => unknown;
 }
+interface PgClientEvents {
+  on(event: 'error', fn: (err: Error) => void): void;
+}
 interface PgPool {
   on(event: 'error', fn: (err: Error) => void): void;
-  connect(): Promise<{ on(event: 'error', fn: (err: Error) => void): void }>;
+  on(event: 'connect', fn: (client: PgClientEvents) => void): void;
   query(text: string): Promise<unknown>;
   end(): Promise<void>;
 }
@@ -34,34 +37,27 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
     max: settings.poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
   });
-  // An idle pooled client whose server connection dies emits 'error' on the pool; without a
-  // listener that would crash the process. The pool discards the client by itself.
-  pool.on('error', (err) => logger.warn({ err }, 'idle PostgreSQL connection lost'));
+  // A pooled client whose server connection dies (backend terminated, server restarted) emits
+  // 'error' on itself; with no listener that kills the process. pg-pool listens on idle clients
+  // only (and re-emits on the pool): it takes its listener off as it hands a client out, within
+  // the read that made the client ready, so a FATAL in the same packet (a backend terminated
+  // while this process was paused) would be emitted before any code of the caller runs. A
+  // listener added at 'connect', which pg-pool emits synchronously before that, stays on the
+  // client for its whole life. pg-pool discards the broken client (at once if idle, else at its
+  // release).
+  pool.on('connect', (client) =>
+    client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost')),
+  );
+  // The same error, already logged above, as pg-pool re-emits it for an idle client.
+  pool.on('error', () => {});
   try {
     await pool.query('select 1');
   } catch (cause) {
     await pool.end().catch(() => {});
     throw unreachable('PostgreSQL', settings.shownUrl, cause);
   }
-  // A checked-out client whose connection dies (backend terminated, server restarted) emits
-  // 'error' on itself, not on the pool; with no listener that kills the process. Give every
-  // client a listener once; pg-pool then discards the broken client when it is released.
-  const guarded = new WeakSet<object>();
-  const guardedPool = {
-    async connect() {
-      const client = await pool.connect();
-      if (!guarded.has(client)) {
-        guarded.add(client);
-        client.on('error', (err) =>
-          logger.warn({ err }, 'PostgreSQL connection lost while in use'),
-        );
-      }
-      return client;
-    },
-    end: () => pool.end(),
-  };
   return {
-    dialect: new PostgresDialect({ pool: guardedPool as never }),
+    dialect: new PostgresDialect({ pool: pool as never }),
     sessions: {
       dialect: 'postgres',
       open: () => openSession.postgres(pg.Client, url, connectTimeoutMs),
