@@ -286,6 +286,27 @@ describe('FileLock tokens from the counter in the file', () => {
     }
   });
 
+  it("a new key's first token is the clock in microseconds, whatever counter this process read in another directory", async () => {
+    const clock = manualClock(START);
+    const floor = BigInt(START) * 1000n;
+    const elsewhere = new FileLock({ dir: freshDir(), clock });
+    const high = floor + 1_000_000_000n;
+    writeLockFile(elsewhere, 'k', high.toString().padStart(20, '0'));
+    const read = await elsewhere.acquire('k');
+    expect(read.token).toBe(high + 1n);
+    await read.release();
+    // no lock file yet, or an empty one (its creator died before writing): nothing to count from
+    for (const empty of [false, true]) {
+      const locks = new FileLock({ dir: freshDir(), clock });
+      if (empty) writeLockFile(locks, 'new', '', '');
+      const lease = await locks.acquire('new');
+      expect(lease.token).toBe(floor);
+      await lease.release();
+      locks.close();
+    }
+    elsewhere.close();
+  });
+
   it('a lock file replaced by a copy with a higher counter (same size, same moment) is read again', async () => {
     const [a] = pair();
     const path = a.pathOf('k');
