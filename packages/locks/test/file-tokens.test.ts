@@ -267,6 +267,46 @@ describe('FileLock tokens from the counter in the file', () => {
     a.close();
   });
 
+  it('a counter padded with spaces by hand (printf %20s) is read by a shared grant: it and every later grant come after it', async () => {
+    const counter = BigInt(START) * 1000n + 50_000_000n; // above the clock floor
+    for (const field of [counter.toString().padStart(20), counter.toString().padEnd(20)]) {
+      const [a, b] = pair();
+      const path = writeLockFile(a, 'k', field);
+      const shared = await a.acquire('k', { mode: 'shared' });
+      expect(shared.token).toBe(counter + 1n);
+      expect(await b.holder('k')).toMatchObject({ mode: 'shared', count: 1 });
+      await shared.release();
+      // the grant wrote the counter back in digits: another FileLock's exclusive grant reads it
+      expect(counterOf(path)).toBe(shared.token);
+      const exclusive = await b.acquire('k');
+      expect(exclusive.token).toBeGreaterThan(shared.token);
+      await exclusive.release();
+      a.close();
+      b.close();
+    }
+  });
+
+  it("a new key's first token is the clock in microseconds, whatever counter this process read in another directory", async () => {
+    const clock = manualClock(START);
+    const floor = BigInt(START) * 1000n;
+    const elsewhere = new FileLock({ dir: freshDir(), clock });
+    const high = floor + 1_000_000_000n;
+    writeLockFile(elsewhere, 'k', high.toString().padStart(20, '0'));
+    const read = await elsewhere.acquire('k');
+    expect(read.token).toBe(high + 1n);
+    await read.release();
+    // no lock file yet, or an empty one (its creator died before writing): nothing to count from
+    for (const empty of [false, true]) {
+      const locks = new FileLock({ dir: freshDir(), clock });
+      if (empty) writeLockFile(locks, 'new', '', '');
+      const lease = await locks.acquire('new');
+      expect(lease.token).toBe(floor);
+      await lease.release();
+      locks.close();
+    }
+    elsewhere.close();
+  });
+
   it('a lock file replaced by a copy with a higher counter (same size, same moment) is read again', async () => {
     const [a] = pair();
     const path = a.pathOf('k');
