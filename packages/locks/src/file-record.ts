@@ -287,10 +287,22 @@ function readCounter(fd: number): number | bigint {
   let value = 0;
   for (let i = 0; i < 20; i++) {
     const digit = tokenBuf[i]! - 48;
-    if (digit < 0 || digit > 9) return 0;
+    if (digit < 0 || digit > 9) return paddedCounter();
     value = value * 10 + digit;
   }
   return Number.isSafeInteger(value) ? value : BigInt(tokenBuf.toString('latin1', 0, 20));
+}
+
+/**
+ * The counter in `tokenBuf` when it is not 20 digits: one padded with spaces by hand (FileLock
+ * writes 20 digits) is read as `readRecord` reads it, so both modes of grant come after it;
+ * anything else is damaged and counts as none.
+ */
+function paddedCounter(): number | bigint {
+  const digits = tokenBuf.toString('latin1', 0, 20).trim();
+  if (!/^\d+$/.test(digits)) return 0;
+  const value = Number(digits);
+  return Number.isSafeInteger(value) ? value : BigInt(digits);
 }
 
 function writeDigits(buf: Buffer, offset: number, width: number, value: number): void {
