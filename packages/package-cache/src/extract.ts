@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import yauzl from 'yauzl';
-import { throwIfAborted } from '@rigging/core';
+import { raceAbort, throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { IntegrityHasher, verifyBuffer, type IntegrityAlgorithm } from './integrity.js';
 import { ArchiveBudget, type ResolvedLimits } from './limits.js';
@@ -165,13 +165,33 @@ async function streamTar(
   const { target, signal, what } = opts;
   const hasher = new IntegrityHasher(expected, opts.algorithm);
   const iterator = source[Symbol.asyncIterator]();
+  // Each read races the signal: a stream that stalls cannot hold the install past an abort.
+  let reading = false; // a read the stream has not answered (given up on, or cut by a failed write)
+  const read = async (): Promise<IteratorResult<unknown>> => {
+    throwIfAborted(signal);
+    reading = true;
+    const r = await raceAbort(iterator.next(), signal);
+    reading = false;
+    return r;
+  };
+  /** Closes the fetcher's stream when extraction stops early. */
+  const close = async (): Promise<void> => {
+    if (!reading) {
+      await iterator.return?.();
+      return;
+    }
+    // An async iterator runs `return()` only once its pending read is answered, which a stalled
+    // stream never does: a Node stream (a web stream comes as one) is destroyed at once; an async
+    // generator closes as soon as its pending read settles, without the install waiting for it.
+    (source as { destroy?: () => void }).destroy?.();
+    iterator.return?.().catch(() => {});
+  };
   const head: Uint8Array[] = [];
   let headBytes = 0;
   let ended = false;
   try {
     while (headBytes < 512) {
-      throwIfAborted(signal);
-      const r = await iterator.next();
+      const r = await read();
       if (r.done) {
         ended = true;
         break;
@@ -184,7 +204,7 @@ async function streamTar(
       headBytes += chunk.byteLength;
     }
   } catch (error) {
-    await iterator.return?.(); // the fetcher's stream is closed, not left hanging
+    await close(); // the fetcher's stream is closed, not left hanging
     throw error;
   }
   const headBuffer = Buffer.concat(head);
@@ -193,8 +213,7 @@ async function streamTar(
     yield* head;
     if (ended) return;
     for (;;) {
-      throwIfAborted(signal);
-      const r = await iterator.next();
+      const r = await read();
       if (r.done) return;
       const chunk = toU8(r.value);
       hasher.update(chunk);
@@ -208,7 +227,7 @@ async function streamTar(
     try {
       await untar(rest(), isGzip(headBuffer), target, budget, signal);
     } catch (error) {
-      await iterator.return?.();
+      await close();
       throw error;
     }
     return { integrity: hasher.verify(what) };
@@ -218,7 +237,7 @@ async function streamTar(
   try {
     await pipeline(Readable.from(rest()), out, { signal });
   } catch (error) {
-    await iterator.return?.();
+    await close();
     throw error;
   }
   const integrity = hasher.verify(what);
