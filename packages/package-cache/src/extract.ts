@@ -44,6 +44,13 @@ function detect(head: Uint8Array): Format | undefined {
   return undefined;
 }
 
+function notAFile(what: string): PackageCacheError {
+  return new PackageCacheError(
+    'package-cache.unsupported_format',
+    `${what} is neither a regular file nor a directory (a FIFO, a socket or a device)`,
+  );
+}
+
 function unsupported(what: string): PackageCacheError {
   return new PackageCacheError(
     'package-cache.unsupported_format',
@@ -75,6 +82,9 @@ export async function materialize(
       await copyTree(fetched.path, target, budget, signal);
       return { integrity: undefined };
     }
+    // A FIFO with no writer would block the open for good, out of reach of any abort (a socket or
+    // a device is no package file either): refused before it is opened.
+    if (!st.isFile()) throw notAFile(what);
     budget.archiveBytes(st.size);
     const head = await readHead(fetched.path);
     const format = detect(head);

@@ -2,7 +2,8 @@
 // directory): archives told by their first bytes, anything else refused before a file is
 // written; the fetcher's stream closed whenever extraction stops early, an abort heard even while
 // it sends nothing; no file left open; a refusal leaving nothing behind (checked by `refusal`).
-import { existsSync, readlinkSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, openSync, readlinkSync, readdirSync } from 'node:fs';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -346,5 +347,24 @@ describe('extraction', () => {
     }));
     expect(error).toBeInstanceOf(TypeError);
     expect(cleanedUp).toBe(true);
+  });
+
+  it('a path that is a FIFO or a device is refused before it is opened', async () => {
+    const fifo = join(await tempDir('pc-extract-fifo-'), 'package.tgz');
+    execFileSync('mkfifo', [fifo]);
+    // A writer holds the FIFO open (Linux opens it read-write at once), so that an open of it
+    // does not block; with none, opening it would block the install for good.
+    const writer = openSync(fifo, 'r+');
+    try {
+      for (const path of [fifo, '/dev/null']) {
+        const { error } = await refusal(() => ({ path }));
+        expectCode(error, 'package-cache.unsupported_format');
+        expect((error as Error).message).toBe(
+          'io.example.Bomb/1/a is neither a regular file nor a directory (a FIFO, a socket or a device)',
+        );
+      }
+    } finally {
+      closeSync(writer);
+    }
   });
 });
