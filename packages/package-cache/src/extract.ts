@@ -99,10 +99,11 @@ export async function materialize(
       await extractZip((cb) => yauzl.open(fetched.path, zipOptions, cb), target, budget, st.size);
       return { integrity };
     }
-    if (format !== 'tar') throw unsupported(what);
+    // A tar, or bytes that are no archive, which are read too: as in the other forms, they are
+    // refused only once their integrity is checked (a mismatch explains them best).
     if (st.size <= FAST_FILE_LIMIT) {
-      // A local archive of moderate size: read it at once and take the in-memory fast path
-      // (hash on the thread pool while the files are written).
+      // A file of moderate size: read it at once and take the in-memory fast path (hash on the
+      // thread pool while the files are written).
       const buffer = await readFile(fetched.path, { signal });
       return materialize({ buffer, integrity: fetched.integrity }, opts);
     }

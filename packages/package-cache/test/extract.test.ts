@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { deferred } from '@rigging/core';
 import { PackageCache, type FetchedPackage } from '../src/index.js';
-import { expectCode, refusal, tarOf, tempDir, zipOf } from './helpers.js';
+import { expectCode, refusal, sri, tarOf, tempDir, zipOf } from './helpers.js';
 
 const ref = { fqn: 'io.example.Extract', version: '1', id: 'a' };
 
@@ -347,6 +347,16 @@ describe('extraction', () => {
     }));
     expect(error).toBeInstanceOf(TypeError);
     expect(cleanedUp).toBe(true);
+  });
+
+  it('bytes that are no archive, with an integrity they do not match, are refused as a mismatch in every form', async () => {
+    for (const [form, fetched] of await forms(text)) {
+      const { error } = await refusal(() => ({ ...fetched(), integrity: sri(zipOf([])) }));
+      expectCode(error, 'package-cache.integrity_mismatch');
+      expect((error as Error).message, form).toMatch(
+        /^integrity mismatch for io\.example\.Bomb\/1\/a: /,
+      );
+    }
   });
 
   it('a path that is a FIFO or a device is refused before it is opened', async () => {
