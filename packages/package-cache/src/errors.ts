@@ -23,7 +23,10 @@ export type PackageCacheErrorCode =
    * shorter than declared, or bytes whose CRC-32 does not match (`details.entry` names the entry).
    */
   | 'package-cache.corrupt_archive'
-  /** The fetched bytes are neither a tar (optionally gzipped) nor a zip archive. */
+  /**
+   * The fetched bytes are neither a tar (optionally gzipped) nor a zip archive, or the fetched
+   * path is neither a regular file nor a directory (a FIFO, a socket, a device).
+   */
   | 'package-cache.unsupported_format'
   /** The fetcher failed (its error is the `cause`). */
   | 'package-cache.fetch_failed'

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import yauzl from 'yauzl';
-import { throwIfAborted } from '@rigging/core';
+import { raceAbort, throwIfAborted } from '@rigging/core';
 import { PackageCacheError } from './errors.js';
 import { IntegrityHasher, verifyBuffer, type IntegrityAlgorithm } from './integrity.js';
 import { ArchiveBudget, type ResolvedLimits } from './limits.js';
@@ -44,6 +44,13 @@ function detect(head: Uint8Array): Format | undefined {
   return undefined;
 }
 
+function notAFile(what: string): PackageCacheError {
+  return new PackageCacheError(
+    'package-cache.unsupported_format',
+    `${what} is neither a regular file nor a directory (a FIFO, a socket or a device)`,
+  );
+}
+
 function unsupported(what: string): PackageCacheError {
   return new PackageCacheError(
     'package-cache.unsupported_format',
@@ -75,6 +82,9 @@ export async function materialize(
       await copyTree(fetched.path, target, budget, signal);
       return { integrity: undefined };
     }
+    // A FIFO with no writer would block the open for good, out of reach of any abort (a socket or
+    // a device is no package file either): refused before it is opened.
+    if (!st.isFile()) throw notAFile(what);
     budget.archiveBytes(st.size);
     const head = await readHead(fetched.path);
     const format = detect(head);
@@ -89,10 +99,11 @@ export async function materialize(
       await extractZip((cb) => yauzl.open(fetched.path, zipOptions, cb), target, budget, st.size);
       return { integrity };
     }
-    if (format !== 'tar') throw unsupported(what);
+    // A tar, or bytes that are no archive, which are read too: as in the other forms, they are
+    // refused only once their integrity is checked (a mismatch explains them best).
     if (st.size <= FAST_FILE_LIMIT) {
-      // A local archive of moderate size: read it at once and take the in-memory fast path
-      // (hash on the thread pool while the files are written).
+      // A file of moderate size: read it at once and take the in-memory fast path (hash on the
+      // thread pool while the files are written).
       const buffer = await readFile(fetched.path, { signal });
       return materialize({ buffer, integrity: fetched.integrity }, opts);
     }
@@ -165,13 +176,33 @@ async function streamTar(
   const { target, signal, what } = opts;
   const hasher = new IntegrityHasher(expected, opts.algorithm);
   const iterator = source[Symbol.asyncIterator]();
+  // Each read races the signal: a stream that stalls cannot hold the install past an abort.
+  let reading = false; // a read the stream has not answered (given up on, or cut by a failed write)
+  const read = async (): Promise<IteratorResult<unknown>> => {
+    throwIfAborted(signal);
+    reading = true;
+    const r = await raceAbort(iterator.next(), signal);
+    reading = false;
+    return r;
+  };
+  /** Closes the fetcher's stream when extraction stops early. */
+  const close = async (): Promise<void> => {
+    if (!reading) {
+      await iterator.return?.();
+      return;
+    }
+    // An async iterator runs `return()` only once its pending read is answered, which a stalled
+    // stream never does: a Node stream (a web stream comes as one) is destroyed at once; an async
+    // generator closes as soon as its pending read settles, without the install waiting for it.
+    (source as { destroy?: () => void }).destroy?.();
+    iterator.return?.().catch(() => {});
+  };
   const head: Uint8Array[] = [];
   let headBytes = 0;
   let ended = false;
   try {
     while (headBytes < 512) {
-      throwIfAborted(signal);
-      const r = await iterator.next();
+      const r = await read();
       if (r.done) {
         ended = true;
         break;
@@ -184,7 +215,7 @@ async function streamTar(
       headBytes += chunk.byteLength;
     }
   } catch (error) {
-    await iterator.return?.(); // the fetcher's stream is closed, not left hanging
+    await close(); // the fetcher's stream is closed, not left hanging
     throw error;
   }
   const headBuffer = Buffer.concat(head);
@@ -193,8 +224,7 @@ async function streamTar(
     yield* head;
     if (ended) return;
     for (;;) {
-      throwIfAborted(signal);
-      const r = await iterator.next();
+      const r = await read();
       if (r.done) return;
       const chunk = toU8(r.value);
       hasher.update(chunk);
@@ -208,7 +238,7 @@ async function streamTar(
     try {
       await untar(rest(), isGzip(headBuffer), target, budget, signal);
     } catch (error) {
-      await iterator.return?.();
+      await close();
       throw error;
     }
     return { integrity: hasher.verify(what) };
@@ -218,7 +248,7 @@ async function streamTar(
   try {
     await pipeline(Readable.from(rest()), out, { signal });
   } catch (error) {
-    await iterator.return?.();
+    await close();
     throw error;
   }
   const integrity = hasher.verify(what);
