@@ -104,9 +104,7 @@ function readRecord(fd: number): { token: bigint; record: FileRecord | undefined
     end = readBuf.subarray(0, n).indexOf(10, 21);
   }
   if (n < 21) return { token: 0n, record: undefined };
-  let token = 0n;
-  const digits = readBuf.toString('latin1', 0, 20).trim();
-  if (/^\d+$/.test(digits)) token = BigInt(digits);
+  const token = BigInt(counterIn(readBuf));
   let record: FileRecord | undefined;
   if (end > 21) {
     try {
@@ -283,23 +281,16 @@ export function unrecordShared(fd: number, token: bigint): boolean {
 /** The counter (first 20 bytes; 0 when missing or malformed), a number while it is safe. */
 function readCounter(fd: number): number | bigint {
   const n = readSync(fd, tokenBuf, 0, 20, 0);
-  if (n < 20) return 0;
-  let value = 0;
-  for (let i = 0; i < 20; i++) {
-    const digit = tokenBuf[i]! - 48;
-    if (digit < 0 || digit > 9) return paddedCounter();
-    value = value * 10 + digit;
-  }
-  return Number.isSafeInteger(value) ? value : BigInt(tokenBuf.toString('latin1', 0, 20));
+  return n < 20 ? 0 : counterIn(tokenBuf);
 }
 
 /**
- * The counter in `tokenBuf` when it is not 20 digits: one padded with spaces by hand (FileLock
- * writes 20 digits) is read as `readRecord` reads it, so both modes of grant come after it;
- * anything else is damaged and counts as none.
+ * The counter in the first 20 bytes of `buf`: FileLock writes 20 digits; one padded with spaces
+ * by hand is read too, by every grant; anything else is damaged and counts as 0. A number while
+ * it is a safe integer, else a bigint.
  */
-function paddedCounter(): number | bigint {
-  const digits = tokenBuf.toString('latin1', 0, 20).trim();
+function counterIn(buf: Buffer): number | bigint {
+  const digits = buf.toString('latin1', 0, 20).trim();
   if (!/^\d+$/.test(digits)) return 0;
   const value = Number(digits);
   return Number.isSafeInteger(value) ? value : BigInt(digits);
