@@ -329,7 +329,7 @@ describe('extraction', () => {
         await cache.close();
       }
     }
-  }, 10_000);
+  }, 30_000);
 
   it('a stream refused early is closed, its own clean-up done, before the acquire rejects', async () => {
     // Its `finally` takes a while (a connection given back, a temp file removed).
