@@ -9,6 +9,7 @@ export interface ConnectSettings {
   busyTimeoutMs: number;
   connectTimeoutMs: number;
   statementCacheSize: number;
+  preparedStatements: number;
   synchronous: 'off' | 'normal' | 'full' | 'extra';
   /** The driver module the caller passed, if any. */
   driver: unknown;

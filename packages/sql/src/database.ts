@@ -39,6 +39,18 @@ export interface OpenDatabaseOptions {
    * call costs more than running a small query. `0` disables the cache. @default 500
    */
   statementCacheSize?: number;
+  /**
+   * PostgreSQL: how many statements each pooled connection prepares by name. A statement with
+   * parameters that a connection is asked for a second time is then only bound and executed, not
+   * parsed and planned again: a small statement costs the server about a third less, and a
+   * durable step of `@rigging/tasks` a quarter to a third less time. The first statements that
+   * qualify are kept for the connection's life; later ones run unnamed. A statement whose table
+   * changed under it (`cached plan must not change result type`) fails once and is prepared again
+   * at its next use. Leave it `0` behind a pooler that moves sessions between server connections
+   * per transaction without tracking prepared statements (PgBouncer's transaction mode before
+   * 1.21). Sessions ({@link Database.session}) never name statements. @default 0
+   */
+  preparedStatements?: number;
 }
 
 /** A database opened by URL: a Kysely instance plus migrations, retrying transactions and sessions. */
@@ -108,6 +120,12 @@ function connectSettings(parsed: ParsedUrl, options: OpenDatabaseOptions): Conne
     options.statementCacheSize,
     500,
   );
+  const preparedStatements = nonNegativeIntegerOption(
+    owner,
+    'preparedStatements',
+    options.preparedStatements,
+    0,
+  );
   const synchronous = options.synchronous ?? 'normal';
   if (!['off', 'normal', 'full', 'extra'].includes(synchronous)) {
     throw new TypeError(
@@ -119,6 +137,7 @@ function connectSettings(parsed: ParsedUrl, options: OpenDatabaseOptions): Conne
     busyTimeoutMs,
     connectTimeoutMs,
     statementCacheSize,
+    preparedStatements,
     synchronous,
     driver: options.driver,
     logger: options.logger ?? silentLogger,

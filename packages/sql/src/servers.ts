@@ -3,13 +3,14 @@ import { MysqlDialect, PostgresDialect } from 'kysely';
 import { builderTransaction, type ConnectSettings, type Connector } from './connector.js';
 import { loadDriver } from './drivers.js';
 import { unreachable } from './errors.js';
+import { nameStatements, type NameableClient } from './pg-statements.js';
 import { openSession } from './session.js';
 
 interface PgModule {
   Pool: new (config: Record<string, unknown>) => PgPool;
   Client: new (config: Record<string, unknown>) => unknown;
 }
-interface PgClientEvents {
+interface PgClientEvents extends NameableClient {
   on(event: 'error', fn: (err: Error) => void): void;
 }
 interface PgPool {
@@ -45,9 +46,10 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
   // listener added at 'connect', which pg-pool emits synchronously before that, stays on the
   // client for its whole life. pg-pool discards the broken client (at once if idle, else at its
   // release).
-  pool.on('connect', (client) =>
-    client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost')),
-  );
+  pool.on('connect', (client) => {
+    client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost'));
+    nameStatements(client, settings.preparedStatements);
+  });
   // The same error, already logged above, as pg-pool re-emits it for an idle client.
   pool.on('error', () => {});
   try {
