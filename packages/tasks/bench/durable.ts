@@ -19,7 +19,7 @@ const cases = [
   { name: '10 steps, 8 in flight', steps: 10, flows: 200, inFlight: 8 },
   { name: '100 steps, one at a time', steps: 100, flows: 10, inFlight: 1 },
 ].map((c) => ({ ...c, flows: Math.max(2, Math.round(c.flows * scale)) }));
-type System = 'rigging' | 'rigging-before' | 'dbos' | 'floor';
+type System = 'rigging' | 'rigging-prepared' | 'rigging-before' | 'dbos' | 'floor';
 
 if (!(await service('postgres')).available) {
   console.log('\nDurable flows vs DBOS: PostgreSQL is not reachable; skipped.');
@@ -29,7 +29,10 @@ const hasDbos = await import('@dbos-inc/dbos-sdk').then(
   () => true,
   () => false,
 );
-const systems: System[] = hasDbos ? ['rigging', 'dbos', 'floor'] : ['rigging', 'floor'];
+// `rigging-prepared`: ours on a database opened with `preparedStatements` (named statements).
+const systems: System[] = hasDbos
+  ? ['rigging', 'rigging-prepared', 'dbos', 'floor']
+  : ['rigging', 'rigging-prepared', 'floor'];
 // BENCH_BEFORE_SRC=<a copy of an older src/>: that version too, in the same rounds.
 if (process.env.BENCH_BEFORE_SRC) systems.splice(1, 0, 'rigging-before');
 if (!hasDbos) console.log('@dbos-inc/dbos-sdk is not installed: ours and the floor only.');
@@ -150,8 +153,14 @@ for (const c of cases) {
   const dbos = m.get('dbos');
   const before = m.get('rigging-before');
   if (before) console.log(`    ours now / before: ${(ours / before.tasksPerS).toFixed(2)}x`);
-  console.log(
-    `    ratio: ${dbos ? `${(ours / dbos.tasksPerS).toFixed(2)}x DBOS, ` : ''}${(ours / m.get('floor')!.tasksPerS).toFixed(2)}x the floor`,
-  );
+  const floor = m.get('floor')!.tasksPerS;
+  for (const [label, rate] of [
+    ['ratio', ours],
+    ['prepared', m.get('rigging-prepared')!.tasksPerS],
+  ] as const) {
+    console.log(
+      `    ${label}: ${dbos ? `${(rate / dbos.tasksPerS).toFixed(2)}x DBOS, ` : ''}${(rate / floor).toFixed(2)}x the floor`,
+    );
+  }
 }
 await admin.close();
