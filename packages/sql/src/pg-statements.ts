@@ -11,12 +11,16 @@ export interface NameableClient {
 }
 
 /**
- * Errors after which a connection no longer has the named statement it was asked to run, or has
- * one that cannot run any more: `26000` (it does not exist: the session was reset) and `0A000`
- * (its cached plan must not change result type: a table it reads changed). The text gets a new
- * name on its next use.
+ * Whether `error`, from running a named statement, means the connection no longer has that
+ * statement (`26000`: the session was reset) or has one that can never run again (`0A000` from
+ * `RevalidateCachedQuery`: "cached plan must not change result type", a table it reads changed).
+ * The text then gets a new name at its next use; the server's old statement, in the second case,
+ * stays until the connection closes (one per such change). Any other error leaves the name.
  */
-const STALE = new Set(['26000', '0A000']);
+function isStale(error: unknown): boolean {
+  const e = error as { code?: unknown; routine?: unknown } | null;
+  return e?.code === '26000' || (e?.code === '0A000' && e.routine === 'RevalidateCachedQuery');
+}
 
 /**
  * Makes `client` run every statement with parameters that it has been asked for a second time as
@@ -60,7 +64,7 @@ export function nameStatements(client: NameableClient, size: number): void {
     const name = nameOf(config);
     if (name === undefined) return query(config, values);
     return (query({ name, text: config, values }) as Promise<unknown>).catch((error: unknown) => {
-      if (STALE.has((error as { code?: string } | null)?.code ?? '')) {
+      if (isStale(error)) {
         named.delete(config);
         const parsed = client.connection?.parsedStatements;
         if (parsed) delete parsed[name];

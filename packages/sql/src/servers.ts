@@ -10,12 +10,12 @@ interface PgModule {
   Pool: new (config: Record<string, unknown>) => PgPool;
   Client: new (config: Record<string, unknown>) => unknown;
 }
-interface PgClientEvents extends NameableClient {
+interface PgPooledClient extends NameableClient {
   on(event: 'error', fn: (err: Error) => void): void;
 }
 interface PgPool {
   on(event: 'error', fn: (err: Error) => void): void;
-  on(event: 'connect', fn: (client: PgClientEvents) => void): void;
+  on(event: 'connect', fn: (client: PgPooledClient) => void): void;
   query(text: string): Promise<unknown>;
   end(): Promise<void>;
 }
