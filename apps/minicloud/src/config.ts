@@ -1,4 +1,6 @@
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import type { OpenDatabaseOptions } from '@rigging/sql';
+import { UsageError } from './errors.js';
 
 /** Where minicloud keeps its state and how it found out. */
 export interface Config {
@@ -15,7 +17,16 @@ export interface Config {
    * `MINICLOUD_DATA_DIR`, else the SQLite file's directory, else `<baseDir>/.minicloud`.
    */
   dataDir: string;
+  /**
+   * What every command opens the database with: on PostgreSQL, statements prepared by name on
+   * each pooled connection (`MINICLOUD_PG_PREPARED_STATEMENTS`, default 100; `0` behind a
+   * pooler in transaction mode).
+   */
+  databaseOptions: OpenDatabaseOptions;
 }
+
+/** Named statements per pooled PostgreSQL connection (`@rigging/sql`'s `preparedStatements`). */
+export const DEFAULT_PREPARED_STATEMENTS = 100;
 
 /** The default database, relative to the directory minicloud was started from. */
 export const DEFAULT_DATABASE_PATH = join('.minicloud', 'minicloud.db');
@@ -50,7 +61,22 @@ export function loadConfig(
     : file
       ? dirname(file)
       : resolve(baseDir, '.minicloud');
-  return { databaseUrl: url, databaseSource, sqliteFile: file, baseDir, dataDir };
+  const prepared = env.MINICLOUD_PG_PREPARED_STATEMENTS;
+  const preparedStatements =
+    prepared === undefined || prepared === '' ? DEFAULT_PREPARED_STATEMENTS : Number(prepared);
+  if (!Number.isSafeInteger(preparedStatements) || preparedStatements < 0) {
+    throw new UsageError(
+      `MINICLOUD_PG_PREPARED_STATEMENTS must be a whole number of 0 or more, got ${JSON.stringify(prepared)}`,
+    );
+  }
+  return {
+    databaseUrl: url,
+    databaseSource,
+    sqliteFile: file,
+    baseDir,
+    dataDir,
+    databaseOptions: { preparedStatements },
+  };
 }
 
 function resolveSqlite(url: string, baseDir: string): { url: string; file: string | undefined } {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli.js';
+import { DEFAULT_PREPARED_STATEMENTS, loadConfig } from '../src/config.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-cli-'));
@@ -48,6 +49,31 @@ describe('the CLI module', () => {
     expect(lines.join('\n')).toMatch(/^Usage: minicloud <command> \[options\]$/m);
     expect(await main(['nope'], out, (line) => errors.push(line))).toBe(2);
     expect(errors).toEqual([expect.stringMatching(/unknown command 'nope'.*see minicloud --help/)]);
+  });
+
+  it('opens PostgreSQL with statements prepared by name unless MINICLOUD_PG_PREPARED_STATEMENTS says otherwise', async () => {
+    const options = (env: NodeJS.ProcessEnv) => loadConfig({}, env, tmp).databaseOptions;
+    expect(options({})).toEqual({ preparedStatements: DEFAULT_PREPARED_STATEMENTS });
+    expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '' })).toEqual({ preparedStatements: 100 });
+    expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '0' })).toEqual({ preparedStatements: 0 });
+    expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '12' })).toEqual({ preparedStatements: 12 });
+    for (const bad of ['-1', '1.5', 'many', '1e400']) {
+      expect(() => options({ MINICLOUD_PG_PREPARED_STATEMENTS: bad })).toThrow(
+        `MINICLOUD_PG_PREPARED_STATEMENTS must be a whole number of 0 or more, got "${bad}"`,
+      );
+    }
+    // Refused by the CLI before any command runs, as a usage error.
+    const previous = process.env.MINICLOUD_PG_PREPARED_STATEMENTS;
+    process.env.MINICLOUD_PG_PREPARED_STATEMENTS = 'many';
+    try {
+      const errors: string[] = [];
+      const out = { line: () => {}, step: () => {} };
+      expect(await main(['token', 'list'], out, (line) => errors.push(line))).toBe(2);
+      expect(errors).toEqual([expect.stringMatching(/MINICLOUD_PG_PREPARED_STATEMENTS must be/)]);
+    } finally {
+      if (previous === undefined) delete process.env.MINICLOUD_PG_PREPARED_STATEMENTS;
+      else process.env.MINICLOUD_PG_PREPARED_STATEMENTS = previous;
+    }
   });
 
   it('runs when started through a symlink, as the installed `minicloud` bin is', async () => {

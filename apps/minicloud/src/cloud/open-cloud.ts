@@ -9,7 +9,7 @@ import { httpFetcher } from '@rigging/package-cache/fetchers';
 import { sqlStore } from '@rigging/reshape/sql';
 import { Engine } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
-import { openDatabase, type Database } from '@rigging/sql';
+import { openDatabase, type Database, type OpenDatabaseOptions } from '@rigging/sql';
 import { MinicloudError } from '../errors.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../migrations.js';
 import { CacheView } from './cache-view.js';
@@ -57,6 +57,8 @@ const MAX_LOST_WORKERS = 6;
 export interface CloudOptions {
   /** Database URL (`sqlite:…`, `postgres://…`, `mysql://…`); ignored when `database` is given. */
   databaseUrl?: string;
+  /** What `databaseUrl` is opened with (`@rigging/sql`'s `openDatabase` options). */
+  databaseOptions?: OpenDatabaseOptions;
   /** An already open database (the cloud migrates it but does not close it). */
   database?: Database<MinicloudTables>;
   /** Directory for files: `<dataDir>/packages` (cache), `<dataDir>/repository` (archives). */
@@ -155,7 +157,9 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
   const clock = options.clock ?? systemClock;
   const dataDir = resolve(options.dataDir);
   const closers = new Closers(logger);
-  const database = options.database ?? (await openDatabase<MinicloudTables>(options.databaseUrl!));
+  const database =
+    options.database ??
+    (await openDatabase<MinicloudTables>(options.databaseUrl!, options.databaseOptions));
   if (!options.database) closers.add(() => database.close());
   try {
     await database.migrate(NAMESPACE, migrations);

@@ -65,7 +65,10 @@ export const demo: Command = {
       }
     }
 
-    await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
+    await using database = await openDatabase<MinicloudTables>(
+      config.databaseUrl,
+      config.databaseOptions,
+    );
     out.line('minicloud demo');
     const source =
       config.databaseSource === 'default' ? 'default' : `from ${config.databaseSource}`;

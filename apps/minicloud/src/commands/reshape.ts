@@ -42,7 +42,7 @@ export const reshape: Command = {
       gpus: intOption(values, 'gpus', 1, 64) ?? NODE_1.gpus,
       vgpusPerGpu: intOption(values, 'vgpus-per-gpu', 1, 64) ?? NODE_1.vgpusPerGpu,
     };
-    await using database = await openDatabase(config.databaseUrl);
+    await using database = await openDatabase(config.databaseUrl, config.databaseOptions);
     out.line('minicloud reshape (offline)');
     out.step('database', database.url);
     const store = await sqlStore(database);

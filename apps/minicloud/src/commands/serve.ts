@@ -162,7 +162,10 @@ export const serve: Command = {
 
     // Closed after the cloud, so that the spans of flows ending as it closes are exported too.
     await using tracing = await openTracing(logger);
-    await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
+    await using database = await openDatabase<MinicloudTables>(
+      config.databaseUrl,
+      config.databaseOptions,
+    );
     await using cloud = await openCloud({
       database,
       dataDir: config.dataDir,

@@ -46,7 +46,10 @@ export const token: Command = {
     if (action !== 'create' && (values.role !== undefined || values.name !== undefined)) {
       throw new UsageError('--role and --name only go with token create');
     }
-    await using database = await openDatabase<MinicloudTables>(config.databaseUrl);
+    await using database = await openDatabase<MinicloudTables>(
+      config.databaseUrl,
+      config.databaseOptions,
+    );
     await database.migrate(NAMESPACE, migrations);
     const store = new TokenStore(database);
     if (action === 'create') {

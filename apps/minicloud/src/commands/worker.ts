@@ -35,6 +35,7 @@ export const worker: Command = {
     const tracing = await openTracing(logger);
     const cloud = await openCloud({
       databaseUrl: config.databaseUrl,
+      databaseOptions: config.databaseOptions,
       dataDir: config.dataDir,
       logger,
       worker: true,
