@@ -16,21 +16,14 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { manualClock } from '@rigging/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { fsx, LOCK_BYTE, RECORD_BYTE } from './lock-bytes.js';
 import { openFiles } from './open-files.js';
 import { FileLock } from '../src/index.js';
 
-/** The byte-range locks FileLock itself uses (byte 0: the lock; byte 1: the record's). */
-const fsx = createRequire(import.meta.url)('fs-native-extensions') as {
-  tryLock(fd: number, offset: number, length: number, opts: { shared?: boolean }): boolean;
-  unlock(fd: number, offset: number, length: number): void;
-};
-const LOCK_BYTE = 0;
-const RECORD_BYTE = 1;
 const START = Date.UTC(2026, 10, 27);
 
 const dirs: string[] = [];

@@ -16,22 +16,15 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RiggingError, manualClock, type Lease } from '@rigging/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { fsx, LOCK_BYTE } from './lock-bytes.js';
 import { openFiles } from './open-files.js';
 import { FileLock } from '../src/index.js';
 
 const START = Date.UTC(2026, 10, 27);
-
-/** The byte-range locks FileLock itself uses (byte 0: the lock). */
-const fsx = createRequire(import.meta.url)('fs-native-extensions') as {
-  tryLock(fd: number, offset: number, length: number, opts: { shared?: boolean }): boolean;
-  unlock(fd: number, offset: number, length: number): void;
-};
-const LOCK_BYTE = 0;
 
 const dirs: string[] = [];
 afterEach(() => {
