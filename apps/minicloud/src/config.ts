@@ -61,14 +61,9 @@ export function loadConfig(
     : file
       ? dirname(file)
       : resolve(baseDir, '.minicloud');
-  const prepared = env.MINICLOUD_PG_PREPARED_STATEMENTS;
-  const preparedStatements =
-    prepared === undefined || prepared === '' ? DEFAULT_PREPARED_STATEMENTS : Number(prepared);
-  if (!Number.isSafeInteger(preparedStatements) || preparedStatements < 0) {
-    throw new UsageError(
-      `MINICLOUD_PG_PREPARED_STATEMENTS must be a whole number of 0 or more, got ${JSON.stringify(prepared)}`,
-    );
-  }
+  const preparedStatements = env.MINICLOUD_PG_PREPARED_STATEMENTS
+    ? intEnv('MINICLOUD_PG_PREPARED_STATEMENTS', 0, 100_000, env)
+    : DEFAULT_PREPARED_STATEMENTS;
   return {
     databaseUrl: url,
     databaseSource,
@@ -77,6 +72,20 @@ export function loadConfig(
     dataDir,
     databaseOptions: { preparedStatements },
   };
+}
+
+/** An integer setting from the environment, within `min`–`max`, else a usage error. */
+export function intEnv(
+  name: string,
+  min: number,
+  max: number,
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  const raw = env[name] ?? '';
+  if (!/^\d{1,7}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new UsageError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
+  }
+  return Number(raw);
 }
 
 function resolveSqlite(url: string, baseDir: string): { url: string; file: string | undefined } {

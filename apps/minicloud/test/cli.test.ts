@@ -57,9 +57,9 @@ describe('the CLI module', () => {
     expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '' })).toEqual({ preparedStatements: 100 });
     expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '0' })).toEqual({ preparedStatements: 0 });
     expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '12' })).toEqual({ preparedStatements: 12 });
-    for (const bad of ['-1', '1.5', 'many', '1e400']) {
+    for (const bad of ['-1', '1.5', 'many', '1e400', '100001']) {
       expect(() => options({ MINICLOUD_PG_PREPARED_STATEMENTS: bad })).toThrow(
-        `MINICLOUD_PG_PREPARED_STATEMENTS must be a whole number of 0 or more, got "${bad}"`,
+        `MINICLOUD_PG_PREPARED_STATEMENTS must be an integer from 0 to 100000, got '${bad}'`,
       );
     }
     // Refused by the CLI before any command runs, as a usage error.
@@ -69,7 +69,9 @@ describe('the CLI module', () => {
       const errors: string[] = [];
       const out = { line: () => {}, step: () => {} };
       expect(await main(['token', 'list'], out, (line) => errors.push(line))).toBe(2);
-      expect(errors).toEqual([expect.stringMatching(/MINICLOUD_PG_PREPARED_STATEMENTS must be/)]);
+      expect(errors).toEqual([
+        expect.stringMatching(/MINICLOUD_PG_PREPARED_STATEMENTS must be an integer/),
+      ]);
     } finally {
       if (previous === undefined) delete process.env.MINICLOUD_PG_PREPARED_STATEMENTS;
       else process.env.MINICLOUD_PG_PREPARED_STATEMENTS = previous;

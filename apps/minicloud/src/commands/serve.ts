@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { FailureLimiter } from '../auth/limiter.js';
 import { ADMIN_TOKEN_ENV, TokenStore } from '../auth/tokens.js';
 import { openCloud } from '../cloud/index.js';
+import { intEnv } from '../config.js';
 import { Auth, type AuthMode } from '../http/auth.js';
 import { createMetrics } from '../http/metrics.js';
 import { CommandError, UsageError } from '../errors.js';
@@ -18,14 +19,6 @@ export const DEFAULT_HOST = '127.0.0.1';
 function parsePort(raw: string, source: string): number {
   if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65535) {
     throw new UsageError(`${source} must be a port number from 0 to 65535, got '${raw}'`);
-  }
-  return Number(raw);
-}
-
-function intEnv(name: string, min: number, max: number): number {
-  const raw = process.env[name] ?? '';
-  if (!/^\d{1,7}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new UsageError(`${name} must be an integer from ${min} to ${max}, got '${raw}'`);
   }
   return Number(raw);
 }
