@@ -197,8 +197,21 @@ class SqlTaskLog implements TaskLog {
     throw fenced(flowId, token, big(row.token));
   }
 
-  /** One statement, so one round trip: the fenced flow update and the inserts commit together or not at all. */
+  /** PostgreSQL: `entries` as a typed `values` list, for the one-statement writes below. */
+  #pgRows(flowId: string, entries: LogEntry[]) {
+    const rows = entries.map((e) => {
+      const r = toRow(flowId, e);
+      return sql`(${r.flow_id}::varchar, ${r.seq}::integer, ${r.task}::varchar, ${r.state}::varchar, ${r.attempt}::integer, ${r.payload}::text, ${r.token}::bigint, ${r.at}::bigint)`;
+    });
+    return sql`select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)`;
+  }
+
+  /**
+   * PostgreSQL, one statement, so one round trip (and no transaction of its own outside one):
+   * the fenced flow update and the inserts commit together or not at all.
+   */
   async #appendPostgres(
+    db: Db,
     flowId: string,
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
@@ -209,18 +222,30 @@ class SqlTaskLog implements TaskLog {
     if (token != null) sets.push(sql`token = ${token.toString()}::bigint`);
     const fence =
       token != null ? sql` and (token is null or token <= ${token.toString()}::bigint)` : sql``;
-    const rows = entries.map((e) => {
-      const r = toRow(flowId, e);
-      return sql`(${r.flow_id}::varchar, ${r.seq}::integer, ${r.task}::varchar, ${r.state}::varchar, ${r.attempt}::integer, ${r.payload}::text, ${r.token}::bigint, ${r.at}::bigint)`;
-    });
     const result = await sql`
       with u as (
         update ${sql.table(FLOWS)} set ${sql.join(sets)} where flow_id = ${flowId}${fence} returning 1
       )
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)
-      where exists (select 1 from u)`.execute(this.#db);
-    if (Number(result.numAffectedRows ?? 0) === 0) await this.#rejectWrite(this.#db, flowId, token);
+      ${this.#pgRows(flowId, entries)} where exists (select 1 from u)`.execute(db);
+    if (Number(result.numAffectedRows ?? 0) === 0) await this.#rejectWrite(db, flowId, token);
+  }
+
+  /** PostgreSQL: the flow's record and its first entries in one statement (see above). */
+  async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
+    const token = record.token === null ? null : record.token.toString();
+    const flow = sql`insert into ${sql.table(FLOWS)}
+        (flow_id, name, state, definition, inputs, token, writes, created_at, updated_at)
+        values (${record.flowId}, ${record.name}, ${record.state}, ${JSON.stringify(record.definition)},
+          ${JSON.stringify(record.inputs)}, ${token}::bigint, 0, ${record.createdAt}, ${record.updatedAt})`;
+    if (entries.length === 0) {
+      await flow.execute(db);
+      return;
+    }
+    await sql`
+      with f as (${flow} returning 1)
+      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
+      ${this.#pgRows(record.flowId, entries)} where exists (select 1 from f)`.execute(db);
   }
 
   /**
@@ -249,6 +274,7 @@ class SqlTaskLog implements TaskLog {
 
   /** Inserts the flow's record and its first entries with `t`. */
   async #createIn(t: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
+    if (this.#database.dialect === 'postgres') return this.#createPostgres(t, record, entries);
     await t
       .insertInto(FLOWS)
       .values({
@@ -278,6 +304,9 @@ class SqlTaskLog implements TaskLog {
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
   ): Promise<void> {
+    if (this.#database.dialect === 'postgres' && entries.length > 0) {
+      return this.#appendPostgres(t, flowId, entries, update);
+    }
     const token = update.token;
     let q = t
       .updateTable(FLOWS)
@@ -306,7 +335,10 @@ class SqlTaskLog implements TaskLog {
 
   async create(record: FlowRecord, entries: LogEntry[]): Promise<void> {
     try {
-      await this.#database.transaction((trx) => this.#createIn(trx as Db, record, entries));
+      // PostgreSQL writes it in one statement: no transaction around it (two round trips fewer).
+      if (this.#database.dialect === 'postgres')
+        await this.#createPostgres(this.#db, record, entries);
+      else await this.#database.transaction((trx) => this.#createIn(trx as Db, record, entries));
     } catch (error) {
       if (isUniqueViolation(error)) throw flowExists(record.flowId);
       throw error;
@@ -320,7 +352,7 @@ class SqlTaskLog implements TaskLog {
   ): Promise<void> {
     try {
       if (this.#database.dialect === 'postgres' && entries.length > 0) {
-        await this.#appendPostgres(flowId, entries, update);
+        await this.#appendPostgres(this.#db, flowId, entries, update);
         return;
       }
       if (this.#database.dialect === 'sqlite' && entries.length > 0 && !update.state) {

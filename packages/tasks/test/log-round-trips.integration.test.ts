@@ -1,0 +1,92 @@
+// PostgreSQL: what a flow costs in round trips to the server, counted at the pg client. Each log
+// write is one statement — a flow's creation with its first entries, and each append with its
+// fenced flow update — so a flow of plain tasks takes one per commit and no BEGIN or COMMIT, and
+// a task with `transaction: true` takes BEGIN, its own statements, one log write and COMMIT.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, sql, type Database } from '@rigging/sql';
+import { freshDatabase, service, type FreshDatabase } from '@rigging/testkit';
+import { Engine, linearFlow, task, type Task } from '../src/index.js';
+import { sqlLog, sqlTransaction } from '../src/sql.js';
+
+interface PgModule {
+  Client: { prototype: object };
+}
+const pg = ((await import('pg' as string)) as { default: PgModule }).default;
+
+const status = await service('postgres');
+
+interface Tables {
+  trips_effects: { flow_id: string; task: string };
+}
+
+describe.skipIf(!status.available)('round trips of the task log (PostgreSQL)', () => {
+  let fresh: FreshDatabase;
+  let database: Database;
+  let engine: Engine;
+  const seen: string[] = [];
+  let counting = false;
+  let restore: () => void;
+
+  beforeAll(async () => {
+    fresh = await freshDatabase('postgres', 'tasks_trips');
+    database = await openDatabase(fresh.url);
+    await sql`create table trips_effects (flow_id text, task text)`.execute(database.db);
+    engine = new Engine({ log: await sqlLog(database) });
+    const proto = pg.Client.prototype as { query: (...args: unknown[]) => unknown };
+    const original = proto.query;
+    proto.query = function (this: object, ...args: unknown[]) {
+      const q = args[0];
+      const text = typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? '');
+      if (counting) seen.push(text.trim().split(/\s+/)[0]!.toLowerCase());
+      return original.apply(this, args);
+    };
+    restore = () => (proto.query = original);
+  }, 60_000);
+  afterAll(async () => {
+    restore?.();
+    await database?.close();
+    await fresh?.drop();
+  });
+
+  /** The first word of each statement `run` sends. */
+  async function trips(run: () => Promise<unknown>): Promise<string[]> {
+    seen.length = 0;
+    counting = true;
+    try {
+      await run();
+    } finally {
+      counting = false;
+    }
+    return [...seen];
+  }
+
+  const plain = (name: string): Task => task({ name, execute: async () => name }) as Task;
+  const inserting = (name: string): Task =>
+    task({
+      name,
+      transaction: true,
+      execute: (ctx) =>
+        sqlTransaction<Tables, string>(ctx, async (trx) => {
+          await trx
+            .insertInto('trips_effects')
+            .values({ flow_id: ctx.flowId, task: name })
+            .execute();
+          return name;
+        }),
+    }) as Task;
+
+  it('a flow of three plain tasks: four statements, each its own commit (created, then three appends)', async () => {
+    const flow = linearFlow('plain', plain('a'), plain('b'), plain('c'));
+    const sent = await trips(() => engine.run(flow, { inputs: {}, flowId: 'plain' }));
+    expect(sent).toEqual(['with', 'with', 'with', 'with']);
+    expect((await engine.history('plain')).length).toBe(8);
+  });
+
+  it('a flow of three transaction tasks: BEGIN, the task, one log write, COMMIT each', async () => {
+    const flow = linearFlow('tx', inserting('a'), inserting('b'), inserting('c'));
+    const sent = await trips(() => engine.run(flow, { inputs: {}, flowId: 'tx' }));
+    expect(sent).toEqual(
+      Array.from({ length: 3 }, () => ['begin', 'insert', 'with', 'commit']).flat(),
+    );
+  });
+});
