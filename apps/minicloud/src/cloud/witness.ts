@@ -72,32 +72,60 @@ export class Witness {
     ).execute();
   }
 
-  #lockKey(trx: Kysely<MinicloudTables>, key: string) {
-    const select = trx
-      .selectFrom('minicloud_effect_keys')
-      .select(['token', 'seq'])
-      .where('op_key', '=', key);
-    // SQLite serializes write transactions; the others lock the row.
-    return (
-      this.#database.dialect === 'sqlite' ? select : select.forUpdate()
-    ).executeTakeFirstOrThrow();
+  /**
+   * The key's row, created when missing and locked until `trx` ends: one upsert that returns it
+   * (SQLite serializes write transactions; PostgreSQL locks the row it updates); on MySQL an
+   * insert that ignores an existing row, then a locking read.
+   */
+  async #lockedKey(trx: Kysely<MinicloudTables>, key: string) {
+    if (this.#database.dialect === 'mysql') {
+      await this.#ensureKey(key, trx);
+      return trx
+        .selectFrom('minicloud_effect_keys')
+        .select(['token', 'seq'])
+        .where('op_key', '=', key)
+        .forUpdate()
+        .executeTakeFirstOrThrow();
+    }
+    return trx
+      .insertInto('minicloud_effect_keys')
+      .values({ op_key: key, token: 0, seq: 0 })
+      .onConflict((oc) =>
+        oc.column('op_key').doUpdateSet((eb) => ({ seq: eb.ref('minicloud_effect_keys.seq') })),
+      )
+      .returning(['token', 'seq'])
+      .executeTakeFirstOrThrow();
   }
 
   /**
    * A claim starts running on its key, with `trx` (the caller's transaction): the key's highest
    * token becomes the claim's, so that a later write by an earlier claim is refused. False when a
-   * higher token was already seen (this claim is stale; nothing changed).
+   * higher token was already seen (this claim is stale; nothing changed). One upsert that moves
+   * the token only upwards (MySQL: the locked row is read, then updated).
    */
   async fence(trx: Kysely<MinicloudTables>, claim: EffectClaim): Promise<boolean> {
-    await this.#ensureKey(claim.key, trx);
-    const row = await this.#lockKey(trx, claim.key);
-    if (claim.token < Number(row.token)) return false;
-    await trx
-      .updateTable('minicloud_effect_keys')
-      .set({ token: claim.token })
-      .where('op_key', '=', claim.key)
-      .execute();
-    return true;
+    if (this.#database.dialect === 'mysql') {
+      const row = await this.#lockedKey(trx, claim.key);
+      if (claim.token < Number(row.token)) return false;
+      await trx
+        .updateTable('minicloud_effect_keys')
+        .set({ token: claim.token })
+        .where('op_key', '=', claim.key)
+        .execute();
+      return true;
+    }
+    const moved = await trx
+      .insertInto('minicloud_effect_keys')
+      .values({ op_key: claim.key, token: claim.token, seq: 0 })
+      .onConflict((oc) =>
+        oc
+          .column('op_key')
+          .doUpdateSet((eb) => ({ token: eb.ref('excluded.token') }))
+          .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token')),
+      )
+      .returning('token')
+      .executeTakeFirst();
+    return moved !== undefined;
   }
 
   /**
@@ -117,8 +145,7 @@ export class Witness {
       also?: (trx: Kysely<MinicloudTables>) => Promise<void>;
     } = {},
   ): Promise<EffectOutcome> {
-    await this.#ensureKey(claim.key, trx);
-    const row = await this.#lockKey(trx, claim.key);
+    const row = await this.#lockedKey(trx, claim.key);
     const highest = Number(row.token);
     if (claim.token < highest) return { kind: 'refused', highest };
     if (options.idempotent !== false) {

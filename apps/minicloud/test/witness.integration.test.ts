@@ -1,0 +1,109 @@
+// The container runtime's witness on every backend: a claim's fence only moves its key's token
+// upwards, an effect under a lower token is refused and writes nothing, an op's effect is applied
+// once, and two claims applying on one key at once are serialized by the key's row.
+import { systemClock } from '@rigging/core';
+import { openDatabase, type Database, type Kysely } from '@rigging/sql';
+import { sqlBackends } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Witness, type EffectClaim } from '../src/cloud/witness.js';
+import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.js';
+
+const backends = await sqlBackends('mc_witness', ['sqlite-file', 'postgres', 'mysql']);
+
+const claim = (op: string, key: string, token: number): EffectClaim => ({
+  op,
+  key,
+  attempt: 1,
+  token,
+});
+
+for (const backend of backends) {
+  describe.skipIf(!backend.available)(`the witness on ${backend.kind}`, () => {
+    let database: Database<MinicloudTables>;
+    let witness: Witness;
+    let drop: () => Promise<void>;
+
+    beforeAll(async () => {
+      const fresh = await backend.create();
+      drop = () => fresh.drop();
+      database = await openDatabase<MinicloudTables>(fresh.url);
+      await database.migrate(NAMESPACE, migrations);
+      witness = new Witness(database, systemClock);
+    });
+    afterAll(async () => {
+      await database?.close();
+      await drop?.();
+    });
+
+    const fence = (c: EffectClaim) => database.transaction((trx) => witness.fence(trx, c));
+    const token = async (key: string) =>
+      Number(
+        (
+          await database.db
+            .selectFrom('minicloud_effect_keys')
+            .select('token')
+            .where('op_key', '=', key)
+            .executeTakeFirstOrThrow()
+        ).token,
+      );
+    const effects = (key: string) =>
+      database.db
+        .selectFrom('minicloud_effects')
+        .select(['op_id', 'seq', 'token'])
+        .where('op_key', '=', key)
+        .where('accepted', '=', 1)
+        .orderBy('seq')
+        .execute();
+    const apply = (c: EffectClaim, write: (trx: Kysely<MinicloudTables>) => Promise<void>) =>
+      database.transaction((trx) => witness.apply(trx, c, write));
+    const noWrite = async () => {};
+
+    it('fences a new key, then moves its token only upwards', async () => {
+      expect(await fence(claim('o1', 'f', 3))).toBe(true);
+      expect(await token('f')).toBe(3);
+      expect(await fence(claim('o2', 'f', 3))).toBe(true); // the same claim again
+      expect(await fence(claim('o3', 'f', 2))).toBe(false);
+      expect(await token('f')).toBe(3);
+      expect(await fence(claim('o4', 'f', 7))).toBe(true);
+      expect(await token('f')).toBe(7);
+      expect(await witness.lastSeq('f')).toBe(0); // fencing takes no sequence number
+    });
+
+    it('applies an effect once per op, in sequence, and refuses a lower token with nothing written', async () => {
+      const writes: string[] = [];
+      const write = (what: string) => async () => void writes.push(what);
+      expect(await apply(claim('a', 'k', 1), write('a'))).toEqual({ kind: 'applied', seq: 1 });
+      expect(await apply(claim('a', 'k', 2), write('a again'))).toEqual({
+        kind: 'already-applied',
+      });
+      expect(await apply(claim('b', 'k', 2), write('b'))).toEqual({ kind: 'applied', seq: 2 });
+      expect(await apply(claim('c', 'k', 1), write('c'))).toEqual({ kind: 'refused', highest: 2 });
+      expect(writes).toEqual(['a', 'b']);
+      expect((await effects('k')).map((e) => [e.op_id, Number(e.seq), Number(e.token)])).toEqual([
+        ['a', 1, 1],
+        ['b', 2, 2],
+      ]);
+      // A fence by a later claim refuses the effects of the earlier ones.
+      expect(await fence(claim('d', 'k', 5))).toBe(true);
+      expect(await apply(claim('e', 'k', 4), noWrite)).toEqual({ kind: 'refused', highest: 5 });
+      expect(await witness.lastSeq('k')).toBe(2);
+    });
+
+    it('serializes two claims applying one op at once: one applies, the other finds it applied', async () => {
+      // The first holds the key's row (which exists already) until its write ends; the second
+      // waits for it.
+      expect(await fence(claim('x', 'race', 1))).toBe(true);
+      let entered!: () => void;
+      const inFirst = new Promise<void>((resolve) => (entered = resolve));
+      const first = apply(claim('x', 'race', 1), async () => {
+        entered();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      });
+      await inFirst;
+      const second = apply(claim('x', 'race', 2), noWrite);
+      const outcomes = await Promise.all([first, second]);
+      expect(outcomes).toEqual([{ kind: 'applied', seq: 1 }, { kind: 'already-applied' }]);
+      expect(await effects('race')).toHaveLength(1);
+    });
+  });
+}
