@@ -29,7 +29,7 @@ for (const backend of backends) {
       database = await openDatabase<MinicloudTables>(fresh.url);
       await database.migrate(NAMESPACE, migrations);
       witness = new Witness(database, systemClock);
-    });
+    }, 60_000);
     afterAll(async () => {
       await database?.close();
       await drop?.();
