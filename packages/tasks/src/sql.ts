@@ -108,6 +108,21 @@ function toRow(flowId: string, e: LogEntry): LogRow {
   };
 }
 
+/** The flow table's row of a new flow. */
+function flowRow(record: FlowRecord): FlowRow {
+  return {
+    flow_id: record.flowId,
+    name: record.name,
+    state: record.state,
+    definition: JSON.stringify(record.definition),
+    inputs: JSON.stringify(record.inputs),
+    token: record.token === null ? null : record.token.toString(),
+    writes: 0,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+  };
+}
+
 function fromRow(r: LogRow): LogEntry {
   const e: LogEntry = {
     seq: Number(r.seq),
@@ -233,17 +248,13 @@ class SqlTaskLog implements TaskLog {
 
   /** PostgreSQL: the flow's record and its first entries in one statement (see above). */
   async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
-    const token = record.token === null ? null : record.token.toString();
-    const flow = sql`insert into ${sql.table(FLOWS)}
-        (flow_id, name, state, definition, inputs, token, writes, created_at, updated_at)
-        values (${record.flowId}, ${record.name}, ${record.state}, ${JSON.stringify(record.definition)},
-          ${JSON.stringify(record.inputs)}, ${token}::bigint, 0, ${record.createdAt}, ${record.updatedAt})`;
+    const flow = db.insertInto(FLOWS).values(flowRow(record));
     if (entries.length === 0) {
-      await flow.execute(db);
+      await flow.execute();
       return;
     }
     await sql`
-      with f as (${flow} returning 1)
+      with f as (${flow.returning(sql<number>`1`.as('one'))})
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
       ${this.#pgRows(record.flowId, entries)} where exists (select 1 from f)`.execute(db);
   }
@@ -275,20 +286,7 @@ class SqlTaskLog implements TaskLog {
   /** Inserts the flow's record and its first entries with `t`. */
   async #createIn(t: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
     if (this.#database.dialect === 'postgres') return this.#createPostgres(t, record, entries);
-    await t
-      .insertInto(FLOWS)
-      .values({
-        flow_id: record.flowId,
-        name: record.name,
-        state: record.state,
-        definition: JSON.stringify(record.definition),
-        inputs: JSON.stringify(record.inputs),
-        token: record.token === null ? null : record.token.toString(),
-        writes: 0,
-        created_at: record.createdAt,
-        updated_at: record.updatedAt,
-      })
-      .execute();
+    await t.insertInto(FLOWS).values(flowRow(record)).execute();
     if (entries.length) {
       await t
         .insertInto(LOG)
@@ -336,8 +334,7 @@ class SqlTaskLog implements TaskLog {
   async create(record: FlowRecord, entries: LogEntry[]): Promise<void> {
     try {
       // PostgreSQL writes it in one statement: no transaction around it (two round trips fewer).
-      if (this.#database.dialect === 'postgres')
-        await this.#createPostgres(this.#db, record, entries);
+      if (this.#database.dialect === 'postgres') await this.#createIn(this.#db, record, entries);
       else await this.#database.transaction((trx) => this.#createIn(trx as Db, record, entries));
     } catch (error) {
       if (isUniqueViolation(error)) throw flowExists(record.flowId);
