@@ -7,6 +7,7 @@ import {
 import { Kysely } from 'kysely';
 import type { ConnectSettings, Connector } from './connector.js';
 import { SqlError, unreachable } from './errors.js';
+import { DEFAULT_PREPARED_STATEMENTS } from './pg-statements.js';
 import { runMigrations, type Migration, type MigrateResult } from './migrate.js';
 import { connectMysql, connectPostgres } from './servers.js';
 import type { Session } from './session.js';
@@ -42,13 +43,15 @@ export interface OpenDatabaseOptions {
   /**
    * PostgreSQL: how many statements each pooled connection prepares by name. A statement with
    * parameters that a connection is asked for a second time is then only bound and executed, not
-   * parsed and planned again: a small statement costs the server about a third less, and
-   * `@rigging/tasks` runs 5–32 % more durable steps per second. The first statements that
-   * qualify are kept for the connection's life; later ones run unnamed. A statement whose table
-   * changed under it (`cached plan must not change result type`) fails once and is prepared again
-   * at its next use. Leave it `0` behind a pooler that moves sessions between server connections
-   * per transaction without tracking prepared statements (PgBouncer's transaction mode before
-   * 1.21). Sessions ({@link Database.session}) never name statements. @default 0
+   * parsed and planned again: a small statement costs the server about a third less. The first
+   * statements that qualify are kept for the connection's life; later ones run unnamed. A named
+   * statement that cannot run (its table changed under it, or the server connection lost it) is
+   * run again unnamed when it was not in a transaction; in a transaction, the transaction fails
+   * with `sql.statement_invalidated`, which {@link Database.transaction} retries. Behind a pooler
+   * that moves sessions between server connections per transaction without tracking prepared
+   * statements (PgBouncer's transaction mode before 1.21), the first statement lost turns naming
+   * off for the pool (logged at `warn`); set `0` there to start that way. Sessions
+   * ({@link Database.session}) never name statements. `0` names none. @default 100
    */
   preparedStatements?: number;
 }
@@ -124,7 +127,7 @@ function connectSettings(parsed: ParsedUrl, options: OpenDatabaseOptions): Conne
     owner,
     'preparedStatements',
     options.preparedStatements,
-    0,
+    DEFAULT_PREPARED_STATEMENTS,
   );
   const synchronous = options.synchronous ?? 'normal';
   if (!['off', 'normal', 'full', 'extra'].includes(synchronous)) {

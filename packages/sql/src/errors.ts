@@ -13,6 +13,7 @@ export type SqlErrorCode =
   | 'sql.schema_too_new'
   | 'sql.invalid_migrations'
   | 'sql.transaction_failed'
+  | 'sql.statement_invalidated'
   | 'sql.aborted'
   | 'sql.closed';
 

@@ -14,13 +14,17 @@ function walk(error: unknown, test: (e: unknown) => boolean): boolean {
 
 /**
  * True for errors that a transaction retry can cure: PostgreSQL serialization failures and
- * deadlocks (40001, 40P01), MySQL deadlocks and lock-wait timeouts (1213, 1205), SQLite busy or
- * locked databases.
+ * deadlocks (40001, 40P01) and a prepared statement that could not run in the transaction
+ * (`sql.statement_invalidated`), MySQL deadlocks and lock-wait timeouts (1213, 1205), SQLite busy
+ * or locked databases.
  */
 export function isRetryableError(error: unknown, dialect?: Dialect): boolean {
   return walk(error, (e) => {
     const code = codeOf(e);
-    if ((dialect === undefined || dialect === 'postgres') && (code === '40001' || code === '40P01'))
+    if (
+      (dialect === undefined || dialect === 'postgres') &&
+      (code === '40001' || code === '40P01' || code === 'sql.statement_invalidated')
+    )
       return true;
     if (
       (dialect === undefined || dialect === 'mysql') &&

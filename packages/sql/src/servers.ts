@@ -46,9 +46,10 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
   // listener added at 'connect', which pg-pool emits synchronously before that, stays on the
   // client for its whole life. pg-pool discards the broken client (at once if idle, else at its
   // release).
+  const naming = { size: settings.preparedStatements, enabled: true, logger };
   pool.on('connect', (client) => {
     client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost'));
-    nameStatements(client, settings.preparedStatements);
+    nameStatements(client, naming);
   });
   // The same error, already logged above, as pg-pool re-emits it for an idle client.
   pool.on('error', () => {});

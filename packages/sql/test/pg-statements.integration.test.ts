@@ -1,10 +1,14 @@
 // `preparedStatements` on PostgreSQL: statements with parameters are prepared by name on each
-// pooled connection from their second use, at most as many as the option says; a table changed
-// under a prepared statement costs one failed call, not a broken connection; off by default.
+// pooled connection from their second use, at most as many as the option says; a statement the
+// server can no longer run is run again unnamed outside a transaction and retried with its
+// transaction inside one; a lost one turns naming off for the pool; on by default.
 // What the server holds is read from `pg_prepared_statements` on the same connection (a pool of one).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { openDatabase, sql, type Database } from '../src/index.js';
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { isRetryableError, openDatabase, sql, type Database } from '../src/index.js';
+import { silentLogger, type LogFn, type Logger } from '@rigging/core';
 
 const [backend] = await sqlBackends('sql_pg_statements', ['postgres']);
 
@@ -23,8 +27,21 @@ describe.skipIf(!backend!.available)('preparedStatements on PostgreSQL', () => {
     await fresh?.drop();
   });
 
-  const open = async (preparedStatements?: number) => {
-    const database = await openDatabase(fresh.url, { poolSize: 1, preparedStatements });
+  /** A logger that keeps the messages it is given at `warn`. */
+  const recordingLogger = (warnings: string[]): Logger => {
+    const warn: LogFn = (obj: unknown, msg?: unknown) => {
+      warnings.push(typeof obj === 'string' ? obj : String(msg ?? ''));
+    };
+    const logger: Logger = { ...silentLogger, warn, child: () => logger };
+    return logger;
+  };
+  /** A pool of one connection; its `warn` records land in `warnings`. */
+  const open = async (preparedStatements?: number, warnings: string[] = []) => {
+    const database = await openDatabase(fresh.url, {
+      poolSize: 1,
+      preparedStatements,
+      logger: recordingLogger(warnings),
+    });
     opened.push(database);
     return database;
   };
@@ -79,25 +96,95 @@ describe.skipIf(!backend!.available)('preparedStatements on PostgreSQL', () => {
     expect(await prepared(database)).toHaveLength(2);
   });
 
-  it('a table changed under a prepared statement fails that call once, then runs prepared again', async () => {
+  it('a table changed under a prepared statement: run again outside a transaction, retried inside', async () => {
     const database = await open(10);
-    const all = (id: number) =>
-      database.db.selectFrom('kv').selectAll().where('id', '=', id).executeTakeFirst();
-    await all(1);
-    await all(1);
-    expect(await prepared(database)).toHaveLength(1);
+    const text = 'select * from "kv" where "id" = $1';
+    const all = (db: Kysely<any>, id: number) =>
+      db.selectFrom('kv').selectAll().where('id', '=', id).executeTakeFirst();
     const other = await open(0);
-    await sql`alter table kv add column note text`.execute(other.db);
+    /** Prepares `select *` on the connection, then adds or drops a column under it. */
+    const changeUnderPrepared = async (change: 'add' | 'drop') => {
+      await all(database.db, 1);
+      await all(database.db, 1);
+      expect((await prepared(database)).map((p) => p.statement)).toContain(text);
+      await sql
+        .raw(`alter table kv ${change === 'add' ? 'add column note text' : 'drop column note'}`)
+        .execute(other.db);
+    };
     try {
-      const first = await all(1).catch((error: unknown) => error);
-      // The server refuses the old plan (its result type changed): one failure, or none if the
-      // server re-planned on its own.
-      if (first instanceof Error) expect(first).toMatchObject({ code: '0A000' });
-      expect(await all(1)).toEqual({ id: 1, v: 'a', note: null });
-      expect(await all(2)).toEqual({ id: 2, v: 'b', note: null });
+      // Outside a transaction the server refuses the old plan (its result type changed) before
+      // running it; the call is run again unnamed and returns the new column.
+      await changeUnderPrepared('add');
+      expect(await all(database.db, 1)).toEqual({ id: 1, v: 'a', note: null });
+      expect(await all(database.db, 2)).toEqual({ id: 2, v: 'b', note: null });
+      // In a transaction the refusal aborts it: Kysely's own transaction fails with a retryable
+      // error naming the cause...
+      await changeUnderPrepared('drop');
+      const error = await database.db
+        .transaction()
+        .execute((trx) => all(trx, 1))
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        name: 'SqlError',
+        code: 'sql.statement_invalidated',
+        cause: { code: '0A000' },
+      });
+      expect(isRetryableError(error, 'postgres')).toBe(true);
+      // ... and database.transaction runs it again.
+      await changeUnderPrepared('add');
+      let attempts = 0;
+      const row = await database.transaction(async (trx) => {
+        attempts++;
+        return all(trx, 1);
+      });
+      expect({ row, attempts }).toEqual({ row: { id: 1, v: 'a', note: null }, attempts: 2 });
     } finally {
-      await sql`alter table kv drop column note`.execute(other.db);
+      await sql`alter table kv drop column if exists note`.execute(other.db);
     }
+  });
+
+  it('a statement the server lost (DEALLOCATE ALL) runs unnamed, and naming stops for the pool', async () => {
+    const warnings: string[] = [];
+    const database = await open(10, warnings);
+    await byId(database, 1);
+    await byId(database, 1);
+    expect(await prepared(database)).toHaveLength(1);
+    await sql`deallocate all`.execute(database.db);
+    expect(await byId(database, 2)).toEqual({ v: 'b' });
+    for (const id of [1, 2, 3, 1]) expect(await byId(database, id)).toEqual({ v: 'abc'[id - 1] });
+    expect(await prepared(database)).toEqual([]);
+    expect(warnings).toEqual([expect.stringMatching(/PostgreSQL lost a statement/)]);
+  });
+
+  it('a name already prepared on the server by someone else (42P05) runs unnamed', async () => {
+    const warnings: string[] = [];
+    const database = await open(10, warnings);
+    const text = 'select "v" from "kv" where "id" = $1';
+    const name = `rigging_${createHash('sha256').update(text).digest('base64url').slice(0, 32)}_0`;
+    await sql.raw(`prepare "${name}" as ${text}`).execute(database.db);
+    for (const id of [1, 2, 3]) expect(await byId(database, id)).toEqual({ v: 'abc'[id - 1] });
+    expect(warnings).toHaveLength(1);
+    await sql`deallocate all`.execute(database.db);
+  });
+
+  it('a statement lost in a transaction fails it retryably; database.transaction runs it again', async () => {
+    const warnings: string[] = [];
+    const database = await open(10, warnings);
+    await byId(database, 1);
+    await byId(database, 1);
+    await sql`deallocate all`.execute(database.db);
+    let attempts = 0;
+    const v = await database.transaction(async (trx) => {
+      attempts++;
+      await trx.updateTable('kv').set({ v: 'z' }).where('id', '=', 1).execute();
+      return (await trx.selectFrom('kv').select('v').where('id', '=', 1).executeTakeFirst())?.v;
+    });
+    expect({ v, attempts, warnings: warnings.length }).toEqual({
+      v: 'z',
+      attempts: 2,
+      warnings: 1,
+    });
+    await database.db.updateTable('kv').set({ v: 'a' }).where('id', '=', 1).execute();
   });
 
   it('a statement the server refuses keeps being refused with its own error', async () => {
@@ -111,10 +198,12 @@ describe.skipIf(!backend!.available)('preparedStatements on PostgreSQL', () => {
     expect(await byId(database, 1)).toEqual({ v: 'a' });
   });
 
-  it('is off by default and with 0', async () => {
-    for (const database of [await open(), await open(0)]) {
-      for (let i = 0; i < 3; i++) await byId(database, 1);
-      expect(await prepared(database)).toEqual([]);
-    }
+  it('is on by default, and off with 0', async () => {
+    const byDefault = await open();
+    for (let i = 0; i < 3; i++) await byId(byDefault, 1);
+    expect(await prepared(byDefault)).toHaveLength(1);
+    const off = await open(0);
+    for (let i = 0; i < 3; i++) await byId(off, 1);
+    expect(await prepared(off)).toEqual([]);
   });
 });
