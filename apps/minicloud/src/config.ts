@@ -25,9 +25,6 @@ export interface Config {
   databaseOptions: OpenDatabaseOptions;
 }
 
-/** Named statements per pooled PostgreSQL connection (`@rigging/sql`'s `preparedStatements`). */
-export const DEFAULT_PREPARED_STATEMENTS = 100;
-
 /** The default database, relative to the directory minicloud was started from. */
 export const DEFAULT_DATABASE_PATH = join('.minicloud', 'minicloud.db');
 
@@ -61,16 +58,17 @@ export function loadConfig(
     : file
       ? dirname(file)
       : resolve(baseDir, '.minicloud');
-  const preparedStatements = env.MINICLOUD_PG_PREPARED_STATEMENTS
-    ? intEnv('MINICLOUD_PG_PREPARED_STATEMENTS', 0, 100_000, env)
-    : DEFAULT_PREPARED_STATEMENTS;
+  // Named statements per pooled PostgreSQL connection: @rigging/sql's default unless set.
+  const databaseOptions: OpenDatabaseOptions = env.MINICLOUD_PG_PREPARED_STATEMENTS
+    ? { preparedStatements: intEnv('MINICLOUD_PG_PREPARED_STATEMENTS', 0, 100_000, env) }
+    : {};
   return {
     databaseUrl: url,
     databaseSource,
     sqliteFile: file,
     baseDir,
     dataDir,
-    databaseOptions: { preparedStatements },
+    databaseOptions,
   };
 }
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli.js';
-import { DEFAULT_PREPARED_STATEMENTS, loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'minicloud-cli-'));
@@ -51,10 +51,10 @@ describe('the CLI module', () => {
     expect(errors).toEqual([expect.stringMatching(/unknown command 'nope'.*see minicloud --help/)]);
   });
 
-  it('opens PostgreSQL with statements prepared by name unless MINICLOUD_PG_PREPARED_STATEMENTS says otherwise', async () => {
+  it("opens PostgreSQL with @rigging/sql's named statements unless MINICLOUD_PG_PREPARED_STATEMENTS says otherwise", async () => {
     const options = (env: NodeJS.ProcessEnv) => loadConfig({}, env, tmp).databaseOptions;
-    expect(options({})).toEqual({ preparedStatements: DEFAULT_PREPARED_STATEMENTS });
-    expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '' })).toEqual({ preparedStatements: 100 });
+    expect(options({})).toEqual({});
+    expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '' })).toEqual({});
     expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '0' })).toEqual({ preparedStatements: 0 });
     expect(options({ MINICLOUD_PG_PREPARED_STATEMENTS: '12' })).toEqual({ preparedStatements: 12 });
     for (const bad of ['-1', '1.5', 'many', '1e400', '100001']) {
