@@ -1,6 +1,6 @@
 // One timed trial of the durable-flow comparison (bench/durable.ts runs it in a fresh process on
-// a fresh database): `system` is ours (`rigging`; `rigging-prepared` on a database opened with
-// `preparedStatements`), DBOS Transact (`dbos`), or the floor (bare
+// a fresh database): `system` is ours (`rigging`; `rigging-unnamed` on a database opened with
+// `preparedStatements: 0`), DBOS Transact (`dbos`), or the floor (bare
 // single-row INSERT + COMMIT round trips, one per step). Prints one JSON line.
 import { pathToFileURL } from 'node:url';
 import { openDatabase, sql } from '@rigging/sql';
@@ -34,10 +34,10 @@ async function timed(count: number, one: (i: number) => Promise<unknown>): Promi
 
 let ms: number;
 let tasks: number;
-if (system === 'rigging' || system === 'rigging-prepared' || system === 'rigging-before') {
+if (system === 'rigging' || system === 'rigging-unnamed' || system === 'rigging-before') {
   const database = await openDatabase(
     url!,
-    system === 'rigging-prepared' ? { preparedStatements: 64 } : {},
+    system === 'rigging-unnamed' ? { preparedStatements: 0 } : {},
   );
   const engine = new Engine({ log: await sqlLog(database) });
   const flow = linearFlow(

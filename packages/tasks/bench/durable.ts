@@ -19,7 +19,7 @@ const cases = [
   { name: '10 steps, 8 in flight', steps: 10, flows: 200, inFlight: 8 },
   { name: '100 steps, one at a time', steps: 100, flows: 10, inFlight: 1 },
 ].map((c) => ({ ...c, flows: Math.max(2, Math.round(c.flows * scale)) }));
-type System = 'rigging' | 'rigging-prepared' | 'rigging-before' | 'dbos' | 'floor';
+type System = 'rigging' | 'rigging-unnamed' | 'rigging-before' | 'dbos' | 'floor';
 
 if (!(await service('postgres')).available) {
   console.log('\nDurable flows vs DBOS: PostgreSQL is not reachable; skipped.');
@@ -29,10 +29,11 @@ const hasDbos = await import('@dbos-inc/dbos-sdk').then(
   () => true,
   () => false,
 );
-// `rigging-prepared`: ours on a database opened with `preparedStatements` (named statements).
+// `rigging`: ours with @rigging/sql's defaults (named statements); `rigging-unnamed`: ours on a
+// database opened with `preparedStatements: 0` (as behind a transaction-mode pooler).
 const systems: System[] = hasDbos
-  ? ['rigging', 'rigging-prepared', 'dbos', 'floor']
-  : ['rigging', 'rigging-prepared', 'floor'];
+  ? ['rigging', 'rigging-unnamed', 'dbos', 'floor']
+  : ['rigging', 'rigging-unnamed', 'floor'];
 // BENCH_BEFORE_SRC=<a copy of an older src/>: that version too, in the same rounds.
 if (process.env.BENCH_BEFORE_SRC) systems.splice(1, 0, 'rigging-before');
 if (!hasDbos) console.log('@dbos-inc/dbos-sdk is not installed: ours and the floor only.');
@@ -156,7 +157,7 @@ for (const c of cases) {
   const floor = m.get('floor')!.tasksPerS;
   for (const [label, rate] of [
     ['ratio', ours],
-    ['prepared', m.get('rigging-prepared')!.tasksPerS],
+    ['unnamed', m.get('rigging-unnamed')!.tasksPerS],
   ] as const) {
     console.log(
       `    ${label}: ${dbos ? `${(rate / dbos.tasksPerS).toFixed(2)}x DBOS, ` : ''}${(rate / floor).toFixed(2)}x the floor`,
