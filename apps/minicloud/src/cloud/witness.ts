@@ -161,15 +161,20 @@ export class Witness {
       }
     }
     const seq = Number(row.seq) + 1;
-    await trx
+    const key = trx
       .updateTable('minicloud_effect_keys')
       .set({ token: claim.token, seq })
-      .where('op_key', '=', claim.key)
-      .execute();
-    await trx
+      .where('op_key', '=', claim.key);
+    const effect = trx
       .insertInto('minicloud_effects')
-      .values({ ...this.#effect(claim), seq, accepted: 1, reason: null })
-      .execute();
+      .values({ ...this.#effect(claim), seq, accepted: 1, reason: null });
+    // PostgreSQL: the key's update and the effect's row in one statement (one round trip); the
+    // key's row is already locked by this transaction.
+    if (this.#database.dialect === 'postgres') await sql`with k as (${key}) ${effect}`.execute(trx);
+    else {
+      await key.execute();
+      await effect.execute();
+    }
     await write(trx);
     await options.also?.(trx);
     return { kind: 'applied', seq };
