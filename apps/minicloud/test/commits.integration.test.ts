@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freshDatabase, service, type FreshDatabase } from '@rigging/testkit';
+import { freshDatabase, service, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openCloud } from '../src/cloud/index.js';
 import type { ContainerOpType } from '../src/cloud/containers.js';
@@ -20,7 +20,7 @@ interface PgClient {
   end(): Promise<void>;
 }
 interface PgModule {
-  Client: { new (config: { connectionString: string }): PgClient; prototype: object };
+  Client: new (config: { connectionString: string }) => PgClient;
 }
 const pg = ((await import('pg' as string)) as { default: PgModule }).default;
 
@@ -110,17 +110,7 @@ class CommitCounter {
   #restore: (() => void) | undefined;
 
   install(): void {
-    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-    const original = proto.query;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const counter = this;
-    proto.query = function (this: object, ...args: unknown[]) {
-      const q = args[0];
-      const text = typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? '');
-      counter.#seen(this, text);
-      return original.apply(this, args);
-    };
-    this.#restore = () => (proto.query = original);
+    this.#restore = tapPgStatements((client, text) => this.#seen(client, text));
   }
 
   uninstall(): void {

@@ -4,14 +4,9 @@
 // a task with `transaction: true` takes BEGIN, its own statements, one log write and COMMIT.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, sql, type Database } from '@rigging/sql';
-import { freshDatabase, service, type FreshDatabase } from '@rigging/testkit';
+import { freshDatabase, service, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
 import { Engine, linearFlow, task, type Task } from '../src/index.js';
 import { sqlLog, sqlTransaction } from '../src/sql.js';
-
-interface PgModule {
-  Client: { prototype: object };
-}
-const pg = ((await import('pg' as string)) as { default: PgModule }).default;
 
 const status = await service('postgres');
 
@@ -32,15 +27,9 @@ describe.skipIf(!status.available)('round trips of the task log (PostgreSQL)', (
     database = await openDatabase(fresh.url);
     await sql`create table trips_effects (flow_id text, task text)`.execute(database.db);
     engine = new Engine({ log: await sqlLog(database) });
-    const proto = pg.Client.prototype as { query: (...args: unknown[]) => unknown };
-    const original = proto.query;
-    proto.query = function (this: object, ...args: unknown[]) {
-      const q = args[0];
-      const text = typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? '');
+    restore = tapPgStatements((_client, text) => {
       if (counting) seen.push(text.trim().split(/\s+/)[0]!.toLowerCase());
-      return original.apply(this, args);
-    };
-    restore = () => (proto.query = original);
+    });
   }, 60_000);
   afterAll(async () => {
     restore?.();

@@ -166,3 +166,19 @@ export async function sqlBackends(
 export function redisPrefix(prefix: string): string {
   return `${uniqueName(prefix)}:`;
 }
+
+/**
+ * Calls `seen(client, text)` with the SQL text of every statement any pg client of this process
+ * sends (a string or a query config, named or not), until the returned function is called. For
+ * tests that count round trips or commits at the driver.
+ */
+export function tapPgStatements(seen: (client: object, text: string) => void): () => void {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: object, ...args: unknown[]) {
+    const q = args[0];
+    seen(this, typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? ''));
+    return original.apply(this, args);
+  };
+  return () => (proto.query = original);
+}
