@@ -79,6 +79,7 @@ export interface ResolvedOptions<H extends Handlers> {
   heartbeatMs: number;
   maxLeaseExpiries: number;
   closeGraceMs: number;
+  closeAbortWaitMs: number;
   retention: RetentionOptions | undefined;
   isWorker: boolean;
   workerId: string;
@@ -135,6 +136,7 @@ export function resolveOptions<H extends Handlers>(
     maxLeaseExpiries:
       nonNegativeIntegerOption(OWNER, 'maxLeaseExpiries', options.maxLeaseExpiries, 3) || 1,
     closeGraceMs: nonNegativeOption(OWNER, 'closeGraceMs', options.closeGraceMs, 10_000),
+    closeAbortWaitMs: nonNegativeOption(OWNER, 'closeAbortWaitMs', options.closeAbortWaitMs, 1000),
     retention:
       options.retention === undefined ? undefined : checkRetention(OWNER, options.retention),
     isWorker: options.worker ?? true,

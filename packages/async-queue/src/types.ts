@@ -313,6 +313,12 @@ export interface CommonQueueOptions<H extends Handlers> {
   maxLeaseExpiries?: number;
   /** How long `close()` lets in-flight handlers finish before aborting their signal. @default 10000 */
   closeGraceMs?: number;
+  /**
+   * How long `close()` then waits for aborted handlers to stop (a handler that finishes its
+   * current step first, a flow suspending at a task boundary) before giving their ops back
+   * anyway, for another worker to run while this one may still be at it. @default 1000
+   */
+  closeAbortWaitMs?: number;
   /** Retention of finished ops. */
   retention?: RetentionOptions;
 }

@@ -528,10 +528,10 @@ export class Worker<H extends Handlers> {
 
   /**
    * Close, first half: stops claiming; lets in-flight handlers finish for `closeGraceMs`, then
-   * aborts their signal, waits a second more, and gives the ops still unfinished back.
+   * aborts their signal, waits `closeAbortWaitMs` more, and gives the ops still unfinished back.
    */
   async drain(error: () => QueueError): Promise<void> {
-    const { clock, closeGraceMs } = this.#options;
+    const { clock, closeGraceMs, closeAbortWaitMs } = this.#options;
     this.stop.abort(error());
     this.ring();
     await this.#loop;
@@ -549,7 +549,7 @@ export class Worker<H extends Handlers> {
         new QueueError('async-queue.closed', 'the queue is closing; stop and give the op back'),
       );
     }
-    await within(1000);
+    await within(closeAbortWaitMs);
     for (const e of [...this.#inflight.values()]) {
       e.abandoned = true;
       if (await this.#backend.release(e.claim).catch(() => false)) {

@@ -459,6 +459,46 @@ export function conformance(
     );
 
     it(
+      'close waits closeAbortWaitMs for aborted handlers to stop before giving their ops back',
+      async () => {
+        /** A handler that, once aborted, takes `stopMs` to reach a boundary, then succeeds. */
+        const run = async (closeAbortWaitMs: number, stopMs: number) => {
+          const started = deferred<void>();
+          const q = createQueue({
+            backend: await makeBackend(),
+            closeGraceMs: 0,
+            closeAbortWaitMs,
+            handlers: {
+              async step(_p: null, ctx) {
+                started.resolve();
+                await new Promise((done) => ctx.signal.addEventListener('abort', done));
+                await new Promise((done) => setTimeout(done, stopMs));
+                return 'stopped at a boundary';
+              },
+            },
+          });
+          const released: string[] = [];
+          q.on('op:released', (e) => released.push(e.id));
+          const id = await q.cast(k(`abort-wait-${closeAbortWaitMs}`), {
+            type: 'step',
+            payload: null,
+          });
+          const outcome = q.wait(id).catch((e: unknown) => e);
+          await started.promise;
+          await q.close();
+          return { outcome: await outcome, released: released.length };
+        };
+        // Longer than the former fixed second: the handler's own outcome stands.
+        expect(await run(3000, 1200)).toEqual({ outcome: 'stopped at a boundary', released: 0 });
+        // Shorter than the handler needs: its op is given back.
+        const late = await run(50, 400);
+        expect(late.released).toBe(1);
+        expect(QueueError.hasCode(late.outcome, 'async-queue.closed')).toBe(true);
+      },
+      timeout,
+    );
+
+    it(
       'sync mode: concurrent calls on one key never overlap',
       async () => {
         const h = harness();

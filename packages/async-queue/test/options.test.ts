@@ -16,6 +16,7 @@ describe('options are checked before anything starts', () => {
     ['heartbeatMs', { heartbeatMs: -5 }],
     ['maxLeaseExpiries', { maxLeaseExpiries: 2.5 }],
     ['closeGraceMs', { closeGraceMs: -1 }],
+    ['closeAbortWaitMs', { closeAbortWaitMs: Number.NaN }],
     ['policy.maxAttempts', { policy: { maxAttempts: 0 } }],
     ['backoff.initialMs', { policy: { backoff: { initialMs: -1 } } }],
     ['backoff.factor', { policy: { backoff: { factor: 0.5 } } }],

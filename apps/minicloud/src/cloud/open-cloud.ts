@@ -248,6 +248,10 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
       leaseMs,
       maxLeaseExpiries: MAX_LOST_WORKERS,
       closeGraceMs: 5000,
+      // Once aborted, a flow stops at its next task boundary: the task running then finishes,
+      // the flow is logged SUSPENDED and its op given back. The op is given back regardless only
+      // if that takes longer than this (another worker then re-runs that task).
+      closeAbortWaitMs: 10_000,
       logger: logger.child({ component: 'flows' }),
     });
     closers.add(() => flows.close());
