@@ -1,9 +1,10 @@
 // Dialect-specific behaviour the conformance suite cannot express once for all backends:
 // retries under real conflicts, session loss when the server kills a connection, LISTEN/NOTIFY.
 import { fileURLToPath } from 'node:url';
-import { deferred, silentLogger, type LogFn, type Logger } from '@rigging/core';
+import { deferred, silentLogger, type Logger } from '@rigging/core';
 import { freshDatabase, service, spawnNode, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordingLogger } from './recording-logger.js';
 import { watchWaits } from './waits.js';
 import {
   isConnectionError,
@@ -27,21 +28,6 @@ function barrier(n: number) {
     if (++count === n) all.resolve();
     return all.promise;
   };
-}
-
-/** A logger that records the messages it is given at debug level. */
-function recordingLogger(): Logger & { messages: string[] } {
-  const messages: string[] = [];
-  const debug: LogFn = (obj: unknown, msg?: unknown) => {
-    messages.push(typeof obj === 'string' ? obj : String(msg ?? ''));
-  };
-  const logger: Logger & { messages: string[] } = {
-    ...silentLogger,
-    debug,
-    messages,
-    child: () => logger,
-  };
-  return logger;
 }
 
 async function waitFor(check: () => boolean, timeoutMs = 20_000): Promise<void> {
@@ -378,7 +364,7 @@ describe('SQLite across processes', () => {
     'a transaction blocked by another process is retried on SQLITE_BUSY, then commits',
     { timeout: 60_000 },
     async () => {
-      const logger = recordingLogger();
+      const logger = recordingLogger('debug');
       await whileChildHolds(
         'sql_busy',
         { busyTimeoutMs: 50, logger },
@@ -412,7 +398,7 @@ describe('SQLite across processes', () => {
     'SQLITE_BUSY retries stop at once when %s',
     { timeout: 60_000 },
     async (how) => {
-      const logger = recordingLogger();
+      const logger = recordingLogger('debug');
       const retried = () => logger.messages.filter((m) => m === 'retrying transaction').length;
       const options = { busyTimeoutMs: 50, logger };
       await whileChildHolds('sql_busy_stop', options, async (database, release) => {

@@ -6,10 +6,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger, type LogFn, type Logger } from '@rigging/core';
 import { freePort, IN_CI, sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, sql, type Database } from '../src/index.js';
+import { recordingLogger } from './recording-logger.js';
 
 const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => existsSync(p));
 if (!PGBOUNCER) {
@@ -122,17 +122,13 @@ describe.skipIf(!PGBOUNCER || !backend!.available)('named statements behind PgBo
   }
 
   it('every call is right with the default preparedStatements, and naming turns off once', async () => {
-    const warnings: string[] = [];
-    const warn: LogFn = (obj: unknown, msg?: unknown) => {
-      warnings.push(typeof obj === 'string' ? obj : String(msg ?? ''));
-    };
-    const logger: Logger = { ...silentLogger, warn, child: () => logger };
+    const logger = recordingLogger('warn');
     const database = await openDatabase(bouncerUrl, { poolSize: 8, logger });
     try {
       const { failures, counts } = await drive(database);
       expect(failures).toEqual([]);
       expect(counts).toEqual(Array.from({ length: WORKERS }, () => ROUNDS));
-      expect(warnings).toEqual([expect.stringMatching(/PostgreSQL lost a statement/)]);
+      expect(logger.messages).toEqual([expect.stringMatching(/PostgreSQL lost a statement/)]);
     } finally {
       await database.close();
     }

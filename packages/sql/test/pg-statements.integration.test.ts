@@ -8,7 +8,7 @@ import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { isRetryableError, openDatabase, sql, type Database } from '../src/index.js';
-import { silentLogger, type LogFn, type Logger } from '@rigging/core';
+import { recordingLogger } from './recording-logger.js';
 
 const [backend] = await sqlBackends('sql_pg_statements', ['postgres']);
 
@@ -27,20 +27,12 @@ describe.skipIf(!backend!.available)('preparedStatements on PostgreSQL', () => {
     await fresh?.drop();
   });
 
-  /** A logger that keeps the messages it is given at `warn`. */
-  const recordingLogger = (warnings: string[]): Logger => {
-    const warn: LogFn = (obj: unknown, msg?: unknown) => {
-      warnings.push(typeof obj === 'string' ? obj : String(msg ?? ''));
-    };
-    const logger: Logger = { ...silentLogger, warn, child: () => logger };
-    return logger;
-  };
   /** A pool of one connection; its `warn` records land in `warnings`. */
   const open = async (preparedStatements?: number, warnings: string[] = []) => {
     const database = await openDatabase(fresh.url, {
       poolSize: 1,
       preparedStatements,
-      logger: recordingLogger(warnings),
+      logger: recordingLogger('warn', warnings),
     });
     opened.push(database);
     return database;
