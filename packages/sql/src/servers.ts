@@ -3,7 +3,7 @@ import { MysqlDialect, PostgresDialect } from 'kysely';
 import { builderTransaction, type ConnectSettings, type Connector } from './connector.js';
 import { loadDriver } from './drivers.js';
 import { unreachable } from './errors.js';
-import { nameStatements, type NameableClient } from './pg-statements.js';
+import { nameStatements, type NameableClient, type StatementNaming } from './pg-statements.js';
 import { openSession } from './session.js';
 
 interface PgModule {
@@ -38,6 +38,8 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
     max: settings.poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
   });
+  // Shared by the pool's connections: a statement one of them loses turns naming off for all.
+  const naming: StatementNaming = { size: settings.preparedStatements, enabled: true, logger };
   // A pooled client whose server connection dies (backend terminated, server restarted) emits
   // 'error' on itself; with no listener that kills the process. pg-pool listens on idle clients
   // only (and re-emits on the pool): it takes its listener off as it hands a client out, within
@@ -46,7 +48,6 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
   // listener added at 'connect', which pg-pool emits synchronously before that, stays on the
   // client for its whole life. pg-pool discards the broken client (at once if idle, else at its
   // release).
-  const naming = { size: settings.preparedStatements, enabled: true, logger };
   pool.on('connect', (client) => {
     client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost'));
     nameStatements(client, naming);
