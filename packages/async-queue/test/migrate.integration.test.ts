@@ -89,6 +89,7 @@ for (const b of backends) {
           'rigging-async-queue-prefix',
           'keys-head-seq',
           'pg-partial-op-indexes',
+          'pg-succeed-by-primary-key',
         ]);
         expect(await objectNames(database)).toEqual(expected);
         // Every row, as it was.

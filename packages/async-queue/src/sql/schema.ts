@@ -8,6 +8,7 @@ import {
   claimFunction,
   enqueueFunction,
   succeedFunction,
+  succeedManyByPrimaryKeyFunction,
   succeedManyFencedFunction,
   succeedManyFunction,
 } from './pg-functions.js';
@@ -202,6 +203,15 @@ export const migrations: readonly Migration[] = [
         `index @ on ${OPS} (queue, status, finished_at)
          where status in ('succeeded', 'failed', 'cancelled')`,
       );
+    },
+  },
+  {
+    // A batch of successes finds each key row by its primary key, never through the partial
+    // index of running keys (which made each success read an entry per running key).
+    name: 'pg-succeed-by-primary-key',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(succeedManyByPrimaryKeyFunction(NAMES)).execute(db);
     },
   },
 ];
