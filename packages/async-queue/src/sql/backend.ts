@@ -38,7 +38,7 @@ export class SqlQueueBackend implements QueueBackend {
   readonly #store: QueueStore;
   readonly #notifier: Notifier;
   readonly #stop = new AbortController();
-  readonly #batcher = new SucceedBatcher((items) => this.#succeedMany(items));
+  readonly #batcher: SucceedBatcher;
   #clock: Clock = systemClock;
   #me: NotifierListener | undefined;
   #unsubscribe: (() => void) | undefined;
@@ -61,6 +61,9 @@ export class SqlQueueBackend implements QueueBackend {
     this.#dialect = dialect;
     this.#notifier = notifier;
     this.#store = new QueueStore(database, dialect, name, pollMs, () => this.#clock.now());
+    this.#batcher = new SucceedBatcher((items) => this.#succeedMany(items), {
+      share: dialect.concurrentWriters,
+    });
   }
 
   get #name(): string {

@@ -6,12 +6,21 @@ import type { ChainOptions, SucceedItem } from './types.js';
 const SUCCEED_BATCH = 64;
 /** Batches of successes being recorded at once by one backend instance. */
 const MAX_SUCCEED_BATCHES = 2;
+/**
+ * Successes a batch takes at least when those waiting are shared among the free batches (unless
+ * fewer wait): a few handlers that finish together make one statement, not several.
+ */
+const MIN_SHARED_BATCH = 4;
 
 /**
  * Successes that arrive in the same turn of the event loop (handlers that finished together),
  * or while earlier batches are being recorded, go together in one statement (PostgreSQL) or
  * transaction: one commit for many ops. The first waits for no timer, only for the end of the
- * current turn. @internal
+ * current turn. With `share` (a database whose connections write at once), those waiting are
+ * shared among the batches that are free, so that two statements run at once on two connections
+ * (the database works on one while this process handles the other's results), each still
+ * recording several successes.
+ * @internal
  */
 export class SucceedBatcher {
   readonly #waiting: SucceedItem[] = [];
@@ -21,6 +30,7 @@ export class SucceedBatcher {
   constructor(
     /** Records one batch; results in the order of `items`. */
     private readonly record: (items: SucceedItem[]) => Promise<(Completion | undefined)[]>,
+    private readonly options: { readonly share: boolean },
   ) {}
 
   /** Queues a success for the next batch; resolves with its completion (undefined: refused). */
@@ -45,7 +55,9 @@ export class SucceedBatcher {
   #flush(): void {
     this.#scheduled = false;
     while (this.#batches < MAX_SUCCEED_BATCHES && this.#waiting.length > 0) {
-      const items = this.#waiting.splice(0, SUCCEED_BATCH);
+      const free = this.options.share ? MAX_SUCCEED_BATCHES - this.#batches : 1;
+      const share = Math.max(MIN_SHARED_BATCH, Math.ceil(this.#waiting.length / free));
+      const items = this.#waiting.splice(0, Math.min(SUCCEED_BATCH, share));
       this.#batches++;
       void this.record(items)
         .then(

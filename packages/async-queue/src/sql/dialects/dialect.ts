@@ -114,6 +114,11 @@ export interface QueueDialect {
   readonly name: Dialect;
   /** Polling interval when the user sets none. */
   readonly defaultPollMs: number;
+  /**
+   * Whether transactions on several connections write at once (PostgreSQL, MySQL), so that two
+   * batches of successes recorded side by side finish sooner than one; SQLite has one writer.
+   */
+  readonly concurrentWriters: boolean;
   /** Locks the rows `query` reads until the transaction ends (skipping locked ones if asked). */
   forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q;
   /** Tells other processes `payload` when `trx` commits (PostgreSQL NOTIFY; elsewhere nothing). */

@@ -87,6 +87,7 @@ export function mysqlDialect(): QueueDialect {
   return {
     name: 'mysql',
     defaultPollMs: 250,
+    concurrentWriters: true,
     forUpdate: (query, skipLocked) =>
       skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
     notify: async () => {},

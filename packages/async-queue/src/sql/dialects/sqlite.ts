@@ -82,6 +82,7 @@ export function sqliteDialect(): QueueDialect {
   return {
     name: 'sqlite',
     defaultPollMs: 250,
+    concurrentWriters: false,
     forUpdate: (query) => query,
     notify: async () => {},
     ...returningStatements(),

@@ -1,0 +1,76 @@
+// Successes recorded in batches (src/sql/succeed-batch.ts): those that arrive together make few
+// statements, shared between two when the database writes on several connections at once.
+import { describe, expect, it } from 'vitest';
+import { deferred } from '@rigging/core';
+import type { Claim, Completion } from '../src/backend.js';
+import { SucceedBatcher } from '../src/sql/succeed-batch.js';
+import type { SucceedItem } from '../src/sql/types.js';
+
+const claim = (i: number): Claim => ({
+  op: {
+    id: `op${i}`,
+    key: `k${i}`,
+    type: 't',
+    payload: null,
+    status: 'running',
+    attempts: 1,
+    createdAt: 0,
+    startedAt: 0,
+    finishedAt: undefined,
+    result: undefined,
+    error: undefined,
+    cancelledBy: undefined,
+    idempotencyKey: undefined,
+  },
+  token: 1,
+  announce: false,
+});
+
+/** A batcher whose batches are held until `release`; `sizes` lists each batch's size. */
+function recording(share: boolean) {
+  const sizes: number[] = [];
+  const gate = deferred<void>();
+  const batcher = new SucceedBatcher(
+    async (items: SucceedItem[]) => {
+      sizes.push(items.length);
+      await gate.promise;
+      return items.map((it) => ({ op: it.claim.op, cancelled: [], blocked: false }) as Completion);
+    },
+    { share },
+  );
+  return { sizes, batcher, release: () => gate.resolve() };
+}
+
+describe('SucceedBatcher', () => {
+  it('shares successes that arrive together between two statements', async () => {
+    const { sizes, batcher, release } = recording(true);
+    const done = Array.from({ length: 16 }, (_, i) => batcher.add(claim(i), i, undefined));
+    await new Promise((r) => setImmediate(r));
+    expect(sizes).toEqual([8, 8]);
+    release();
+    const out = await Promise.all(done);
+    expect(out.map((c) => c?.op.id)).toEqual(done.map((_, i) => `op${i}`));
+  });
+
+  it('keeps a few successes in one statement', async () => {
+    const { sizes, batcher, release } = recording(true);
+    const done = Array.from({ length: 3 }, (_, i) => batcher.add(claim(i), i, undefined));
+    await new Promise((r) => setImmediate(r));
+    expect(sizes).toEqual([3]);
+    release();
+    await Promise.all(done);
+  });
+
+  it('records them in one statement where the database has one writer', async () => {
+    const { sizes, batcher, release } = recording(false);
+    const done = Array.from({ length: 16 }, (_, i) => batcher.add(claim(i), i, undefined));
+    await new Promise((r) => setImmediate(r));
+    expect(sizes).toEqual([16]);
+    // Those that arrive while it is recorded go together in the second batch.
+    done.push(...Array.from({ length: 5 }, (_, i) => batcher.add(claim(16 + i), i, undefined)));
+    await new Promise((r) => setImmediate(r));
+    expect(sizes).toEqual([16, 5]);
+    release();
+    expect((await Promise.all(done)).every((c) => c !== undefined)).toBe(true);
+  });
+});
