@@ -2,7 +2,8 @@
 // BENCH_KEYS / BENCH_JOBS scale the per-key workloads (default 100 keys x 100 jobs, the issue's);
 // BENCH_PEERS=0 skips pg-boss and BullMQ (for repeated before/after runs); BENCH_ONLY=takeover
 // runs only the SIGKILL -> takeover figures; BENCH_ONLY=drain runs only the PostgreSQL drain,
-// the commit floor and BullMQ, alternately, BENCH_ROUNDS times (default 5), and prints medians.
+// its floors (floors.ts) and BullMQ, alternately, BENCH_ROUNDS times (default 5), and prints
+// medians.
 import { performance } from 'node:perf_hooks';
 import { deferred, sleep } from '@rigging/core';
 import { openDatabase, sql, type Database } from '@rigging/sql';
@@ -11,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
+import { minimalQueueFloor, statementsFloor } from './floors.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
 const PEERS = process.env.BENCH_PEERS !== '0';
@@ -60,24 +62,28 @@ async function memoryVsPQueue(n: number): Promise<[number, number]> {
 }
 
 // ------------------------------------------------ durable backends: per-key serial throughput
-async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: () => QueueBackend) {
-  const producer = createQueue({
-    backend: makeProducer(),
-    worker: false,
-    handlers: { job: (_p: { k: number }) => null },
-  });
-  const n = KEYS * JOBS;
-  const order = new Map<string, number>();
-  let violations = 0;
-  const all = deferred<void>();
-  let done = 0;
-  // Keys are filled in parallel, each key's jobs one after the other (their order).
+/** A queue that only enqueues the benchmark's jobs. */
+const producerQueue = (backend: QueueBackend) =>
+  createQueue({ backend, worker: false, handlers: { job: (_p: { k: number }) => null } });
+
+/** Enqueues KEYS x JOBS jobs: keys filled in parallel, each key's jobs one after the other. */
+async function fill(producer: ReturnType<typeof producerQueue>) {
   await Promise.all(
     Array.from({ length: KEYS }, async (_, k) => {
       for (let j = 0; j < JOBS; j++)
         await producer.cast(`k${k}`, { type: 'job', payload: { k: j } });
     }),
   );
+}
+
+async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: () => QueueBackend) {
+  const producer = producerQueue(makeProducer());
+  const n = KEYS * JOBS;
+  const order = new Map<string, number>();
+  let violations = 0;
+  const all = deferred<void>();
+  let done = 0;
+  await fill(producer);
   const t0 = performance.now();
   const worker = createQueue({
     backend: makeBackend(),
@@ -163,15 +169,7 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
         name: 'PostgreSQL: one autocommit insert (commit cost, same run)',
         value: `p50 ${commits[15]!.toFixed(2)} ms`,
       });
-      const floor = await commitFloor(a);
-      rows.push({
-        name: `PostgreSQL floor: one committed single-row UPDATE per job, ${CONCURRENCY} connections`,
-        value: `${fmt(floor)} commits/s`,
-      });
-      rows.push({
-        name: 'ratio PostgreSQL backend / floor (jobs per floor commit)',
-        value: `${(rate / floor).toFixed(2)}x`,
-      });
+      floorRows(rate, await pgFloors());
     }
     const lat = await idleLatency(
       () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250, notifier }),
@@ -189,30 +187,44 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   }
 }
 
+/** The rows of the floors beside the backend's `rate`. */
+function floorRows(rate: number, f: { statements: number; minimal: number }, suffix = '') {
+  rows.push({
+    name: `PostgreSQL floor: the backend's claim + success statements bare${suffix}`,
+    value: `${fmt(f.statements)} jobs/s`,
+  });
+  rows.push({
+    name: 'ratio PostgreSQL backend / its statements bare',
+    value: `${(rate / f.statements).toFixed(2)}x`,
+  });
+  rows.push({
+    name: `PostgreSQL: minimal queue, no per-key order or fencing${suffix}`,
+    value: `${fmt(f.minimal)} jobs/s`,
+  });
+  rows.push({
+    name: 'ratio statements bare / minimal queue (cost of order and fencing)',
+    value: `${(f.statements / f.minimal).toFixed(2)}x`,
+  });
+}
+
 /**
- * The least durable work any queue with per-job completion must do on this server: one commit
- * per job. `CONCURRENCY` connections each update their own row in autocommit for 2 s (the
- * server may group their commits, as it may the queue's); returns commits per second.
+ * The floors of the PostgreSQL drain (see `floors.ts`), on a fresh database: the backend's own
+ * statements bare on the same KEYS x JOBS ops, and the least work of any durable queue.
  */
-async function commitFloor(database: Database): Promise<number> {
-  await sql`create table if not exists aq_bench_floor (id integer primary key, n integer not null)`.execute(
-    database.db,
-  );
-  await sql`insert into aq_bench_floor select g, 0 from generate_series(0, ${CONCURRENCY - 1}) g on conflict do nothing`.execute(
-    database.db,
-  );
-  const end = performance.now() + 2000;
-  const counts = await Promise.all(
-    Array.from({ length: CONCURRENCY }, async (_, id) => {
-      let n = 0;
-      while (performance.now() < end) {
-        await sql`update aq_bench_floor set n = n + 1 where id = ${id}`.execute(database.db);
-        n++;
-      }
-      return n;
-    }),
-  );
-  return (counts.reduce((x, y) => x + y, 0) / 2000) * 1000;
+async function pgFloors(): Promise<{ statements: number; minimal: number }> {
+  const fresh = await freshDatabase('postgres', 'aq_bench_floor');
+  const database = await openDatabase(fresh.url, { poolSize: 4 });
+  try {
+    const producer = producerQueue(sqlBackend(database, { name: 'floor' }));
+    await fill(producer);
+    await producer.close();
+    const statements = await statementsFloor(database, 'floor', KEYS * JOBS);
+    const minimal = await minimalQueueFloor(database, KEYS * JOBS);
+    return { statements, minimal };
+  } finally {
+    await database.close();
+    await fresh.drop();
+  }
 }
 
 // ------------------------------------------------ SIGKILL -> takeover
@@ -321,12 +333,13 @@ async function bullmq(): Promise<number> {
   return rate;
 }
 
-// ------------------------------------------------ PostgreSQL drain beside its floor and BullMQ, alternated
+// ------------------------------------------------ PostgreSQL drain beside its floors and BullMQ, alternated
 async function drainRounds(): Promise<void> {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
   const bull = PEERS && (await service('redis')).available;
   const ours: number[] = [];
-  const floors: number[] = [];
+  const statements: number[] = [];
+  const minimal: number[] = [];
   const bulls: number[] = [];
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   for (let r = 0; r < rounds; r++) {
@@ -341,22 +354,24 @@ async function drainRounds(): Promise<void> {
           () => sqlBackend(p, { name: 'tp', notifier }),
         ),
       );
-      floors.push(await commitFloor(a));
     } finally {
       await p.close();
       await a.close();
       await fresh.drop();
     }
+    const floors = await pgFloors();
+    statements.push(floors.statements);
+    minimal.push(floors.minimal);
     if (bull) bulls.push(await bullmq());
     console.log(
-      `round ${r + 1}: ours ${fmt(ours[r]!)} jobs/s, floor ${fmt(floors[r]!)} commits/s` +
+      `round ${r + 1}: ours ${fmt(ours[r]!)} jobs/s, its statements bare ${fmt(statements[r]!)}, ` +
+        `minimal queue ${fmt(minimal[r]!)}` +
         (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : ''),
     );
   }
-  const [o, f] = [median(ours), median(floors)];
+  const o = median(ours);
   rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o)} jobs/s` });
-  rows.push({ name: 'PostgreSQL floor, median', value: `${fmt(f)} commits/s` });
-  rows.push({ name: 'ratio PostgreSQL backend / floor', value: `${(o / f).toFixed(2)}x` });
+  floorRows(o, { statements: median(statements), minimal: median(minimal) }, ', median');
   if (bull) {
     const b = median(bulls);
     rows.push({ name: 'BullMQ (NO per-key order), median', value: `${fmt(b)} jobs/s` });

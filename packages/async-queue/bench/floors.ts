@@ -1,0 +1,140 @@
+// What PostgreSQL itself allows a drain, measured in the same run as the backend: the backend's
+// own claim and success statements run bare (no queue around them), and the least work of any
+// durable PostgreSQL queue (no per-key order, no fencing). Both run the shape the backend takes
+// at concurrency 16: two connections, each recording batches of 8 successes and claiming the
+// next 8 ops in the statement that records them.
+import { performance } from 'node:perf_hooks';
+import { sql, type Database } from '@rigging/sql';
+import { CLAIM_FN, OPS, SUCCEED_MANY_FN } from '../src/sql/names.js';
+
+/** Connections the floors run on, and ops per statement on each. */
+const CONNECTIONS = 2;
+const BATCH = 8;
+
+/** A claimed op as the floors keep it. */
+interface Held {
+  id: string;
+  key: string;
+  token: number;
+  payload: string;
+}
+
+const json = (value: unknown): Record<string, unknown> =>
+  (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, unknown>;
+
+/** The ops of a claim function's rows (rows without an op are keys it could not claim). */
+function held(rows: { j: unknown }[]): Held[] {
+  const out: Held[] = [];
+  for (const r of rows) {
+    const row = json(r.j);
+    if (row.id == null) continue;
+    out.push({
+      id: String(row.id),
+      key: String(row.op_key),
+      token: Number(row.token),
+      payload: String(row.payload),
+    });
+  }
+  return out;
+}
+
+/**
+ * The backend's hot statements run bare on queue `queue` of `database`, whose `n` ops are
+ * already enqueued: each connection claims {@link BATCH} ops, then records their successes and
+ * claims the next ones in one statement, until nothing is left. Each payload is parsed, as a
+ * handler's would be. Returns ops per second; fails unless every op succeeded once.
+ */
+export async function statementsFloor(
+  database: Database,
+  queue: string,
+  n: number,
+): Promise<number> {
+  const lease = 1e13;
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      let ops = held(
+        (
+          await sql<{ j: unknown }>`
+            select ${sql.raw(CLAIM_FN)}(${queue}, ${BATCH}, ${1}, ${lease}, ${'floor'}) as j
+          `.execute(database.db)
+        ).rows,
+      );
+      while (ops.length > 0) {
+        for (const op of ops) JSON.parse(op.payload);
+        done += ops.length;
+        const { rows } = await sql<{ j: unknown }>`
+          select ${sql.raw(SUCCEED_MANY_FN)}(${queue},
+            ${ops.map((o) => o.key)}::text[], ${ops.map((o) => o.id)}::text[],
+            ${ops.map((o) => o.token)}::integer[], ${ops.map(() => 'null')}::text[],
+            ${ops.map(() => null)}::text[], ${ops.map(() => true)}::boolean[],
+            ${2}, ${lease}, ${'floor'}) as j
+        `.execute(database.db);
+        ops = held(rows.slice(1));
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  const { rows } = await sql<{ n: string }>`
+    select count(*) as n from ${sql.table(OPS)} where queue = ${queue} and status = 'succeeded'`.execute(
+    database.db,
+  );
+  if (done !== n || Number(rows[0]!.n) !== n) {
+    throw new Error(`statements floor: ran ${done} ops, ${rows[0]!.n} succeeded, of ${n}`);
+  }
+  return (done / ms) * 1000;
+}
+
+/**
+ * The least work of any durable PostgreSQL queue: `n` jobs in one table with an index of those
+ * queued; each connection claims {@link BATCH} of them (`for update skip locked`), then marks
+ * them done and claims the next ones in one statement. No per-key order, no fencing token, no
+ * lease. Returns jobs per second; fails unless every job ran once.
+ */
+export async function minimalQueueFloor(database: Database, n: number): Promise<number> {
+  const { db } = database;
+  await sql`create table aq_bench_minimal (id bigserial primary key, status text not null,
+    payload text not null, result text, worker text, started_at bigint, finished_at bigint)`.execute(
+    db,
+  );
+  await sql`create index aq_bench_minimal_queued on aq_bench_minimal (id) where status = 'queued'`.execute(
+    db,
+  );
+  await sql`insert into aq_bench_minimal (status, payload)
+    select 'queued', '{"k":' || g || '}' from generate_series(1, ${n}) g`.execute(db);
+  const claimNext = (limit: number) => sql`
+    update aq_bench_minimal set status = 'running', worker = 'floor', started_at = 1
+    where id in (
+      select id from aq_bench_minimal where status = 'queued'
+      order by id limit ${limit} for update skip locked
+    )
+    returning id, payload`;
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      let jobs = (await claimNext(BATCH).execute(db)).rows as { id: string; payload: string }[];
+      while (jobs.length > 0) {
+        for (const job of jobs) JSON.parse(job.payload);
+        done += jobs.length;
+        const ids = jobs.map((j) => j.id);
+        jobs = (
+          await sql<{ id: string; payload: string }>`
+            with d as (
+              update aq_bench_minimal set status = 'succeeded', result = 'null', finished_at = 2
+              where id = any(${ids}::bigint[])
+            ) ${claimNext(BATCH)}
+          `.execute(db)
+        ).rows;
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  const { rows } = await sql<{ n: string }>`
+    select count(*) as n from aq_bench_minimal where status = 'succeeded'`.execute(db);
+  if (done !== n || Number(rows[0]!.n) !== n) {
+    throw new Error(`minimal floor: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}`);
+  }
+  return (done / ms) * 1000;
+}
