@@ -19,6 +19,19 @@ interface Held {
   payload: string;
 }
 
+/** The server's WAL insert position, in bytes: a drain's WAL is the difference around it. */
+export async function walPosition(database: Database): Promise<number> {
+  const { rows } = await sql<{ b: string }>`
+    select (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text as b`.execute(database.db);
+  return Number(rows[0]!.b);
+}
+
+/** A drain's figures: jobs per second, and WAL bytes written per job (the whole server's). */
+export interface Drained {
+  rate: number;
+  walPerJob: number;
+}
+
 const json = (value: unknown): Record<string, unknown> =>
   (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, unknown>;
 
@@ -42,15 +55,16 @@ function held(rows: { j: unknown }[]): Held[] {
  * The backend's hot statements run bare on queue `queue` of `database`, whose `n` ops are
  * already enqueued: each connection claims {@link BATCH} ops, then records their successes and
  * claims the next ones in one statement, until nothing is left. Each payload is parsed, as a
- * handler's would be. Returns ops per second; fails unless every op succeeded once.
+ * handler's would be. Fails unless every op succeeded once.
  */
 export async function statementsFloor(
   database: Database,
   queue: string,
   n: number,
-): Promise<number> {
+): Promise<Drained> {
   const lease = 1e13;
   let done = 0;
+  const wal0 = await walPosition(database);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
@@ -76,6 +90,7 @@ export async function statementsFloor(
     }),
   );
   const ms = performance.now() - t0;
+  const wal = (await walPosition(database)) - wal0;
   const { rows } = await sql<{ n: string }>`
     select count(*) as n from ${sql.table(OPS)} where queue = ${queue} and status = 'succeeded'`.execute(
     database.db,
@@ -83,16 +98,16 @@ export async function statementsFloor(
   if (done !== n || Number(rows[0]!.n) !== n) {
     throw new Error(`statements floor: ran ${done} ops, ${rows[0]!.n} succeeded, of ${n}`);
   }
-  return (done / ms) * 1000;
+  return { rate: (done / ms) * 1000, walPerJob: wal / n };
 }
 
 /**
  * The least work of any durable PostgreSQL queue: `n` jobs in one table with an index of those
  * queued; each connection claims {@link BATCH} of them (`for update skip locked`), then marks
  * them done and claims the next ones in one statement. No per-key order, no fencing token, no
- * lease. Returns jobs per second; fails unless every job ran once.
+ * lease. Fails unless every job ran once.
  */
-export async function minimalQueueFloor(database: Database, n: number): Promise<number> {
+export async function minimalQueueFloor(database: Database, n: number): Promise<Drained> {
   const { db } = database;
   await sql`create table aq_bench_minimal (id bigserial primary key, status text not null,
     payload text not null, result text, worker text, started_at bigint, finished_at bigint)`.execute(
@@ -111,6 +126,7 @@ export async function minimalQueueFloor(database: Database, n: number): Promise<
     )
     returning id, payload`;
   let done = 0;
+  const wal0 = await walPosition(database);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
@@ -131,10 +147,11 @@ export async function minimalQueueFloor(database: Database, n: number): Promise<
     }),
   );
   const ms = performance.now() - t0;
+  const wal = (await walPosition(database)) - wal0;
   const { rows } = await sql<{ n: string }>`
     select count(*) as n from aq_bench_minimal where status = 'succeeded'`.execute(db);
   if (done !== n || Number(rows[0]!.n) !== n) {
     throw new Error(`minimal floor: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}`);
   }
-  return (done / ms) * 1000;
+  return { rate: (done / ms) * 1000, walPerJob: wal / n };
 }

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
-import { minimalQueueFloor, statementsFloor } from './floors.js';
+import { minimalQueueFloor, statementsFloor, walPosition, type Drained } from './floors.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
 const PEERS = process.env.BENCH_PEERS !== '0';
@@ -76,7 +76,15 @@ async function fill(producer: ReturnType<typeof producerQueue>) {
   );
 }
 
-async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: () => QueueBackend) {
+/**
+ * Drains KEYS x JOBS jobs enqueued first, checking each key's order; with `wal` (PostgreSQL),
+ * also the WAL the drain wrote per job.
+ */
+async function perKeyThroughput(
+  makeBackend: () => QueueBackend,
+  makeProducer: () => QueueBackend,
+  wal?: Database,
+): Promise<Drained> {
   const producer = producerQueue(makeProducer());
   const n = KEYS * JOBS;
   const order = new Map<string, number>();
@@ -84,6 +92,7 @@ async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: (
   const all = deferred<void>();
   let done = 0;
   await fill(producer);
+  const wal0 = wal ? await walPosition(wal) : 0;
   const t0 = performance.now();
   const worker = createQueue({
     backend: makeBackend(),
@@ -102,10 +111,11 @@ async function perKeyThroughput(makeBackend: () => QueueBackend, makeProducer: (
   });
   await all.promise;
   const rate = (n / (performance.now() - t0)) * 1000;
+  const walPerJob = wal ? ((await walPosition(wal)) - wal0) / n : Number.NaN;
   await worker.close();
   await producer.close();
   if (violations) throw new Error(`per-key order violated ${violations} times`);
-  return rate;
+  return { rate, walPerJob };
 }
 
 // ------------------------------------------------ idle enqueue -> start latency (another instance enqueues)
@@ -147,10 +157,12 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   try {
     // Producer and workers of this process connected directly, as one app would connect them.
     const notifier = new Notifier();
-    const rate = await perKeyThroughput(
+    const drained = await perKeyThroughput(
       () => sqlBackend(a, { name: 'tp', notifier }),
       () => sqlBackend(p, { name: 'tp', notifier }),
+      kind === 'postgres' ? a : undefined,
     );
+    const { rate } = drained;
     rows.push({
       name: `${label}: ${KEYS} keys x ${JOBS} jobs, concurrency ${CONCURRENCY}`,
       value: `${fmt(rate)} jobs/s`,
@@ -169,7 +181,7 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
         name: 'PostgreSQL: one autocommit insert (commit cost, same run)',
         value: `p50 ${commits[15]!.toFixed(2)} ms`,
       });
-      floorRows(rate, await pgFloors());
+      floorRows({ ours: drained, ...(await pgFloors()) });
     }
     const lat = await idleLatency(
       () => sqlBackend(a, { name: 'lat', pollMs: kind === 'postgres' ? 2000 : 250, notifier }),
@@ -187,23 +199,32 @@ async function withSql(kind: 'sqlite-file' | 'postgres', label: string) {
   }
 }
 
-/** The rows of the floors beside the backend's `rate`. */
-function floorRows(rate: number, f: { statements: number; minimal: number }, suffix = '') {
+/** The PostgreSQL drain and its floors (see `floors.ts`). */
+interface PgDrains {
+  ours: Drained;
+  statements: Drained;
+  minimal: Drained;
+}
+
+/** The rows of the PostgreSQL drain beside its floors: rates, WAL per job, ratios. */
+function floorRows(d: PgDrains, suffix = '') {
+  const wal = (x: Drained) => `${fmt(x.walPerJob)} WAL bytes/job`;
+  rows.push({ name: `PostgreSQL backend: WAL per job${suffix}`, value: wal(d.ours) });
   rows.push({
     name: `PostgreSQL floor: the backend's claim + success statements bare${suffix}`,
-    value: `${fmt(f.statements)} jobs/s`,
+    value: `${fmt(d.statements.rate)} jobs/s, ${wal(d.statements)}`,
   });
   rows.push({
     name: 'ratio PostgreSQL backend / its statements bare',
-    value: `${(rate / f.statements).toFixed(2)}x`,
+    value: `${(d.ours.rate / d.statements.rate).toFixed(2)}x`,
   });
   rows.push({
     name: `PostgreSQL: minimal queue, no per-key order or fencing${suffix}`,
-    value: `${fmt(f.minimal)} jobs/s`,
+    value: `${fmt(d.minimal.rate)} jobs/s, ${wal(d.minimal)}`,
   });
   rows.push({
     name: 'ratio statements bare / minimal queue (cost of order and fencing)',
-    value: `${(f.statements / f.minimal).toFixed(2)}x`,
+    value: `${(d.statements.rate / d.minimal.rate).toFixed(2)}x`,
   });
 }
 
@@ -211,7 +232,7 @@ function floorRows(rate: number, f: { statements: number; minimal: number }, suf
  * The floors of the PostgreSQL drain (see `floors.ts`), on a fresh database: the backend's own
  * statements bare on the same KEYS x JOBS ops, and the least work of any durable queue.
  */
-async function pgFloors(): Promise<{ statements: number; minimal: number }> {
+async function pgFloors(): Promise<Omit<PgDrains, 'ours'>> {
   const fresh = await freshDatabase('postgres', 'aq_bench_floor');
   const database = await openDatabase(fresh.url, { poolSize: 4 });
   try {
@@ -337,11 +358,16 @@ async function bullmq(): Promise<number> {
 async function drainRounds(): Promise<void> {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
   const bull = PEERS && (await service('redis')).available;
-  const ours: number[] = [];
-  const statements: number[] = [];
-  const minimal: number[] = [];
+  const ours: Drained[] = [];
+  const statements: Drained[] = [];
+  const minimal: Drained[] = [];
   const bulls: number[] = [];
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  /** The median rate, and the median WAL per job. */
+  const medianOf = (xs: Drained[]): Drained => ({
+    rate: median(xs.map((x) => x.rate)),
+    walPerJob: median(xs.map((x) => x.walPerJob)),
+  });
   for (let r = 0; r < rounds; r++) {
     const fresh = await freshDatabase('postgres', 'aq_bench');
     const a = await openDatabase(fresh.url, { poolSize: CONCURRENCY + 2 });
@@ -352,6 +378,7 @@ async function drainRounds(): Promise<void> {
         await perKeyThroughput(
           () => sqlBackend(a, { name: 'tp', notifier }),
           () => sqlBackend(p, { name: 'tp', notifier }),
+          a,
         ),
       );
     } finally {
@@ -364,18 +391,18 @@ async function drainRounds(): Promise<void> {
     minimal.push(floors.minimal);
     if (bull) bulls.push(await bullmq());
     console.log(
-      `round ${r + 1}: ours ${fmt(ours[r]!)} jobs/s, its statements bare ${fmt(statements[r]!)}, ` +
-        `minimal queue ${fmt(minimal[r]!)}` +
+      `round ${r + 1}: ours ${fmt(ours[r]!.rate)} jobs/s, ` +
+        `its statements bare ${fmt(statements[r]!.rate)}, minimal queue ${fmt(minimal[r]!.rate)}` +
         (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : ''),
     );
   }
-  const o = median(ours);
-  rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o)} jobs/s` });
-  floorRows(o, { statements: median(statements), minimal: median(minimal) }, ', median');
+  const o = medianOf(ours);
+  rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o.rate)} jobs/s` });
+  floorRows({ ours: o, statements: medianOf(statements), minimal: medianOf(minimal) }, ', median');
   if (bull) {
     const b = median(bulls);
     rows.push({ name: 'BullMQ (NO per-key order), median', value: `${fmt(b)} jobs/s` });
-    rows.push({ name: 'ratio PostgreSQL backend / BullMQ', value: `${(o / b).toFixed(2)}x` });
+    rows.push({ name: 'ratio PostgreSQL backend / BullMQ', value: `${(o.rate / b).toFixed(2)}x` });
   }
 }
 
