@@ -52,6 +52,22 @@ describe('SucceedBatcher', () => {
     expect(out.map((c) => c?.op.id)).toEqual(done.map((_, i) => `op${i}`));
   });
 
+  it('gives the first statement the odd one, and at most 64 to each', async () => {
+    for (const [n, sizes] of [
+      [9, [5, 4]],
+      [150, [64, 64]],
+    ] as const) {
+      const rec = recording(true);
+      const done = Array.from({ length: n }, (_, i) => rec.batcher.add(claim(i), i, undefined));
+      await new Promise((r) => setImmediate(r));
+      expect(rec.sizes).toEqual(sizes);
+      rec.release();
+      // Those left waiting (22 of 150) go once a batch is recorded.
+      expect((await Promise.all(done)).length).toBe(n);
+      expect(rec.sizes.reduce((x, y) => x + y, 0)).toBe(n);
+    }
+  });
+
   it('keeps a few successes in one statement', async () => {
     const { sizes, batcher, release } = recording(true);
     const done = Array.from({ length: 3 }, (_, i) => batcher.add(claim(i), i, undefined));
