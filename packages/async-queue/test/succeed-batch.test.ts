@@ -26,19 +26,24 @@ const claim = (i: number): Claim => ({
   announce: false,
 });
 
-/** A batcher whose batches are held until `release`; `sizes` lists each batch's size. */
+/**
+ * A batcher whose batches are held until `release`; `sizes` lists each batch's size, `texts`
+ * the results as each batch stores them.
+ */
 function recording(share: boolean) {
   const sizes: number[] = [];
+  const texts: string[] = [];
   const gate = deferred<void>();
   const batcher = new SucceedBatcher(
     async (items: SucceedItem[]) => {
       sizes.push(items.length);
+      texts.push(...items.map((it) => it.text));
       await gate.promise;
       return items.map((it) => ({ op: it.claim.op, cancelled: [], blocked: false }) as Completion);
     },
     { share },
   );
-  return { sizes, batcher, release: () => gate.resolve() };
+  return { sizes, texts, batcher, release: () => gate.resolve() };
 }
 
 describe('SucceedBatcher', () => {
@@ -75,6 +80,24 @@ describe('SucceedBatcher', () => {
     expect(sizes).toEqual([3]);
     release();
     await Promise.all(done);
+  });
+
+  it('stores each result as JSON, none as null', async () => {
+    const { texts, batcher, release } = recording(true);
+    const done = [
+      batcher.add(claim(0), { a: 1 }, undefined),
+      batcher.add(claim(1), undefined, undefined),
+    ];
+    release();
+    await Promise.all(done);
+    expect(texts).toEqual(['{"a":1}', 'null']);
+  });
+
+  it('rejects every success of a batch that could not be recorded', async () => {
+    const failure = new Error('connection lost');
+    const batcher = new SucceedBatcher(() => Promise.reject(failure), { share: true });
+    const done = Array.from({ length: 3 }, (_, i) => batcher.add(claim(i), i, undefined));
+    for (const d of done) await expect(d).rejects.toBe(failure);
   });
 
   it('records them in one statement where the database has one writer', async () => {
