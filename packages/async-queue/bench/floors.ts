@@ -5,19 +5,15 @@
 // next 8 ops in the statement that records them.
 import { performance } from 'node:perf_hooks';
 import { sql, type Database } from '@rigging/sql';
-import { CLAIM_FN, OPS, SUCCEED_MANY_FN } from '../src/sql/names.js';
+import type { Claim } from '../src/backend.js';
+import { postgresDialect } from '../src/sql/dialects/postgres.js';
+import { OPS } from '../src/sql/names.js';
+import { toInfo } from '../src/sql/rows.js';
+import type { ClaimedRow, SucceedItem } from '../src/sql/types.js';
 
 /** Connections the floors run on, and ops per statement on each. */
 const CONNECTIONS = 2;
 const BATCH = 8;
-
-/** A claimed op as the floors keep it. */
-interface Held {
-  id: string;
-  key: string;
-  token: number;
-  payload: string;
-}
 
 /** The server's WAL insert position, in bytes: a drain's WAL is the difference around it. */
 export async function walPosition(database: Database): Promise<number> {
@@ -32,60 +28,52 @@ export interface Drained {
   walPerJob: number;
 }
 
-const json = (value: unknown): Record<string, unknown> =>
-  (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, unknown>;
+/** The claims of a claim function's rows, as the backend reads them (payloads parsed). */
+const claimsOf = (rows: ClaimedRow[]): Claim[] =>
+  rows
+    .filter((r) => r.id != null)
+    .map((r) => ({ op: toInfo(r), token: Number(r.token), announce: false }));
 
-/** The ops of a claim function's rows (rows without an op are keys it could not claim). */
-function held(rows: { j: unknown }[]): Held[] {
-  const out: Held[] = [];
-  for (const r of rows) {
-    const row = json(r.j);
-    if (row.id == null) continue;
-    out.push({
-      id: String(row.id),
-      key: String(row.op_key),
-      token: Number(row.token),
-      payload: String(row.payload),
-    });
-  }
-  return out;
-}
+/** A success of `claim` with a null result that claims the next op, as a worker records it. */
+const success = (claim: Claim): SucceedItem => ({
+  claim,
+  result: null,
+  text: 'null',
+  next: { leaseMs: 0, workerId: 'floor', maxLeaseExpiries: 0, stopOnPoison: false },
+  resolve: () => {},
+  reject: () => {},
+});
 
 /**
- * The backend's hot statements run bare on queue `queue` of `database`, whose `n` ops are
- * already enqueued: each connection claims {@link BATCH} ops, then records their successes and
- * claims the next ones in one statement, until nothing is left. Each payload is parsed, as a
- * handler's would be. Fails unless every op succeeded once.
+ * The backend's hot statements (the PostgreSQL dialect's own `claim` and `succeedMany`) run bare
+ * on queue `queue` of `database`, whose `n` ops are already enqueued: each connection claims
+ * {@link BATCH} ops, then records their successes and claims the next ones in one statement,
+ * until nothing is left. Fails unless every op succeeded once.
  */
 export async function statementsFloor(
   database: Database,
   queue: string,
   n: number,
 ): Promise<Drained> {
+  const hot = postgresDialect(false).hot!;
   const lease = 1e13;
   let done = 0;
   const wal0 = await walPosition(database);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
-      let ops = held(
-        (
-          await sql<{ j: unknown }>`
-            select ${sql.raw(CLAIM_FN)}(${queue}, ${BATCH}, ${1}, ${lease}, ${'floor'}) as j
-          `.execute(database.db)
-        ).rows,
-      );
-      while (ops.length > 0) {
-        for (const op of ops) JSON.parse(op.payload);
-        done += ops.length;
-        const { rows } = await sql<{ j: unknown }>`
-          select ${sql.raw(SUCCEED_MANY_FN)}(${queue},
-            ${ops.map((o) => o.key)}::text[], ${ops.map((o) => o.id)}::text[],
-            ${ops.map((o) => o.token)}::integer[], ${ops.map(() => 'null')}::text[],
-            ${ops.map(() => null)}::text[], ${ops.map(() => true)}::boolean[],
-            ${2}, ${lease}, ${'floor'}) as j
-        `.execute(database.db);
-        ops = held(rows.slice(1));
+      let claims = claimsOf(await hot.claim(database.db, queue, BATCH, 1, lease, 'floor'));
+      while (claims.length > 0) {
+        done += claims.length;
+        const { rows } = await hot.succeedMany(
+          database.db,
+          queue,
+          claims.map(success),
+          2,
+          lease,
+          'floor',
+        );
+        claims = claimsOf(rows);
       }
     }),
   );
