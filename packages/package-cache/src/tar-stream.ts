@@ -58,11 +58,19 @@ export async function untar(
       return true;
     },
   });
-  const done = new Promise<void>((resolve, reject) => {
+  // node-tar writes the entries it accepted on the thread pool while it parses the next ones:
+  // `settled` is its last pending write done ('close'), or node-tar giving up ('abort').
+  const settled = new Promise<void>((resolve) => {
     unpack.on('close', () => resolve());
+    unpack.on('abort', () => resolve());
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    void settled.then(resolve);
     unpack.on('error', (e: unknown) => reject(e));
   });
   done.catch(() => {});
+  let ended = false;
+  let failure: unknown;
   try {
     // A gzipped tar is inflated here rather than in node-tar, to account for every inflated byte.
     for await (const chunk of gzipped ? inflate(chunks, budget) : chunks) {
@@ -72,16 +80,24 @@ export async function untar(
         await Promise.race([once(unpack, 'drain'), done]);
       }
     }
-    if (refused) throw refused;
-    unpack.end();
-    await done;
+    if (!refused) {
+      ended = true;
+      unpack.end();
+      await done;
+    }
   } catch (error) {
-    if (refused) throw refused;
-    if (PackageCacheError.isInstance(error)) throw error;
-    if (signal?.aborted) throw signal.reason;
-    throw tarError(error, what, target);
+    failure = error;
   }
+  if (!refused && failure === undefined) return;
+  // Stopped early: the rest of the archive is skipped or cut short, and nothing is thrown before
+  // the entries already accepted are written, or the caller's removal of `target` could race a
+  // file being created in it.
+  if (!ended) unpack.end();
+  await settled;
   if (refused) throw refused;
+  if (PackageCacheError.isInstance(failure)) throw failure;
+  if (signal?.aborted) throw signal.reason;
+  throw tarError(failure, what, target);
 }
 
 /**

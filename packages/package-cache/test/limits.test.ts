@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { readdir, writeFile } from 'node:fs/promises';
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
 import { DEFAULT_ARCHIVE_LIMITS, PackageCache, type ArchiveLimits } from '../src/index.js';
-import { ArchiveBudget } from '../src/limits.js';
+import { ArchiveBudget, resolveLimits } from '../src/limits.js';
+import { untar } from '../src/tar-stream.js';
 import {
   expectCode,
   refusal,
@@ -20,6 +22,19 @@ import {
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 const ref = { fqn: 'io.example.Bomb', version: '1', id: 'a' };
+
+/** The files this process holds open under `dir` (read from /proc). */
+function openFilesUnder(dir: string): string[] {
+  return readdirSync('/proc/self/fd')
+    .map((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`);
+      } catch {
+        return ''; // closed since the listing
+      }
+    })
+    .filter((path) => path.startsWith(`${dir}/`));
+}
 
 async function* chunks(...parts: Uint8Array[]): AsyncGenerator<Uint8Array> {
   yield* parts;
@@ -131,6 +146,30 @@ describe('archive limits', () => {
       expectCode(error, 'package-cache.too_many_entries');
     }
   });
+
+  it.skipIf(!existsSync('/proc/self/fd'))(
+    'a streamed tar is refused only once every file written from it is closed',
+    async () => {
+      // The caller removes the package's directory as soon as the refusal reaches it: a file
+      // still open or being created there made that removal fail with ENOTEMPTY.
+      const tar = tarOfEmptyFiles(300);
+      for (const gzipped of [false, true]) {
+        const target = join(await tempDir('pc-settle-'), 'pkg');
+        await mkdir(target);
+        const bytes = gzipped ? gzipSync(tar) : tar;
+        async function* blocks(): AsyncGenerator<Uint8Array> {
+          for (let at = 0; at < bytes.length; at += 512) yield bytes.subarray(at, at + 512);
+        }
+        const budget = new ArchiveBudget(resolveLimits('test', { maxEntries: 200 }), 'pkg');
+        const error = await untar(blocks(), gzipped, target, budget, undefined).catch(
+          (e: unknown) => e,
+        );
+        expectCode(error, 'package-cache.too_many_entries');
+        expect(openFilesUnder(target)).toEqual([]);
+        expect(await readdir(target)).toHaveLength(200);
+      }
+    },
+  );
 
   it('refuses a zip whose entries inflate past maxRatio before writing them', async () => {
     const zip = zipOf([{ name: 'zeros', content: Buffer.alloc(64 * MiB), deflate: true }]);
