@@ -62,6 +62,11 @@ function rerunId(opId: string, rerun: number): string {
   return rerun === 0 ? `op-${opId}` : `op-${opId}-r${rerun}`;
 }
 
+/** Where a run of flow `flowId` under the claim with `token` is found in this process. */
+function runKeyOf(flowId: string, token: bigint): string {
+  return `${flowId}#${token}`;
+}
+
 const STATE_AFTER: Record<ContainerOpType, ContainerOpResult['state']> = {
   create: 'created',
   start: 'running',
@@ -107,7 +112,11 @@ class ContainerRuntime {
   readonly #db: Database<MinicloudTables>['db'];
   readonly #flows: Record<ContainerOpType, Flow<any, any>>;
   readonly #witness: Witness;
-  /** This process's runs by flow id (a step reads its claim there). */
+  /**
+   * This process's runs by flow id and claim token (a step reads its claim there): a worker that
+   * lost its claim and took the op again holds two runs of one flow for a moment, the stale one
+   * winding down while the new one waits for the flow.
+   */
   readonly #runs = new Map<string, OpRun>();
   readonly #sabotage: string | undefined;
 
@@ -197,7 +206,8 @@ class ContainerRuntime {
     run: OpRun,
   ): Promise<void> {
     const flow = this.#flows[op];
-    this.#runs.set(flowId, run);
+    const runKey = runKeyOf(flowId, ctx.lease.token);
+    this.#runs.set(runKey, run);
     this.#deps.onFlow?.(
       flowId,
       `container-${op} ${ctx.key}`,
@@ -214,7 +224,7 @@ class ContainerRuntime {
         lease: ctx.lease,
       });
     } finally {
-      this.#runs.delete(flowId);
+      this.#runs.delete(runKey);
     }
   }
 
@@ -307,7 +317,7 @@ class ContainerRuntime {
       transaction: true,
       execute: async (ctx, inputs: AnyInputs) => {
         const i = inputs as OpInputs;
-        const run = this.#runs.get(ctx.flowId);
+        const run = ctx.lease && this.#runs.get(runKeyOf(ctx.flowId, ctx.lease.token));
         if (!run) throw new Error(`${ctx.flowId}: no claim to run its steps under`);
         await this.#work(i, ctx.signal, last); // outside the transaction: it holds no lock
         return sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
