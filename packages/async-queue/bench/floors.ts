@@ -6,9 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import { sql, type Database } from '@rigging/sql';
 import type { Claim } from '../src/backend.js';
+import { claimOfRow } from '../src/sql/claims.js';
 import { postgresDialect } from '../src/sql/dialects/postgres.js';
 import { OPS } from '../src/sql/names.js';
-import { toInfo } from '../src/sql/rows.js';
 import type { ClaimedRow, SucceedItem } from '../src/sql/types.js';
 
 /** Connections the floors run on, and ops per statement on each. */
@@ -28,11 +28,8 @@ export interface Drained {
   walPerJob: number;
 }
 
-/** The claims of a claim function's rows, as the backend reads them (payloads parsed). */
-const claimsOf = (rows: ClaimedRow[]): Claim[] =>
-  rows
-    .filter((r) => r.id != null)
-    .map((r) => ({ op: toInfo(r), token: Number(r.token), announce: false }));
+/** The claims of a claim function's rows (rows without an op are keys it could not claim). */
+const claimsOf = (rows: ClaimedRow[]): Claim[] => rows.filter((r) => r.id != null).map(claimOfRow);
 
 /** A success of `claim` with a null result that claims the next op, as a worker records it. */
 const success = (claim: Claim): SucceedItem => ({

@@ -12,6 +12,11 @@ import { toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 import type { ChainOptions, Claimed, ClaimedRow } from './types.js';
 
+/** The claim of a claim function's row that holds an op (PostgreSQL). @internal */
+export function claimOfRow(row: ClaimedRow): Claim {
+  return { op: toInfo(row), token: Number(row.token), announce: Number(row.announce) === 1 };
+}
+
 /** The claims of one queue's ops. @internal */
 export class QueueClaims {
   readonly #tables: QueueTables;
@@ -108,13 +113,7 @@ export class QueueClaims {
     for (const r of rows) {
       if (r.picked === null || r.picked === undefined) continue;
       if (r.id === null || r.id === undefined) unclaimed.push(r.picked);
-      else {
-        out.claims.push({
-          op: toInfo(r),
-          token: Number(r.token),
-          announce: Number(r.announce) === 1,
-        });
-      }
+      else out.claims.push(claimOfRow(r));
     }
     for (const key of unclaimed) {
       const more = await this.#tables.tx((trx) =>
