@@ -86,11 +86,15 @@ export interface MinicloudTables {
     reason: string | null;
     at: Millis;
   };
-  /** Per container key: the highest fencing token seen and the last effect sequence number. */
+  /**
+   * Per container key: the highest fencing token seen, the last effect sequence number and the
+   * op whose effect that was (null before the first effect).
+   */
   minicloud_effect_keys: {
     op_key: string;
     token: number;
     seq: ColumnType<number | string, number, number>;
+    last_op: ColumnType<string | null, string | null | undefined, string | null>;
   };
   /** API tokens (`minicloud token create`): only the SHA-256 of each secret is kept. */
   minicloud_tokens: {
@@ -220,6 +224,17 @@ export const migrations: Migration[] = [
         .addColumn('op_key', 'varchar(191)', (c) => c.primaryKey())
         .addColumn('token', 'integer', (c) => c.notNull())
         .addColumn('seq', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
+  {
+    // The op of the key's last effect, on the key's row: an effect's statement checks it on the
+    // row it locks (PostgreSQL applies an effect in one statement).
+    name: 'add minicloud_effect_keys.last_op',
+    up: async (db) => {
+      await db.schema
+        .alterTable('minicloud_effect_keys')
+        .addColumn('last_op', 'varchar(64)')
         .execute();
     },
   },

@@ -290,15 +290,15 @@ describe.skipIf(!status.available)('commits per container op (PostgreSQL)', () =
       for (const alone of ['journal', 'task log', 'task work (container row)']) {
         expect(counter.phases.has(alone), alone).toBe(false);
       }
-      // Round trips of those two commits (BEGIN and COMMIT included): the first step's journal
-      // row, fence (one upsert) and flow creation (one statement) with the step's own reads; the
-      // last step's key lock (one upsert), applied-yet check, key update with the effect row (one
-      // statement), container write(s), journal row and log append (one statement). This mix of
-      // ops (per key: create, six start/stop, delete) makes 6 and 8.125 per op; the slack is for a
+      // Round trips of those two commits (BEGIN and COMMIT included): the first step's fence
+      // with its journal row (one statement) and flow creation (one statement) with the step's
+      // own reads; the last step's effect — key lock and check, effect row, journal row — (one
+      // statement), container write(s) and log append (one statement). This mix of ops (per
+      // key: create, six start/stop, delete) makes 5 and 5.125 per op; the slack is for a
       // retried transaction.
       const trips = (phase: string) => (counter.phases.get(phase)?.statements ?? 0) / OPS;
-      expect(trips(FIRST_STEP)).toBeLessThanOrEqual(6 + 0.25);
-      expect(trips(LAST_STEP)).toBeLessThanOrEqual(8.125 + 0.25);
+      expect(trips(FIRST_STEP)).toBeLessThanOrEqual(5 + 0.25);
+      expect(trips(LAST_STEP)).toBeLessThanOrEqual(5.125 + 0.25);
       // Nothing listens to `key:status`: the queue reads no key's status, only its due times.
       const reads = counter.phases.get('queue: status reads (events, due times)')?.commits ?? 0;
       expect(reads / OPS).toBeLessThan(1);

@@ -89,6 +89,34 @@ for (const backend of backends) {
       expect(await witness.lastSeq('k')).toBe(2);
     });
 
+    it('writes the journal row it is given only with a fence or an effect that holds', async () => {
+      const journal = async (ref: string) =>
+        (
+          await database.db
+            .selectFrom('minicloud_journal')
+            .select('kind')
+            .where('ref', '=', ref)
+            .execute()
+        )
+          .map((r) => r.kind)
+          .sort();
+      const start = (c: EffectClaim) =>
+        database.transaction((trx) => witness.fence(trx, c, { kind: 'op-start', ref: c.op }));
+      const applied = (c: EffectClaim) =>
+        database.transaction((trx) =>
+          witness.apply(trx, c, noWrite, { record: { kind: 'op', ref: c.op } }),
+        );
+      expect(await start(claim('j1', 'jk', 4))).toBe(true);
+      expect(await start(claim('j0', 'jk', 3))).toBe(false);
+      expect(await applied(claim('j1', 'jk', 4))).toEqual({ kind: 'applied', seq: 1 });
+      expect(await applied(claim('j1', 'jk', 5))).toEqual({ kind: 'already-applied' });
+      // Finding it applied writes only the journal row: the key's token stays 4.
+      expect(await applied(claim('j0', 'jk', 3))).toEqual({ kind: 'refused', highest: 4 });
+      expect(await journal('j1')).toEqual(['op', 'op', 'op-start']);
+      expect(await journal('j0')).toEqual([]);
+      expect(await witness.lastSeq('jk')).toBe(1);
+    });
+
     it('serializes two claims applying one op at once: one applies, the other finds it applied', async () => {
       // The first holds the key's row (which exists already) until its write ends; the second
       // waits for it.

@@ -343,8 +343,7 @@ class ContainerRuntime {
    * the key was already seen (nothing is written then).
    */
   async #start(trx: Db, run: OpRun, i: OpInputs): Promise<void> {
-    await journal(trx, this.#deps.clock, 'op-start', run.claim.op);
-    if (!(await this.#witness.fence(trx, run.claim))) {
+    if (!(await this.#witness.fence(trx, run.claim, { kind: 'op-start', ref: run.claim.op }))) {
       throw new ContainerError(
         'minicloud.container_stale_claim',
         `${i.op} ${i.container}: claim token ${run.claim.token} is stale`,
@@ -366,10 +365,11 @@ class ContainerRuntime {
     write: (db: Db) => Promise<unknown>,
   ): Promise<void> {
     const { claim } = run;
-    const also = (db: Db) => journal(db, this.#deps.clock, 'op', claim.op);
-    if (run.sabotage === 'lost-op') return also(trx); // nothing applied, yet journalled as applied
+    const record = { kind: 'op', ref: claim.op } as const;
+    // nothing applied, yet journalled as applied
+    if (run.sabotage === 'lost-op') return journal(trx, this.#deps.clock, record.kind, record.ref);
     const outcome = await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
-      also,
+      record,
     });
     if (outcome.kind === 'refused') {
       run.refused = outcome.highest;

@@ -5,6 +5,11 @@ import type { MinicloudTables } from '../migrations.js';
 /** What a `minicloud_journal` row records (see {@link MinicloudTables}). */
 export type JournalKind = 'op-start' | 'op' | 'stall' | 'stall-passed';
 
+/** A `minicloud_journal` row for this process, at the clock's time. */
+export function journalRow(clock: Clock, kind: JournalKind, ref: string) {
+  return { kind, ref, pid: process.pid, at: clock.now() };
+}
+
 /** Appends a `minicloud_journal` row for this process, at the clock's time. */
 export async function journal(
   db: Database<MinicloudTables>['db'],
@@ -14,6 +19,6 @@ export async function journal(
 ): Promise<void> {
   await db
     .insertInto('minicloud_journal')
-    .values({ kind, ref, pid: process.pid, at: clock.now() })
+    .values(journalRow(clock, kind, ref))
     .execute();
 }

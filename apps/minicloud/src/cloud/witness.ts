@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Clock } from '@rigging/core';
 import { sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
+import { journal, journalRow, type JournalKind } from './journal.js';
 
 /** Who applies an effect, and under which claim. */
 export interface EffectClaim {
@@ -21,6 +22,12 @@ export type EffectOutcome =
   | { kind: 'already-applied' }
   | { kind: 'refused'; highest: number };
 
+/** A `minicloud_journal` row to commit with a witness statement, only when that one writes. */
+export interface JournalEntry {
+  kind: JournalKind;
+  ref: string;
+}
+
 /** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
 function hostLabel(): string {
   return process.env.MINICLOUD_HOST ?? hostname();
@@ -32,8 +39,8 @@ function hostLabel(): string {
  * transaction that applies it: locks the key's row in `minicloud_effect_keys`; refuses the effect
  * when its fencing token is lower than the highest the key has seen (as a real fenced resource
  * would; the refusal is then recorded by {@link refused}); otherwise takes the key's next
- * sequence number, records the effect in `minicloud_effects` and applies it. A verdict reads these tables directly: an op with two
- * accepted effects was applied twice, per-key sequence numbers give the order the effects really
+ * sequence number (and the key's row its op id), records the effect in `minicloud_effects` and
+ * applies it. A verdict reads these tables directly: an op with two accepted effects was applied twice, per-key sequence numbers give the order the effects really
  * happened in, and refused rows are stale writes that fencing stopped.
  */
 export class Witness {
@@ -100,11 +107,17 @@ export class Witness {
   /**
    * A claim starts running on its key, with `trx` (the caller's transaction): the key's highest
    * token becomes the claim's, so that a later write by an earlier claim is refused. False when a
-   * higher token was already seen (this claim is stale; nothing changed). One upsert that moves
-   * the token only upwards (MySQL: the locked row is read, then updated).
+   * higher token was already seen (this claim is stale; nothing is written). `record` is a
+   * journal row written with the fence. One upsert that moves the token only upwards, with the
+   * journal row in the same statement on PostgreSQL (MySQL: the locked row is read, then updated).
    */
-  async fence(trx: Kysely<MinicloudTables>, claim: EffectClaim): Promise<boolean> {
-    if (this.#database.dialect === 'mysql') {
+  async fence(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    record?: JournalEntry,
+  ): Promise<boolean> {
+    const dialect = this.#database.dialect;
+    if (dialect === 'mysql') {
       const row = await this.#lockedKey(trx, claim.key);
       if (claim.token < Number(row.token)) return false;
       await trx
@@ -112,39 +125,53 @@ export class Witness {
         .set({ token: claim.token })
         .where('op_key', '=', claim.key)
         .execute();
-      return true;
+    } else {
+      const upsert = trx
+        .insertInto('minicloud_effect_keys')
+        .values({ op_key: claim.key, token: claim.token, seq: 0 })
+        .onConflict((oc) =>
+          oc
+            .column('op_key')
+            .doUpdateSet((eb) => ({ token: eb.ref('excluded.token') }))
+            .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token')),
+        )
+        .returning('token');
+      if (dialect === 'postgres' && record) {
+        const { rows } = await sql`with f as (${upsert})${this.#journalFrom('f', record)}
+          select 1 from f`.execute(trx);
+        return rows.length > 0;
+      }
+      if ((await upsert.executeTakeFirst()) === undefined) return false;
     }
-    const moved = await trx
-      .insertInto('minicloud_effect_keys')
-      .values({ op_key: claim.key, token: claim.token, seq: 0 })
-      .onConflict((oc) =>
-        oc
-          .column('op_key')
-          .doUpdateSet((eb) => ({ token: eb.ref('excluded.token') }))
-          .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token')),
-      )
-      .returning('token')
-      .executeTakeFirst();
-    return moved !== undefined;
+    if (record) await journal(trx, this.#clock, record.kind, record.ref);
+    return true;
+  }
+
+  /** PostgreSQL: a CTE that inserts `record` once per row of CTE `from` (none: nothing written). */
+  #journalFrom(from: string, record: JournalEntry) {
+    const r = journalRow(this.#clock, record.kind, record.ref);
+    return sql`, j as (insert into "minicloud_journal" ("kind", "ref", "pid", "at")
+      select ${r.kind}, ${r.ref}, ${r.pid}::integer, ${r.at}::bigint from ${sql.table(from)})`;
   }
 
   /**
    * Applies `write` as the effect of `claim`, witnessed (see the class), with `trx` (the caller's
-   * transaction, which commits or rolls back the effect with whatever else it holds). `also`
-   * runs with `trx` too when the effect is applied or found already applied (not when it is
-   * refused): the caller's own record of it. `idempotent: false` skips the check that the op's
-   * effect is not applied yet (only sabotage runs do that). A refusal writes nothing: the caller
-   * records it with {@link refused} once its transaction has rolled back.
+   * transaction, which commits or rolls back the effect with whatever else it holds). `record` is
+   * a journal row written with `trx` when the effect is applied or found already applied (not
+   * when it is refused): the caller's own record of it. `idempotent: false` skips the check that
+   * the op's effect is not applied yet (only sabotage runs do that). A refusal writes nothing: the
+   * caller records it with {@link refused} once its transaction has rolled back.
    */
   async apply(
     trx: Kysely<MinicloudTables>,
     claim: EffectClaim,
     write: (trx: Kysely<MinicloudTables>) => Promise<void>,
-    options: {
-      idempotent?: boolean;
-      also?: (trx: Kysely<MinicloudTables>) => Promise<void>;
-    } = {},
+    options: { idempotent?: boolean; record?: JournalEntry } = {},
   ): Promise<EffectOutcome> {
+    const { record } = options;
+    if (this.#database.dialect === 'postgres' && options.idempotent !== false) {
+      return this.#applyPostgres(trx, claim, write, record);
+    }
     const row = await this.#lockedKey(trx, claim.key);
     const highest = Number(row.token);
     if (claim.token < highest) return { kind: 'refused', highest };
@@ -156,28 +183,77 @@ export class Witness {
         .where('accepted', '=', 1)
         .executeTakeFirst();
       if (done) {
-        await options.also?.(trx);
+        if (record) await journal(trx, this.#clock, record.kind, record.ref);
         return { kind: 'already-applied' };
       }
     }
     const seq = Number(row.seq) + 1;
     const key = trx
       .updateTable('minicloud_effect_keys')
-      .set({ token: claim.token, seq })
+      .set({ token: claim.token, seq, last_op: claim.op })
       .where('op_key', '=', claim.key);
     const effect = trx
       .insertInto('minicloud_effects')
       .values({ ...this.#effect(claim), seq, accepted: 1, reason: null });
-    // PostgreSQL: the key's update and the effect's row in one statement (one round trip); the
-    // key's row is already locked by this transaction.
-    if (this.#database.dialect === 'postgres') await sql`with k as (${key}) ${effect}`.execute(trx);
-    else {
-      await key.execute();
-      await effect.execute();
-    }
+    await key.execute();
+    await effect.execute();
     await write(trx);
-    await options.also?.(trx);
+    if (record) await journal(trx, this.#clock, record.kind, record.ref);
     return { kind: 'applied', seq };
+  }
+
+  /**
+   * PostgreSQL: the key's row, the effect's row and `record` in one statement — an upsert that
+   * takes the key's next sequence number only if the claim's token is not lower than the key's
+   * and the key's last effect is not this op's (both checked on the row it locks, as committed
+   * when the lock is granted), with the effect and journal rows inserted from its result. When it
+   * changed nothing, the key's row (locked by it) tells a refusal from an effect already applied.
+   * An op's effect can only be applied already if it is the key's last: the key's ops run in
+   * order, and each claim of a key has a higher token than the claims before it.
+   */
+  async #applyPostgres(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    write: (trx: Kysely<MinicloudTables>) => Promise<void>,
+    record: JournalEntry | undefined,
+  ): Promise<EffectOutcome> {
+    const upsert = trx
+      .insertInto('minicloud_effect_keys')
+      .values({ op_key: claim.key, token: claim.token, seq: 1, last_op: claim.op })
+      .onConflict((oc) =>
+        oc
+          .column('op_key')
+          .doUpdateSet((eb) => ({
+            token: eb.ref('excluded.token'),
+            seq: eb('minicloud_effect_keys.seq', '+', 1),
+            last_op: eb.ref('excluded.last_op'),
+          }))
+          .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token'))
+          .where('minicloud_effect_keys.last_op', 'is distinct from', claim.op),
+      )
+      .returning('seq');
+    const e = this.#effect(claim);
+    const { rows } = await sql<{ seq: number | string }>`with k as (${upsert}),
+      e as (insert into "minicloud_effects"
+          ("op_id", "op_key", "attempt", "host", "pid", "token", "at", "seq", "accepted", "reason")
+        select ${e.op_id}, ${e.op_key}, ${e.attempt}::integer, ${e.host}, ${e.pid}::integer,
+          ${e.token}::integer, ${e.at}::bigint, k."seq", 1, null from k)${
+            record ? this.#journalFrom('k', record) : sql``
+          }
+      select "seq" from k`.execute(trx);
+    if (rows[0]) {
+      await write(trx);
+      return { kind: 'applied', seq: Number(rows[0].seq) };
+    }
+    const key = await trx
+      .selectFrom('minicloud_effect_keys')
+      .select('token')
+      .where('op_key', '=', claim.key)
+      .executeTakeFirstOrThrow();
+    const highest = Number(key.token);
+    if (claim.token < highest) return { kind: 'refused', highest };
+    if (record) await journal(trx, this.#clock, record.kind, record.ref);
+    return { kind: 'already-applied' };
   }
 
   /** Records that `claim`'s effect was refused, the key having seen `highest` (its own transaction). */
