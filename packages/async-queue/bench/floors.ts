@@ -59,7 +59,7 @@ export async function statementsFloor(
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
-      let claims = claimsOf(await hot.claim(database.db, queue, BATCH, 1, lease, 'floor'));
+      let claims = claimsOf((await hot.claim(database.db, queue, BATCH, 1, lease, 'floor')).rows);
       while (claims.length > 0) {
         done += claims.length;
         const { rows } = await hot.succeedMany(

@@ -137,6 +137,11 @@ export interface QueueBackend {
     claims: Claim[];
     /** Ops failed as poison instead of re-claimed. */
     poisoned: Completion[];
+    /**
+     * When it claimed fewer than `limit`, a backend may also tell what `nextDueAt` would answer
+     * now (`null`: nothing due later), which spares the worker that read before it waits.
+     */
+    due?: number | null | undefined;
   }>;
   /** Extends leases; returns the claims that are no longer held (same objects). */
   heartbeat(claims: readonly Claim[], leaseMs: number): Promise<Set<Claim>>;

@@ -206,12 +206,18 @@ export class Worker<H extends Handlers> {
       this.#rung = false;
       const free = concurrency - this.#inflight.size;
       let claimed = 0;
+      let due: number | null | undefined;
       if (free > 0) {
         try {
-          const { claims, poisoned } = await this.#backend.claim({
+          const {
+            claims,
+            poisoned,
+            due: next,
+          } = await this.#backend.claim({
             ...this.#claimOptions(),
             limit: free,
           });
+          due = next;
           errors = 0;
           for (const p of poisoned) await this.#host.reporter.failed(p, undefined);
           if (this.stop.signal.aborted) {
@@ -233,15 +239,22 @@ export class Worker<H extends Handlers> {
         if (claimed === free) continue;
       }
       if (this.#rung) continue;
-      await this.#idleWait(free > 0);
+      await this.#idleWait(free > 0, due);
     }
   }
 
-  async #idleWait(canClaim: boolean): Promise<void> {
+  /**
+   * Waits for the bell, the next due time or the poll. `known` is the next due time if the claim
+   * just made read it (`null`: nothing due later); otherwise it is read here.
+   */
+  async #idleWait(canClaim: boolean, known: number | null | undefined): Promise<void> {
     const { clock, leaseMs } = this.#options;
     let timeout: number | undefined;
     if (canClaim) {
-      const due = await this.#backend.nextDueAt().catch(() => undefined);
+      const due =
+        known === undefined
+          ? await this.#backend.nextDueAt().catch(() => undefined)
+          : (known ?? undefined);
       if (this.#rung) return;
       if (due !== undefined) timeout = Math.max(0, due - clock.now());
       if (this.#backend.durable) {

@@ -136,6 +136,34 @@ for (const b of backends) {
       expect(third!.token).toBeGreaterThan(again!.token);
     });
 
+    it('a claim that comes up short tells the next due time as nextDueAt reads it (PostgreSQL: from the same statement)', async () => {
+      const { backend, clock, claim, claimed, enqueue } = await queueAt(1_000_000);
+      const pg = b.kind === 'postgres';
+      await enqueue('a', 1);
+      await enqueue('b', 2);
+      const [a] = (await claimed(1, 'a')).claims;
+      expect(await backend.release(a!, { retryAt: 1_000_700 })).toBe(true);
+      // Not short (one key asked, one taken): no due time read.
+      const full = await claimed(1);
+      expect(payloads(full.claims)).toEqual([['b', 2]]);
+      expect(full.due).toBeUndefined();
+      // Short: 'a' is due at 1_000_700, 'b' runs.
+      const short = await claimed(10);
+      expect(short.claims).toEqual([]);
+      expect(await backend.nextDueAt()).toBe(1_000_700);
+      if (pg) expect(short.due).toBe(1_000_700);
+      else expect([undefined, 1_000_700]).toContain(short.due);
+      await backend.succeed(full.claims[0]!, 'ok');
+      await clock.advance(700);
+      expect(payloads(await claim(10))).toEqual([['a', 1]]);
+      // Short again, and nothing is due later.
+      const none = await claimed(10);
+      expect(none.claims).toEqual([]);
+      expect(await backend.nextDueAt()).toBeUndefined();
+      if (pg) expect(none.due).toBeNull();
+      else expect([undefined, null]).toContain(none.due);
+    });
+
     it('an expired lease is re-claimed with the next token and one more attempt; the stale claim is refused', async () => {
       const { backend, clock, claim, enqueue } = await queueAt();
       const id = await enqueue('k', 1);

@@ -41,7 +41,7 @@ export class QueueClaims {
     const { hot } = this.#tables.dialect;
     if (hot && options.key === undefined && !this.expiredCheckDue(options.leaseMs)) {
       const at = this.#tables.now();
-      const rows = await hot.claim(
+      const { rows, due } = await hot.claim(
         this.#tables.db,
         this.#tables.name,
         options.limit,
@@ -49,7 +49,8 @@ export class QueueClaims {
         at + options.leaseMs,
         options.workerId,
       );
-      return this.claimLeftovers(options, rows);
+      const claimed = await this.claimLeftovers(options, rows);
+      return due === undefined ? claimed : { ...claimed, due };
     }
     return this.#tables.tx((trx) => this.claimWithin(trx, options));
   }

@@ -7,6 +7,8 @@ import type { KeyRow, OpRow } from './rows.js';
 export interface Claimed {
   claims: Claim[];
   poisoned: Completion[];
+  /** The queue's next due time, when the claim read it (see `QueueBackend.claim`). */
+  due?: number | null | undefined;
 }
 
 /** A stored op, or the op an idempotency key already named. @internal */

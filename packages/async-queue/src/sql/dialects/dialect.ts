@@ -82,7 +82,11 @@ export interface HotPaths {
     payload: string,
     at: number,
   ): Promise<{ state: string; next_seq: number | string }>;
-  /** Claims up to `limit` ready head ops: one row per picked key. */
+  /**
+   * Claims up to `limit` ready head ops: one row per picked key. When it picked fewer keys than
+   * `limit`, also the queue's next due time (as `nextDueAt` reads it; null when none), from the
+   * same statement.
+   */
   claim(
     db: Db,
     queue: string,
@@ -90,7 +94,7 @@ export interface HotPaths {
     at: number,
     leaseUntil: number,
     workerId: string,
-  ): Promise<ClaimedRow[]>;
+  ): Promise<{ rows: ClaimedRow[]; due?: number | null }>;
   /** Records a batch of successes (each fenced) and claims the next ops for those that ask. */
   succeedMany(
     db: Db,

@@ -38,10 +38,28 @@ const hot: HotPaths = {
     return json<{ state: string; next_seq: number | string }>(rows[0]!.j);
   },
   async claim(db, queue, limit, at, leaseUntil, workerId) {
+    // A claim that picked fewer keys than asked also reads the next due time (a worker that is
+    // about to wait would ask for it next): one round trip for both.
     const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(CLAIM_FN)}(${queue}, ${limit}, ${at}, ${leaseUntil}, ${workerId}) as j
+      with c as (
+        select ${sql.raw(CLAIM_FN)}(${queue}, ${limit}, ${at}, ${leaseUntil}, ${workerId}) as j
+      )
+      select j from c
+      union all
+      select json_build_object('due', (
+        select min(avail_at) from ${sql.table(KEYS)}
+        where queue = ${queue} and state = 'ready' and avail_at > ${at}
+      ))
+      where (select count(*) from c) < ${limit}
     `.execute(db);
-    return rows.map((r) => json<ClaimedRow>(r.j));
+    const out: ClaimedRow[] = [];
+    let due: number | null | undefined;
+    for (const r of rows) {
+      const row = json<ClaimedRow & { due?: number | string | null }>(r.j);
+      if (row.due !== undefined) due = row.due === null ? null : Number(row.due);
+      else out.push(row);
+    }
+    return { rows: out, due };
   },
   async succeedMany(db, queue, items, at, leaseUntil, workerId) {
     const { rows } = await sql<{ j: unknown }>`
