@@ -299,9 +299,11 @@ describe.skipIf(!status.available)('commits per container op (PostgreSQL)', () =
       const trips = (phase: string) => (counter.phases.get(phase)?.statements ?? 0) / OPS;
       expect(trips(FIRST_STEP)).toBeLessThanOrEqual(5 + 0.25);
       expect(trips(LAST_STEP)).toBeLessThanOrEqual(5.125 + 0.25);
-      // Nothing listens to `key:status`: the queue reads no key's status, only its due times.
+      // Nothing listens to `key:status`: the queue reads no key's status, and a worker that
+      // finds no more work learns the next due time from its claim (0.41 per op when it read it
+      // with a query of its own, 0.03 now).
       const reads = counter.phases.get('queue: status reads (events, due times)')?.commits ?? 0;
-      expect(reads / OPS).toBeLessThan(1);
+      expect(reads / OPS).toBeLessThan(0.15);
       expect(perOp).toBeLessThanOrEqual(BUDGET);
     },
   );
