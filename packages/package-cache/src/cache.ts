@@ -223,7 +223,7 @@ export class PackageCache extends TypedEmitter<PackageCacheEvents> {
       const removed: PackageRef[] = [];
       const inUse: PackageRef[] = [];
       const now = this.#clock.now();
-      // rvalues(): least recently used first.
+      // Least recently used first.
       for (const entry of this.#index.leastRecentFirst()) {
         const idle = now - entry.lastUsed > idleTtlMs;
         const over = this.#index.bytes > maxBytes;

@@ -1,13 +1,14 @@
-import { LRUCache } from 'lru-cache';
 import { refKey } from './ref.js';
 import type { Entry } from './types.js';
 
 /**
  * This process's index of installed packages, in least-recently-used order, with their total
- * size: what eviction walks. Rebuilt from disk by `PackageCache.refresh()`. @internal
+ * size: what eviction walks. Rebuilt from disk by `PackageCache.refresh()`. A `Map` in recency
+ * order (a use moves its entry to the end): nothing allocated up front, whatever the number of
+ * packages. @internal
  */
 export class PackageIndex {
-  readonly #entries = new LRUCache<string, Entry>({ max: 1_000_000 });
+  readonly #entries = new Map<string, Entry>();
   #bytes = 0;
 
   /** Packages indexed. */
@@ -22,7 +23,12 @@ export class PackageIndex {
 
   /** The entry of `key`, marking it most recently used. */
   get(key: string): Entry | undefined {
-    return this.#entries.get(key);
+    const e = this.#entries.get(key);
+    if (e) {
+      this.#entries.delete(key);
+      this.#entries.set(key, e);
+    }
+    return e;
   }
 
   has(key: string): boolean {
@@ -48,12 +54,12 @@ export class PackageIndex {
 
   /** Least recently used first. */
   leastRecentFirst(): Entry[] {
-    return [...this.#entries.rvalues()].filter((e) => e !== undefined);
+    return [...this.#entries.values()];
   }
 
   /** Most recently used first. */
   mostRecentFirst(): Entry[] {
-    return [...this.#entries.values()].filter((e) => e !== undefined);
+    return [...this.#entries.values()].reverse();
   }
 
   /**
@@ -64,7 +70,7 @@ export class PackageIndex {
     const known = this.#entries;
     const rank = new Map<string, number>();
     let i = 0;
-    for (const key of known.rkeys()) rank.set(key, i++);
+    for (const key of known.keys()) rank.set(key, i++);
     for (const e of found) {
       const old = known.get(refKey(e.ref));
       if (old && old.lastUsed > e.lastUsed) e.lastUsed = old.lastUsed;

@@ -508,6 +508,26 @@ describe('PackageCache', () => {
     expect(cache.stats().evictions).toBe(2);
   });
 
+  it('byte cap: evicts the least recently used first, a package used again counting as new', async () => {
+    const big = (n: string) => tarOf([{ name: 'blob', content: Buffer.alloc(20_000, n) }]);
+    // Every use at the same clock time (written to the sidecars too): only the order of use
+    // tells them apart.
+    const clock = manualClock(1_000);
+    const { cache } = await cacheWith((r) => ({ buffer: big(r.fqn) }), {
+      maxBytes: 50_000,
+      clock,
+      touchIntervalMs: 0,
+    });
+    const use = async (f: string) => (await cache.acquire(ref('1', '1', f))).release();
+    await use('a');
+    await use('b');
+    await use('a'); // a hit: now the most recently used, at the same clock time
+    await use('c'); // over the cap: one has to go
+    await cache.prune();
+    expect((await cache.entries()).map((e) => e.ref.fqn).sort()).toEqual(['a', 'c']);
+    expect(cache.stats().evictions).toBe(1);
+  });
+
   it('idle TTL removes unused packages only', async () => {
     const { cache } = await cacheWith(() => ({ buffer: simpleTar() }));
     const held = await cache.acquire(ref('held'));
