@@ -25,6 +25,8 @@ class Inflight {
   closingAbort = false;
   /** Its completion claimed the next op, which took over its slot. */
   chained = false;
+  /** Its completion's claim of the next op found nothing ready. */
+  drained = false;
   /** Set by `ctx.giveBack()`: the op goes back unfinished, whatever the handler does next. */
   givenBack: { reason: string | undefined; delayMs: number } | undefined;
   /** Its run (set by whoever starts it, right after construction). */
@@ -132,6 +134,8 @@ export class Worker<H extends Handlers> {
   #bell: Deferred<void> | undefined;
   #idleWaiters: Deferred<void>[] = [];
   #lastClaimEmpty = false;
+  /** The loop waits for a wake-up, a due time or the poll, with room to claim when it ends. */
+  #waitingWithRoom = false;
   #loop: Promise<void> | undefined;
   /** Options of the claim chained to each completion (the same for every op). */
   #chain: Omit<ClaimOptions, 'limit' | 'key'> | undefined;
@@ -270,12 +274,14 @@ export class Worker<H extends Handlers> {
       return;
     }
     const controller = new AbortController();
+    this.#waitingWithRoom = canClaim;
     try {
       await Promise.race([
         bell.promise,
         clock.sleep(timeout, { signal: controller.signal }).catch(() => {}),
       ]);
     } finally {
+      this.#waitingWithRoom = false;
       controller.abort();
       if (this.#bell === bell) this.#bell = undefined;
     }
@@ -297,7 +303,9 @@ export class Worker<H extends Handlers> {
     } finally {
       this.#inflight.delete(claim);
       // A completion that claimed the next op handed its slot over: nothing for the loop to do.
-      if (!entry.chained) this.ring();
+      // One whose claim found nothing ready leaves the slot to the loop's next wake-up, due time
+      // or poll when the loop waits for one (a claim now would find nothing either).
+      if (!entry.chained && !(entry.drained && this.#waitingWithRoom)) this.ring();
       this.#checkIdle();
     }
   }
@@ -373,6 +381,8 @@ export class Worker<H extends Handlers> {
         for (const claim of next.claims) this.#start(claim);
       } else await this.#adopt(next);
       entry.chained = next.claims.length > 0 && !this.stop.signal.aborted;
+      entry.drained = next.claims.length === 0 && next.poisoned.length === 0;
+      if (entry.drained) this.#lastClaimEmpty = true;
     }
     if (reporter.events.hasListeners('op:succeeded')) {
       reporter.events.emit('op:succeeded', {
