@@ -5,6 +5,12 @@ import type { MinicloudTables } from '../migrations.js';
 /** What a `minicloud_journal` row records (see {@link MinicloudTables}). */
 export type JournalKind = 'op-start' | 'op' | 'stall' | 'stall-passed';
 
+/** What a journal row says: its kind and the op (or `flowId/task`) it is about. */
+export interface JournalEntry {
+  kind: JournalKind;
+  ref: string;
+}
+
 /** A `minicloud_journal` row for this process, at the clock's time. */
 export function journalRow(clock: Clock, kind: JournalKind, ref: string) {
   return { kind, ref, pid: process.pid, at: clock.now() };

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { Clock } from '@rigging/core';
 import { sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
-import { journal, journalRow, type JournalKind } from './journal.js';
+import { journal, journalRow, type JournalEntry } from './journal.js';
 
 /** Who applies an effect, and under which claim. */
 export interface EffectClaim {
@@ -22,12 +22,6 @@ export type EffectOutcome =
   | { kind: 'already-applied' }
   | { kind: 'refused'; highest: number };
 
-/** A `minicloud_journal` row to commit with a witness statement, only when that one writes. */
-export interface JournalEntry {
-  kind: JournalKind;
-  ref: string;
-}
-
 /** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
 function hostLabel(): string {
   return process.env.MINICLOUD_HOST ?? hostname();
@@ -40,8 +34,9 @@ function hostLabel(): string {
  * when its fencing token is lower than the highest the key has seen (as a real fenced resource
  * would; the refusal is then recorded by {@link refused}); otherwise takes the key's next
  * sequence number (and the key's row its op id), records the effect in `minicloud_effects` and
- * applies it. A verdict reads these tables directly: an op with two accepted effects was applied twice, per-key sequence numbers give the order the effects really
- * happened in, and refused rows are stale writes that fencing stopped.
+ * applies it. A verdict reads these tables directly: an op with two accepted effects was applied
+ * twice, per-key sequence numbers give the order the effects really happened in, and refused rows
+ * are stale writes that fencing stopped.
  */
 export class Witness {
   readonly #database: Database<MinicloudTables>;
@@ -143,8 +138,13 @@ export class Witness {
       }
       if ((await upsert.executeTakeFirst()) === undefined) return false;
     }
-    if (record) await journal(trx, this.#clock, record.kind, record.ref);
+    await this.#journal(trx, record);
     return true;
+  }
+
+  /** Writes `record`, if any, with `trx`. */
+  async #journal(trx: Kysely<MinicloudTables>, record: JournalEntry | undefined): Promise<void> {
+    if (record) await journal(trx, this.#clock, record.kind, record.ref);
   }
 
   /** PostgreSQL: a CTE that inserts `record` once per row of CTE `from` (none: nothing written). */
@@ -183,7 +183,7 @@ export class Witness {
         .where('accepted', '=', 1)
         .executeTakeFirst();
       if (done) {
-        if (record) await journal(trx, this.#clock, record.kind, record.ref);
+        await this.#journal(trx, record);
         return { kind: 'already-applied' };
       }
     }
@@ -198,7 +198,7 @@ export class Witness {
     await key.execute();
     await effect.execute();
     await write(trx);
-    if (record) await journal(trx, this.#clock, record.kind, record.ref);
+    await this.#journal(trx, record);
     return { kind: 'applied', seq };
   }
 
@@ -252,7 +252,7 @@ export class Witness {
       .executeTakeFirstOrThrow();
     const highest = Number(key.token);
     if (claim.token < highest) return { kind: 'refused', highest };
-    if (record) await journal(trx, this.#clock, record.kind, record.ref);
+    await this.#journal(trx, record);
     return { kind: 'already-applied' };
   }
 
