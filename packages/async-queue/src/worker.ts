@@ -213,15 +213,9 @@ export class Worker<H extends Handlers> {
       let due: number | null | undefined;
       if (free > 0) {
         try {
-          const {
-            claims,
-            poisoned,
-            due: next,
-          } = await this.#backend.claim({
-            ...this.#claimOptions(),
-            limit: free,
-          });
-          due = next;
+          const result = await this.#backend.claim({ ...this.#claimOptions(), limit: free });
+          const { claims, poisoned } = result;
+          due = result.due;
           errors = 0;
           for (const p of poisoned) await this.#host.reporter.failed(p, undefined);
           if (this.stop.signal.aborted) {

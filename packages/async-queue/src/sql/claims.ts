@@ -49,8 +49,7 @@ export class QueueClaims {
         at + options.leaseMs,
         options.workerId,
       );
-      const claimed = await this.claimLeftovers(options, rows);
-      return due === undefined ? claimed : { ...claimed, due };
+      return { ...(await this.claimLeftovers(options, rows)), due };
     }
     return this.#tables.tx((trx) => this.claimWithin(trx, options));
   }

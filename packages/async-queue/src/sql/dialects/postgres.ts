@@ -39,7 +39,8 @@ const hot: HotPaths = {
   },
   async claim(db, queue, limit, at, leaseUntil, workerId) {
     // A claim that picked fewer keys than asked also reads the next due time (a worker that is
-    // about to wait would ask for it next): one round trip for both.
+    // about to wait would ask for it next): one round trip for both. The subquery is
+    // `QueueReads.nextDueAt`'s, at the claim's time.
     const { rows } = await sql<{ j: unknown }>`
       with c as (
         select ${sql.raw(CLAIM_FN)}(${queue}, ${limit}, ${at}, ${leaseUntil}, ${workerId}) as j
