@@ -529,9 +529,15 @@ describe('PackageCache', () => {
   });
 
   it('idle TTL removes unused packages only', async () => {
-    const { cache } = await cacheWith(() => ({ buffer: simpleTar() }));
+    // A clock ahead of the files' real times, moved on before the prune: "idle for more than
+    // 0 ms" then holds whatever the sidecars' mtimes (real, sub-millisecond, stamped in the
+    // background) say. On the system clock a prune in the same millisecond as the last use found
+    // nothing idle.
+    const clock = manualClock(Date.now() + 60_000);
+    const { cache } = await cacheWith(() => ({ buffer: simpleTar() }), { clock });
     const held = await cache.acquire(ref('held'));
     await (await cache.acquire(ref('idle', '2'))).release();
+    await clock.advance(1);
     const r = await cache.prune({ idleTtlMs: 0 });
     expect(r.removed.map((x) => x.id)).toEqual(['idle']);
     expect(r.inUse.map((x) => x.id)).toEqual(['held']);
