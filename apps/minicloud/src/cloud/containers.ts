@@ -98,7 +98,7 @@ type Db = Kysely<MinicloudTables>;
 interface OpRun {
   /** The queue's claim on the op, as the witness fences it. */
   claim: EffectClaim;
-  /** Whether this owner's start (journal `op-start`, the key fenced) ran in its first step. */
+  /** Whether this owner's start (journal `op-start`, the key fenced) has committed with a step. */
   started: boolean;
   /** The self-test fault this op injects, if it took the ticket. */
   sabotage: string | undefined;
@@ -320,12 +320,19 @@ class ContainerRuntime {
         const run = ctx.lease && this.#runs.get(runKeyOf(ctx.flowId, ctx.lease.token));
         if (!run) throw new Error(`${ctx.flowId}: no claim to run its steps under`);
         await this.#work(i, ctx.signal, last); // outside the transaction: it holds no lock
-        return sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
-          if (!run.started) await this.#start(trx, run, i);
+        // The start counts once its transaction has committed: one that rolled back (the flow
+        // was created by an earlier owner meanwhile, a lost connection) wrote no fence and no
+        // journal row, so the step that runs next starts the op again.
+        let starting = false;
+        const result = await sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
+          starting = !run.started;
+          if (starting) await this.#start(trx, run, i);
           if (!last) return (await apply(i, trx)) ?? null;
           await this.#effect(trx, run, i, (db) => apply(i, db));
           return null;
-        }) as never;
+        });
+        if (starting) run.started = true;
+        return result as never;
       },
       ...(undo
         ? {
@@ -349,7 +356,6 @@ class ContainerRuntime {
         `${i.op} ${i.container}: claim token ${run.claim.token} is stale`,
       );
     }
-    run.started = true;
   }
 
   /**
