@@ -18,9 +18,11 @@ export interface FaultRecord {
   inFlight: string[];
   /** Per in-flight op: ms from the fault until another process started it. */
   takeoverMs: number[];
+  /** In-flight ops that finished before the fault bit (seen running just before it). */
+  endedBeforeFault: string[];
   /**
    * In-flight ops the victim finished itself when it came back, nobody having claimed them in
-   * the meantime (its late completion was then still valid).
+   * the meantime (its late completion was then still valid). Never after a `kill`.
    */
   finishedByVictim: string[];
   /** In-flight ops nobody else started within the wait and that did not finish. */
@@ -99,12 +101,16 @@ export async function injectFaults(options: {
       endedAt: Date.now(),
       inFlight,
       takeoverMs: takeover.ms,
+      endedBeforeFault: takeover.endedBefore,
       finishedByVictim: takeover.finished,
       notTakenOver: takeover.missing,
       staleRefusals: kind === 'kill' ? [] : await staleLines(victim.logFile, at),
     };
     say(
       `  ${takeover.ms.length}/${inFlight.length} in-flight op(s) taken over` +
+        (takeover.endedBefore.length
+          ? `, ${takeover.endedBefore.length} ended before the fault`
+          : '') +
         (takeover.finished.length
           ? `, ${takeover.finished.length} finished by ${victim.host.label} itself`
           : '') +
@@ -118,7 +124,7 @@ export async function injectFaults(options: {
 
 /**
  * For each op, ms from `since` until a process other than `victim` started it; ops that ended
- * without that (the victim finished them once back) are listed apart.
+ * without that are listed apart: before `since`, or after it (the victim finished them once back).
  */
 async function takeovers(
   state: ClusterState,
@@ -126,11 +132,12 @@ async function takeovers(
   victim: number,
   since: number,
   waitMs: number,
-): Promise<{ ms: number[]; finished: string[]; missing: string[] }> {
+): Promise<{ ms: number[]; endedBefore: string[]; finished: string[]; missing: string[] }> {
   const pending = new Set(ops);
   const ms: number[] = [];
   const deadline = Date.now() + waitMs;
   const finished: string[] = [];
+  const endedBefore: string[] = [];
   while (pending.size > 0 && Date.now() < deadline) {
     for (const [ref, at] of await state.startedByOthers([...pending], victim, since)) {
       pending.delete(ref);
@@ -139,12 +146,12 @@ async function takeovers(
     for (const [id, op] of await state.ops([...pending])) {
       if (op.status === 'succeeded' || op.status === 'failed') {
         pending.delete(id);
-        finished.push(id);
+        (op.finishedAt !== undefined && op.finishedAt < since ? endedBefore : finished).push(id);
       }
     }
     if (pending.size > 0) await sleep(250);
   }
-  return { ms, finished, missing: [...pending] };
+  return { ms, endedBefore, finished, missing: [...pending] };
 }
 
 /** The victim's log lines after `since` that show a stale write refused. */

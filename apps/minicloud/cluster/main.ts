@@ -22,7 +22,8 @@ workload while injecting faults, and prints a verdict. Removes everything it mad
                          e.g. 1:1,1:2,1:4,2:4, and a table of throughput and latency
   --keys <n>             container keys (default 16)
   --ops-per-key <n>      ops per key (default 12)
-  --op-ms <ms>           simulated duration of a container op (default 150)
+  --op-ms <ms>           simulated duration of a container op (default 150; 1500 with faults,
+                         so that the ops a fault meets are still running when it bites)
   --consumers <n>        Placement consumers allocated (default 150)
   --deploys <n>          environments deployed and deleted (default 4)
   --reshapes <n>         reshapes through POST /reshaper (default 6)
@@ -150,10 +151,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  const scaling = scalingList(values.scaling);
+  const faults = scaling ? [] : faultList(values.faults);
   const workload: Workload = {
     keys: int(values, 'keys', 16, 1),
     opsPerKey: int(values, 'ops-per-key', 12, 2),
-    opMs: int(values, 'op-ms', 150),
+    opMs: int(values, 'op-ms', faults.length > 0 ? 1500 : 150),
     failingKeys: 1,
     consumers: int(values, 'consumers', 150),
     deploys: int(values, 'deploys', 4),
@@ -181,7 +184,6 @@ async function main(argv: string[]): Promise<number> {
     sabotage: sabotage(process.env.MINICLOUD_CLUSTER_SABOTAGE),
     say: (line: string) => console.log(line),
   };
-  const scaling = scalingList(values.scaling);
   const results: { api: number; workers: number; result: RunResult }[] = [];
   const runs = scaling ?? [[int(values, 'api-hosts', 1, 1), int(values, 'worker-hosts', 2, 1)]];
   let holds = true;
@@ -191,7 +193,7 @@ async function main(argv: string[]): Promise<number> {
       ...common,
       apiHosts: api,
       workerHosts: workers,
-      faults: scaling ? [] : faultList(values.faults),
+      faults,
       logDir: join(process.cwd(), '.minicloud', 'cluster', `${Date.now()}-${api}x${workers}`),
     });
     for (const line of formatVerdict(result.verdict, result)) console.log(line);

@@ -40,7 +40,10 @@ export interface Verdict {
   submissionsRefused: number;
   /** Load requests that got no answer or threw. Must be 0. */
   loadErrors: number;
-  /** Why the run proved nothing (no op submitted, a fault that hit no in-flight work). Must be empty. */
+  /**
+   * Why the run proved nothing (no op submitted, a fault that hit no in-flight work or had none
+   * taken over). Must be empty.
+   */
   vacuous: string[];
   /** Flows neither completed nor reverted. Must be 0. */
   halfDoneFlows: number;
@@ -237,8 +240,21 @@ export async function verdict(options: {
     problems.push(`flow ${t.flowId}: task ${t.task} succeeded ${t.times} times (task log)`);
   if (load.ops.length === 0) vacuous.push('no container op was submitted');
   for (const f of faults) {
-    if (f.inFlight.length === 0)
+    // A killed process finishes nothing: its op ended without another process starting it.
+    if (f.kind === 'kill') {
+      for (const op of f.finishedByVictim) {
+        problems.push(`kill ${f.host}: op ${op} ended after the kill, started by no other process`);
+      }
+    }
+    if (f.inFlight.length === 0) {
       vacuous.push(`${f.kind} ${f.host}: the fault hit no in-flight work`);
+    } else if (f.takeoverMs.length === 0) {
+      // The ops seen in flight ended before the fault bit, or the victim finished them itself.
+      vacuous.push(
+        `${f.kind} ${f.host}: none of its ${f.inFlight.length} op(s) in flight was taken over (${f.endedBeforeFault.length} ended before the fault, ${f.finishedByVictim.length} finished by the victim)` +
+          (f.endedBeforeFault.length > 0 ? '; a longer --op-ms makes ops outlast its onset' : ''),
+      );
+    }
   }
   if (load.opsRefused > 0) {
     problems.push(`${load.opsRefused} container op submission(s) refused by the API`);

@@ -133,10 +133,15 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
         }
         // A victim that comes back either finds its claim lost and stops, or writes and is
         // refused (counted in staleRefusals); an accepted stale write would show above as an
-        // effect applied twice or out of order.
+        // effect applied twice or out of order. Each fault had work taken over (ops outlast the
+        // fault's onset), each takeover seen by the journal of the process that took it.
         for (const f of result.faults) {
           expect(f.inFlight.length, `${f.kind} hit in-flight work`).toBeGreaterThan(0);
-          expect(f.takeoverMs.length + f.finishedByVictim.length).toBe(f.inFlight.length);
+          expect(f.takeoverMs.length, `${f.kind}: ops taken over`).toBeGreaterThan(0);
+          expect(f.takeoverMs.length + f.endedBeforeFault.length + f.finishedByVictim.length).toBe(
+            f.inFlight.length,
+          );
+          if (f.kind === 'kill') expect(f.finishedByVictim).toEqual([]);
         }
         // Nothing the run made is left behind.
         const { stdout: netns } = await run('ip', ['netns', 'list']);
