@@ -34,6 +34,8 @@ workload while injecting faults, and prints a verdict. Removes everything it mad
                          postgres://postgres@127.0.0.1:5432/postgres); a fresh database is made
   --drain-seconds <s>    how long the verdict waits for submitted ops to end (default 60)
   --json <file>          also write the results as JSON
+  --cli <file>           the minicloud CLI the hosts run (default: this build's dist/cli.js);
+                         another build's, to compare two builds under one load and verdict
 
 Self-test: MINICLOUD_CLUSTER_SABOTAGE=<fault> injects one fault the verdict must catch
 (${SABOTAGE.join(', ')}); such a run must end with VERDICT FAILS.
@@ -61,9 +63,9 @@ function faultList(raw: unknown): FaultKind[] {
   return kinds as FaultKind[];
 }
 
-/** Commits per container op: the database's commit rate over the op rate (every commit counted, Placement and reads too). */
-function perOp(commitsPerSecond: number, opsPerSecond: number): string {
-  return opsPerSecond > 0 ? (commitsPerSecond / opsPerSecond).toFixed(1) : '-';
+/** A rate per container op: the database's rate over the op rate (Placement and deploys too). */
+function perOp(perSecond: number, opsPerSecond: number): string {
+  return opsPerSecond > 0 ? (perSecond / opsPerSecond).toFixed(1) : '-';
 }
 
 function scalingList(raw: unknown): [number, number][] | undefined {
@@ -115,7 +117,7 @@ export function formatVerdict(v: Verdict, result: RunResult): string[] {
       .map(([role, cores]) => `${role} ${cores.toFixed(2)}`)
       .join(
         ', ',
-      )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s (${perOp(result.usage.commitsPerSecond, result.verdict.opsPerSecond)} per container op)`,
+      )}, postgres ${result.usage.postgresCpu.toFixed(2)}; ${result.usage.commitsPerSecond.toFixed(0)} commits/s (${perOp(result.usage.commitsPerSecond, result.verdict.opsPerSecond)} per container op), ${perOp(result.usage.writesPerSecond, result.verdict.opsPerSecond)} that wrote`,
     ...v.problems.slice(0, 20).map((p) => `  problem: ${p}`),
     ...(result.sabotage
       ? [`  self-test: sabotage ${result.sabotage} (this verdict must fail)`]
@@ -144,6 +146,7 @@ async function main(argv: string[]): Promise<number> {
       'drain-seconds': { type: 'string' },
       database: { type: 'string' },
       json: { type: 'string' },
+      cli: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -179,7 +182,7 @@ async function main(argv: string[]): Promise<number> {
     workload,
     leaseMs: int(values, 'lease-ms', 3000, 500),
     concurrency: int(values, 'concurrency', 4, 1),
-    cli: resolve(here, 'cli.js'),
+    cli: resolve(values.cli ?? resolve(here, 'cli.js')),
     drainMs: int(values, 'drain-seconds', 60, 1) * 1000,
     sabotage: sabotage(process.env.MINICLOUD_CLUSTER_SABOTAGE),
     say: (line: string) => console.log(line),
@@ -202,13 +205,13 @@ async function main(argv: string[]): Promise<number> {
   }
   if (scaling) {
     console.log(
-      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms | machine busy | PostgreSQL cores | commits/s | commits per op |',
+      '\n| API hosts | worker hosts | container ops/s | op p50 ms | op p99 ms | Placement p50 ms | Placement p99 ms | machine busy | PostgreSQL cores | commits/s | commits per op | writes per op |',
     );
-    console.log('| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
+    console.log('| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
     for (const { api, workers, result } of results) {
       const v = result.verdict;
       console.log(
-        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} | ${(result.usage.machineBusy * 100).toFixed(0)}% | ${result.usage.postgresCpu.toFixed(2)} | ${result.usage.commitsPerSecond.toFixed(0)} | ${perOp(result.usage.commitsPerSecond, v.opsPerSecond)} |`,
+        `| ${api} | ${workers} | ${v.opsPerSecond.toFixed(1)} | ${v.opLatencyMs.p50} | ${v.opLatencyMs.p99} | ${v.placementLatencyMs.p50.toFixed(1)} | ${v.placementLatencyMs.p99.toFixed(1)} | ${(result.usage.machineBusy * 100).toFixed(0)}% | ${result.usage.postgresCpu.toFixed(2)} | ${result.usage.commitsPerSecond.toFixed(0)} | ${perOp(result.usage.commitsPerSecond, v.opsPerSecond)} | ${perOp(result.usage.writesPerSecond, v.opsPerSecond)} |`,
       );
     }
   }

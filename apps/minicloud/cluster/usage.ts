@@ -13,8 +13,16 @@ export interface Usage {
   cpuByRole: Record<string, number>;
   /** CPU seconds per second of PostgreSQL's server processes. */
   postgresCpu: number;
-  /** Transactions committed per second in the run's database. */
+  /**
+   * Transactions committed per second in the run's database, read-only ones too, as PostgreSQL's
+   * statistics count them (each backend reports its count now and then: ± a second's worth).
+   */
   commitsPerSecond: number;
+  /**
+   * Transactions that wrote, per second, counted exactly: transaction ids the server assigned
+   * (one per transaction that wrote — each a WAL flush at commit — in any database).
+   */
+  writesPerSecond: number;
 }
 
 interface Sample {
@@ -25,6 +33,8 @@ interface Sample {
   ticks: Map<number, number>;
   postgres: number;
   commits: number;
+  /** The next transaction id the server will assign. */
+  nextXid: number;
 }
 
 const TICKS_PER_SECOND = 100;
@@ -57,8 +67,10 @@ export async function sample(
   const total = cpu.reduce((a, b) => a + b, 0);
   const ticks = new Map<number, number>();
   for (const p of processes) ticks.set(p.pid, await processTicks(p.pid));
-  const { rows } = await sql<{ commits: string }>`
-    select xact_commit as commits from pg_stat_database where datname = current_database()
+  // Reading the next id assigns none (this transaction writes nothing).
+  const { rows } = await sql<{ commits: string; next_xid: string }>`
+    select xact_commit as commits, pg_snapshot_xmax(pg_current_snapshot())::text as next_xid
+    from pg_stat_database where datname = current_database()
   `.execute(state.database.db);
   return {
     at: Date.now(),
@@ -68,6 +80,7 @@ export async function sample(
     ticks,
     postgres: await postgresTicks(),
     commits: Number(rows[0]?.commits ?? 0),
+    nextXid: Number(rows[0]?.next_xid ?? 0),
   };
 }
 
@@ -86,5 +99,6 @@ export function usageBetween(a: Sample, b: Sample, processes: readonly HostProce
     cpuByRole,
     postgresCpu: (b.postgres - a.postgres) / TICKS_PER_SECOND / seconds,
     commitsPerSecond: (b.commits - a.commits) / seconds,
+    writesPerSecond: (b.nextXid - a.nextXid) / seconds,
   };
 }
