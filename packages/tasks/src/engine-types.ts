@@ -105,6 +105,14 @@ export interface RunOrResumeOptions<I> {
   pollMs?: number;
   /** Stop waiting after this long and throw the last `tasks.flow_busy` (or connection) error. @default no limit */
   timeoutMs?: number;
+  /**
+   * The flow probably exists already (a re-delivered message, a retried request): resume it
+   * first, and run it only when the log does not have it. Without it a new flow runs at once and
+   * an existing one is found when the run writes first — after the first task's `execute` when
+   * that task is transactional (its transaction rolls back, but what `execute` did before it ran
+   * once more). @default false
+   */
+  resumeFirst?: boolean;
 }
 
 /**

@@ -27,6 +27,11 @@ export interface FlowHandlerContext {
    * what a flow runs under with `ownership: 'claim'`.
    */
   readonly lease?: Lease;
+  /**
+   * Which delivery of the op this is (1: the first). A later one resumes the op's flow first
+   * (`runOrResume`'s `resumeFirst`): its first task does not run again, even in part.
+   */
+  readonly attempt?: number;
 }
 
 /** Options of {@link flowHandler}. */
@@ -141,6 +146,7 @@ export function flowHandler<I, O, P = I>(
         ...(pollMs !== undefined ? { pollMs } : {}),
         ...(busyTimeoutMs !== undefined ? { timeoutMs: busyTimeoutMs } : {}),
         ...(ownership === 'claim' ? { lease: ctx.lease } : {}),
+        ...((ctx.attempt ?? 1) > 1 ? { resumeFirst: true } : {}),
       });
     } catch (error) {
       const reason = resumableReason(error, engine.log, ctx.signal);

@@ -49,7 +49,7 @@ export async function runOrResume(
 ): Promise<unknown> {
   if (!options || typeof options !== 'object')
     throw new TypeError('runOrResume(flow, options): options must be an object');
-  const { flowId, signal, cancel, migrate, lease } = options;
+  const { flowId, signal, cancel, migrate, lease, resumeFirst } = options;
   if (typeof flowId !== 'string' || !flowId) {
     throw new TypeError(
       `runOrResume(flow, { flowId }): flowId must be a non-empty string, got ${JSON.stringify(flowId)}`,
@@ -58,6 +58,10 @@ export async function runOrResume(
   const inputs = (options.inputs ?? {}) as Record<string, unknown>;
   if (typeof inputs !== 'object' || inputs === null || Array.isArray(inputs))
     throw new TypeError('runOrResume(flow, { inputs }): inputs must be an object');
+  if (resumeFirst !== undefined && typeof resumeFirst !== 'boolean')
+    throw new TypeError(
+      `runOrResume: resumeFirst must be a boolean, got ${JSON.stringify(resumeFirst)}`,
+    );
   const pollMs = options.pollMs ?? 250;
   if (!(Number.isFinite(pollMs) && pollMs >= 0))
     throw new TypeError(`runOrResume: pollMs must be a non-negative number, got ${String(pollMs)}`);
@@ -71,7 +75,9 @@ export async function runOrResume(
 
   const stopping = signal && suspendOnAbort(engine, flowId, signal);
   try {
-    let exists = false;
+    let exists = resumeFirst === true;
+    /** Whether a resume found no flow: it is run instead, once. */
+    let missing = false;
     for (let attempt = 1; ; attempt++) {
       try {
         if (!exists) {
@@ -89,6 +95,11 @@ export async function runOrResume(
           ...(lease ? { lease } : {}),
         });
       } catch (error) {
+        if (exists && !missing && RiggingError.hasCode(error, 'tasks.flow_not_found')) {
+          missing = true;
+          exists = false;
+          continue; // resumed first (`resumeFirst`), but the log does not have it: a new flow
+        }
         const reason = waitReason(error, engine.log);
         if (reason === undefined) throw error;
         if (reason === 'flow_exists') {

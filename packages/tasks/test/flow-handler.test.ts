@@ -224,3 +224,22 @@ describe('flowHandler options', () => {
     expect(() => flowHandler(engine, flow, { giveBackDelayMs: -1 })).toThrow(TypeError);
   });
 });
+
+describe('flowHandler and redeliveries', () => {
+  it("resumes first from the op's second delivery on (runOrResume's resumeFirst)", async () => {
+    const { flow } = provision();
+    const engine = new Engine();
+    const seen: (boolean | undefined)[] = [];
+    const spy = Object.assign(Object.create(engine) as Engine, {
+      runOrResume: (f: never, options: { resumeFirst?: boolean }) => {
+        seen.push(options.resumeFirst);
+        return engine.runOrResume(f, options as never);
+      },
+    });
+    const handler = flowHandler(spy, flow);
+    await handler({ tenant: 'x' }, queueContext('op-first').ctx);
+    await handler({ tenant: 'x' }, { ...queueContext('op-first').ctx, attempt: 1 });
+    await handler({ tenant: 'x' }, { ...queueContext('op-again').ctx, attempt: 2 });
+    expect(seen).toEqual([undefined, undefined, true]);
+  });
+});

@@ -177,6 +177,59 @@ for (const backend of backends) {
       expect(await rows('before')).toEqual(['inside', 'outside']);
     });
 
+    it("runOrResume of a flow the log has: resumeFirst keeps its first task's execute from running again", async () => {
+      const calls: Record<string, number> = {};
+      const counted = (name: string, before?: () => void) =>
+        inserting(name, undefined, () => {
+          calls[name] = (calls[name] ?? 0) + 1;
+          before?.();
+        });
+      /** Leaves flow `flowId` after two of its three tasks (suspended, as a dead owner leaves it), then runs or resumes it. */
+      const leftThenAgain = async (flowId: string, resumeFirst?: boolean) => {
+        const leave = new AbortController();
+        const flow = linearFlow(
+          'left',
+          counted('a'),
+          counted('b', () => leave.abort()),
+          counted('c'),
+        );
+        await expect(
+          engine.runOrResume(flow, { flowId, inputs: {}, signal: leave.signal }),
+        ).rejects.toMatchObject({ code: 'tasks.suspended' });
+        for (const k of Object.keys(calls)) delete calls[k];
+        await engine.runOrResume(flow, {
+          flowId,
+          inputs: {},
+          ...(resumeFirst === undefined ? {} : { resumeFirst }),
+        });
+        return { ...calls };
+      };
+      // Without it, a run is tried first: 'a' runs again up to its commit (rolled back: the flow
+      // exists), then the resume skips it. Its writes stay once either way.
+      expect(await leftThenAgain('left-run')).toEqual({ a: 1, c: 1 });
+      expect(await rows('left-run')).toEqual(['a', 'b', 'c']);
+      // With it, the resume comes first: only 'c' runs.
+      expect(await leftThenAgain('left-resume', true)).toEqual({ c: 1 });
+      expect(await rows('left-resume')).toEqual(['a', 'b', 'c']);
+      // A flow the log does not have is run, once.
+      for (const k of Object.keys(calls)) delete calls[k];
+      await engine.runOrResume(linearFlow('fresh', counted('a'), counted('c')), {
+        flowId: 'left-new',
+        inputs: {},
+        resumeFirst: true,
+      });
+      expect(calls).toEqual({ a: 1, c: 1 });
+      expect(await rows('left-new')).toEqual(['a', 'c']);
+      await expect(
+        engine.runOrResume(linearFlow('fresh', counted('a')), {
+          flowId: 'left-bad',
+          inputs: {},
+          resumeFirst: 'yes' as never,
+        }),
+      ).rejects.toThrow(/resumeFirst must be a boolean/);
+      expect(await rows('left-bad')).toEqual([]);
+    });
+
     it('a task that returns without calling ctx.transaction commits its SUCCESS alone', async () => {
       const quiet = task({ name: 'quiet', transaction: true, execute: () => ({ n: 1 }) }) as Task;
       const out = await engine.run(linearFlow('quiet-flow', quiet), {
