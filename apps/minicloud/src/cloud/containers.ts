@@ -217,11 +217,14 @@ class ContainerRuntime {
       // The flow runs under the queue's claim on the op (its token fences the flow's writes):
       // whoever holds the op owns its flow. The queue's signal (shutdown, lost claim) suspends
       // the flow, never reverts it.
+      // A later delivery (a takeover) finds the flow its owner before created: resumed first,
+      // its completed first step does not run again.
       await this.#deps.engine.runOrResume(flow, {
         flowId,
         inputs: { container: ctx.key, op, payload: payload ?? {} },
         signal: ctx.signal,
         lease: ctx.lease,
+        resumeFirst: ctx.attempt > 1,
       });
     } finally {
       this.#runs.delete(runKey);
