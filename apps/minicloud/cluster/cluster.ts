@@ -99,6 +99,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
   const processes: HostProcess[] = [];
   let network: Network | undefined;
   let state: ClusterState | undefined;
+  let api: Api | undefined;
   // On SIGINT/SIGTERM: remove what was made, then exit (a second signal exits at once).
   const interrupted = async (signal: NodeJS.Signals) => {
     process.once(signal, () => process.exit(130));
@@ -147,7 +148,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
       `cluster up: ${servers.length} API host(s), ${workers.length} worker host(s) on ${network.hosts.map((h) => h.address).join(', ')}`,
     );
     state = await ClusterState.open(databaseUrlFor(base, dbName));
-    const api = new Api(
+    api = new Api(
       servers.map((s) => s.url!),
       token,
     );
@@ -216,6 +217,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    api?.close();
     await Promise.all(processes.map((p) => stopProcess(p, 15_000)));
     await state?.close();
     await network?.teardown();
