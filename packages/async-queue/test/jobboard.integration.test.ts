@@ -289,6 +289,7 @@ for (const b of backends) {
       const name = `hang${++n}`;
       const base = sqlBackend(db1, { name, pollMs: 20 });
       let beats = 0;
+      const running = deferred<void>();
       // The first three heartbeats never answer, as statements sent into a network cut hang on
       // their half-open connections; the next ones go through.
       const backend = new Proxy(base, {
@@ -312,6 +313,7 @@ for (const b of backends) {
           closeGraceMs: 100,
           handlers: {
             async op(_p: null, ctx: HandlerContext) {
+              running.resolve();
               await sleep(8000); // two leases
               return `a${ctx.attempt}`;
             },
@@ -321,7 +323,9 @@ for (const b of backends) {
       const refused: string[] = [];
       a.on('op:refused', (e) => refused.push(e.id));
       const id = await a.cast('k', { type: 'op', payload: null });
-      // Another worker would take the op over as soon as a's claim expired.
+      // Another worker would take the op over as soon as a's claim expired (started once a holds
+      // the op: before, it could claim the op first).
+      await running.promise;
       const b2 = track(
         createQueue({
           backend: sqlBackend(db2, { name, pollMs: 20 }),
