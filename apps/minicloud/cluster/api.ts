@@ -92,7 +92,7 @@ export class Api {
       const started = performance.now();
       try {
         const payload = body === undefined ? undefined : JSON.stringify(body);
-        const res = await exchange(
+        const { status, text } = await exchange(
           base + path,
           method,
           {
@@ -108,14 +108,13 @@ export class Api {
           this.#agent,
           timeoutMs,
         );
-        const text = res.text;
         let parsed: unknown = text;
         try {
           parsed = text ? JSON.parse(text) : undefined;
         } catch {
           // not JSON: keep the text
         }
-        return { status: res.status, body: parsed, ms: performance.now() - started };
+        return { status, body: parsed, ms: performance.now() - started };
       } catch (error) {
         // Only a request that surely never arrived goes to the next host (no double submission).
         const code = (error as { code?: string }).code;
