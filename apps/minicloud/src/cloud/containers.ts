@@ -216,9 +216,8 @@ class ContainerRuntime {
     try {
       // The flow runs under the queue's claim on the op (its token fences the flow's writes):
       // whoever holds the op owns its flow. The queue's signal (shutdown, lost claim) suspends
-      // the flow, never reverts it.
-      // A later delivery (a takeover) finds the flow its owner before created: resumed first,
-      // its completed first step does not run again.
+      // the flow, never reverts it. A later delivery (a takeover) finds the flow its owner before
+      // created: it is resumed first, so its completed first step does not run again.
       await this.#deps.engine.runOrResume(flow, {
         flowId,
         inputs: { container: ctx.key, op, payload: payload ?? {} },
