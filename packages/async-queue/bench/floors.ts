@@ -140,3 +140,84 @@ export async function minimalQueueFloor(database: Database, n: number): Promise<
   }
   return { rate: (done / ms) * 1000, walPerJob: wal / n };
 }
+
+/**
+ * The least work of a durable PostgreSQL queue that keeps per-key order, with a fencing token
+ * and a lease per claim: `n` jobs of `keys` keys in one table, enqueued key by key in turn. A
+ * job is claimable when it is queued and no earlier job of its key is queued or running (one
+ * index probe); each connection claims {@link BATCH} of them (`for update skip locked`), then
+ * marks them done under their tokens and claims the next ones in one statement, the jobs it
+ * just finished no longer counting as running. Writes per job: the claim and the success, on
+ * the job's row only. Fails unless every job ran once, in its key's order.
+ */
+export async function orderedQueueFloor(
+  database: Database,
+  n: number,
+  keys: number,
+): Promise<Drained> {
+  const { db } = database;
+  await sql`create table aq_bench_ordered (id bigserial primary key, key text not null,
+    status text not null, payload text not null, result text, token bigint not null default 0,
+    lease_until bigint, worker text, started_at bigint, finished_at bigint)`.execute(db);
+  await sql`create index aq_bench_ordered_queued on aq_bench_ordered (id)
+    where status = 'queued'`.execute(db);
+  await sql`create index aq_bench_ordered_pending on aq_bench_ordered (key, id)
+    where status in ('queued', 'running')`.execute(db);
+  await sql`insert into aq_bench_ordered (key, status, payload)
+    select 'k' || (g % ${keys}), 'queued', '{"j":' || (g / ${keys}) || '}'
+    from generate_series(0, ${n - 1}) g order by g`.execute(db);
+  await sql`analyze aq_bench_ordered`.execute(db);
+  type Job = { id: string; key: string; payload: string; token: string };
+  /** Claims up to `limit` jobs; `done` are ids finished in the same statement. */
+  const claimNext = (limit: number, done: string[]) => sql<Job>`
+    update aq_bench_ordered set status = 'running', token = token + 1, worker = 'floor',
+      started_at = 1, lease_until = 1e13
+    where id in (
+      select j.id from aq_bench_ordered j
+      where j.status = 'queued' and not exists (
+        select 1 from aq_bench_ordered p
+        where p.key = j.key and p.id < j.id and p.status in ('queued', 'running')
+          and p.id <> all(${done}::bigint[]))
+      order by j.id limit ${limit} for update of j skip locked
+    )
+    returning id, key, payload, token`;
+  const last = new Map<string, number>();
+  let violations = 0;
+  let done = 0;
+  const wal0 = await walPosition(database);
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      let jobs = (await claimNext(BATCH, []).execute(db)).rows;
+      while (jobs.length > 0) {
+        for (const job of jobs) {
+          const { j } = JSON.parse(job.payload) as { j: number };
+          if (j !== (last.get(job.key) ?? -1) + 1) violations++;
+          last.set(job.key, j);
+        }
+        done += jobs.length;
+        const ids = jobs.map((x) => x.id);
+        jobs = (
+          await sql<Job>`
+            with d as (
+              update aq_bench_ordered t set status = 'succeeded', result = 'null', finished_at = 2
+              from unnest(${ids}::bigint[], ${jobs.map((x) => x.token)}::bigint[]) as u(id, token)
+              where t.id = u.id and t.token = u.token and t.status = 'running'
+            ) ${claimNext(BATCH, ids)}
+          `.execute(db)
+        ).rows;
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  const wal = (await walPosition(database)) - wal0;
+  const { rows } = await sql<{ n: string }>`
+    select count(*) as n from aq_bench_ordered where status = 'succeeded'`.execute(db);
+  if (done !== n || Number(rows[0]!.n) !== n || violations > 0) {
+    throw new Error(
+      `ordered floor: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}; ` +
+        `${violations} out of their key's order`,
+    );
+  }
+  return { rate: (done / ms) * 1000, walPerJob: wal / n };
+}

@@ -12,7 +12,13 @@ import { fileURLToPath } from 'node:url';
 import PQueue from 'p-queue';
 import { createQueue, memoryBackend, type QueueBackend } from '../src/index.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
-import { minimalQueueFloor, statementsFloor, walPosition, type Drained } from './floors.js';
+import {
+  minimalQueueFloor,
+  orderedQueueFloor,
+  statementsFloor,
+  walPosition,
+  type Drained,
+} from './floors.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
 const PEERS = process.env.BENCH_PEERS !== '0';
@@ -204,6 +210,7 @@ interface PgDrains {
   ours: Drained;
   statements: Drained;
   minimal: Drained;
+  ordered: Drained;
 }
 
 /** The rows of the PostgreSQL drain beside its floors: rates, WAL per job, ratios. */
@@ -226,6 +233,14 @@ function floorRows(d: PgDrains, suffix = '') {
     name: 'ratio statements bare / minimal queue (cost of order and fencing)',
     value: `${(d.statements.rate / d.minimal.rate).toFixed(2)}x`,
   });
+  rows.push({
+    name: `PostgreSQL: minimal queue with per-key order, token and lease${suffix}`,
+    value: `${fmt(d.ordered.rate)} jobs/s, ${wal(d.ordered)}`,
+  });
+  rows.push({
+    name: 'ratio PostgreSQL backend / minimal queue with per-key order',
+    value: `${(d.ours.rate / d.ordered.rate).toFixed(2)}x`,
+  });
 }
 
 /**
@@ -241,7 +256,8 @@ async function pgFloors(): Promise<Omit<PgDrains, 'ours'>> {
     await producer.close();
     const statements = await statementsFloor(database, 'floor', KEYS * JOBS);
     const minimal = await minimalQueueFloor(database, KEYS * JOBS);
-    return { statements, minimal };
+    const ordered = await orderedQueueFloor(database, KEYS * JOBS, KEYS);
+    return { statements, minimal, ordered };
   } finally {
     await database.close();
     await fresh.drop();
@@ -361,6 +377,7 @@ async function drainRounds(): Promise<void> {
   const ours: Drained[] = [];
   const statements: Drained[] = [];
   const minimal: Drained[] = [];
+  const ordered: Drained[] = [];
   const bulls: number[] = [];
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   /** The median rate, and the median WAL per job. */
@@ -389,16 +406,26 @@ async function drainRounds(): Promise<void> {
     const floors = await pgFloors();
     statements.push(floors.statements);
     minimal.push(floors.minimal);
+    ordered.push(floors.ordered);
     if (bull) bulls.push(await bullmq());
     console.log(
       `round ${r + 1}: ours ${fmt(ours[r]!.rate)} jobs/s, ` +
-        `its statements bare ${fmt(statements[r]!.rate)}, minimal queue ${fmt(minimal[r]!.rate)}` +
+        `its statements bare ${fmt(statements[r]!.rate)}, minimal queue ${fmt(minimal[r]!.rate)}, ` +
+        `ordered minimal ${fmt(ordered[r]!.rate)}` +
         (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : ''),
     );
   }
   const o = medianOf(ours);
   rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o.rate)} jobs/s` });
-  floorRows({ ours: o, statements: medianOf(statements), minimal: medianOf(minimal) }, ', median');
+  floorRows(
+    {
+      ours: o,
+      statements: medianOf(statements),
+      minimal: medianOf(minimal),
+      ordered: medianOf(ordered),
+    },
+    ', median',
+  );
   if (bull) {
     const b = median(bulls);
     rows.push({ name: 'BullMQ (NO per-key order), median', value: `${fmt(b)} jobs/s` });
