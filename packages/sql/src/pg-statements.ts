@@ -4,6 +4,14 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '@rigging/core';
 import { SqlError } from './errors.js';
+import {
+  canCarryOpening,
+  isClosing,
+  isOpening,
+  openingQueryClass,
+  unsentResult,
+  type PgQueryClass,
+} from './pg-opening.js';
 
 /** A pg `Client`, as far as naming its statements needs it. @internal */
 export interface NameableClient {
@@ -44,40 +52,99 @@ function failedBeforeRunning(error: unknown): 'lost' | 'stale' | undefined {
 }
 
 /**
- * Makes `client` run every statement with parameters that it has been asked for a second time as
- * a named prepared statement, for at most `naming.size` statements (the first ones that qualify;
- * later ones keep running unnamed). A statement without parameters (`begin`, DDL, several
- * statements in one text) is never named. Names come from a hash of the SQL text and a
- * per-connection generation, so a name never stands for another text.
+ * Wraps `client.query` with what this package adds to each pooled pg connection:
  *
- * A named statement that fails before running (see {@link failedBeforeRunning}) is run again
- * unnamed when the connection was not in a transaction, so the caller sees its result; inside a
- * transaction (which the failure aborted) the caller gets `sql.statement_invalidated`, which
- * `isRetryableError` accepts and `database.transaction` retries. A lost statement turns naming
- * off for the whole pool (logged once at `warn`): named statements do not survive a pooler that
- * moves sessions between server connections. A stale one is prepared again at its next use; the
- * server's old statement stays until the connection closes (one per such change).
+ * - **Named statements.** Every statement with parameters that it has been asked for a second
+ *   time runs as a named prepared statement, for at most `naming.size` statements (the first
+ *   ones that qualify; later ones keep running unnamed; `0` names none). A statement without
+ *   parameters (`begin`, DDL, several statements in one text) is never named. Names come from a
+ *   hash of the SQL text and a per-connection generation, so a name never stands for another
+ *   text. A named statement that fails before running (see {@link failedBeforeRunning}) is run
+ *   again unnamed when the connection was not in a transaction, so the caller sees its result;
+ *   inside a transaction (which the failure aborted) the caller gets `sql.statement_invalidated`,
+ *   which `isRetryableError` accepts and `database.transaction` retries. A lost statement turns
+ *   naming off for the whole pool (logged once at `warn`): named statements do not survive a
+ *   pooler that moves sessions between server connections. A stale one is prepared again at its
+ *   next use; the server's old statement stays until the connection closes (one per such change).
+ * - **Openings held back** (when `Query` is pg's `Query` class): a transaction's `begin` on an
+ *   idle connection is answered at once and sent with the transaction's first statement, in one
+ *   write and one round trip (see `pg-opening.ts`); a first statement that cannot carry it (one
+ *   without parameters) goes after it, in two round trips as before. A transaction that ends
+ *   with nothing sent sends nothing.
  * @internal
  */
-export function nameStatements(client: NameableClient, naming: StatementNaming): void {
-  if (naming.size <= 0) return;
+export function wrapPgClient(
+  client: NameableClient,
+  naming: StatementNaming,
+  Query?: PgQueryClass,
+): void {
   // pg's own query, looked up at each call: instrumentation that wraps the prototype's `query`
   // later (a tracer, a test counting statements) still sees every statement.
   const prototype = Object.getPrototypeOf(client) as NameableClient;
   const query = (config: unknown, values?: unknown, callback?: unknown) =>
     prototype.query.call(client, config, values, callback);
+  const OpeningQuery = Query ? openingQueryClass(Query) : undefined;
   const named = new Map<string, string>();
   // Texts seen once; cleared when it reaches its bound (one-off statements never fill it up).
   const seen = new Set<string>();
   let generation = 0;
   // The transaction status of the connection's last ReadyForQuery ('I' idle, 'T' in a
-  // transaction, 'E' in a failed one). pg runs one statement at a time on a connection.
+  // transaction, 'E' in a failed one), or 'T' once a statement carrying an opening is sent. pg
+  // runs one statement at a time on a connection.
   let status = 'I';
   client.connection?.on?.('readyForQuery', (message) => {
     if (typeof message.status === 'string') status = message.status;
   });
+  // The opening held back on this connection, if any.
+  let opening: string | undefined;
+
+  /** Sends one statement, with the held opening when there is one. */
+  const send = (config: unknown, values?: unknown, callback?: unknown): unknown => {
+    if (opening === undefined) return query(config, values, callback);
+    const held = opening;
+    opening = undefined;
+    const text = typeof config === 'string' ? config : undefined;
+    // A text, or a config of a text, its values and a name (this wrapper's named statements):
+    // nothing else of pg's query config (row mode, types, a submittable) is carried over.
+    const plain =
+      text !== undefined ||
+      (typeof config === 'object' &&
+        config !== null &&
+        Object.keys(config).every((k) => k === 'name' || k === 'text' || k === 'values'));
+    const name = (config as { name?: string } | null)?.name;
+    const statement = text ?? (config as { text?: unknown } | null)?.text;
+    const queryValues = text === undefined ? (config as { values?: unknown }).values : values;
+    if (
+      OpeningQuery &&
+      plain &&
+      typeof statement === 'string' &&
+      callback === undefined &&
+      canCarryOpening(queryValues)
+    ) {
+      status = 'T';
+      return new Promise((resolve, reject) => {
+        const config = { text: statement, values: queryValues, ...(name ? { name } : {}) };
+        query(
+          new OpeningQuery(held, config, (error, result) =>
+            error ? reject(error) : resolve(result),
+          ),
+        );
+      });
+    }
+    // The opening first, then the statement (pg sends a connection's queries in order).
+    if (
+      typeof callback === 'function' ||
+      typeof (config as { submit?: unknown }).submit === 'function'
+    ) {
+      // Its own failure (a lost connection) fails the statement after it too.
+      void (query(held, []) as Promise<unknown>).catch(() => {});
+      return query(config, values, callback);
+    }
+    return (query(held, []) as Promise<unknown>).then(() => query(config, values));
+  };
+
   const nameOf = (text: string): string | undefined => {
-    if (!naming.enabled) return undefined;
+    if (!naming.enabled || naming.size <= 0) return undefined;
     const name = named.get(text);
     if (name !== undefined) return name;
     if (named.size >= naming.size) return undefined;
@@ -98,17 +165,22 @@ export function nameStatements(client: NameableClient, naming: StatementNaming):
     if (parsed) delete parsed[name];
   };
   client.query = (config: unknown, values?: unknown, callback?: unknown) => {
-    if (
-      typeof config !== 'string' ||
-      !Array.isArray(values) ||
-      values.length === 0 ||
-      callback !== undefined
-    ) {
-      return query(config, values, callback);
+    if (typeof config !== 'string' || callback !== undefined) return send(config, values, callback);
+    const bare = values === undefined || (Array.isArray(values) && values.length === 0);
+    if (bare && Query) {
+      if (opening === undefined && status === 'I' && isOpening(config)) {
+        opening = config;
+        return Promise.resolve(unsentResult(config));
+      }
+      if (opening !== undefined && isClosing(config)) {
+        opening = undefined;
+        return Promise.resolve(unsentResult(config));
+      }
     }
+    if (!Array.isArray(values) || values.length === 0) return send(config, values);
     const name = nameOf(config);
-    if (name === undefined) return query(config, values);
-    return (query({ name, text: config, values }) as Promise<unknown>).catch((error: unknown) => {
+    if (name === undefined) return send(config, values);
+    return (send({ name, text: config, values }) as Promise<unknown>).catch((error: unknown) => {
       const why = failedBeforeRunning(error);
       if (why === undefined) throw error;
       forget(config, name);
@@ -123,7 +195,7 @@ export function nameStatements(client: NameableClient, naming: StatementNaming):
       }
       // The status now is the one the statement was sent in, or the one after its failure if
       // that has arrived ('I' again outside a transaction, 'E' inside): either tells.
-      if (status === 'I') return query(config, values);
+      if (status === 'I') return send(config, values);
       throw new SqlError(
         'sql.statement_invalidated',
         `a prepared statement could not run (${(error as Error).message}); nothing of it ran, ` +

@@ -3,12 +3,15 @@ import { MysqlDialect, PostgresDialect } from 'kysely';
 import { builderTransaction, type ConnectSettings, type Connector } from './connector.js';
 import { loadDriver } from './drivers.js';
 import { unreachable } from './errors.js';
-import { nameStatements, type NameableClient, type StatementNaming } from './pg-statements.js';
+import type { PgQueryClass } from './pg-opening.js';
+import { wrapPgClient, type NameableClient, type StatementNaming } from './pg-statements.js';
 import { openSession } from './session.js';
 
 interface PgModule {
   Pool: new (config: Record<string, unknown>) => PgPool;
   Client: new (config: Record<string, unknown>) => unknown;
+  /** Absent from drivers that are not pg itself: openings are then sent as they come. */
+  Query?: PgQueryClass;
 }
 interface PgPooledClient extends NameableClient {
   on(event: 'error', fn: (err: Error) => void): void;
@@ -50,7 +53,7 @@ export async function connectPostgres(url: string, settings: ConnectSettings): P
   // release).
   pool.on('connect', (client) => {
     client.on('error', (err) => logger.warn({ err }, 'PostgreSQL connection lost'));
-    nameStatements(client, naming);
+    wrapPgClient(client, naming, pg.Query);
   });
   // The same error, already logged above, as pg-pool re-emits it for an idle client.
   pool.on('error', () => {});
