@@ -1,7 +1,8 @@
 // PostgreSQL: what a flow costs in round trips to the server, counted at the pg client. Each log
 // write is one statement — a flow's creation with its first entries, and each append with its
 // fenced flow update — so a flow of plain tasks takes one per commit and no BEGIN or COMMIT, and
-// a task with `transaction: true` takes BEGIN, its own statements, one log write and COMMIT.
+// a task with `transaction: true` takes its own statements (the first carrying BEGIN, which
+// `@rigging/sql` sends with it), one log write and COMMIT.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, sql, type Database } from '@rigging/sql';
 import { freshDatabase, service, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
@@ -27,8 +28,9 @@ describe.skipIf(!status.available)('round trips of the task log (PostgreSQL)', (
     database = await openDatabase(fresh.url);
     await sql`create table trips_effects (flow_id text, task text)`.execute(database.db);
     engine = new Engine({ log: await sqlLog(database) });
-    restore = tapPgStatements((_client, text) => {
-      if (counting) seen.push(text.trim().split(/\s+/)[0]!.toLowerCase());
+    restore = tapPgStatements((_client, text, opening) => {
+      const word = text.trim().split(/\s+/)[0]!.toLowerCase();
+      if (counting) seen.push(opening ? `${opening}+${word}` : word);
     });
   }, 60_000);
   afterAll(async () => {
@@ -71,11 +73,11 @@ describe.skipIf(!status.available)('round trips of the task log (PostgreSQL)', (
     expect((await engine.history('plain')).length).toBe(8);
   });
 
-  it('a flow of three transaction tasks: BEGIN, the task, one log write, COMMIT each', async () => {
+  it('a flow of three transaction tasks: the task with BEGIN, one log write, COMMIT each', async () => {
     const flow = linearFlow('tx', inserting('a'), inserting('b'), inserting('c'));
     const sent = await trips(() => engine.run(flow, { inputs: {}, flowId: 'tx' }));
     expect(sent).toEqual(
-      Array.from({ length: 3 }, () => ['begin', 'insert', 'with', 'commit']).flat(),
+      Array.from({ length: 3 }, () => ['begin+insert', 'with', 'commit']).flat(),
     );
   });
 });

@@ -168,16 +168,22 @@ export function redisPrefix(prefix: string): string {
 }
 
 /**
- * Calls `seen(client, text)` with the SQL text of every statement any pg client of this process
- * sends (a string or a query config, named or not), until the returned function is called. For
- * tests that count round trips or commits at the driver.
+ * Calls `seen(client, text, opening)` with the SQL text of every statement any pg client of this
+ * process sends (a string or a query config, named or not), until the returned function is
+ * called: one call per round trip. `opening` is the transaction's `begin` that `@rigging/sql`
+ * sent in the same round trip, ahead of `text`, if it did. For tests that count round trips or
+ * commits at the driver.
  */
-export function tapPgStatements(seen: (client: object, text: string) => void): () => void {
+export function tapPgStatements(
+  seen: (client: object, text: string, opening: string | undefined) => void,
+): () => void {
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
   proto.query = function (this: object, ...args: unknown[]) {
-    const q = args[0];
-    seen(this, typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? ''));
+    const q = args[0] as { text?: string; opening?: unknown } | string | undefined;
+    const text = typeof q === 'string' ? q : (q?.text ?? '');
+    const opening = typeof q === 'object' && typeof q.opening === 'string' ? q.opening : undefined;
+    seen(this, text, opening);
     return original.apply(this, args);
   };
   return () => (proto.query = original);
