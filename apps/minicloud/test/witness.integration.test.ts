@@ -2,7 +2,7 @@
 // upwards, an effect under a lower token is refused and writes nothing, an op's effect is applied
 // once, and two claims applying on one key at once are serialized by the key's row.
 import { systemClock } from '@rigging/core';
-import { openDatabase, type Database, type Kysely } from '@rigging/sql';
+import { openDatabase, sql, type Database, type Kysely } from '@rigging/sql';
 import { sqlBackends } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Witness, type EffectClaim } from '../src/cloud/witness.js';
@@ -115,6 +115,34 @@ for (const backend of backends) {
       expect(await journal('j1')).toEqual(['op', 'op', 'op-start']);
       expect(await journal('j0')).toEqual([]);
       expect(await witness.lastSeq('jk')).toBe(1);
+    });
+
+    it('runs the write as one gated statement on PostgreSQL, only when the effect applies', async () => {
+      const ran: string[] = [];
+      const put = (c: EffectClaim, name: string) =>
+        database.transaction((trx) =>
+          witness.apply(trx, c, async () => void ran.push(name), {
+            statement: (from) => sql`insert into "minicloud_containers"
+              ("name", "image", "state", "updated_at")
+              select ${name}, 'img', 'created', ${1}::bigint from ${sql.table(from)}`,
+          }),
+        );
+      const names = async () =>
+        (
+          await database.db
+            .selectFrom('minicloud_containers')
+            .select('name')
+            .where('name', 'like', 'gw-%')
+            .orderBy('name')
+            .execute()
+        ).map((r) => r.name);
+      expect(await put(claim('g1', 'gk', 2), 'gw-1')).toEqual({ kind: 'applied', seq: 1 });
+      expect(await put(claim('g1', 'gk', 3), 'gw-1 again')).toEqual({ kind: 'already-applied' });
+      expect(await put(claim('g0', 'gk', 1), 'gw-0')).toEqual({ kind: 'refused', highest: 2 });
+      // PostgreSQL writes with the statement (and never calls back); the others call back.
+      if (backend.kind === 'postgres')
+        expect({ ran, rows: await names() }).toEqual({ ran: [], rows: ['gw-1'] });
+      else expect({ ran, rows: await names() }).toEqual({ ran: ['gw-1'], rows: [] });
     });
 
     it('serializes two claims applying one op at once: one applies, the other finds it applied', async () => {

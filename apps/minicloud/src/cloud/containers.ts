@@ -11,9 +11,9 @@ import {
 } from '@rigging/tasks';
 import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
-import { isConnectionError, type Database, type Kysely } from '@rigging/sql';
+import { isConnectionError, sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
-import { Witness, type EffectClaim } from './witness.js';
+import { Witness, type EffectClaim, type GatedWrite } from './witness.js';
 
 /** Payload of a container operation. */
 export interface ContainerOpPayload {
@@ -44,6 +44,14 @@ type ContainerOpHandler = (
   payload: ContainerOpPayload,
   ctx: HandlerContext,
 ) => Promise<ContainerOpResult>;
+
+/** What the last step of an op's flow writes besides `apply`. */
+interface StepWrites {
+  /** Reverts the step's write. */
+  undo?: (i: OpInputs, db: Db) => Promise<void>;
+  /** PostgreSQL: the effect's write as one statement, run inside the witness's (see `apply`). */
+  statement?: (i: OpInputs) => GatedWrite;
+}
 
 /** What every container-op flow gets. */
 interface OpInputs {
@@ -304,13 +312,14 @@ class ContainerRuntime {
    * A step of an op's flow: the simulated work, then one transaction of the task log's database
    * that commits the step's writes with its SUCCESS in the log (`transaction: true`): the op's
    * start when this owner has not recorded it yet, then `apply` — through the witness for the
-   * last step, whose write is the op's effect. `undo` reverts it.
+   * last step, whose write is the op's effect (on PostgreSQL its `statement`, inside the
+   * witness's own). `undo` reverts it.
    */
   #step(
     name: string,
     last: boolean,
     apply: (i: OpInputs, db: Db) => Promise<unknown>,
-    undo?: (i: OpInputs, db: Db) => Promise<void>,
+    { undo, statement }: StepWrites = {},
   ): Task<any, any> {
     return task({
       name,
@@ -330,7 +339,7 @@ class ContainerRuntime {
           starting = !run.started;
           if (starting) await this.#start(trx, run, i);
           if (!last) return (await apply(i, trx)) ?? null;
-          await this.#effect(trx, run, i, (db) => apply(i, db));
+          await this.#effect(trx, run, i, (db) => apply(i, db), statement?.(i));
           return null;
         });
         if (starting) run.started = true;
@@ -371,6 +380,7 @@ class ContainerRuntime {
     run: OpRun,
     i: OpInputs,
     write: (db: Db) => Promise<unknown>,
+    statement: GatedWrite | undefined,
   ): Promise<void> {
     const { claim } = run;
     const record = { kind: 'op', ref: claim.op } as const;
@@ -378,6 +388,7 @@ class ContainerRuntime {
     if (run.sabotage === 'lost-op') return journal(trx, this.#deps.clock, record.kind, record.ref);
     const outcome = await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
       record,
+      ...(statement ? { statement } : {}),
     });
     if (outcome.kind === 'refused') {
       run.refused = outcome.highest;
@@ -425,7 +436,14 @@ class ContainerRuntime {
             })
             .execute();
         },
-        (i, db) => this.#remove(i.container, db),
+        {
+          undo: (i, db) => this.#remove(i.container, db),
+          statement: (i) => (from) => sql`insert into "minicloud_containers"
+            ("name", "image", "state", "updated_at")
+            select ${i.container}, ${i.payload.image ?? 'busybox'}, 'created',
+              ${this.#deps.clock.now()}::bigint from ${sql.table(from)}
+            on conflict ("name") do nothing`,
+        },
       ),
     );
   }
@@ -435,12 +453,12 @@ class ContainerRuntime {
     return linearFlow(
       flow,
       this.#step('check-container', false, (i, db) => this.#need(i, db)),
-      this.#step(
-        step,
-        true,
-        (i, db) => this.#setState(i.container, to, db),
-        (i, db) => this.#setState(i.container, from, db),
-      ),
+      this.#step(step, true, (i, db) => this.#setState(i.container, to, db), {
+        undo: (i, db) => this.#setState(i.container, from, db),
+        statement: (i) => (cte) => sql`update "minicloud_containers"
+          set "state" = ${to}, "updated_at" = ${this.#deps.clock.now()}::bigint
+          where "name" = ${i.container} and exists (select 1 from ${sql.table(cte)})`,
+      }),
     );
   }
 
@@ -450,7 +468,10 @@ class ContainerRuntime {
       this.#step('stop-process', false, async (i, db) => {
         if (await this.#get(i.container, db)) await this.#setState(i.container, 'stopped', db);
       }),
-      this.#step('remove-container', true, (i, db) => this.#remove(i.container, db)),
+      this.#step('remove-container', true, (i, db) => this.#remove(i.container, db), {
+        statement: (i) => (from) => sql`delete from "minicloud_containers"
+          where "name" = ${i.container} and exists (select 1 from ${sql.table(from)})`,
+      }),
     );
   }
 }
