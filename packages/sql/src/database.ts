@@ -12,7 +12,7 @@ import { runMigrations, type Migration, type MigrateResult } from './migrate.js'
 import { connectMysql, connectPostgres } from './servers.js';
 import type { Session } from './session.js';
 import { connectSqlite } from './sqlite.js';
-import { runTransaction, type TransactionOptions } from './transaction.js';
+import { runTransaction, type Settled, type TransactionOptions } from './transaction.js';
 import type { Dialect } from './dialect.js';
 import { parseDatabaseUrl, redactUrl, type ParsedUrl } from './url.js';
 
@@ -70,7 +70,10 @@ export interface Database<DB = any> extends AsyncDisposable {
    */
   migrate(namespace: string, migrations: readonly Migration[]): Promise<MigrateResult>;
   /** Runs `fn` in a transaction, retrying serialization failures, deadlocks and busy errors. */
-  transaction<T>(fn: (trx: Kysely<DB>) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  transaction<T>(
+    fn: (trx: Kysely<DB>) => Promise<T>,
+    options?: TransactionOptions,
+  ): Promise<Settled<T>>;
   /**
    * A dedicated connection outside the pool, for session-scoped features: advisory locks,
    * `LISTEN`, `GET_LOCK`. Its `lost` signal aborts when the connection dies.

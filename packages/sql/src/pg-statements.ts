@@ -5,13 +5,15 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '@rigging/core';
 import { SqlError } from './errors.js';
 import {
-  canCarryOpening,
-  isClosing,
+  canCarry,
+  isCommit,
   isOpening,
-  openingQueryClass,
+  isRollback,
+  pipelinedQueryClass,
   unsentResult,
+  WITH_COMMIT,
   type PgQueryClass,
-} from './pg-opening.js';
+} from './pg-pipeline.js';
 
 /** A pg `Client`, as far as naming its statements needs it. @internal */
 export interface NameableClient {
@@ -66,11 +68,13 @@ function failedBeforeRunning(error: unknown): 'lost' | 'stale' | undefined {
  *   naming off for the whole pool (logged once at `warn`): named statements do not survive a
  *   pooler that moves sessions between server connections. A stale one is prepared again at its
  *   next use; the server's old statement stays until the connection closes (one per such change).
- * - **Openings held back** (when `Query` is pg's `Query` class): a transaction's `begin` on an
- *   idle connection is answered at once and sent with the transaction's first statement, in one
- *   write and one round trip (see `pg-opening.ts`); a first statement that cannot carry it (one
- *   without parameters) goes after it, in two round trips as before. A transaction that ends
- *   with nothing sent sends nothing.
+ * - **A pipeline around a transaction** (when `Query` is pg's `Query` class, see
+ *   `pg-pipeline.ts`): a transaction's `begin` on an idle connection is answered at once and
+ *   sent with the transaction's first statement; the statement `database.transaction` marks
+ *   with {@link WITH_COMMIT} is answered at once and sent with the `commit` that follows it —
+ *   each pair in one write and one round trip. A statement that cannot carry them (one without
+ *   parameters) goes between them, in separate round trips as before. A transaction that ends
+ *   with nothing sent sends nothing; one rolled back drops its held statement.
  * @internal
  */
 export function wrapPgClient(
@@ -83,7 +87,7 @@ export function wrapPgClient(
   const prototype = Object.getPrototypeOf(client) as NameableClient;
   const query = (config: unknown, values?: unknown, callback?: unknown) =>
     prototype.query.call(client, config, values, callback);
-  const OpeningQuery = Query ? openingQueryClass(Query) : undefined;
+  const Pipelined = Query ? pipelinedQueryClass(Query) : undefined;
   const named = new Map<string, string>();
   // Texts seen once; cleared when it reaches its bound (one-off statements never fill it up).
   const seen = new Set<string>();
@@ -95,12 +99,21 @@ export function wrapPgClient(
   client.connection?.on?.('readyForQuery', (message) => {
     if (typeof message.status === 'string') status = message.status;
   });
-  // The opening held back on this connection, if any.
+  // The opening held back on this connection, and the statement held for the commit, if any.
   let opening: string | undefined;
+  let last: { text: string; values: unknown[] } | undefined;
 
-  /** Sends one statement, with the held opening when there is one. */
-  const send = (config: unknown, values?: unknown, callback?: unknown): unknown => {
-    if (opening === undefined) return query(config, values, callback);
+  /**
+   * Sends one statement, with the held opening when there is one, and `closing` (a `commit`)
+   * right after it (both in its round trip when it can carry them).
+   */
+  const send = (
+    config: unknown,
+    values?: unknown,
+    callback?: unknown,
+    closing?: string,
+  ): unknown => {
+    if (opening === undefined && closing === undefined) return query(config, values, callback);
     const held = opening;
     opening = undefined;
     const text = typeof config === 'string' ? config : undefined;
@@ -115,20 +128,18 @@ export function wrapPgClient(
     const statement = text ?? (config as { text?: unknown } | null)?.text;
     const queryValues = text === undefined ? (config as { values?: unknown }).values : values;
     if (
-      OpeningQuery &&
+      Pipelined &&
       plain &&
       typeof statement === 'string' &&
       callback === undefined &&
-      canCarryOpening(queryValues)
+      canCarry(queryValues)
     ) {
-      status = 'T';
+      if (held !== undefined) status = 'T';
       return new Promise((resolve, reject) => {
         const config = { text: statement, values: queryValues, ...(name ? { name } : {}) };
-        query(
-          new OpeningQuery(held, config, (error, result) =>
-            error ? reject(error) : resolve(result),
-          ),
-        );
+        const done = (error: Error | null, result: unknown) =>
+          error ? reject(error) : resolve(result);
+        query(new Pipelined(config, done, { opening: held, closing }));
       });
     }
     // The opening first, then the statement (pg sends a connection's queries in order).
@@ -137,10 +148,15 @@ export function wrapPgClient(
       typeof (config as { submit?: unknown }).submit === 'function'
     ) {
       // Its own failure (a lost connection) fails the statement after it too.
-      void (query(held, []) as Promise<unknown>).catch(() => {});
+      if (held !== undefined) void (query(held, []) as Promise<unknown>).catch(() => {});
       return query(config, values, callback);
     }
-    return (query(held, []) as Promise<unknown>).then(() => query(config, values));
+    const opened = held === undefined ? Promise.resolve() : (query(held, []) as Promise<unknown>);
+    return opened.then(async () => {
+      const result = await (query(config, values) as Promise<unknown>);
+      if (closing !== undefined) await query(closing, []);
+      return result;
+    });
   };
 
   const nameOf = (text: string): string | undefined => {
@@ -164,26 +180,18 @@ export function wrapPgClient(
     const parsed = client.connection?.parsedStatements;
     if (parsed) delete parsed[name];
   };
-  client.query = (config: unknown, values?: unknown, callback?: unknown) => {
-    if (typeof config !== 'string' || callback !== undefined) return send(config, values, callback);
-    const bare = values === undefined || (Array.isArray(values) && values.length === 0);
-    if (bare && Query) {
-      if (opening === undefined && status === 'I' && isOpening(config)) {
-        opening = config;
-        return Promise.resolve(unsentResult(config));
-      }
-      if (opening !== undefined && isClosing(config)) {
-        opening = undefined;
-        return Promise.resolve(unsentResult(config));
-      }
+  /** Runs `text` with `values`, by name when it qualifies (see above), then `closing`. */
+  const run = (text: string, values: unknown, closing?: string): Promise<unknown> => {
+    if (!Array.isArray(values) || values.length === 0) {
+      return send(text, values, undefined, closing) as Promise<unknown>;
     }
-    if (!Array.isArray(values) || values.length === 0) return send(config, values);
-    const name = nameOf(config);
-    if (name === undefined) return send(config, values);
-    return (send({ name, text: config, values }) as Promise<unknown>).catch((error: unknown) => {
+    const name = nameOf(text);
+    if (name === undefined) return send(text, values, undefined, closing) as Promise<unknown>;
+    const named = send({ name, text, values }, undefined, undefined, closing) as Promise<unknown>;
+    return named.catch((error: unknown) => {
       const why = failedBeforeRunning(error);
       if (why === undefined) throw error;
-      forget(config, name);
+      forget(text, name);
       if (why === 'lost' && naming.enabled) {
         naming.enabled = false;
         naming.logger.warn(
@@ -195,7 +203,7 @@ export function wrapPgClient(
       }
       // The status now is the one the statement was sent in, or the one after its failure if
       // that has arrived ('I' again outside a transaction, 'E' inside): either tells.
-      if (status === 'I') return send(config, values);
+      if (status === 'I') return send(text, values) as Promise<unknown>;
       throw new SqlError(
         'sql.statement_invalidated',
         `a prepared statement could not run (${(error as Error).message}); nothing of it ran, ` +
@@ -203,5 +211,42 @@ export function wrapPgClient(
         { cause: error },
       );
     });
+  };
+
+  client.query = (config: unknown, values?: unknown, callback?: unknown) => {
+    if (typeof config !== 'string' || callback !== undefined) return send(config, values, callback);
+    if (Pipelined) {
+      const bare = values === undefined || (Array.isArray(values) && values.length === 0);
+      if (bare && isOpening(config) && opening === undefined && last === undefined) {
+        if (status === 'I') {
+          opening = config;
+          return Promise.resolve(unsentResult(config));
+        }
+      } else if (
+        config.startsWith(WITH_COMMIT) &&
+        canCarry(values) &&
+        last === undefined &&
+        (opening !== undefined || status === 'T')
+      ) {
+        last = { text: config.slice(WITH_COMMIT.length), values };
+        return Promise.resolve(unsentResult(''));
+      } else if (bare && last !== undefined && isCommit(config)) {
+        const held = last;
+        last = undefined;
+        return run(held.text, held.values, config).then(() => unsentResult(config));
+      } else if (bare && (isCommit(config) || isRollback(config))) {
+        last = undefined;
+        if (opening !== undefined) {
+          opening = undefined;
+          return Promise.resolve(unsentResult(config));
+        }
+      } else if (last !== undefined) {
+        // A statement after the one held for the commit: the held one goes first.
+        const held = last;
+        last = undefined;
+        return run(held.text, held.values).then(() => run(config, values));
+      }
+    }
+    return run(config, values);
   };
 }

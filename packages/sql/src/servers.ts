@@ -3,7 +3,7 @@ import { MysqlDialect, PostgresDialect } from 'kysely';
 import { builderTransaction, type ConnectSettings, type Connector } from './connector.js';
 import { loadDriver } from './drivers.js';
 import { unreachable } from './errors.js';
-import type { PgQueryClass } from './pg-opening.js';
+import type { PgQueryClass } from './pg-pipeline.js';
 import { wrapPgClient, type NameableClient, type StatementNaming } from './pg-statements.js';
 import { openSession } from './session.js';
 

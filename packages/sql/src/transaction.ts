@@ -1,7 +1,14 @@
 /** `database.transaction`: one attempt after another while the failure is a retryable conflict. */
 import { nonNegativeIntegerOption, sleep, type Logger } from '@rigging/core';
-import type { IsolationLevel, Kysely } from 'kysely';
+import {
+  CompiledQuery,
+  type Compilable,
+  type IsolationLevel,
+  type Kysely,
+  type RawBuilder,
+} from 'kysely';
 import type { Connector } from './connector.js';
+import { WITH_COMMIT } from './pg-pipeline.js';
 import { SqlError } from './errors.js';
 import { isRetryableError } from './retry.js';
 import type { Dialect } from './dialect.js';
@@ -35,12 +42,60 @@ export interface TransactionScope<DB> {
   assertOpen(): void;
 }
 
+const WITH_COMMIT_BRAND = Symbol('rigging.sql.withCommit');
+
+/** A Kysely query builder, or a `sql` template (compiled with the transaction). */
+export type LastStatement = Compilable | RawBuilder<unknown>;
+
+/** What `fn` of `database.transaction` returns to have a last statement sent with the commit. */
+export interface WithCommit<T> {
+  readonly [WITH_COMMIT_BRAND]: true;
+  /** The last statement: a query that returns no rows (its result is not read). */
+  readonly statement: LastStatement;
+  /** What the transaction resolves with once it has committed. */
+  readonly value: T;
+}
+
+/** What a transaction whose `fn` resolves with `T` resolves with: `WithCommit`'s value unwrapped. */
+export type Settled<T> = T extends WithCommit<infer V> ? V : T;
+
+/**
+ * Returned by the `fn` of `database.transaction`: `statement` is the transaction's last, and the
+ * transaction resolves with `value`. On PostgreSQL the statement travels with the COMMIT, in one
+ * round trip; elsewhere it runs just before it. Either way, if it fails, the transaction rolls
+ * back and rejects with its error: make a statement whose outcome you must check fail on its own
+ * (a constraint, or a row count checked in SQL) rather than return something to read.
+ */
+export function withCommit<T>(statement: LastStatement, value: T): WithCommit<T> {
+  if (!statement || typeof (statement as Partial<Compilable>).compile !== 'function') {
+    throw new TypeError('withCommit(statement, value): statement must be a Kysely query');
+  }
+  return { [WITH_COMMIT_BRAND]: true, statement, value };
+}
+
+const isWithCommit = (x: unknown): x is WithCommit<unknown> =>
+  typeof x === 'object' && x !== null && WITH_COMMIT_BRAND in x;
+
+/** Runs `out`'s last statement with `trx` (marked for the commit on PostgreSQL), or returns `out`. */
+async function settle<DB, T>(trx: Kysely<DB>, out: T, dialect: Dialect): Promise<Settled<T>> {
+  if (!isWithCommit(out)) return out as Settled<T>;
+  // A builder compiles itself; a `sql` template with the executor it is given.
+  const compiled = (out.statement as RawBuilder<unknown>).compile(trx);
+  await trx.executeQuery(
+    dialect === 'postgres'
+      ? CompiledQuery.raw(`${WITH_COMMIT}${compiled.sql}`, [...compiled.parameters])
+      : compiled,
+  );
+  return out.value as Settled<T>;
+}
+
 /** Runs `fn` in a transaction, retrying conflicts with a jittered backoff. @internal */
 export async function runTransaction<DB, T>(
   scope: TransactionScope<DB>,
-  fn: (trx: Kysely<DB>) => Promise<T>,
+  body: (trx: Kysely<DB>) => Promise<T>,
   options: TransactionOptions,
-): Promise<T> {
+): Promise<Settled<T>> {
+  const fn = async (trx: Kysely<DB>) => settle(trx, await body(trx), scope.dialect);
   const retries = nonNegativeIntegerOption('transaction', 'retries', options.retries, 5);
   const signal = signalOption('transaction', options.signal);
   for (let attempt = 0; ; attempt++) {

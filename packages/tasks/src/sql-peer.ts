@@ -9,4 +9,12 @@
  * resolve" at build time). The README's install line names it.
  * @internal
  */
+import * as peer from '@rigging/sql';
+
 export { isConnectionError, isUniqueViolation, sql } from '@rigging/sql';
+
+/**
+ * `withCommit` of `@rigging/sql` 0.2 and later (a transaction's last statement sent with its
+ * commit); `undefined` with 0.1, where the log's write then runs as a statement of its own.
+ */
+export const withCommit = (peer as Partial<typeof peer>).withCommit;

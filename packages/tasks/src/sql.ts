@@ -1,7 +1,7 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
 import type { Database, Kysely, Migration } from '@rigging/sql';
-import { isConnectionError, isUniqueViolation, sql } from './sql-peer.js';
+import { isConnectionError, isUniqueViolation, sql, withCommit } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
   fenced,
@@ -178,6 +178,10 @@ function positionTaken(error: unknown, flowId: string, entries: LogEntry[]): unk
   );
 }
 
+/** PostgreSQL's division by zero: a checked append the fence refused (`#appendStatement`). */
+const isFenceFailure = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === '22012';
+
 /** The task log of {@link sqlLog}: one instance per database, its tables migrated. */
 class SqlTaskLog implements TaskLog {
   readonly #database: Database;
@@ -223,40 +227,59 @@ class SqlTaskLog implements TaskLog {
 
   /**
    * PostgreSQL, one statement, so one round trip (and no transaction of its own outside one):
-   * the fenced flow update and the inserts commit together or not at all.
+   * the fenced flow update and the inserts commit together or not at all. When the fence holds
+   * no flow, nothing is inserted; `checked`, the statement fails instead (division by zero:
+   * `FENCE_FAILED`), so that it can be the last of a transaction sent with its commit, whose
+   * outcome is not read before the commit.
    */
-  async #appendPostgres(
-    db: Db,
+  #appendStatement(
     flowId: string,
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
-  ): Promise<void> {
+    checked: boolean,
+  ) {
     const token = update.token;
     const sets = [sql`writes = writes + 1`, sql`updated_at = ${entries[entries.length - 1]!.at}`];
     if (update.state) sets.push(sql`state = ${update.state}`);
     if (token != null) sets.push(sql`token = ${token.toString()}::bigint`);
     const fence =
       token != null ? sql` and (token is null or token <= ${token.toString()}::bigint)` : sql``;
-    const result = await sql`
+    const held = checked
+      ? sql`1 / (select count(*)::integer from u) = 1`
+      : sql`exists (select 1 from u)`;
+    return sql`
       with u as (
         update ${sql.table(FLOWS)} set ${sql.join(sets)} where flow_id = ${flowId}${fence} returning 1
       )
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      ${this.#pgRows(flowId, entries)} where exists (select 1 from u)`.execute(db);
-    if (Number(result.numAffectedRows ?? 0) === 0) await this.#rejectWrite(db, flowId, token);
+      ${this.#pgRows(flowId, entries)} where ${held}`;
+  }
+
+  /** PostgreSQL: {@link #appendStatement}, run; a write the fence refused is rejected. */
+  async #appendPostgres(
+    db: Db,
+    flowId: string,
+    entries: LogEntry[],
+    update: { state?: FlowState; token?: bigint | null },
+  ): Promise<void> {
+    const result = await this.#appendStatement(flowId, entries, update, false).execute(db);
+    if (Number(result.numAffectedRows ?? 0) === 0) {
+      await this.#rejectWrite(db, flowId, update.token);
+    }
   }
 
   /** PostgreSQL: the flow's record and its first entries in one statement (see above). */
-  async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
+  #createStatement(db: Db, record: FlowRecord, entries: LogEntry[]) {
     const flow = db.insertInto(FLOWS).values(flowRow(record));
-    if (entries.length === 0) {
-      await flow.execute();
-      return;
-    }
-    await sql`
+    if (entries.length === 0) return flow;
+    return sql`
       with f as (${flow.returning(sql<number>`1`.as('one'))})
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      ${this.#pgRows(record.flowId, entries)} where exists (select 1 from f)`.execute(db);
+      ${this.#pgRows(record.flowId, entries)} where exists (select 1 from f)`;
+  }
+
+  async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
+    await this.#createStatement(db, record, entries).execute(db as never);
   }
 
   /**
@@ -367,19 +390,37 @@ class SqlTaskLog implements TaskLog {
   ): Promise<T> {
     let write: TransactionWrite<T> | undefined;
     try {
-      return await this.#database.transaction(async (trx) => {
+      // Resolves with `write.value` (`withCommit`'s value unwrapped), which TypeScript cannot
+      // tell for a generic `T`.
+      return (await this.#database.transaction(async (trx) => {
         write = undefined;
         write = await work(trx);
         const t = trx as Db;
+        // PostgreSQL: the log's write is the transaction's last statement, sent with its commit
+        // (one round trip for both); a fence that refuses it fails it, and so the transaction.
+        if (withCommit && this.#database.dialect === 'postgres') {
+          if (write.create) {
+            return withCommit(this.#createStatement(t, write.create, write.entries), write.value);
+          }
+          if (write.entries.length > 0) {
+            const append = this.#appendStatement(flowId, write.entries, write.update, true);
+            return withCommit(append, write.value);
+          }
+        }
         if (write.create) await this.#createIn(t, write.create, write.entries);
         else await this.#appendIn(t, flowId, write.entries, write.update);
         return write.value;
-      });
+      })) as T;
     } catch (error) {
       // Only the log's own inserts map to log errors; a unique violation of the work is its own.
       if (write !== undefined && isUniqueViolation(error)) {
         if (write.create) throw flowExists(flowId);
         throw positionTaken(error, flowId, write.entries);
+      }
+      // The checked append's refusal (see #appendStatement): the work's own statements ran
+      // before it and were awaited, so a division by zero here is the log's.
+      if (write !== undefined && !write.create && isFenceFailure(error)) {
+        await this.#rejectWrite(this.#db, flowId, write.update.token);
       }
       throw error;
     }

@@ -167,23 +167,34 @@ export function redisPrefix(prefix: string): string {
   return `${uniqueName(prefix)}:`;
 }
 
+/** What `@rigging/sql` sent in the same round trip as a statement, around it. */
+export interface Around {
+  /** The transaction's `begin`, sent ahead of the statement. */
+  opening?: string;
+  /** The transaction's `commit`, sent after the statement (`withCommit`). */
+  closing?: string;
+}
+
 /**
- * Calls `seen(client, text, opening)` with the SQL text of every statement any pg client of this
+ * Calls `seen(client, text, around)` with the SQL text of every statement any pg client of this
  * process sends (a string or a query config, named or not), until the returned function is
- * called: one call per round trip. `opening` is the transaction's `begin` that `@rigging/sql`
- * sent in the same round trip, ahead of `text`, if it did. For tests that count round trips or
- * commits at the driver.
+ * called: one call per round trip. `around` tells what `@rigging/sql` sent in the same round trip
+ * with `text`: a transaction's `begin` ahead of it, its `commit` after it. For tests that count
+ * round trips or commits at the driver.
  */
 export function tapPgStatements(
-  seen: (client: object, text: string, opening: string | undefined) => void,
+  seen: (client: object, text: string, around: Around) => void,
 ): () => void {
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
   proto.query = function (this: object, ...args: unknown[]) {
-    const q = args[0] as { text?: string; opening?: unknown } | string | undefined;
+    const q = args[0] as
+      { text?: string; opening?: unknown; closing?: unknown } | string | undefined;
     const text = typeof q === 'string' ? q : (q?.text ?? '');
-    const opening = typeof q === 'object' && typeof q.opening === 'string' ? q.opening : undefined;
-    seen(this, text, opening);
+    const around: Around = {};
+    if (typeof q === 'object' && typeof q.opening === 'string') around.opening = q.opening;
+    if (typeof q === 'object' && typeof q.closing === 'string') around.closing = q.closing;
+    seen(this, text, around);
     return original.apply(this, args);
   };
   return () => (proto.query = original);

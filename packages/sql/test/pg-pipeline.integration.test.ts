@@ -1,10 +1,11 @@
-// PostgreSQL: a transaction's BEGIN travels with its first statement (one round trip fewer per
-// transaction), and the transaction is the same: its statements share one transaction id, a
-// failure of the first statement rolls everything back, the isolation level holds, a transaction
-// that sends nothing costs nothing. Round trips are counted at the pg client.
+// PostgreSQL: a transaction's BEGIN travels with its first statement, and its COMMIT with the
+// statement given to `withCommit` (a round trip fewer for each), and the transaction is the same:
+// its statements share one transaction id, a failure of the first or the last statement rolls
+// everything back, the isolation level holds, a transaction that sends nothing costs nothing.
+// Round trips are counted at the pg client.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlBackends, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
-import { openDatabase, sql, type Database } from '../src/index.js';
+import { openDatabase, sql, withCommit, type Database } from '../src/index.js';
 import { recordingLogger } from './recording-logger.js';
 
 const [backend] = await sqlBackends('sql_pg_opening', ['postgres']);
@@ -25,9 +26,10 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
       logger: recordingLogger('warn', warnings),
     });
     await sql`create table kv (id integer primary key, v text)`.execute(database.db);
-    restore = tapPgStatements((_client, text, opening) => {
+    restore = tapPgStatements((_client, text, { opening, closing }) => {
       const word = text.trim().split(/\s+/)[0]!.toLowerCase();
-      trips.push(opening ? `${opening.split(' ')[0]!.toLowerCase()}+${word}` : word);
+      const before = opening ? `${opening.split(' ')[0]!.toLowerCase()}+` : '';
+      trips.push(`${before}${word}${closing ? `+${closing}` : ''}`);
     });
   });
   afterAll(async () => {
@@ -199,5 +201,90 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
     } finally {
       await other.close();
     }
+  });
+
+  describe('withCommit', () => {
+    const put = (db: Database['db'], id: number, v: string) =>
+      db.insertInto('kv' as never).values({ id, v } as never);
+    const value = async (id: number) =>
+      (await sql<{ v: string }>`select v from kv where id = ${id}`.execute(database.db)).rows[0]?.v;
+
+    it('sends the last statement with the COMMIT: two round trips for two statements', async () => {
+      for (let round = 0; round < 3; round++) {
+        let result: unknown;
+        const sent = await tripsOf(async () => {
+          result = await database.transaction(async (trx) => {
+            await put(trx, 100 + round, 'first').execute();
+            return withCommit(put(trx, 200 + round, 'last'), `value ${round}`);
+          });
+        });
+        expect(sent).toEqual(['begin+insert', 'insert+commit']);
+        expect(result).toBe(`value ${round}`);
+        expect([await value(100 + round), await value(200 + round)]).toEqual(['first', 'last']);
+      }
+    });
+
+    it('a transaction of that statement alone is one round trip', async () => {
+      const sent = await tripsOf(() =>
+        database.transaction(async (trx) => withCommit(put(trx, 300, 'alone'), null)),
+      );
+      expect(sent).toEqual(['begin+insert+commit']);
+      expect(await value(300)).toBe('alone');
+    });
+
+    it('a failing last statement rolls the whole transaction back', async () => {
+      const error = await database
+        .transaction(async (trx) => {
+          await put(trx, 400, 'first').execute();
+          return withCommit(put(trx, 300, 'duplicate'), null);
+        })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: '23505' });
+      expect(await value(400)).toBeUndefined();
+      // A check made in SQL fails the same way: nothing of the transaction is left.
+      const checked = await database
+        .transaction(async (trx) => {
+          await put(trx, 401, 'first').execute();
+          return withCommit(
+            sql`update kv set v = 'never' where id = ${-1}
+              and 1 / (select count(*)::integer from kv where id = ${-1}) = 1`,
+            null,
+          );
+        })
+        .catch((e: unknown) => e);
+      expect(checked).toMatchObject({ code: '22012' });
+      expect(await value(401)).toBeUndefined();
+      // The connection is clean afterwards.
+      expect(
+        await tripsOf(() => database.transaction((trx) => put(trx, 402, 'x').execute())),
+      ).toEqual(['begin+insert', 'commit']);
+    });
+
+    it('a named last statement the server lost fails the transaction retryably; it runs again', async () => {
+      const lost: string[] = [];
+      const other = await openDatabase(fresh.url, {
+        poolSize: 1,
+        logger: recordingLogger('warn', lost),
+      });
+      try {
+        const bump = () => sql`update kv set v = v || '+' where id = ${300}`;
+        const once = () => other.transaction(async () => withCommit(bump(), null));
+        await once();
+        await once(); // named and prepared now
+        await sql`deallocate all`.execute(other.db);
+        let attempts = 0;
+        await other.transaction(async () => {
+          attempts++;
+          return withCommit(bump(), null);
+        });
+        expect({ attempts, lost: lost.length, v: await value(300) }).toEqual({
+          attempts: 2,
+          lost: 1,
+          v: 'alone+++',
+        });
+      } finally {
+        await other.close();
+      }
+    });
   });
 });
