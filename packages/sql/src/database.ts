@@ -12,7 +12,7 @@ import { runMigrations, type Migration, type MigrateResult } from './migrate.js'
 import { connectMysql, connectPostgres } from './servers.js';
 import type { Session } from './session.js';
 import { connectSqlite } from './sqlite.js';
-import { runTransaction, type Settled, type TransactionOptions } from './transaction.js';
+import { runTransaction, type TransactionOptions, type WithCommit } from './transaction.js';
 import type { Dialect } from './dialect.js';
 import { parseDatabaseUrl, redactUrl, type ParsedUrl } from './url.js';
 
@@ -71,9 +71,10 @@ export interface Database<DB = any> extends AsyncDisposable {
   migrate(namespace: string, migrations: readonly Migration[]): Promise<MigrateResult>;
   /** Runs `fn` in a transaction, retrying serialization failures, deadlocks and busy errors. */
   transaction<T>(
-    fn: (trx: Kysely<DB>) => Promise<T>,
+    fn: (trx: Kysely<DB>) => Promise<WithCommit<T>>,
     options?: TransactionOptions,
-  ): Promise<Settled<T>>;
+  ): Promise<T>;
+  transaction<T>(fn: (trx: Kysely<DB>) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /**
    * A dedicated connection outside the pool, for session-scoped features: advisory locks,
    * `LISTEN`, `GET_LOCK`. Its `lost` signal aborts when the connection dies.
@@ -176,7 +177,9 @@ function databaseOver<DB>(
       assertOpen();
       return runMigrations(database, namespace, migrations);
     },
-    transaction: (fn, txOptions = {}) => runTransaction(scope, fn, txOptions),
+    // Both overloads: a `withCommit` result resolves with its value (see `runTransaction`).
+    transaction: ((fn: (trx: Kysely<DB>) => Promise<unknown>, txOptions: TransactionOptions = {}) =>
+      runTransaction(scope, fn, txOptions)) as Database<DB>['transaction'],
     async session() {
       assertOpen();
       let session: Session;

@@ -1,7 +1,7 @@
 export { openDatabase } from './database.js';
 export type { Database, OpenDatabaseOptions } from './database.js';
 export { withCommit } from './transaction.js';
-export type { TransactionOptions, WithCommit, Settled, LastStatement } from './transaction.js';
+export type { TransactionOptions, WithCommit, LastStatement } from './transaction.js';
 export type { Migration, MigrateResult } from './migrate.js';
 export { identityPrimaryKey } from './columns.js';
 export type { Session, Notification, QueryResult } from './session.js';

@@ -1,7 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import { SqlError } from './errors.js';
 import type { Dialect } from './dialect.js';
-import type { Settled } from './transaction.js';
 
 /** One schema change of a package. Migrations run in array order; the index + 1 is the version. */
 export interface Migration {
@@ -138,7 +137,7 @@ async function applyAll(
 export interface MigrationTarget {
   readonly db: Kysely<any>;
   readonly dialect: Dialect;
-  transaction<T>(fn: (trx: Kysely<any>) => Promise<T>): Promise<Settled<T>>;
+  transaction<T>(fn: (trx: Kysely<any>) => Promise<T>): Promise<T>;
 }
 
 /** Applies the pending `migrations` of `namespace` to `database` (see `Database.migrate`). */

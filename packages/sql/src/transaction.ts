@@ -57,7 +57,7 @@ export interface WithCommit<T> {
 }
 
 /** What a transaction whose `fn` resolves with `T` resolves with: `WithCommit`'s value unwrapped. */
-export type Settled<T> = T extends WithCommit<infer V> ? V : T;
+type Settled<T> = T extends WithCommit<infer V> ? V : T;
 
 /**
  * Returned by the `fn` of `database.transaction`: `statement` is the transaction's last, and the

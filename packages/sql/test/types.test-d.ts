@@ -8,6 +8,7 @@ import {
   type Migration,
   type Session,
   type SqlErrorCode,
+  withCommit,
 } from '../src/index.js';
 
 interface Tables {
@@ -34,6 +35,16 @@ test('transaction returns what the callback returns', () => {
         }
       | undefined
     >();
+});
+
+test('transaction resolves with the value of withCommit, not the wrapper', () => {
+  const database = {} as Database<Tables>;
+  expectTypeOf(
+    database.transaction(async (trx) => withCommit(trx.deleteFrom('t_item'), 'done' as const)),
+  ).resolves.toEqualTypeOf<'done'>();
+  // A generic wrapper keeps its own type.
+  const wrap = <T>(fn: (trx: Kysely<Tables>) => Promise<T>): Promise<T> => database.transaction(fn);
+  expectTypeOf(wrap(async () => 1)).resolves.toEqualTypeOf<number>();
 });
 
 test('migrations and errors', () => {
