@@ -4,7 +4,7 @@ import BetterSqlite from 'better-sqlite3';
 import pg from 'pg';
 import { Bench } from 'tinybench';
 import { freshDatabase, service } from '@rigging/testkit';
-import { openDatabase, sql } from '../src/index.js';
+import { openDatabase, sql, withCommit } from '../src/index.js';
 
 interface Tables {
   bench_kv: { id: number; v: string };
@@ -91,6 +91,30 @@ if ((await service('postgres')).available) {
       try {
         await client.query('begin');
         await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'x']);
+        await client.query('commit');
+      } catch (error) {
+        await client.query('rollback');
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+  );
+  // Two statements: BEGIN rides with the first, COMMIT with the last (`withCommit`): two round
+  // trips against the raw driver's four.
+  await compare(
+    'postgres two-insert transaction, withCommit',
+    () =>
+      database.transaction(async (trx) => {
+        await trx.insertInto('bench_kv').values({ id: next++, v: 'x' }).execute();
+        return withCommit(trx.insertInto('bench_kv').values({ id: next++, v: 'y' }), null);
+      }),
+    async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'x']);
+        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'y']);
         await client.query('commit');
       } catch (error) {
         await client.query('rollback');
