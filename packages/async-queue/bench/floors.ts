@@ -28,6 +28,26 @@ export interface Drained {
   walPerJob: number;
 }
 
+/**
+ * A floor's figures once its drain of `n` jobs from `table` (started at `t0`, WAL at `wal0`) has
+ * ended after running `done`: fails unless every job ran and succeeded once.
+ */
+async function drained(
+  database: Database,
+  table: string,
+  run: { n: number; done: number; t0: number; wal0: number; name: string },
+): Promise<Drained> {
+  const { n, done } = run;
+  const ms = performance.now() - run.t0;
+  const wal = (await walPosition(database)) - run.wal0;
+  const { rows } = await sql<{ n: string }>`
+    select count(*) as n from ${sql.table(table)} where status = 'succeeded'`.execute(database.db);
+  if (done !== n || Number(rows[0]!.n) !== n) {
+    throw new Error(`${run.name}: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}`);
+  }
+  return { rate: (done / ms) * 1000, walPerJob: wal / n };
+}
+
 /** The claims of a claim function's rows (rows without an op are keys it could not claim). */
 const claimsOf = (rows: ClaimedRow[]): Claim[] => rows.filter((r) => r.id != null).map(claimOfRow);
 
@@ -131,14 +151,7 @@ export async function minimalQueueFloor(database: Database, n: number): Promise<
       }
     }),
   );
-  const ms = performance.now() - t0;
-  const wal = (await walPosition(database)) - wal0;
-  const { rows } = await sql<{ n: string }>`
-    select count(*) as n from aq_bench_minimal where status = 'succeeded'`.execute(db);
-  if (done !== n || Number(rows[0]!.n) !== n) {
-    throw new Error(`minimal floor: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}`);
-  }
-  return { rate: (done / ms) * 1000, walPerJob: wal / n };
+  return drained(database, 'aq_bench_minimal', { n, done, t0, wal0, name: 'minimal floor' });
 }
 
 /**
@@ -209,15 +222,6 @@ export async function orderedQueueFloor(
       }
     }),
   );
-  const ms = performance.now() - t0;
-  const wal = (await walPosition(database)) - wal0;
-  const { rows } = await sql<{ n: string }>`
-    select count(*) as n from aq_bench_ordered where status = 'succeeded'`.execute(db);
-  if (done !== n || Number(rows[0]!.n) !== n || violations > 0) {
-    throw new Error(
-      `ordered floor: ran ${done} jobs, ${rows[0]!.n} succeeded, of ${n}; ` +
-        `${violations} out of their key's order`,
-    );
-  }
-  return { rate: (done / ms) * 1000, walPerJob: wal / n };
+  if (violations > 0) throw new Error(`ordered floor: ${violations} jobs out of their key's order`);
+  return drained(database, 'aq_bench_ordered', { n, done, t0, wal0, name: 'ordered floor' });
 }

@@ -75,6 +75,22 @@ if ((await service('postgres')).available) {
   await sql`insert into bench_kv (id, v) values (1, 'one')`.execute(database.db);
   const pool = new pg.Pool({ connectionString: fresh.url, max: 10 });
   let next = 10;
+  /** The raw driver's transaction: `begin`, one insert per value, `commit`. */
+  const rawInserts = async (values: string[]) => {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      for (const v of values) {
+        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, v]);
+      }
+      await client.query('commit');
+    } catch (error) {
+      await client.query('rollback');
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
   await compare(
     'postgres select by id',
     () => database.db.selectFrom('bench_kv').selectAll().where('id', '=', 1).executeTakeFirst(),
@@ -86,19 +102,7 @@ if ((await service('postgres')).available) {
       database.transaction((trx) =>
         trx.insertInto('bench_kv').values({ id: next++, v: 'x' }).execute(),
       ),
-    async () => {
-      const client = await pool.connect();
-      try {
-        await client.query('begin');
-        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'x']);
-        await client.query('commit');
-      } catch (error) {
-        await client.query('rollback');
-        throw error;
-      } finally {
-        client.release();
-      }
-    },
+    () => rawInserts(['x']),
   );
   // Two statements: BEGIN rides with the first, COMMIT with the last (`withCommit`): two round
   // trips against the raw driver's four.
@@ -109,20 +113,7 @@ if ((await service('postgres')).available) {
         await trx.insertInto('bench_kv').values({ id: next++, v: 'x' }).execute();
         return withCommit(trx.insertInto('bench_kv').values({ id: next++, v: 'y' }), null);
       }),
-    async () => {
-      const client = await pool.connect();
-      try {
-        await client.query('begin');
-        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'x']);
-        await client.query('insert into bench_kv (id, v) values ($1, $2)', [next++, 'y']);
-        await client.query('commit');
-      } catch (error) {
-        await client.query('rollback');
-        throw error;
-      } finally {
-        client.release();
-      }
-    },
+    () => rawInserts(['x', 'y']),
   );
   await pool.end();
   await database.close();
