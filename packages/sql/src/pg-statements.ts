@@ -203,7 +203,7 @@ export function wrapPgClient(
       }
       // The status now is the one the statement was sent in, or the one after its failure if
       // that has arrived ('I' again outside a transaction, 'E' inside): either tells.
-      if (status === 'I') return send(text, values) as Promise<unknown>;
+      if (status === 'I') return send(text, values, undefined, closing) as Promise<unknown>;
       throw new SqlError(
         'sql.statement_invalidated',
         `a prepared statement could not run (${(error as Error).message}); nothing of it ran, ` +
