@@ -75,6 +75,15 @@ export function unsentResult(text: string): { command: string; rowCount: null; r
  * @internal
  */
 export function pipelinedQueryClass(Query: PgQueryClass) {
+  let made = pipelinedClasses.get(Query);
+  if (!made) pipelinedClasses.set(Query, (made = makePipelinedQueryClass(Query)));
+  return made;
+}
+
+/** One subclass per pg `Query` class (each pooled connection asks for it). */
+const pipelinedClasses = new WeakMap<PgQueryClass, ReturnType<typeof makePipelinedQueryClass>>();
+
+function makePipelinedQueryClass(Query: PgQueryClass) {
   const names = new WeakMap<object, string | undefined>();
   return class PipelinedQuery extends (Query as unknown as new (
     ...args: ConstructorParameters<PgQueryClass>

@@ -271,7 +271,7 @@ class SqlTaskLog implements TaskLog {
   /** PostgreSQL: the flow's record and its first entries in one statement (see above). */
   #createStatement(db: Db, record: FlowRecord, entries: LogEntry[]) {
     const flow = db.insertInto(FLOWS).values(flowRow(record));
-    if (entries.length === 0) return flow;
+    if (entries.length === 0) return sql`${flow}`;
     return sql`
       with f as (${flow.returning(sql<number>`1`.as('one'))})
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
@@ -279,7 +279,7 @@ class SqlTaskLog implements TaskLog {
   }
 
   async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
-    await this.#createStatement(db, record, entries).execute(db as never);
+    await this.#createStatement(db, record, entries).execute(db);
   }
 
   /**
