@@ -90,6 +90,7 @@ for (const b of backends) {
           'keys-head-seq',
           'pg-partial-op-indexes',
           'pg-succeed-by-primary-key',
+          'pg-queued-op-index',
         ]);
         expect(await objectNames(database)).toEqual(expected);
         // Every row, as it was.

@@ -1,22 +1,40 @@
 // PostgreSQL: the batch of successes finds each key row by its primary key. Were it to take the
 // partial index of running keys (which its "key is running" condition once matched), each
-// success would read an entry per running key of the queue. Counted with PostgreSQL's own
-// statistics of index scans, read once every connection of the run has closed.
+// success would read an entry per running key of the queue. And every look for a key's queued
+// ops goes through the index of queued ops, also under a prepared statement's generic plan.
+// Counted with PostgreSQL's own statistics of scans, read once every connection of the run has
+// closed.
 import { describe, expect, it } from 'vitest';
 import { deferred } from '@rigging/core';
 import { openDatabase, sql } from '@rigging/sql';
 import { freshDatabase, service } from '@rigging/testkit';
 import { createQueue } from '../src/index.js';
-import { sqlBackend } from '../src/sql.js';
-import { KEYS } from '../src/sql/names.js';
+import { migrations, sqlBackend } from '../src/sql.js';
+import { KEYS, OPS } from '../src/sql/names.js';
 
 const status = await service('postgres');
+
+/**
+ * Sequential scans of `table` in database `url`, read as {@link indexScans} reads index scans.
+ */
+async function seqScans(url: string, table: string): Promise<number> {
+  return (await scansOf(url, [], table)).table;
+}
 
 /**
  * Index scans of each of `indexes` in database `url`, once no other session is connected to it
  * (a session flushes its statistics when it ends); fails if one stays connected.
  */
 async function indexScans(url: string, indexes: string[]): Promise<Map<string, number>> {
+  return (await scansOf(url, indexes)).indexes;
+}
+
+/** Index scans of `indexes` and sequential scans of `table` (see {@link indexScans}). */
+async function scansOf(
+  url: string,
+  indexes: string[],
+  table?: string,
+): Promise<{ indexes: Map<string, number>; table: number }> {
   const database = await openDatabase(url, { poolSize: 1 });
   try {
     for (let tries = 0; ; tries++) {
@@ -31,12 +49,18 @@ async function indexScans(url: string, indexes: string[]): Promise<Map<string, n
     await sql`select pg_stat_clear_snapshot()`.execute(database.db);
     const { rows } = await sql<{ name: string; n: string }>`
       select indexrelname as name, idx_scan::text as n from pg_stat_user_indexes
-      where indexrelname in (${sql.join(indexes)})`.execute(database.db);
+      where indexrelname = any(${indexes})`.execute(database.db);
     const scans = new Map(rows.map((r) => [r.name, Number(r.n)]));
     for (const index of indexes) {
       if (!scans.has(index)) throw new Error(`no statistics for index ${index}`);
     }
-    return scans;
+    if (table === undefined) return { indexes: scans, table: 0 };
+    const seq = await sql<{ n: string }>`
+      select seq_scan::text as n from pg_stat_user_tables where relname = ${table}`.execute(
+      database.db,
+    );
+    if (seq.rows.length === 0) throw new Error(`no statistics for table ${table}`);
+    return { indexes: scans, table: Number(seq.rows[0]!.n) };
   } finally {
     await database.close();
   }
@@ -85,6 +109,61 @@ describe.skipIf(!status.available)('PostgreSQL index use', () => {
       const scans = await indexScans(fresh.url, [running, pk]);
       expect(scans.get(running)).toBeLessThan(keys);
       expect(scans.get(pk)).toBeGreaterThanOrEqual(ids.length);
+    } finally {
+      await fresh.drop();
+    }
+  }, 60_000);
+
+  it('finds queued ops by key through their index, under generic plans too', async () => {
+    const fresh = await freshDatabase('postgres', 'aq_index_use');
+    try {
+      // Every statement of the run planned once for any parameters, as a prepared statement
+      // ends up after a few runs: a partial index whose predicate is a parameter is never used.
+      const name = new URL(fresh.url).pathname.slice(1);
+      const admin = await openDatabase(fresh.url, { poolSize: 1 });
+      await sql`alter database ${sql.id(name)} set plan_cache_mode = force_generic_plan`.execute(
+        admin.db,
+      );
+      // The schema first: building its indexes reads the table from end to end.
+      await admin.migrate('async-queue', migrations);
+      await admin.close();
+      const built = await seqScans(fresh.url, OPS);
+      const database = await openDatabase(fresh.url);
+      const gate = deferred<void>();
+      const running = deferred<void>();
+      const queue = createQueue({
+        backend: sqlBackend(database, { name: 'index-use' }),
+        concurrency: 4,
+        handlers: {
+          step: async (_p: number) => {
+            running.resolve();
+            await gate.promise;
+            return null;
+          },
+        },
+      });
+      // The first claim of a worker also looks for expired leases: it claims the head op of
+      // each ready key with a statement of its own.
+      const ids: string[] = [];
+      for (let n = 0; n < 4; n++) ids.push(await queue.cast('k', { type: 'step', payload: n }));
+      await running.promise;
+      const info = await queue.inspect('k');
+      expect(info.running?.id).toBe(ids[0]);
+      expect(info.pending.map((op) => op.id)).toEqual(ids.slice(1));
+      await queue.cast('other', { type: 'step', payload: 0 });
+      expect((await queue.activeKeys()).length).toBe(2);
+      expect(await queue.keyStatus('k')).toBe('step-in-progress');
+      expect(await queue.discard('k')).toEqual(ids.slice(1));
+      gate.resolve();
+      expect(await queue.wait(ids[0]!)).toBeNull();
+      await queue.drained();
+      await queue.close();
+      await database.close();
+      const queued = `${OPS}_queued`;
+      const scans = await scansOf(fresh.url, [queued], OPS);
+      // Claims, inspect, statuses and the discard: each found the key's queued ops by index.
+      expect(scans.indexes.get(queued)).toBeGreaterThanOrEqual(5);
+      expect(scans.table - built).toBe(0);
     } finally {
       await fresh.drop();
     }

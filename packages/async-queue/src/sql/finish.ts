@@ -5,7 +5,7 @@ import type { SerializedError } from '@rigging/core';
 import type { Claim, Completion } from '../backend.js';
 import type { OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
-import { toInfo, type Db, type OpRow } from './rows.js';
+import { QUEUED, toInfo, type Db, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 
 /**
@@ -40,7 +40,7 @@ export async function cancelQueued(
     .selectAll()
     .where('queue', '=', tables.name)
     .where('op_key', '=', key)
-    .where('status', '=', 'queued')
+    .where('status', '=', QUEUED)
     .orderBy('seq')
     .execute()) as OpRow[];
   if (rows.length === 0) return [];
@@ -49,7 +49,7 @@ export async function cancelQueued(
     .set({ status: 'cancelled', cancelled_by: cause, finished_at: at })
     .where('queue', '=', tables.name)
     .where('op_key', '=', key)
-    .where('status', '=', 'queued')
+    .where('status', '=', QUEUED)
     .execute();
   return rows.map((r) =>
     toInfo({ ...r, status: 'cancelled', cancelled_by: cause, finished_at: at }),

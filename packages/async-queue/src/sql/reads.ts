@@ -2,7 +2,7 @@
 // letters, the next due time. No writes.
 import type { KeyInfo, KeyStatus, OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
-import { num, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
+import { num, QUEUED, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 
 /** The reads of one queue's ops and keys. @internal */
@@ -42,7 +42,7 @@ export class QueueReads {
           .select(['type', 'attempts'])
           .where('queue', '=', this.#tables.name)
           .where('op_key', '=', k.op_key)
-          .where('status', '=', 'queued')
+          .where('status', '=', QUEUED)
           .orderBy('seq')
           .limit(1)
           .executeTakeFirst()) as { type: string; attempts: number | string } | undefined;
@@ -67,12 +67,21 @@ export class QueueReads {
       .selectAll()
       .where('queue', '=', this.#tables.name)
       .where('op_key', '=', key)
-      .where('status', 'in', ['queued', 'running'])
+      .where('status', '=', QUEUED)
       .orderBy('seq')
       .execute()) as OpRow[];
-    const running = rows.find((r) => r.status === 'running');
+    // The running op through the key row (indexes by key hold queued ops only).
+    const running =
+      k?.state === 'running' && k.running_op !== null
+        ? ((await db
+            .selectFrom(OPS)
+            .selectAll()
+            .where('id', '=', k.running_op)
+            .where('status', '=', 'running')
+            .executeTakeFirst()) as OpRow | undefined)
+        : undefined;
     const blocked = k?.state === 'blocked';
-    const pending = rows.filter((r) => r.status === 'queued').map((r) => toInfo(r, blocked));
+    const pending = rows.map((r) => toInfo(r, blocked));
     return {
       key,
       status,

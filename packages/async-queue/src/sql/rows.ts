@@ -3,9 +3,17 @@ import type { SerializedError } from '@rigging/core';
 import type { Kysely } from '@rigging/sql';
 import type { EnqueueInput } from '../backend.js';
 import type { OpInfo, OpStatus } from '../types.js';
+import { sql } from '../sql-peer.js';
 
 /** The Kysely handle the backend queries through (its tables are not typed). @internal */
 export type Db = Kysely<any>;
+
+/**
+ * `'queued'` written into the statement's text: PostgreSQL's index of ops by key is partial on
+ * `status = 'queued'`, and a prepared statement's generic plan can use it only when the value is
+ * in the text, not a parameter. @internal
+ */
+export const QUEUED = sql.lit('queued');
 
 /** A row of `rigging_async_queue_ops` as drivers return it (bigints may come as strings). @internal */
 export interface OpRow {

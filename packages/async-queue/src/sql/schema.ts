@@ -214,4 +214,17 @@ export const migrations: readonly Migration[] = [
       await sql.raw(succeedManyByPrimaryKeyFunction(NAMES)).execute(db);
     },
   },
+  {
+    // Every query that finds ops by key asks for its queued ones, so PostgreSQL's index by key
+    // holds only those: the running and finished versions of an op (two of its three) get no
+    // entry, and the index stays the size of the backlog however much history is kept.
+    name: 'pg-queued-op-index',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql
+        .raw(`create index ${OPS}_queued on ${OPS} (queue, op_key, seq) where status = 'queued'`)
+        .execute(db);
+      await sql.raw(`drop index ${OPS}_key`).execute(db);
+    },
+  },
 ];

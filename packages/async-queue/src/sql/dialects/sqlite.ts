@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { isProcessAlive } from '@rigging/core';
 import { prepareQuery } from '../prepared.js';
 import { KEYS, OPS } from '../names.js';
-import type { Db, OpRow } from '../rows.js';
+import { QUEUED, type Db, type OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
 import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
 
@@ -32,7 +32,7 @@ export function returningStatements(): Pick<QueueDialect, 'upsertKey' | 'claimHe
           .select('id')
           .where('queue', '=', p.queue)
           .where('op_key', '=', p.key)
-          .where('status', '=', 'queued')
+          .where('status', '=', QUEUED)
           .orderBy('seq')
           .limit(1),
       )
