@@ -15,13 +15,6 @@ import { KEYS, OPS } from '../src/sql/names.js';
 const status = await service('postgres');
 
 /**
- * Sequential scans of `table` in database `url`, read as {@link indexScans} reads index scans.
- */
-async function seqScans(url: string, table: string): Promise<number> {
-  return (await scansOf(url, [], table)).table;
-}
-
-/**
  * Index scans of each of `indexes` in database `url`, once no other session is connected to it
  * (a session flushes its statistics when it ends); fails if one stays connected.
  */
@@ -127,7 +120,7 @@ describe.skipIf(!status.available)('PostgreSQL index use', () => {
       // The schema first: building its indexes reads the table from end to end.
       await admin.migrate('async-queue', migrations);
       await admin.close();
-      const built = await seqScans(fresh.url, OPS);
+      const built = (await scansOf(fresh.url, [], OPS)).table;
       const database = await openDatabase(fresh.url);
       const gate = deferred<void>();
       const running = deferred<void>();

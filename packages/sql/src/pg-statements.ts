@@ -217,11 +217,15 @@ export function wrapPgClient(
     if (typeof config !== 'string' || callback !== undefined) return send(config, values, callback);
     if (Pipelined) {
       const bare = values === undefined || (Array.isArray(values) && values.length === 0);
-      if (bare && isOpening(config) && opening === undefined && last === undefined) {
-        if (status === 'I') {
-          opening = config;
-          return Promise.resolve(unsentResult(config));
-        }
+      if (
+        bare &&
+        isOpening(config) &&
+        opening === undefined &&
+        last === undefined &&
+        status === 'I'
+      ) {
+        opening = config;
+        return Promise.resolve(unsentResult(config));
       } else if (
         config.startsWith(WITH_COMMIT) &&
         canCarry(values) &&

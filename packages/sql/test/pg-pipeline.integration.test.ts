@@ -4,7 +4,12 @@
 // everything back, the isolation level holds, a transaction that sends nothing costs nothing.
 // Round trips are counted at the pg client.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sqlBackends, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
+import {
+  recordPgRoundTrips,
+  sqlBackends,
+  type FreshDatabase,
+  type PgRoundTrips,
+} from '@rigging/testkit';
 import { openDatabase, sql, withCommit, type Database } from '../src/index.js';
 import { recordingLogger } from './recording-logger.js';
 
@@ -15,8 +20,7 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
   let database: Database;
   const warnings: string[] = [];
   /** What each round trip carried: `begin+insert` for a statement sent with a held BEGIN. */
-  const trips: string[] = [];
-  let restore: () => void;
+  let trips: PgRoundTrips | undefined;
 
   beforeAll(async () => {
     fresh = await backend!.create();
@@ -26,24 +30,19 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
       logger: recordingLogger('warn', warnings),
     });
     await sql`create table kv (id integer primary key, v text)`.execute(database.db);
-    restore = tapPgStatements((_client, text, { opening, closing }) => {
-      const word = text.trim().split(/\s+/)[0]!.toLowerCase();
-      const before = opening ? `${opening.split(' ')[0]!.toLowerCase()}+` : '';
-      trips.push(`${before}${word}${closing ? `+${closing}` : ''}`);
-    });
+    trips = recordPgRoundTrips();
   });
   afterAll(async () => {
-    restore?.();
+    trips?.stop();
     await database?.close();
     await fresh?.drop();
   });
 
+  /** Another database handle on one connection, its warnings logged to `warnings`. */
+  const oneConnection = (warnings: string[]) =>
+    openDatabase(fresh.url, { poolSize: 1, logger: recordingLogger('warn', warnings) });
   /** The round trips `run` makes. */
-  async function tripsOf(run: () => Promise<unknown>): Promise<string[]> {
-    trips.length = 0;
-    await run();
-    return [...trips];
-  }
+  const tripsOf = (run: () => Promise<unknown>) => trips!.of(run);
   const txid = (db: Database['db'], tag: number) =>
     sql<{ x: string }>`select txid_current()::text as x, ${tag}::int as tag`
       .execute(db)
@@ -172,10 +171,7 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
 
   it('a lost named statement that rode with BEGIN fails its transaction retryably', async () => {
     const lost: string[] = [];
-    const other = await openDatabase(fresh.url, {
-      poolSize: 1,
-      logger: recordingLogger('warn', lost),
-    });
+    const other = await oneConnection(lost);
     try {
       const byId = (db: Database['db'], id: number) =>
         db
@@ -262,10 +258,7 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
 
     it('a named last statement the server lost fails the transaction retryably; it runs again', async () => {
       const lost: string[] = [];
-      const other = await openDatabase(fresh.url, {
-        poolSize: 1,
-        logger: recordingLogger('warn', lost),
-      });
+      const other = await oneConnection(lost);
       try {
         const bump = () => sql`update kv set v = v || '+' where id = ${300}`;
         const once = () => other.transaction(async () => withCommit(bump(), null));

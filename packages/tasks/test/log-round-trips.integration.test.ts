@@ -5,7 +5,13 @@
 // `@rigging/sql` sends with it) and one log write, which carries the COMMIT.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, sql, type Database } from '@rigging/sql';
-import { freshDatabase, service, tapPgStatements, type FreshDatabase } from '@rigging/testkit';
+import {
+  freshDatabase,
+  recordPgRoundTrips,
+  service,
+  type FreshDatabase,
+  type PgRoundTrips,
+} from '@rigging/testkit';
 import { Engine, linearFlow, task, type Task } from '../src/index.js';
 import { sqlLog, sqlTransaction } from '../src/sql.js';
 
@@ -19,38 +25,23 @@ describe.skipIf(!status.available)('round trips of the task log (PostgreSQL)', (
   let fresh: FreshDatabase;
   let database: Database;
   let engine: Engine;
-  const seen: string[] = [];
-  let counting = false;
-  let restore: () => void;
+  let recorded: PgRoundTrips | undefined;
 
   beforeAll(async () => {
     fresh = await freshDatabase('postgres', 'tasks_trips');
     database = await openDatabase(fresh.url);
     await sql`create table trips_effects (flow_id text, task text)`.execute(database.db);
     engine = new Engine({ log: await sqlLog(database) });
-    restore = tapPgStatements((_client, text, { opening, closing }) => {
-      const word = text.trim().split(/\s+/)[0]!.toLowerCase();
-      if (counting)
-        seen.push(`${opening ? `${opening}+` : ''}${word}${closing ? `+${closing}` : ''}`);
-    });
+    recorded = recordPgRoundTrips();
   }, 60_000);
   afterAll(async () => {
-    restore?.();
+    recorded?.stop();
     await database?.close();
     await fresh?.drop();
   });
 
   /** The first word of each statement `run` sends. */
-  async function trips(run: () => Promise<unknown>): Promise<string[]> {
-    seen.length = 0;
-    counting = true;
-    try {
-      await run();
-    } finally {
-      counting = false;
-    }
-    return [...seen];
-  }
+  const trips = (run: () => Promise<unknown>) => recorded!.of(run);
 
   const plain = (name: string): Task => task({ name, execute: async () => name }) as Task;
   const inserting = (name: string): Task =>

@@ -199,3 +199,39 @@ export function tapPgStatements(
   };
   return () => (proto.query = original);
 }
+
+/** Round trips recorded by {@link recordPgRoundTrips}. */
+export interface PgRoundTrips {
+  /** The round trips `run` makes, in order (only those sent while it runs). */
+  of(run: () => Promise<unknown>): Promise<string[]>;
+  /** Stops recording (restores pg's `Client#query`). */
+  stop(): void;
+}
+
+/**
+ * Labels each round trip of this process's pg clients with the first word of its statement,
+ * prefixed with the first word of a transaction opening sent ahead of it (`begin+insert`) and
+ * suffixed with a closing sent after it (`insert+commit`): see {@link tapPgStatements}.
+ */
+export function recordPgRoundTrips(): PgRoundTrips {
+  const trips: string[] = [];
+  let recording = false;
+  const stop = tapPgStatements((_client, text, { opening, closing }) => {
+    if (!recording) return;
+    const word = (t: string) => t.trim().split(/\s+/)[0]!.toLowerCase();
+    trips.push(`${opening ? `${word(opening)}+` : ''}${word(text)}${closing ? `+${closing}` : ''}`);
+  });
+  return {
+    async of(run) {
+      trips.length = 0;
+      recording = true;
+      try {
+        await run();
+      } finally {
+        recording = false;
+      }
+      return [...trips];
+    },
+    stop,
+  };
+}

@@ -71,15 +71,11 @@ export class QueueReads {
       .orderBy('seq')
       .execute()) as OpRow[];
     // The running op through the key row (indexes by key hold queued ops only).
-    const running =
+    const op =
       k?.state === 'running' && k.running_op !== null
-        ? ((await db
-            .selectFrom(OPS)
-            .selectAll()
-            .where('id', '=', k.running_op)
-            .where('status', '=', 'running')
-            .executeTakeFirst()) as OpRow | undefined)
+        ? await this.#tables.opRow(db, k.running_op)
         : undefined;
+    const running = op?.status === 'running' ? op : undefined;
     const blocked = k?.state === 'blocked';
     const pending = rows.map((r) => toInfo(r, blocked));
     return {
