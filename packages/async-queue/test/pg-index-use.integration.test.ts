@@ -126,7 +126,8 @@ describe.skipIf(!status.available)('PostgreSQL index use', () => {
       const running = deferred<void>();
       const queue = createQueue({
         backend: sqlBackend(database, { name: 'index-use' }),
-        concurrency: 4,
+        // One slot: while the first op of `k` runs, every other op stays queued.
+        concurrency: 1,
         handlers: {
           step: async (_p: number) => {
             running.resolve();
