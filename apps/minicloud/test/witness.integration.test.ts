@@ -69,6 +69,34 @@ for (const backend of backends) {
       expect(await witness.lastSeq('f')).toBe(0); // fencing takes no sequence number
     });
 
+    it('reads a scalar with a fence that holds, and neither reads nor writes under a stale claim', async () => {
+      await database.db
+        .insertInto('minicloud_containers')
+        .values({ name: 'fr-c', image: 'img', state: 'running', updated_at: 1 })
+        .execute();
+      const state = (name: string) =>
+        database.db.selectFrom('minicloud_containers').select('state').where('name', '=', name);
+      const fenceAndRead = (c: EffectClaim, name: string) =>
+        database.transaction((trx) =>
+          witness.fenceAndRead(trx, c, { kind: 'op-start', ref: c.op }, state(name)),
+        );
+      expect(await fenceAndRead(claim('fr1', 'fr', 4), 'fr-c')).toEqual({ value: 'running' });
+      expect(await fenceAndRead(claim('fr2', 'fr', 5), 'fr-missing')).toEqual({ value: null });
+      expect(await fenceAndRead(claim('fr0', 'fr', 3), 'fr-c')).toBeUndefined();
+      expect(await token('fr')).toBe(5);
+      const started = await database.db
+        .selectFrom('minicloud_journal')
+        .select('ref')
+        .where('ref', 'in', ['fr0', 'fr1', 'fr2'])
+        .orderBy('ref')
+        .execute();
+      expect(started.map((r) => r.ref)).toEqual(['fr1', 'fr2']);
+      // Without a read: the fence alone.
+      expect(
+        await database.transaction((trx) => witness.fenceAndRead(trx, claim('fr3', 'fr', 6))),
+      ).toEqual({ value: null });
+    });
+
     it('applies an effect once per op, in sequence, and refuses a lower token with nothing written', async () => {
       const writes: string[] = [];
       const write = (what: string) => async () => void writes.push(what);

@@ -11,7 +11,7 @@ import {
 } from '@rigging/tasks';
 import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
-import { isConnectionError, sql, type Database, type Kysely } from '@rigging/sql';
+import { isConnectionError, sql, type Database, type Expression, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { Witness, type EffectClaim, type GatedWrite } from './witness.js';
 
@@ -51,7 +51,15 @@ interface StepWrites {
   undo?: (i: OpInputs, db: Db) => Promise<void>;
   /** PostgreSQL: the effect's write as one statement, run inside the witness's (see `apply`). */
   statement?: (i: OpInputs) => GatedWrite;
+  /**
+   * What the step reads first, as a scalar expression: read with the op's start when the step
+   * starts it (one statement on PostgreSQL, see `fenceAndRead`), and given to `apply`.
+   */
+  read?: (i: OpInputs) => Expression<unknown>;
 }
+
+/** What a step's `read` found, when it was read with the op's start. */
+type Known = { value: unknown } | undefined;
 
 /** What every container-op flow gets. */
 interface OpInputs {
@@ -318,8 +326,8 @@ class ContainerRuntime {
   #step(
     name: string,
     last: boolean,
-    apply: (i: OpInputs, db: Db) => Promise<unknown>,
-    { undo, statement }: StepWrites = {},
+    apply: (i: OpInputs, db: Db, known: Known) => Promise<unknown>,
+    { undo, statement, read }: StepWrites = {},
   ): Task<any, any> {
     return task({
       name,
@@ -337,9 +345,9 @@ class ContainerRuntime {
         let starting = false;
         const result = await sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
           starting = !run.started;
-          if (starting) await this.#start(trx, run, i);
-          if (!last) return (await apply(i, trx)) ?? null;
-          await this.#effect(trx, run, i, (db) => apply(i, db), statement?.(i));
+          const known = starting ? await this.#start(trx, run, i, read?.(i)) : undefined;
+          if (!last) return (await apply(i, trx, known)) ?? null;
+          await this.#effect(trx, run, i, (db) => apply(i, db, known), statement?.(i));
           return null;
         });
         if (starting) run.started = true;
@@ -358,15 +366,23 @@ class ContainerRuntime {
   /**
    * This owner's start of the op, with the step's transaction: journal `op-start`, and the key's
    * highest token becomes the claim's; `minicloud.container_stale_claim` when a later claim of
-   * the key was already seen (nothing is written then).
+   * the key was already seen (nothing is written then). With `read`, what it read (see `Known`).
    */
-  async #start(trx: Db, run: OpRun, i: OpInputs): Promise<void> {
-    if (!(await this.#witness.fence(trx, run.claim, { kind: 'op-start', ref: run.claim.op }))) {
+  async #start(
+    trx: Db,
+    run: OpRun,
+    i: OpInputs,
+    read: Expression<unknown> | undefined,
+  ): Promise<Known> {
+    const record = { kind: 'op-start', ref: run.claim.op } as const;
+    const fenced = await this.#witness.fenceAndRead(trx, run.claim, record, read);
+    if (!fenced) {
       throw new ContainerError(
         'minicloud.container_stale_claim',
         `${i.op} ${i.container}: claim token ${run.claim.token} is stale`,
       );
     }
+    return read === undefined ? undefined : fenced;
   }
 
   /**
@@ -405,16 +421,27 @@ class ContainerRuntime {
     }
   }
 
-  /** The container's state; a `minicloud.container_not_found` error when there is none. */
-  async #need(i: OpInputs, db: Db): Promise<string> {
-    const row = await this.#get(i.container, db);
-    if (!row) {
+  /**
+   * The container's state (`known` when read with the op's start, see `#state`); a
+   * `minicloud.container_not_found` error when there is none.
+   */
+  async #need(i: OpInputs, db: Db, known: Known): Promise<string> {
+    const state = known ? known.value : (await this.#get(i.container, db))?.state;
+    if (typeof state !== 'string') {
       throw new ContainerError(
         'minicloud.container_not_found',
         `${i.op} ${i.container}: no such container`,
       );
     }
-    return row.state;
+    return state;
+  }
+
+  /** The container's state as a scalar subquery (null when there is none). */
+  #state(i: OpInputs): Expression<unknown> {
+    return this.#db
+      .selectFrom('minicloud_containers')
+      .select('state')
+      .where('name', '=', i.container);
   }
 
   #createFlow(): Flow<any, any> {
@@ -452,7 +479,9 @@ class ContainerRuntime {
   #switchFlow(flow: string, step: string, from: string, to: string): Flow<any, any> {
     return linearFlow(
       flow,
-      this.#step('check-container', false, (i, db) => this.#need(i, db)),
+      this.#step('check-container', false, (i, db, known) => this.#need(i, db, known), {
+        read: (i) => this.#state(i),
+      }),
       this.#step(step, true, (i, db) => this.#setState(i.container, to, db), {
         undo: (i, db) => this.#setState(i.container, from, db),
         statement: (i) => (cte) => sql`update "minicloud_containers"

@@ -118,10 +118,26 @@ export class Witness {
     claim: EffectClaim,
     record?: JournalEntry,
   ): Promise<boolean> {
+    return (await this.fenceAndRead(trx, claim, record)) !== undefined;
+  }
+
+  /**
+   * {@link fence}, and `read` (a scalar expression, such as a one-column subquery) read with it:
+   * on PostgreSQL in the fence's own statement (one round trip for both), elsewhere by a statement
+   * after it. Undefined when the claim is stale (nothing is written or read). The read sees what
+   * had committed when the statement began: every effect of an earlier claim of the key, since
+   * a key's claims run one after the other and an earlier claim's late write is refused.
+   */
+  async fenceAndRead<V>(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    record?: JournalEntry,
+    read?: Expression<V>,
+  ): Promise<{ value: V | null } | undefined> {
     const dialect = this.#database.dialect;
     if (dialect === 'mysql') {
       const row = await this.#lockedKey(trx, claim.key);
-      if (claim.token < Number(row.token)) return false;
+      if (claim.token < Number(row.token)) return undefined;
       await trx
         .updateTable('minicloud_effect_keys')
         .set({ token: claim.token })
@@ -138,15 +154,18 @@ export class Witness {
             .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token')),
         )
         .returning('token');
-      if (dialect === 'postgres' && record) {
-        const { rows } = await sql`with f as (${upsert})${this.#journalFrom('f', record)}
-          select 1 from f`.execute(trx);
-        return rows.length > 0;
+      if (dialect === 'postgres') {
+        const { rows } = await sql<{ v: V | null }>`with f as (${upsert})${
+          record ? this.#journalFrom('f', record) : sql``
+        } select ${read ?? sql`null`} as v from f`.execute(trx);
+        return rows[0] && { value: rows[0].v };
       }
-      if ((await upsert.executeTakeFirst()) === undefined) return false;
+      if ((await upsert.executeTakeFirst()) === undefined) return undefined;
     }
     await this.#journal(trx, record);
-    return true;
+    if (read === undefined) return { value: null };
+    const { rows } = await sql<{ v: V | null }>`select ${read} as v`.execute(trx);
+    return { value: rows[0]?.v ?? null };
   }
 
   /** Writes `record`, if any, with `trx`. */
