@@ -1,9 +1,13 @@
 // What the queue reads back: an op, a key's status and contents, the active keys, the dead
 // letters, the next due time. No writes.
+import type { ExpressionBuilder } from '@rigging/sql';
 import type { KeyInfo, KeyStatus, OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
 import { num, QUEUED, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
+
+/** A key row with the type and attempts of its head queued op (null: none queued). */
+type KeyWithHead = KeyRow & { head_type: string | null; head_attempts: number | string | null };
 
 /** The reads of one queue's ops and keys. @internal */
 export class QueueReads {
@@ -28,40 +32,61 @@ export class QueueReads {
     return toInfo(row, await this.isHeld(row));
   }
 
+  /**
+   * Key rows of this queue, each with the type and attempts of its head queued op, in one
+   * statement: one snapshot, so a claim that commits meanwhile is seen whole or not at all (two
+   * reads could see the key `ready` and then its head op already claimed: a running key read as
+   * idle).
+   */
+  #keysWithHead(db: Db) {
+    const head = (column: 'type' | 'attempts', as: string) => (eb: ExpressionBuilder<any, any>) =>
+      eb
+        .selectFrom(`${OPS} as h`)
+        .select(`h.${column}`)
+        .whereRef('h.queue', '=', 'k.queue')
+        .whereRef('h.op_key', '=', 'k.op_key')
+        .where('h.status', '=', QUEUED)
+        .orderBy('h.seq')
+        .limit(1)
+        .as(as);
+    return db
+      .selectFrom(`${KEYS} as k`)
+      .selectAll('k')
+      .select([head('type', 'head_type'), head('attempts', 'head_attempts')])
+      .where('k.queue', '=', this.#tables.name);
+  }
+
+  /** The key row of `key` with its head op (see `#keysWithHead`). */
+  async #keyWithHead(key: string): Promise<KeyWithHead | undefined> {
+    return (await this.#keysWithHead(this.#tables.db)
+      .where('k.op_key', '=', key)
+      .executeTakeFirst()) as KeyWithHead | undefined;
+  }
+
   /** The public status of a key row (`queued`, `<type>-in-progress`, `blocked`, `idle`). */
-  async #statusOf(trx: Db, k: KeyRow | undefined): Promise<KeyStatus> {
+  #statusOf(k: KeyWithHead | undefined): KeyStatus {
     if (!k) return 'idle';
     switch (k.state) {
       case 'blocked':
         return 'blocked';
       case 'running':
         return `${k.running_type ?? 'op'}-in-progress`;
-      case 'ready': {
-        const head = (await trx
-          .selectFrom(OPS)
-          .select(['type', 'attempts'])
-          .where('queue', '=', this.#tables.name)
-          .where('op_key', '=', k.op_key)
-          .where('status', '=', QUEUED)
-          .orderBy('seq')
-          .limit(1)
-          .executeTakeFirst()) as { type: string; attempts: number | string } | undefined;
-        if (!head) return 'idle';
-        return Number(head.attempts) > 0 ? `${head.type}-in-progress` : 'queued';
-      }
+      case 'ready':
+        if (k.head_type === null) return 'idle';
+        return Number(k.head_attempts) > 0 ? `${k.head_type}-in-progress` : 'queued';
       default:
         return 'idle';
     }
   }
 
   async keyStatus(key: string): Promise<KeyStatus> {
-    return this.#statusOf(this.#tables.db, await this.#tables.keyRow(this.#tables.db, key, false));
+    return this.#statusOf(await this.#keyWithHead(key));
   }
 
   async inspect(key: string): Promise<KeyInfo> {
     const { db } = this.#tables;
-    const k = await this.#tables.keyRow(db, key, false);
-    const status = await this.#statusOf(db, k);
+    const k = await this.#keyWithHead(key);
+    const status = this.#statusOf(k);
     const rows = (await db
       .selectFrom(OPS)
       .selectAll()
@@ -89,17 +114,14 @@ export class QueueReads {
   }
 
   async activeKeys(limit: number): Promise<{ key: string; status: KeyStatus }[]> {
-    const rows = (await this.#tables.db
-      .selectFrom(KEYS)
-      .selectAll()
-      .where('queue', '=', this.#tables.name)
-      .where('state', '!=', 'idle')
-      .orderBy('op_key')
+    const rows = (await this.#keysWithHead(this.#tables.db)
+      .where('k.state', '!=', 'idle')
+      .orderBy('k.op_key')
       .limit(limit)
-      .execute()) as KeyRow[];
+      .execute()) as KeyWithHead[];
     const out: { key: string; status: KeyStatus }[] = [];
     for (const k of rows) {
-      const status = await this.#statusOf(this.#tables.db, k);
+      const status = this.#statusOf(k);
       if (status !== 'idle') out.push({ key: k.op_key, status });
     }
     return out;
