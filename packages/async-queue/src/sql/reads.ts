@@ -3,7 +3,7 @@
 import type { ExpressionBuilder } from '@rigging/sql';
 import type { KeyInfo, KeyStatus, OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
-import { num, QUEUED, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
+import { num, QUEUED, toInfo, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 
 /** A key row with the type and attempts of its head queued op (null: none queued). */
@@ -38,7 +38,7 @@ export class QueueReads {
    * reads could see the key `ready` and then its head op already claimed: a running key read as
    * idle).
    */
-  #keysWithHead(db: Db) {
+  #keysWithHead() {
     const head = (column: 'type' | 'attempts', as: string) => (eb: ExpressionBuilder<any, any>) =>
       eb
         .selectFrom(`${OPS} as h`)
@@ -49,7 +49,7 @@ export class QueueReads {
         .orderBy('h.seq')
         .limit(1)
         .as(as);
-    return db
+    return this.#tables.db
       .selectFrom(`${KEYS} as k`)
       .selectAll('k')
       .select([head('type', 'head_type'), head('attempts', 'head_attempts')])
@@ -58,9 +58,8 @@ export class QueueReads {
 
   /** The key row of `key` with its head op (see `#keysWithHead`). */
   async #keyWithHead(key: string): Promise<KeyWithHead | undefined> {
-    return (await this.#keysWithHead(this.#tables.db)
-      .where('k.op_key', '=', key)
-      .executeTakeFirst()) as KeyWithHead | undefined;
+    return (await this.#keysWithHead().where('k.op_key', '=', key).executeTakeFirst()) as
+      KeyWithHead | undefined;
   }
 
   /** The public status of a key row (`queued`, `<type>-in-progress`, `blocked`, `idle`). */
@@ -114,7 +113,7 @@ export class QueueReads {
   }
 
   async activeKeys(limit: number): Promise<{ key: string; status: KeyStatus }[]> {
-    const rows = (await this.#keysWithHead(this.#tables.db)
+    const rows = (await this.#keysWithHead()
       .where('k.state', '!=', 'idle')
       .orderBy('k.op_key')
       .limit(limit)
