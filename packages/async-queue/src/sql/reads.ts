@@ -25,11 +25,26 @@ export class QueueReads {
     );
   }
 
-  /** The op, while retained in this queue. */
+  /**
+   * The op, while retained in this queue: its row with its key's state in one statement, so
+   * that `held` is read from the same snapshot as the op's status.
+   */
   async get(id: string): Promise<OpInfo | undefined> {
-    const row = await this.#tables.opRow(this.#tables.db, id);
+    const row = (await this.#tables.db
+      .selectFrom(`${OPS} as o`)
+      .selectAll('o')
+      .select((eb) =>
+        eb
+          .selectFrom(`${KEYS} as k`)
+          .select('k.state')
+          .whereRef('k.queue', '=', 'o.queue')
+          .whereRef('k.op_key', '=', 'o.op_key')
+          .as('key_state'),
+      )
+      .where('o.id', '=', id)
+      .executeTakeFirst()) as (OpRow & { key_state: string | null }) | undefined;
     if (!row || row.queue !== this.#tables.name) return undefined;
-    return toInfo(row, await this.isHeld(row));
+    return toInfo(row, row.status === 'queued' && row.key_state === 'blocked');
   }
 
   /**
