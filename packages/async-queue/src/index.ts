@@ -17,6 +17,7 @@ export type {
 export type {
   BackoffOptions,
   CommonQueueOptions,
+  GetOptions,
   Handler,
   HandlerContext,
   Handlers,

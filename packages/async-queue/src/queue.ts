@@ -2,6 +2,7 @@ import {
   deferred,
   explainNotJson,
   nonNegativeIntegerOption,
+  nonNegativeOption,
   raceAbort,
   scopedSignal,
   throwIfAborted,
@@ -18,6 +19,7 @@ import { checkRetention, resolveOptions, type ResolvedOptions } from './options.
 import { Reporter } from './status.js';
 import type {
   CommonQueueOptions,
+  GetOptions,
   Handlers,
   HandlersOf,
   OpTypes,
@@ -61,8 +63,13 @@ export interface Queue<H extends Handlers> extends AsyncDisposable {
   ): Promise<ResultOf<H, T>>;
   /** Waits for the outcome of an op enqueued earlier (same errors as `call`). */
   wait(id: string, options?: WaitOptions): Promise<unknown>;
-  /** The op, while retained. */
-  get(id: string): Promise<OpInfo | undefined>;
+  /**
+   * The op, while retained. With `waitMs`, a long poll: resolves once the op has ended
+   * (succeeded, failed or cancelled) or as it is after `waitMs`, whichever comes first; `signal`
+   * ends the wait (rejecting with its reason). An end in another process is seen at once when
+   * the op was cast with `announce` (or by `call`), else at the next poll (`pollMs`).
+   */
+  get(id: string, options?: GetOptions): Promise<OpInfo | undefined>;
   /** The key's status now (`idle` when it has nothing pending). */
   keyStatus(key: string): Promise<KeyStatus>;
   /** Keys that are not idle — queued, `<type>-in-progress` or `blocked` — for dashboards. @default limit 1000 */
@@ -247,9 +254,14 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     return this.#waiters.wait(id, options);
   }
 
-  async get(id: string): Promise<OpInfo | undefined> {
+  async get(id: string, options: GetOptions = {}): Promise<OpInfo | undefined> {
+    const waitMs = nonNegativeOption('queue.get', 'waitMs', options.waitMs);
+    const { signal } = options;
+    throwIfAborted(signal);
     await this.#attached;
-    return this.backend.get(id);
+    if (!waitMs) return this.backend.get(id);
+    if (this.#closed) throw closedError();
+    return this.#waiters.ended(id, waitMs, signal);
   }
 
   async keyStatus(key: string): Promise<KeyStatus> {
@@ -405,6 +417,9 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
         { details: { type: op.type } },
       );
     }
+    if (op.announce !== undefined && typeof op.announce !== 'boolean') {
+      throw new TypeError(`announce must be a boolean, got ${String(op.announce)}`);
+    }
     if (op.idempotencyKey !== undefined && typeof op.idempotencyKey !== 'string') {
       throw new TypeError(`idempotencyKey must be a string, got ${String(op.idempotencyKey)}`);
     }
@@ -422,7 +437,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       type: op.type,
       payload: op.payload,
       idempotencyKey: op.idempotencyKey,
-      waited,
+      waited: waited || op.announce === true,
     };
   }
 

@@ -72,7 +72,7 @@ export type HandlersOf<T extends OpTypes> = {
   [K in keyof T]: Handler<T[K]['payload'], T[K]['result']>;
 };
 
-/** An op for handlers `H`: `{ type, payload, idempotencyKey? }`. */
+/** An op for handlers `H`: `{ type, payload, idempotencyKey?, announce? }`. */
 export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & string> = {
   [K in T]: {
     /** The op type: which handler runs it. */
@@ -84,8 +84,25 @@ export type OpInput<H extends Handlers, T extends keyof H & string = keyof H & s
      * of adding an op, as long as that op is retained.
      */
     idempotencyKey?: string | undefined;
+    /**
+     * Announce the op's end to every process at once (NOTIFY on PostgreSQL, the shared
+     * `Notifier` in one process), so that a `wait` or `get(id, { waitMs })` elsewhere settles
+     * without waiting for its next poll. `call` always announces. Costs one notification per op.
+     */
+    announce?: boolean | undefined;
   };
 }[T];
+
+/** Options of `queue.get(id, options)`. */
+export interface GetOptions {
+  /**
+   * Waits up to this many milliseconds for the op to end (a long poll); 0 or undefined answers
+   * at once.
+   */
+  waitMs?: number | undefined;
+  /** Ends the wait early; `get` then rejects with `signal.reason`. */
+  signal?: AbortSignal | undefined;
+}
 
 /** The result type of handler `T`. */
 export type ResultOf<H extends Handlers, T extends keyof H> = Awaited<ReturnType<H[T]>>;

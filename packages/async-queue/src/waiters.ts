@@ -9,7 +9,8 @@ import type { OpInfo } from './types.js';
 export const TERMINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
 
 interface Waiter {
-  resolve: (value: unknown) => void;
+  /** The op ended; a local run passes its own error and result. */
+  ended: (op: OpInfo, localError: unknown, localResult: unknown) => void;
   reject: (error: unknown) => void;
 }
 
@@ -60,12 +61,14 @@ export class Waiters {
   /** Waits for the outcome of `id`; `signal`/`timeoutMs` end the wait, not the op. */
   async wait(id: string, options: WaitOptions): Promise<unknown> {
     const d = deferred<unknown>();
-    // It may settle while the look-up below is in flight: not an unhandled rejection.
-    d.promise.catch(() => {});
-    const waiter: Waiter = { resolve: d.resolve, reject: d.reject };
-    let set = this.#waiters.get(id);
-    if (!set) this.#waiters.set(id, (set = new Set()));
-    set.add(waiter);
+    const waiter: Waiter = {
+      ended: (op, localError, localResult) => {
+        if (op.status === 'succeeded')
+          d.resolve(localResult !== undefined ? localResult : op.result);
+        else d.reject(outcomeError(op, localError));
+      },
+      reject: d.reject,
+    };
     using scope = scopedSignal({
       ...options,
       onTimeout: () =>
@@ -76,14 +79,69 @@ export class Waiters {
         ),
     });
     const onAbort = () => d.reject(scope.signal.reason);
-    scope.signal.addEventListener('abort', onAbort, { once: true });
+    return this.#waiting(id, waiter, d.promise, scope.signal, onAbort);
+  }
+
+  /**
+   * The op once it has ended, or as it is after `waitMs` (read again then); undefined when there
+   * is no such op. `signal` rejects with its reason.
+   */
+  async ended(
+    id: string,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<OpInfo | undefined> {
+    const d = deferred<OpInfo | undefined>();
+    const waiter: Waiter = {
+      ended: (end, _localError, localResult) =>
+        d.resolve(
+          localResult !== undefined && end.result === undefined
+            ? { ...end, result: localResult }
+            : end,
+        ),
+      reject: d.reject,
+    };
+    using scope = scopedSignal({ signal, timeoutMs: waitMs });
+    // Resolving with undefined ends the wait without an end: no such op, or `waitMs` ran out.
+    const onAbort = () => {
+      if (signal?.aborted) d.reject(signal.reason);
+      else d.resolve(undefined);
+    };
+    let found = true;
+    const end = await this.#waiting(id, waiter, d.promise, scope.signal, onAbort, (current) => {
+      found = current !== undefined;
+      if (!found) d.resolve(undefined);
+    });
+    return end ?? (found ? this.backend.get(id) : undefined);
+  }
+
+  /**
+   * Registers `waiter` for `id`, reads the op (it may have ended meanwhile; `onRead` sees it),
+   * and awaits `done`.
+   */
+  async #waiting<T>(
+    id: string,
+    waiter: Waiter,
+    done: Promise<T>,
+    signal: AbortSignal,
+    onAbort: () => void,
+    onRead?: (current: OpInfo | undefined) => void,
+  ): Promise<T> {
+    // It may settle while the look-up below is in flight: not an unhandled rejection.
+    done.catch(() => {});
+    let set = this.#waiters.get(id);
+    if (!set) this.#waiters.set(id, (set = new Set()));
+    set.add(waiter);
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
+      if (signal.aborted) onAbort();
       // It may have finished already (fast handler, idempotent repeat, another process).
       const current = await this.backend.get(id);
+      onRead?.(current);
       if (current && TERMINAL.has(current.status) && !this.runningHere(id)) this.settle(current);
-      return await d.promise;
+      return await done;
     } finally {
-      scope.signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', onAbort);
       const s = this.#waiters.get(id);
       s?.delete(waiter);
       if (s?.size === 0) this.#waiters.delete(id);
@@ -99,10 +157,7 @@ export class Waiters {
     const set = this.#waiters.get(op.id);
     if (!set || !TERMINAL.has(op.status)) return;
     this.#waiters.delete(op.id);
-    for (const w of set) {
-      if (op.status === 'succeeded') w.resolve(localResult !== undefined ? localResult : op.result);
-      else w.reject(outcomeError(op, localError));
-    }
+    for (const w of set) w.ended(op, localError, localResult);
   }
 
   /** Another process finished `id`: settle its local waiters from storage. */

@@ -1,0 +1,163 @@
+import { sleep } from '@rigging/core';
+import { openDatabase, type Database } from '@rigging/sql';
+import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createQueue, type Queue } from '../src/index.js';
+import { Notifier, sqlBackend } from '../src/sql.js';
+
+// `get(id, { waitMs })`, a long poll, across two instances that do not share a process's
+// shortcuts: on PostgreSQL two connections and no shared Notifier (the end comes by NOTIFY);
+// elsewhere one shared Notifier (no NOTIFY there). The producer polls once a minute, so only an
+// announcement can end its wait within the test.
+const backends = await sqlBackends('async_queue_long_poll', ['postgres', 'sqlite-file', 'mysql']);
+const POLL_MS = 60_000;
+
+const handlers = {
+  nap: async (ms: number) => {
+    await sleep(ms);
+    return ms;
+  },
+  fail: async (message: string): Promise<never> => {
+    throw new Error(message);
+  },
+};
+
+/**
+ * PostgreSQL's LISTEN sessions open in the background: waits until an announced op's end reaches
+ * `producer` by NOTIFY (its wait ends after the op's 200 ms and well before `waitMs`).
+ */
+async function untilListening(producer: Queue<typeof handlers>): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    const id = await producer.cast('warm-up', { type: 'nap', payload: 200, announce: true });
+    const started = Date.now();
+    const op = await producer.get(id, { waitMs: 3_000 });
+    const took = Date.now() - started;
+    if (op?.status === 'succeeded' && took >= 150 && took < 2_500) return;
+  }
+  throw new Error('no announcement reached the producer');
+}
+
+for (const b of backends) {
+  describe.skipIf(!b.available)(`get(id, { waitMs }) on ${b.kind}`, () => {
+    let fresh: FreshDatabase;
+    let db1: Database;
+    let db2: Database;
+    let n = 0;
+    const queues: Queue<any>[] = [];
+    const pair = async ({ work = true } = {}) => {
+      const name = `lp${++n}`;
+      const notifier = b.kind === 'postgres' ? undefined : new Notifier();
+      const producer = createQueue({
+        backend: sqlBackend(db1, { name, pollMs: POLL_MS, notifier }),
+        worker: false,
+        handlers,
+      });
+      const worker = createQueue({
+        // The worker looks for work often: only the producer's learning of ends is under test.
+        backend: sqlBackend(db2, { name, pollMs: 100, notifier }),
+        worker: work,
+        handlers,
+      });
+      queues.push(producer, worker);
+      if (work && b.kind === 'postgres') await untilListening(producer);
+      return { producer, worker };
+    };
+    beforeAll(async () => {
+      fresh = await b.create();
+      db1 = await openDatabase(fresh.url);
+      db2 = b.kind === 'sqlite-file' ? db1 : await openDatabase(fresh.url);
+    }, 60_000);
+    afterAll(async () => {
+      await Promise.allSettled(queues.map((q) => q.close()));
+      await db1?.close();
+      if (db2 !== db1) await db2?.close();
+      await fresh?.drop();
+    }, 60_000);
+
+    it('answers once an announced op ends in the other instance, with its result', async () => {
+      const { producer } = await pair();
+      const id = await producer.cast('k', { type: 'nap', payload: 300, announce: true });
+      const started = Date.now();
+      const op = await producer.get(id, { waitMs: 30_000 });
+      const took = Date.now() - started;
+      expect(op).toMatchObject({ id, status: 'succeeded', result: 300 });
+      expect(took).toBeGreaterThanOrEqual(250);
+      expect(took).toBeLessThan(POLL_MS / 4);
+    }, 60_000);
+
+    it('answers a failed op with its error, and a cancelled one, without rejecting', async () => {
+      const { producer } = await pair();
+      const failed = await producer.cast('k', { type: 'fail', payload: 'no', announce: true });
+      const behind = await producer.cast('k', { type: 'nap', payload: 1, announce: true });
+      await expect(producer.get(failed, { waitMs: 30_000 })).resolves.toMatchObject({
+        status: 'failed',
+        error: { message: 'no' },
+      });
+      await expect(producer.get(behind, { waitMs: 30_000 })).resolves.toMatchObject({
+        status: 'cancelled',
+        cancelledBy: failed,
+      });
+    }, 60_000);
+
+    it('answers at once for an op that has ended, and undefined for an unknown id', async () => {
+      const { producer } = await pair();
+      const id = await producer.cast('k', { type: 'nap', payload: 1 });
+      await expect
+        .poll(() => producer.get(id).then((op) => op?.status), { timeout: 30_000 })
+        .toBe('succeeded');
+      const started = Date.now();
+      await expect(producer.get(id, { waitMs: 30_000 })).resolves.toMatchObject({
+        status: 'succeeded',
+      });
+      await expect(producer.get('no-such-op', { waitMs: 30_000 })).resolves.toBeUndefined();
+      expect(Date.now() - started).toBeLessThan(5_000);
+    }, 60_000);
+
+    it('ends the wait with the signal (rejecting with its reason) and refuses a bad waitMs', async () => {
+      const { producer } = await pair({ work: false }); // the op stays queued
+      const id = await producer.cast('k', { type: 'nap', payload: 1 });
+      const controller = new AbortController();
+      const waiting = producer.get(id, { waitMs: 30_000, signal: controller.signal });
+      setTimeout(() => controller.abort(new Error('client gone')), 100);
+      await expect(waiting).rejects.toThrow('client gone');
+      for (const waitMs of [-1, Number.NaN, '5' as unknown as number]) {
+        await expect(producer.get(id, { waitMs })).rejects.toThrow(TypeError);
+      }
+      await expect(producer.get(id)).resolves.toMatchObject({ status: 'queued' });
+    }, 60_000);
+
+    it('rejects a pending long poll with async-queue.closed when its queue closes', async () => {
+      const { producer } = await pair({ work: false }); // the op stays queued
+      const id = await producer.cast('k', { type: 'nap', payload: 1 });
+      const waiting = expect(producer.get(id, { waitMs: 30_000 })).rejects.toMatchObject({
+        code: 'async-queue.closed',
+      });
+      await sleep(100);
+      await producer.close();
+      await waiting;
+    }, 60_000);
+
+    it('answers the op as it is once waitMs has passed', async () => {
+      const { producer } = await pair({ work: false }); // the op stays queued
+      const id = await producer.cast('k', { type: 'nap', payload: 1, announce: true });
+      const started = Date.now();
+      await expect(producer.get(id, { waitMs: 300 })).resolves.toMatchObject({ status: 'queued' });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    }, 60_000);
+
+    it.runIf(b.kind === 'postgres')(
+      'sees the end of an op cast without announce only when its wait runs out',
+      async () => {
+        const { producer } = await pair();
+        const id = await producer.cast('k', { type: 'nap', payload: 50 });
+        const started = Date.now();
+        // Read again as the wait ends: by then the op has long succeeded.
+        await expect(producer.get(id, { waitMs: 1_500 })).resolves.toMatchObject({
+          status: 'succeeded',
+        });
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
+      },
+      60_000,
+    );
+  });
+}
