@@ -267,6 +267,43 @@ describe('minicloud serve HTTP API', { timeout: 60_000 }, () => {
     );
   });
 
+  it('ops: GET with waitMs answers once the op has ended, or as it is when the wait runs out', async () => {
+    const cast = (durationMs: number, type = 'start') =>
+      call('POST', '/api/containers/web-lp/ops', { type, payload: { durationMs } });
+    expect(await waitOp((await cast(5, 'create')).body.opId)).toBe('succeeded');
+    const slow = (await cast(400)).body.opId as string;
+    let started = Date.now();
+    const ended = await call('GET', `/api/ops/${slow}?waitMs=30000`);
+    expect(ended.status, ended.text).toBe(200);
+    expect(ended.body).toMatchObject({ id: slow, status: 'succeeded' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    // Ended already: at once. Unknown: 404 at once.
+    started = Date.now();
+    expect((await call('GET', `/api/ops/${slow}?waitMs=30000`)).body.status).toBe('succeeded');
+    expect((await call('GET', '/api/ops/nope?waitMs=30000')).status).toBe(404);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // The wait runs out first: the op as it is then.
+    const long = (await cast(3_000, 'stop')).body.opId as string;
+    started = Date.now();
+    const pending = await call('GET', `/api/ops/${long}?waitMs=300`);
+    expect(pending.status, pending.text).toBe(200);
+    expect(['queued', 'running']).toContain(pending.body.status);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    // Out of bounds, not a number, or an unknown parameter: 400, and the op is as it was.
+    for (const query of [
+      'waitMs=-1',
+      'waitMs=60001',
+      'waitMs=1e3',
+      'waitMs=',
+      'waitMs=abc',
+      'wait=5',
+    ]) {
+      expectBad(await call('GET', `/api/ops/${long}?${query}`), /waitMs|wait|querystring/);
+    }
+    expect(await waitOp(long)).toBe('succeeded');
+  });
+
   it('queues: a key turns blocked, resume drains it, discard empties one; 404 and 409', async () => {
     await waitOp(
       (

@@ -2,7 +2,8 @@
  * The container and queue routes of `minicloud serve`: containers, container ops (cast to the
  * per-container queue), ops by id, active queue keys, and resume/discard of blocked keys.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { OpInfo } from '@rigging/async-queue';
 import type { DashboardHub } from '../../dashboard/serve.js';
 import type { Cloud, ContainerOpPayload, ContainerOpType } from '../cloud/index.js';
 import { HttpError } from './errors.js';
@@ -17,6 +18,7 @@ import {
   opAccepted,
   opBody,
   opParams,
+  opQuery,
   opResponse,
   queuesResponse,
   resumeResponse,
@@ -41,8 +43,41 @@ const OP_LINKS = {
 /** A blocked key's queue, once resumed or discarded (OpenAPI link of the 200 answers). */
 const KEY_LINK = { getQueueKey: OP_LINKS.getQueueKey };
 
+/**
+ * The op once it has ended, or as it is after `waitMs`: the wait also ends (with the op as it is
+ * then) when the client goes away or the server closes.
+ */
+async function longPoll(
+  cloud: Cloud,
+  id: string,
+  waitMs: number,
+  reply: FastifyReply,
+  closing: AbortSignal,
+): Promise<OpInfo | undefined> {
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  reply.raw.once('close', onClose);
+  try {
+    return await cloud.queue.get(id, {
+      waitMs,
+      signal: AbortSignal.any([closing, gone.signal]),
+    });
+  } catch (error) {
+    if (!closing.aborted && !gone.signal.aborted) throw error;
+    // The server is closing: the connection with it, once answered (or it would hold the close).
+    if (closing.aborted) void reply.header('connection', 'close');
+    return cloud.queue.get(id);
+  } finally {
+    reply.raw.off('close', onClose);
+  }
+}
+
 /** Adds the `/api/containers`, `/api/ops` and `/api/queues` routes. */
 export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: DashboardHub): void {
+  // Long polls end as the server starts closing, so that they do not hold its close up.
+  const closing = new AbortController();
+  app.addHook('preClose', async () => closing.abort());
+
   app.get(
     '/api/containers',
     {
@@ -91,14 +126,20 @@ export function registerQueueRoutes(app: FastifyInstance, cloud: Cloud, hub: Das
       config: READ,
       schema: {
         operationId: 'getOp',
-        summary: 'One container operation',
+        summary: 'One container operation; with waitMs, once it has ended (a long poll)',
         params: opParams,
+        querystring: opQuery,
         response: { 200: answer(opResponse, 'the op') },
       },
     },
-    async (req) => {
-      const { id } = (req as Req<{ Params: { id: string } }>).params;
-      const op = await cloud.queue.get(id);
+    async (req, reply) => {
+      const r = req as Req<{ Params: { id: string }; Querystring: { waitMs?: string } }>;
+      const { id } = r.params;
+      const waitMs = Number(r.query.waitMs ?? 0);
+      const op =
+        waitMs > 0
+          ? await longPoll(cloud, id, waitMs, reply, closing.signal)
+          : await cloud.queue.get(id);
       if (!op) throw new HttpError(404, 'minicloud.op_not_found', `no operation ${id}`);
       return op;
     },

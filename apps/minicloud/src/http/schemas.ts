@@ -136,6 +136,23 @@ export const opParams = {
   properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
 } as const;
 
+/** The longest a client may ask `GET /api/ops/{id}` to wait for the op's end. */
+export const MAX_OP_WAIT_MS = 60_000;
+
+export const opQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    // 0 to 60000 (query values are strings: the schemas do not coerce types)
+    waitMs: {
+      type: 'string',
+      pattern: '^(?:[0-9]|[1-9][0-9]{1,3}|[1-5][0-9]{4}|60000)$',
+      description:
+        'Wait up to this many milliseconds (0 to 60000) for the op to end: a long poll, answered with the op as it is then',
+    },
+  },
+} as const;
+
 export const keyParams = {
   type: 'object',
   required: ['key'],
