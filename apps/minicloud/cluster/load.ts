@@ -84,11 +84,19 @@ async function pool<T>(
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-/** Polls an op until it ends (or `deadline`, epoch ms); resolves with its last status. */
+/** The longest one request waits for an op's end. */
+const LONG_POLL_MS = 10_000;
+
+/**
+ * Follows an op until it ends (or `deadline`, epoch ms) with long polls (`?waitMs=`); resolves
+ * with its last status. A server that answers before the op ended (its wait ran out, or it has
+ * no long polls and answers at once) is asked again 100 ms later.
+ */
 async function settle(api: Api, id: string, deadline: number): Promise<string> {
   let status = 'unknown';
   while (Date.now() < deadline) {
-    const res = await api.api('GET', `/ops/${id}`).catch(() => undefined);
+    const waitMs = Math.floor(Math.min(LONG_POLL_MS, Math.max(0, deadline - Date.now())));
+    const res = await api.api('GET', `/ops/${id}?waitMs=${waitMs}`).catch(() => undefined);
     status = String(res?.body?.status ?? status);
     if (TERMINAL.has(status)) return status;
     await new Promise((resolve) => setTimeout(resolve, 100));
