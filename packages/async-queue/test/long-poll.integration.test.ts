@@ -1,5 +1,5 @@
 import { sleep } from '@rigging/core';
-import { openDatabase, type Database } from '@rigging/sql';
+import { openDatabase, sql, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createQueue, type Queue } from '../src/index.js';
@@ -144,6 +144,52 @@ for (const b of backends) {
       await expect(producer.get(id, { waitMs: 300 })).resolves.toMatchObject({ status: 'queued' });
       expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     }, 60_000);
+
+    it.runIf(b.kind === 'postgres')(
+      'queues on one Database share one LISTEN session, each told its own wake-ups and ends',
+      async () => {
+        const sessions = async () =>
+          Number(
+            (
+              await sql<{ n: string }>`select count(*) as n from pg_stat_activity
+                where datname = current_database() and query like 'LISTEN %'`.execute(db1.db)
+            ).rows[0]!.n,
+          );
+        const before = await sessions();
+        const [dbP, dbW] = [await openDatabase(fresh.url), await openDatabase(fresh.url)];
+        const pairs = [1, 2, 3].map((i) => {
+          const name = `shared${i}`;
+          const producer = createQueue({
+            backend: sqlBackend(dbP, { name, pollMs: POLL_MS }),
+            worker: false,
+            handlers,
+          });
+          const worker = createQueue({ backend: sqlBackend(dbW, { name, pollMs: 100 }), handlers });
+          return { producer, worker };
+        });
+        await untilListening(pairs[0]!.producer);
+        // Six queues on two Database objects: two sessions more, not six.
+        expect(await sessions()).toBe(before + 2);
+        await Promise.all(
+          pairs.map(async ({ producer }, i) => {
+            const id = await producer.cast('k', { type: 'nap', payload: 100 + i, announce: true });
+            const started = Date.now();
+            await expect(producer.get(id, { waitMs: 30_000 })).resolves.toMatchObject({
+              status: 'succeeded',
+              result: 100 + i,
+            });
+            expect(Date.now() - started).toBeLessThan(POLL_MS / 4);
+          }),
+        );
+        await Promise.all(
+          pairs.flatMap(({ producer, worker }) => [producer.close(), worker.close()]),
+        );
+        // The last queue of each Database closed its session (the Database objects stay open).
+        await expect.poll(sessions, { timeout: 10_000 }).toBe(before);
+        await Promise.all([dbP.close(), dbW.close()]);
+      },
+      60_000,
+    );
 
     it.runIf(b.kind === 'postgres')(
       'sees the end of an op cast without announce only when its wait runs out',

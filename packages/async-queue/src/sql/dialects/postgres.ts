@@ -1,27 +1,13 @@
-import type { Session } from '@rigging/sql';
 import { sql } from '../../sql-peer.js';
 import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
 import type { HotPaths, QueueDialect } from './dialect.js';
+import { listen } from './pg-listen.js';
 import { returningStatements } from './sqlite.js';
 
 /** A `json` column, which drivers return parsed or as text. */
 const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
-
-/** Resolves when either signal aborts. */
-function untilEither(a: AbortSignal, b: AbortSignal): Promise<void> {
-  if (a.aborted || b.aborted) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      a.removeEventListener('abort', done);
-      b.removeEventListener('abort', done);
-      resolve();
-    };
-    a.addEventListener('abort', done, { once: true });
-    b.addEventListener('abort', done, { once: true });
-  });
-}
 
 /**
  * The hot operations (enqueue, claim, a batch of successes) as single statements in autocommit
@@ -166,42 +152,4 @@ export function postgresDialect(pushes: boolean): QueueDialect {
     listen: pushes ? listen : undefined,
     owners: sessionOwners,
   };
-}
-
-/**
- * Keeps a `LISTEN` session open until `signal` aborts, reconnecting with growing waits (at most
- * 10 s) when it is lost; workers poll meanwhile. Every wait ends at once when `signal` aborts.
- */
-async function listen(
-  database: Parameters<NonNullable<QueueDialect['listen']>>[0],
-  name: string,
-  events: Parameters<NonNullable<QueueDialect['listen']>>[2],
-  signal: AbortSignal,
-  clock: Parameters<NonNullable<QueueDialect['listen']>>[4],
-): Promise<void> {
-  let failures = 0;
-  while (!signal.aborted) {
-    let session: Session | undefined;
-    try {
-      session = await database.session();
-      await session.query(`LISTEN ${CHANNEL}`);
-      failures = 0;
-      session.onNotification((n) => {
-        const p = n.payload ?? '';
-        if (p === `n:${name}`) events.wake();
-        else if (p.startsWith(`d:${name}:`)) events.settled(p.slice(name.length + 3));
-      });
-      events.wake();
-      await untilEither(session.lost, signal);
-      if (!signal.aborted) events.warn(undefined, 'async-queue LISTEN session lost; reconnecting');
-    } catch (err) {
-      failures++;
-      events.warn(err, 'async-queue LISTEN failed; polling meanwhile');
-    }
-    await session?.close().catch(() => {});
-    if (signal.aborted) return;
-    await clock
-      .sleep(Math.min(10_000, 200 * 2 ** Math.min(failures, 6)), { signal })
-      .catch(() => {});
-  }
 }
