@@ -87,6 +87,11 @@ export interface BackendContext {
   wake(): void;
   /** Call when an op finished elsewhere (another process), so local `call`s can settle. */
   settled(id: string): void;
+  /**
+   * False when the queue never claims (a producer, `worker: false`): it needs no `wake` calls,
+   * which a backend may then not listen for. @default true
+   */
+  claims?: boolean | undefined;
 }
 
 /**
@@ -189,6 +194,11 @@ export interface QueueBackend {
   nextDueAt(): Promise<number | undefined>;
   /** Polling interval for durable backends without push (0 = push only). */
   readonly pollMs: number;
+  /**
+   * Optional: a wait for ops is about to read one; resolves once an end announced from now on
+   * reaches `settled` (a backend that listens for ends lazily starts here).
+   */
+  watchEnds?(): Promise<void>;
   /** Stops the backend's own activity (listeners, timers); never closes a caller's database. */
   close(): Promise<void>;
 }

@@ -169,6 +169,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
       logger: resolved.logger,
       wake: () => worker?.ring(),
       settled: (id) => this.#waiters.remoteSettled(id),
+      claims: resolved.isWorker,
     });
     this.#attached.then(
       () => {

@@ -135,6 +135,8 @@ export class Waiters {
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal.aborted) onAbort();
+      // Ends announced from here on reach `settle`; one announced before shows in the read.
+      await this.backend.watchEnds?.();
       // It may have finished already (fast handler, idempotent repeat, another process).
       const current = await this.backend.get(id);
       onRead?.(current);

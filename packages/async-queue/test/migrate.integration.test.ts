@@ -91,6 +91,7 @@ for (const b of backends) {
           'pg-partial-op-indexes',
           'pg-succeed-by-primary-key',
           'pg-queued-op-index',
+          'pg-ends-channel',
         ]);
         expect(await objectNames(database)).toEqual(expected);
         // Every row, as it was.

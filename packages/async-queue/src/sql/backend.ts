@@ -13,7 +13,7 @@ import type {
 } from '../backend.js';
 import { QueueError } from '../errors.js';
 import type { KeyInfo, KeyStatus, OpInfo, RetentionOptions } from '../types.js';
-import type { Presence, QueueDialect } from './dialects/dialect.js';
+import type { Listening, Presence, QueueDialect } from './dialects/dialect.js';
 import { ownerColumn } from './owner.js';
 import type { Notifier, NotifierListener } from './notifier.js';
 import { toInfo } from './rows.js';
@@ -42,7 +42,7 @@ export class SqlQueueBackend implements QueueBackend {
   #clock: Clock = systemClock;
   #me: NotifierListener | undefined;
   #unsubscribe: (() => void) | undefined;
-  #listening: Promise<void> | undefined;
+  #listening: Listening | undefined;
   /** This process's evidence of liveness, recorded with each claim (dialects that have one). */
   #presence: Promise<Presence | undefined> | undefined;
   #logger: BackendContext['logger'] | undefined;
@@ -89,9 +89,12 @@ export class SqlQueueBackend implements QueueBackend {
         warn: (err, message) =>
           err === undefined ? context.logger.warn(message) : context.logger.warn({ err }, message),
       },
-      this.#stop.signal,
-      this.#clock,
+      { work: context.claims ?? true, signal: this.#stop.signal, clock: this.#clock },
     );
+  }
+
+  watchEnds(): Promise<void> {
+    return this.#listening?.watchEnds() ?? Promise.resolve();
   }
 
   async enqueue(input: EnqueueInput): Promise<{ op: OpInfo; created: boolean }> {
@@ -239,7 +242,7 @@ export class SqlQueueBackend implements QueueBackend {
     this.#closed = true;
     this.#stop.abort();
     this.#unsubscribe?.();
-    await this.#listening;
+    await this.#listening?.done;
     const presence = await this.#presence;
     this.#presence = undefined;
     await presence?.close().catch(() => {});

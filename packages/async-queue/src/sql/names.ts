@@ -9,8 +9,10 @@ export interface SchemaNames {
   readonly ops: string;
   /** Keys, one row each: state, pending count, lease and fencing token of the running op. */
   readonly keys: string;
-  /** PostgreSQL NOTIFY channel of every queue (payloads name the queue). */
+  /** PostgreSQL NOTIFY channel of every queue (payloads name the queue): work to claim. */
   readonly channel: string;
+  /** PostgreSQL NOTIFY channel of announced ops' ends (heard only by instances that wait). */
+  readonly endsChannel: string;
   /** PostgreSQL functions; a changed signature gets a new version. */
   readonly succeedFn: string;
   readonly claimFn: string;
@@ -23,6 +25,7 @@ const namesWithPrefix = (prefix: string): SchemaNames => ({
   ops: `${prefix}_ops`,
   keys: `${prefix}_keys`,
   channel: prefix,
+  endsChannel: `${prefix}_ends`,
   succeedFn: `${prefix}_succeed_v1`,
   claimFn: `${prefix}_claim_v1`,
   succeedManyFn: `${prefix}_succeed_many_v1`,
@@ -44,6 +47,8 @@ export const OPS = NAMES.ops;
 export const KEYS = NAMES.keys;
 /** @internal */
 export const CHANNEL = NAMES.channel;
+/** @internal */
+export const ENDS_CHANNEL = NAMES.endsChannel;
 /** @internal */
 export const CLAIM_FN = NAMES.claimFn;
 /** @internal */

@@ -279,8 +279,11 @@ begin
 end
 $fn$`;
 
-/** The text of the fenced batch of successes, with `running` as its "key is running" condition. */
-const succeedManyFenced = (n: SchemaNames, running: string): string => `
+/**
+ * The text of the fenced batch of successes, with `running` as its "key is running" condition
+ * and `channel` the one its ends are announced on.
+ */
+const succeedManyFenced = (n: SchemaNames, running: string, channel = n.channel): string => `
 create or replace function ${n.succeedManyFn}(
   p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
@@ -303,7 +306,7 @@ begin
       set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at
       where o.id = p_ops[v_i];
       if p_notices[v_i] is not null then
-        perform pg_notify('${n.channel}', p_notices[v_i]);
+        perform pg_notify('${channel}', p_notices[v_i]);
       end if;
       v_ok := v_ok || v_i;
       if p_next[v_i] then v_n := v_n + 1; end if;
@@ -336,3 +339,11 @@ export const succeedManyFencedFunction = (n: SchemaNames): string =>
  */
 export const succeedManyByPrimaryKeyFunction = (n: SchemaNames): string =>
   succeedManyFenced(n, `kk.state || '' = 'running'`);
+
+/**
+ * PostgreSQL: {@link succeedManyByPrimaryKeyFunction} announcing ends on their own channel
+ * (same signature and rows), which only instances waiting for an op listen to: workers are no
+ * longer handed every end.
+ */
+export const succeedManyEndsChannelFunction = (n: SchemaNames): string =>
+  succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel);

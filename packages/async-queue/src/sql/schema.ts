@@ -9,6 +9,7 @@ import {
   enqueueFunction,
   succeedFunction,
   succeedManyByPrimaryKeyFunction,
+  succeedManyEndsChannelFunction,
   succeedManyFencedFunction,
   succeedManyFunction,
 } from './pg-functions.js';
@@ -225,6 +226,16 @@ export const migrations: readonly Migration[] = [
         .raw(`create index ${OPS}_queued on ${OPS} (queue, op_key, seq) where status = 'queued'`)
         .execute(db);
       await sql.raw(`drop index ${OPS}_key`).execute(db);
+    },
+  },
+  {
+    // Announced ends go on a channel of their own, which only instances waiting for an op
+    // listen to: PostgreSQL hands each notification to every session listening on its channel,
+    // and workers had every end handed to them for nothing.
+    name: 'pg-ends-channel',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(succeedManyEndsChannelFunction(NAMES)).execute(db);
     },
   },
 ];

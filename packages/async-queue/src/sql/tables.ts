@@ -29,12 +29,12 @@ export class QueueTables {
 
   /** Workers of other processes may find work (PostgreSQL NOTIFY on commit). */
   announceWork(trx: Db): Promise<void> {
-    return this.dialect.notify(trx, `n:${this.name}`);
+    return this.dialect.notify(trx, `n:${this.name}`, 'work');
   }
 
   /** These ops finished: `call`s of other processes can settle. */
   async announceDone(trx: Db, ids: readonly string[]): Promise<void> {
-    for (const id of ids) await this.dialect.notify(trx, `d:${this.name}:${id}`);
+    for (const id of ids) await this.dialect.notify(trx, `d:${this.name}:${id}`, 'ends');
   }
 
   /** The key's row, locked until the transaction ends when `lock` (and the dialect locks rows). */

@@ -114,6 +114,17 @@ export interface HotPaths {
  * when each piece is used.
  * @internal
  */
+/** A queue instance listening (see {@link QueueDialect.listen}). */
+export interface Listening {
+  /** Resolves once it stopped listening (its signal aborted). */
+  readonly done: Promise<void>;
+  /**
+   * From now on, hear announced ends too: resolves once they are heard (or at once while the
+   * session is down: polls cover that time).
+   */
+  watchEnds(): Promise<void>;
+}
+
 export interface QueueDialect {
   readonly name: Dialect;
   /** Polling interval when the user sets none. */
@@ -125,8 +136,11 @@ export interface QueueDialect {
   readonly concurrentWriters: boolean;
   /** Locks the rows `query` reads until the transaction ends (skipping locked ones if asked). */
   forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q;
-  /** Tells other processes `payload` when `trx` commits (PostgreSQL NOTIFY; elsewhere nothing). */
-  notify(trx: Db, payload: string): Promise<void>;
+  /**
+   * Tells other processes `payload` when `trx` commits (PostgreSQL NOTIFY; elsewhere nothing):
+   * on the channel of work to claim, or of announced ends.
+   */
+  notify(trx: Db, payload: string, channel: 'work' | 'ends'): Promise<void>;
   /** Counts an op of `key` in ({@link keyUpsert}); returns the key's state after. Locks the key row. */
   upsertKey(trx: Db, queue: string, key: string, at: number): Promise<KeyCount>;
   /** Gives the head op of `key` to a worker ({@link grantSet}); none when the key has no queued op. */
@@ -162,16 +176,16 @@ export interface QueueDialect {
   /** The single-statement hot paths, where the dialect has them. */
   readonly hot?: HotPaths | undefined;
   /**
-   * Listens for other processes' wake-ups until `signal` aborts (dialects that push); waits
-   * between reconnections on `clock`. Absent: other processes are found by polling.
+   * Listens for other processes' notifications until `signal` aborts (dialects that push): work
+   * to claim when `work`, announced ends once `watchEnds` was called; waits between
+   * reconnections on `clock`. Absent: other processes are found by polling.
    */
   listen?:
     | ((
         database: Database,
         queue: string,
         events: RemoteEvents,
-        signal: AbortSignal,
-        clock: Clock,
-      ) => Promise<void>)
+        options: { work: boolean; signal: AbortSignal; clock: Clock },
+      ) => Listening)
     | undefined;
 }

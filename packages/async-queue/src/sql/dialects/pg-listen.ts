@@ -1,8 +1,10 @@
-// PostgreSQL wake-ups: one LISTEN session per Database object, shared by the queues on it.
+// PostgreSQL notifications: one LISTEN session per Database object, shared by the queues on it,
+// listening only on the channels they need.
 import type { Clock } from '@rigging/core';
 import type { Database, Session } from '@rigging/sql';
-import { CHANNEL } from '../names.js';
+import { CHANNEL, ENDS_CHANNEL } from '../names.js';
 import type { RemoteEvents } from '../types.js';
+import type { Listening } from './dialect.js';
 
 /** Resolves when either signal aborts. */
 function untilEither(a: AbortSignal, b: AbortSignal): Promise<void> {
@@ -18,39 +20,56 @@ function untilEither(a: AbortSignal, b: AbortSignal): Promise<void> {
   });
 }
 
-/** One queue instance listening: its name and what it is told. */
+/** One queue instance listening: its name, what it is told, and what it wants to hear. */
 interface Listener {
   name: string;
   events: RemoteEvents;
+  /** It claims work: wake it when work may be claimable (`n:` on {@link CHANNEL}). */
+  work: boolean;
+  /** It waits for ops: tell it of announced ends (`d:` on {@link ENDS_CHANNEL}). */
+  ends: boolean;
 }
 
 /**
- * The LISTEN session of one `Database` and the queues listening through it. Every notification
- * reaches PostgreSQL's listening backends one by one (each reads it in a transaction of its
- * own), so queues of one process sharing a session halve that work for two queues, and more for
- * more. Notifications are routed by the queue name in their payload.
+ * The LISTEN session of one `Database` and the queues listening through it. PostgreSQL hands
+ * every notification to each session listening on its channel, and each such backend reads it
+ * in a transaction of its own: so the queues of a process share one session, which listens for
+ * work only when one of them claims and for ends only once one of them waits. Notifications are
+ * routed by the queue name in their payload.
  */
 class SharedListen {
   readonly #listeners = new Set<Listener>();
   #stop: AbortController | undefined;
   #loop: Promise<void> | undefined;
-  #connected = false;
+  /** The connected session, and its LISTEN statements by channel (sent, or being sent). */
+  #session: Session | undefined;
+  readonly #channels = new Map<string, Promise<void>>();
 
   constructor(
     private readonly database: Database,
     private readonly onIdle: () => void,
   ) {}
 
-  /** Adds `listener`; resolves once it left (`signal` aborted) and, if it was the last, the session closed. */
-  async join(listener: Listener, signal: AbortSignal, clock: Clock): Promise<void> {
+  /** Adds `listener` until `signal` aborts. */
+  join(listener: Listener, signal: AbortSignal, clock: Clock): Listening {
     this.#listeners.add(listener);
     if (!this.#loop) {
       const stop = (this.#stop = new AbortController());
       this.#loop = this.#run(stop.signal, clock);
-    } else if (this.#connected) {
-      // Already listening: look for work now, as a fresh session would.
-      listener.events.wake();
+    } else if (this.#session && listener.work) {
+      // Already listening: look for work now, as a fresh session would have it do.
+      void this.#listenOn(CHANNEL).then(() => listener.events.wake());
     }
+    return {
+      done: this.#leave(listener, signal),
+      watchEnds: () => {
+        listener.ends = true;
+        return this.#listenOn(ENDS_CHANNEL);
+      },
+    };
+  }
+
+  async #leave(listener: Listener, signal: AbortSignal): Promise<void> {
     if (!signal.aborted) {
       await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     }
@@ -62,6 +81,36 @@ class SharedListen {
     this.#loop = undefined;
     this.onIdle();
     await loop;
+  }
+
+  /** The channels the listeners need now. */
+  #wanted(): string[] {
+    const wanted: string[] = [];
+    for (const l of this.#listeners) {
+      if (l.work && !wanted.includes(CHANNEL)) wanted.push(CHANNEL);
+      if (l.ends && !wanted.includes(ENDS_CHANNEL)) wanted.push(ENDS_CHANNEL);
+    }
+    return wanted;
+  }
+
+  /**
+   * Makes the connected session listen on `channel` (at once if it does); without a session,
+   * the next one will (polls cover the time between). A failure is left to the session's loss.
+   */
+  #listenOn(channel: string): Promise<void> {
+    const session = this.#session;
+    if (!session) return Promise.resolve();
+    let sent = this.#channels.get(channel);
+    if (!sent) {
+      sent = session.query(`LISTEN ${channel}`).then(
+        () => {},
+        () => {
+          if (this.#session === session) this.#channels.delete(channel);
+        },
+      );
+      this.#channels.set(channel, sent);
+    }
+    return sent;
   }
 
   #each(fn: (l: Listener) => void): void {
@@ -78,11 +127,11 @@ class SharedListen {
       let session: Session | undefined;
       try {
         session = await this.database.session();
-        await session.query(`LISTEN ${CHANNEL}`);
-        failures = 0;
         session.onNotification((n) => this.#route(n.payload ?? ''));
-        this.#connected = true;
-        this.#each((l) => l.events.wake());
+        this.#session = session;
+        await Promise.all(this.#wanted().map((channel) => this.#listenOn(channel)));
+        failures = 0;
+        this.#each((l) => l.work && l.events.wake());
         await untilEither(session.lost, signal);
         if (!signal.aborted) {
           this.#each((l) =>
@@ -93,7 +142,8 @@ class SharedListen {
         failures++;
         this.#each((l) => l.events.warn(err, 'async-queue LISTEN failed; polling meanwhile'));
       }
-      this.#connected = false;
+      this.#session = undefined;
+      this.#channels.clear();
       await session?.close().catch(() => {});
       if (signal.aborted) return;
       await clock
@@ -107,10 +157,10 @@ class SharedListen {
     const kind = payload.slice(0, 2);
     if (kind === 'n:') {
       const name = payload.slice(2);
-      this.#each((l) => l.name === name && l.events.wake());
+      this.#each((l) => l.work && l.name === name && l.events.wake());
     } else if (kind === 'd:') {
       this.#each((l) => {
-        if (payload.startsWith(l.name, 2) && payload[l.name.length + 2] === ':') {
+        if (l.ends && payload.startsWith(l.name, 2) && payload[l.name.length + 2] === ':') {
           l.events.settled(payload.slice(l.name.length + 3));
         }
       });
@@ -121,18 +171,18 @@ class SharedListen {
 const shared = new WeakMap<Database, SharedListen>();
 
 /**
- * Listens for other processes' wake-ups of queue `name` until `signal` aborts, through the
+ * Listens for other processes' notifications to queue `name` until `signal` aborts, through the
  * LISTEN session `database` shares among its queues (opened by the first, closed after the
- * last). Reconnection waits run on the clock of the queue that opened the session.
+ * last): work to claim when `work`, announced ends once `watchEnds()` was called. Reconnection
+ * waits run on the clock of the queue that opened the session.
  * @internal
  */
 export function listen(
   database: Database,
   name: string,
   events: RemoteEvents,
-  signal: AbortSignal,
-  clock: Clock,
-): Promise<void> {
+  options: { work: boolean; signal: AbortSignal; clock: Clock },
+): Listening {
   let hub = shared.get(database);
   if (!hub) {
     const created = new SharedListen(database, () => {
@@ -140,5 +190,5 @@ export function listen(
     });
     shared.set(database, (hub = created));
   }
-  return hub.join({ name, events }, signal, clock);
+  return hub.join({ name, events, work: options.work, ends: false }, options.signal, options.clock);
 }

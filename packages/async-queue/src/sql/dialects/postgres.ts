@@ -1,5 +1,5 @@
 import { sql } from '../../sql-peer.js';
-import { CHANNEL, CLAIM_FN, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
+import { CHANNEL, CLAIM_FN, ENDS_CHANNEL, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
 import type { HotPaths, QueueDialect } from './dialect.js';
@@ -127,8 +127,10 @@ export function postgresDialect(pushes: boolean): QueueDialect {
     concurrentWriters: true,
     forUpdate: (query, skipLocked) =>
       skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
-    async notify(trx, payload) {
-      await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(trx);
+    async notify(trx, payload, channel) {
+      await sql`select pg_notify(${channel === 'work' ? CHANNEL : ENDS_CHANNEL}, ${payload})`.execute(
+        trx,
+      );
     },
     ...returningStatements(),
     /**
