@@ -31,10 +31,11 @@ interface Listener {
 }
 
 /**
- * The LISTEN session of one `Database` and the queues listening through it. PostgreSQL hands
- * every notification to each session listening on its channel, and each such backend reads it
- * in a transaction of its own: so the queues of a process share one session, which listens for
- * work only when one of them claims and for ends only once one of them waits. Notifications are
+ * The LISTEN session of one `Database` and the queues listening through it. PostgreSQL wakes
+ * every listening backend of the database on each notification, whatever its channel, and each
+ * reads the notification queue in a transaction of its own: so the queues of a process share
+ * one session. It listens for work only when one of them claims and for ends only once one of
+ * them waits, so that what none of them needs is not sent to the process. Notifications are
  * routed by the queue name in their payload.
  */
 class SharedListen {
