@@ -136,9 +136,7 @@ export const opParams = {
   properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
 } as const;
 
-/** The longest a client may ask `GET /api/ops/{id}` to wait for the op's end. */
-export const MAX_OP_WAIT_MS = 60_000;
-
+/** `GET /api/ops/{id}?waitMs=`: a client may ask to wait a minute at most. */
 export const opQuery = {
   type: 'object',
   additionalProperties: false,
