@@ -173,6 +173,8 @@ export interface QueueBackend {
   discard(key: string): Promise<OpInfo[]>;
   /** The op, while retained. */
   get(id: string): Promise<OpInfo | undefined>;
+  /** Optional: the retained ops of `ids` (any order; unknown ids left out), in one read. */
+  getMany?(ids: readonly string[]): Promise<OpInfo[]>;
   /** The key's status, its running op and its pending ops in order. */
   inspect(key: string): Promise<KeyInfo>;
   /** The key's status now. */

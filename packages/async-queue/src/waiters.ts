@@ -5,6 +5,9 @@ import type { QueueBackend } from './backend.js';
 import { QueueError } from './errors.js';
 import type { OpInfo } from './types.js';
 
+/** Waited ops looked up by one read of a poll. */
+const POLL_BATCH = 500;
+
 /** Op statuses that no longer change. @internal */
 export const TERMINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -173,13 +176,27 @@ export class Waiters {
     );
   }
 
-  /** Durable backends: looks up every waited op now and then (a wake-up may be missed). */
+  /**
+   * Durable backends: looks up every waited op now and then (an end may not be announced, or its
+   * announcement missed), in reads of up to {@link POLL_BATCH} ops where the backend has
+   * `getMany`.
+   */
   async pollLoop(every: number, clock: Clock, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       await clock.sleep(every, { signal }).catch(() => {});
       if (signal.aborted) return;
-      for (const id of [...this.#waiters.keys()]) {
-        if (this.runningHere(id)) continue;
+      const ids = [...this.#waiters.keys()].filter((id) => !this.runningHere(id));
+      const { getMany } = this.backend;
+      if (getMany) {
+        for (let i = 0; i < ids.length; i += POLL_BATCH) {
+          const ops = await getMany
+            .call(this.backend, ids.slice(i, i + POLL_BATCH))
+            .catch(() => []);
+          for (const op of ops) this.settle(op);
+        }
+        continue;
+      }
+      for (const id of ids) {
         const op = await this.backend.get(id).catch(() => undefined);
         if (op) this.settle(op);
       }

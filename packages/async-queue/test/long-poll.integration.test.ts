@@ -215,6 +215,36 @@ for (const b of backends) {
     );
 
     it.runIf(b.kind === 'postgres')(
+      'a producer with a short pollMs sees ends not announced at its next poll',
+      async () => {
+        const name = `poll${++n}`;
+        // No Notifier and no announcement: only the producer's poll of waited ops can see ends.
+        const producer = createQueue({
+          backend: sqlBackend(db1, { name, pollMs: 100 }),
+          worker: false,
+          handlers,
+        });
+        const worker = createQueue({ backend: sqlBackend(db2, { name, pollMs: 100 }), handlers });
+        queues.push(producer, worker);
+        const ids = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            producer.cast(`k${i}`, { type: 'nap', payload: 100 }),
+          ),
+        );
+        const lags = await Promise.all(
+          ids.map(async (id) => {
+            const op = await producer.get(id, { waitMs: 30_000 });
+            expect(op).toMatchObject({ id, status: 'succeeded' });
+            return Date.now() - op!.finishedAt!;
+          }),
+        );
+        // Polls 100 ms apart: well under a second each (the wait would otherwise last 30 s).
+        expect(Math.max(...lags), `lags ${lags.join(', ')} ms`).toBeLessThan(1_000);
+      },
+      60_000,
+    );
+
+    it.runIf(b.kind === 'postgres')(
       'sees the end of an op cast without announce only when its wait runs out',
       async () => {
         const { producer } = await pair();

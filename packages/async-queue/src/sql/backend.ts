@@ -209,6 +209,10 @@ export class SqlQueueBackend implements QueueBackend {
     return cancelled;
   }
 
+  getMany(ids: readonly string[]): Promise<OpInfo[]> {
+    return this.#store.reads.getMany(ids);
+  }
+
   get(id: string): Promise<OpInfo | undefined> {
     return this.#store.reads.get(id);
   }
