@@ -1,8 +1,9 @@
 // `GET /api/ops/:id?waitMs=` across processes, on PostgreSQL: the API host is a producer-only
 // cloud (as `minicloud serve` beside workers), a `minicloud worker` process runs the ops. The
-// worker announces each op's end (NOTIFY), so the long poll answers as the op ends, not at the
-// API host's next poll of its waited ops (every 2 s). Closing the server ends its pending long
-// polls at once, each answered with its op as it is then.
+// API host looks for the ends of the ops it waits for every 100 ms, so the long poll answers
+// within about that of the op's end (at the queue's default poll on PostgreSQL, 2 s, the lag
+// would average about a second). Closing the server ends its pending long polls at once, each
+// answered with its op as it is then.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,7 +82,7 @@ describe.skipIf(!status.available)('GET /api/ops/:id?waitMs= beside a worker pro
         expect(a.body).toMatchObject({ id, status: 'succeeded' });
         lags.push(answered - new Date(a.body.finishedAt).getTime());
       }
-      // Learnt at the next poll instead, the lag would average about 1 s (polls 2 s apart).
+      // Polls 2 s apart (the queue's default on PostgreSQL) would make it about 1 s.
       const mean = lags.reduce((sum, lag) => sum + lag, 0) / lags.length;
       expect(mean, `lags ${lags.join(', ')} ms`).toBeLessThan(600);
     },

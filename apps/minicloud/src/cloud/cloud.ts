@@ -288,11 +288,7 @@ export class Cloud implements AsyncDisposable {
     }));
   }
 
-  /**
-   * Casts a container op to the queue (key = container name); resolves with the op id. Its end
-   * is announced to every process (`announce`), so that a long poll of it on any API host
-   * (`GET /api/ops/:id?waitMs=`) answers as soon as it ends.
-   */
+  /** Casts a container op to the queue (key = container name); resolves with the op id. */
   async castContainerOp(
     container: string,
     type: ContainerOpType,
@@ -308,7 +304,7 @@ export class Cloud implements AsyncDisposable {
         `container operation must be one of ${CONTAINER_OPS.join(', ')}, got ${JSON.stringify(type)}`,
       );
     }
-    return this.queue.cast(container, { type, payload, announce: true } as never);
+    return this.queue.cast(container, { type, payload } as never);
   }
 
   /** Containers of the simulated runtime. */

@@ -50,6 +50,9 @@ export type { ContainerHandlers, ContainerStatus, PrefetchResult } from './types
 /** The package cache's byte cap unless `cacheMaxBytes` says otherwise. */
 const DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024;
 
+/** How often a process that does not run ops looks for the end of the ops it waits for. */
+const WAIT_POLL_MS = 100;
+
 /** How many times an op may lose its worker (lease expired) before it is failed as poison. */
 const MAX_LOST_WORKERS = 6;
 
@@ -197,7 +200,11 @@ export async function openCloud(options: CloudOptions): Promise<Cloud> {
 
     const worker = options.worker ?? true;
     const queue = createQueue({
-      backend: sqlBackend(database),
+      // A process that only submits (`minicloud serve` beside workers) learns of ops' ends by
+      // polling the ops it waits for (long polls of `GET /api/ops/:id`) every 100 ms, all in one
+      // read: announcing every end instead would make each completion NOTIFY, and PostgreSQL
+      // serializes notifying commits.
+      backend: sqlBackend(database, worker ? {} : { pollMs: WAIT_POLL_MS }),
       handlers: containerHandlers({
         database,
         engine,
