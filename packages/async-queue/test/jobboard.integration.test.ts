@@ -1,8 +1,9 @@
 import { deferred, silentLogger, sleep, systemClock } from '@rigging/core';
 import fc from 'fast-check';
-import { openDatabase, type Database } from '@rigging/sql';
-import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '@rigging/sql';
+import { sqlBackends } from '@rigging/testkit';
+import { describe, expect, it } from 'vitest';
+import { twoHandles } from './fixtures/two-handles.js';
 import { createQueue, type HandlerContext, type Queue } from '../src/index.js';
 import { sqlBackend } from '../src/sql.js';
 
@@ -18,25 +19,11 @@ const waitFor = async (pred: () => boolean | Promise<boolean>, ms = 15_000) => {
 
 for (const b of backends) {
   describe.skipIf(!b.available)(`jobboard on ${b.kind}`, () => {
-    let fresh: FreshDatabase;
-    let db1: Database;
-    let db2: Database;
+    // Processes are tested elsewhere: here two handles (one on SQLite) in this process.
+    const h = twoHandles(b);
+    const { queues } = h;
     let n = 0;
-    const queues: Queue<any>[] = [];
     const track = <Q extends Queue<any>>(q: Q) => (queues.push(q), q);
-    beforeAll(async () => {
-      fresh = await b.create();
-      db1 = await openDatabase(fresh.url);
-      // Two handles on one SQLite file in one process would block each other's event loop
-      // (better-sqlite3 waits synchronously on the busy timeout); processes are tested elsewhere.
-      db2 = b.kind === 'sqlite-file' ? db1 : await openDatabase(fresh.url);
-    }, 60_000);
-    afterAll(async () => {
-      await Promise.allSettled(queues.map((q) => q.close()));
-      await db1?.close();
-      if (db2 !== db1) await db2?.close();
-      await fresh?.drop();
-    }, 60_000);
 
     it('two instances on two connections share the work and keep per-key order', async () => {
       const name = `share${++n}`;
@@ -58,8 +45,8 @@ for (const b of backends) {
             },
           }),
         );
-      const a = make(db1, 'a');
-      const c = make(db2, 'b');
+      const a = make(h.db1, 'a');
+      const c = make(h.db2, 'b');
       const ids: string[] = [];
       for (let i = 0; i < 10; i++) {
         for (let key = 0; key < 8; key++) {
@@ -135,7 +122,7 @@ for (const b of backends) {
                   },
                 },
               });
-            const producer = make(db1, 'p');
+            const producer = make(h.db1, 'p');
             const ids: string[] = [];
             for (const [i, w] of workload.entries()) {
               const key = `k${w.key}`;
@@ -147,8 +134,8 @@ for (const b of backends) {
               );
             }
             await producer.close();
-            const a = make(db1, 'a');
-            const c = make(db2, 'b');
+            const a = make(h.db1, 'a');
+            const c = make(h.db2, 'b');
             try {
               // Nobody waits on these ops, so a completion by the other instance is not announced:
               // look at the board.
@@ -190,7 +177,7 @@ for (const b of backends) {
 
     it('retries a failed write of an outcome while the claim is held: each op runs once', async () => {
       const name = `record${++n}`;
-      const backend = sqlBackend(db1, { name, pollMs: 20 });
+      const backend = sqlBackend(h.db1, { name, pollMs: 20 });
       // The database refuses the first two writes of each outcome (a restart, a dropped
       // connection): the worker keeps its claim and writes again.
       // Methods are called on the backend: a wrapper calls the original as a method.
@@ -245,7 +232,7 @@ for (const b of backends) {
       // A never heartbeats in time (heartbeatMs > leaseMs): its claim expires while it runs.
       const a = track(
         createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 20 }),
           workerId: 'a',
           leaseMs: 150,
           heartbeatMs: 60_000,
@@ -266,7 +253,7 @@ for (const b of backends) {
       await started.promise;
       const b2 = track(
         createQueue({
-          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db2, { name, pollMs: 20 }),
           workerId: 'b',
           leaseMs: 5000,
           handlers: {
@@ -287,7 +274,7 @@ for (const b of backends) {
 
     it('keeps a claim alive while heartbeats hang (statements lost in a network cut)', async () => {
       const name = `hang${++n}`;
-      const base = sqlBackend(db1, { name, pollMs: 20 });
+      const base = sqlBackend(h.db1, { name, pollMs: 20 });
       let beats = 0;
       const running = deferred<void>();
       // The first three heartbeats never answer, as statements sent into a network cut hang on
@@ -328,7 +315,7 @@ for (const b of backends) {
       await running.promise;
       const b2 = track(
         createQueue({
-          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db2, { name, pollMs: 20 }),
           workerId: 'b',
           handlers: { op: () => 'from b' },
         }),
@@ -343,7 +330,7 @@ for (const b of backends) {
       const seen: { key: string; token: bigint; lost: boolean }[] = [];
       const q = track(
         createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 20 }),
           handlers: {
             op(_p: null, ctx: HandlerContext) {
               const { lease } = ctx;
@@ -363,7 +350,7 @@ for (const b of backends) {
 
     it("aborts the lease's `lost` when the claim is lost, not when the queue closes", async () => {
       const name = `lease-lost${++n}`;
-      const base = sqlBackend(db1, { name, pollMs: 20 });
+      const base = sqlBackend(h.db1, { name, pollMs: 20 });
       let loseClaims = false;
       // A heartbeat that reports every claim lost once `loseClaims` is set.
       const backend = new Proxy(base, {
@@ -430,7 +417,7 @@ for (const b of backends) {
     }, 60_000);
 
     it('successes recorded together: each checked against its own token, one claim each', async () => {
-      const backend = sqlBackend(db1, { name: `batch${++n}`, pollMs: 60_000 });
+      const backend = sqlBackend(h.db1, { name: `batch${++n}`, pollMs: 60_000 });
       await backend.attach({
         clock: systemClock,
         logger: silentLogger,
@@ -482,10 +469,10 @@ for (const b of backends) {
         expect((await backend.get(byKey.get('k3')!.op.id))?.result).toEqual(tricky);
         // The stale claim stays refused; the claim that replaced it is recorded.
         expect(await backend.succeed(byKey.get('k0')!, 'stale')).toBeUndefined();
-        expect((await backend.succeed(again.claims[0]!, 'fresh'))?.op.status).toBe('succeeded');
+        expect((await backend.succeed(again.claims[0]!, 'h.fresh'))?.op.status).toBe('succeeded');
         expect(await backend.get(first[0]!)).toMatchObject({
           status: 'succeeded',
-          result: 'fresh',
+          result: 'h.fresh',
         });
       } finally {
         await backend.close();
@@ -497,7 +484,7 @@ for (const b of backends) {
       let runs = 0;
       const q = track(
         createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 20 }),
           leaseMs: 100,
           heartbeatMs: 60_000,
           closeGraceMs: 100,
@@ -531,14 +518,14 @@ for (const b of backends) {
       const name = `remote${++n}`;
       const producer = track(
         createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 20 }),
           worker: false,
           handlers: { double: async (x: number) => x * 2 },
         }),
       );
       track(
         createQueue({
-          backend: sqlBackend(db2, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db2, { name, pollMs: 20 }),
           concurrency: 2,
           handlers: { double: async (x: number) => x * 2 },
         }),
@@ -550,7 +537,7 @@ for (const b of backends) {
       const name = `retain${++n}`;
       const q = track(
         createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 20 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 20 }),
           policy: 'continue',
           concurrency: 2,
           handlers: {

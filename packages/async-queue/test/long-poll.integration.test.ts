@@ -1,7 +1,8 @@
 import { sleep } from '@rigging/core';
-import { openDatabase, sql, type Database } from '@rigging/sql';
-import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, sql } from '@rigging/sql';
+import { sqlBackends } from '@rigging/testkit';
+import { describe, expect, it } from 'vitest';
+import { twoHandles } from './fixtures/two-handles.js';
 import { createQueue, type Queue } from '../src/index.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
 
@@ -42,22 +43,20 @@ async function untilListening(producer: Queue<typeof handlers>): Promise<number>
 
 for (const b of backends) {
   describe.skipIf(!b.available)(`get(id, { waitMs }) on ${b.kind}`, () => {
-    let fresh: FreshDatabase;
-    let db1: Database;
-    let db2: Database;
+    const h = twoHandles(b);
+    const { queues } = h;
     let n = 0;
-    const queues: Queue<any>[] = [];
     const pair = async ({ work = true } = {}) => {
       const name = `lp${++n}`;
       const notifier = b.kind === 'postgres' ? undefined : new Notifier();
       const producer = createQueue({
-        backend: sqlBackend(db1, { name, pollMs: POLL_MS, notifier }),
+        backend: sqlBackend(h.db1, { name, pollMs: POLL_MS, notifier }),
         worker: false,
         handlers,
       });
       const worker = createQueue({
         // The worker looks for work often: only the producer's learning of ends is under test.
-        backend: sqlBackend(db2, { name, pollMs: 100, notifier }),
+        backend: sqlBackend(h.db2, { name, pollMs: 100, notifier }),
         worker: work,
         handlers,
       });
@@ -65,17 +64,6 @@ for (const b of backends) {
       if (work && b.kind === 'postgres') await untilListening(producer);
       return { producer, worker };
     };
-    beforeAll(async () => {
-      fresh = await b.create();
-      db1 = await openDatabase(fresh.url);
-      db2 = b.kind === 'sqlite-file' ? db1 : await openDatabase(fresh.url);
-    }, 60_000);
-    afterAll(async () => {
-      await Promise.allSettled(queues.map((q) => q.close()));
-      await db1?.close();
-      if (db2 !== db1) await db2?.close();
-      await fresh?.drop();
-    }, 60_000);
 
     it('answers once an announced op ends in the other instance, with its result', async () => {
       const { producer } = await pair();
@@ -220,11 +208,11 @@ for (const b of backends) {
         const name = `poll${++n}`;
         // No Notifier and no announcement: only the producer's poll of waited ops can see ends.
         const producer = createQueue({
-          backend: sqlBackend(db1, { name, pollMs: 100 }),
+          backend: sqlBackend(h.db1, { name, pollMs: 100 }),
           worker: false,
           handlers,
         });
-        const worker = createQueue({ backend: sqlBackend(db2, { name, pollMs: 100 }), handlers });
+        const worker = createQueue({ backend: sqlBackend(h.db2, { name, pollMs: 100 }), handlers });
         queues.push(producer, worker);
         const ids = await Promise.all(
           Array.from({ length: 20 }, (_, i) =>
