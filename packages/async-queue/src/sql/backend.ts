@@ -43,6 +43,8 @@ export class SqlQueueBackend implements QueueBackend {
   #me: NotifierListener | undefined;
   #unsubscribe: (() => void) | undefined;
   #listening: Listening | undefined;
+  /** A wait asked for ends before the backend listened (attach): listen for them from the start. */
+  #wantsEnds = false;
   /** This process's evidence of liveness, recorded with each claim (dialects that have one). */
   #presence: Promise<Presence | undefined> | undefined;
   #logger: BackendContext['logger'] | undefined;
@@ -91,9 +93,11 @@ export class SqlQueueBackend implements QueueBackend {
       },
       { work: context.claims ?? true, signal: this.#stop.signal, clock: this.#clock },
     );
+    if (this.#wantsEnds) void this.#listening?.watchEnds();
   }
 
   watchEnds(): Promise<void> {
+    this.#wantsEnds = true;
     return this.#listening?.watchEnds() ?? Promise.resolve();
   }
 

@@ -106,15 +106,7 @@ export interface HotPaths {
   ): Promise<{ ok: number[]; rows: ClaimedRow[] }>;
 }
 
-/**
- * The pieces that differ between SQLite, PostgreSQL and MySQL/MariaDB, made by one factory per
- * dialect (`sqliteDialect()`, …): row locks, statements that need `RETURNING` (or a read-back on
- * MySQL), PostgreSQL's hot paths and `LISTEN/NOTIFY`. Each piece runs its statement on the handle
- * it is given and never calls back into the store, which owns every other statement and decides
- * when each piece is used.
- * @internal
- */
-/** A queue instance listening (see {@link QueueDialect.listen}). */
+/** A queue instance listening (see {@link QueueDialect.listen}). @internal */
 export interface Listening {
   /** Resolves once it stopped listening (its signal aborted). */
   readonly done: Promise<void>;
@@ -125,6 +117,14 @@ export interface Listening {
   watchEnds(): Promise<void>;
 }
 
+/**
+ * The pieces that differ between SQLite, PostgreSQL and MySQL/MariaDB, made by one factory per
+ * dialect (`sqliteDialect()`, …): row locks, statements that need `RETURNING` (or a read-back on
+ * MySQL), PostgreSQL's hot paths and `LISTEN/NOTIFY`. Each piece runs its statement on the handle
+ * it is given and never calls back into the store, which owns every other statement and decides
+ * when each piece is used.
+ * @internal
+ */
 export interface QueueDialect {
   readonly name: Dialect;
   /** Polling interval when the user sets none. */

@@ -96,7 +96,7 @@ class SharedListen {
 
   /**
    * Makes the connected session listen on `channel` (at once if it does); without a session,
-   * the next one will (polls cover the time between). A failure is left to the session's loss.
+   * the next one will (polls cover the time between). A failure is logged; polls cover it.
    */
   #listenOn(channel: string): Promise<void> {
     const session = this.#session;
@@ -105,8 +105,10 @@ class SharedListen {
     if (!sent) {
       sent = session.query(`LISTEN ${channel}`).then(
         () => {},
-        () => {
-          if (this.#session === session) this.#channels.delete(channel);
+        (err: unknown) => {
+          if (this.#session !== session) return;
+          this.#channels.delete(channel);
+          this.#each((l) => l.events.warn(err, 'async-queue LISTEN failed; polling meanwhile'));
         },
       );
       this.#channels.set(channel, sent);
