@@ -6,14 +6,13 @@ import { link } from './openapi.js';
 import {
   answer,
   deleteResponse,
-  deployBody,
   deployResponse,
-  envParams,
   environmentResponse,
   environmentsResponse,
   type DeleteAnswer,
   type DeployAnswer,
 } from './schemas.js';
+import { deployBody, envParams } from './schemas-requests.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 

@@ -2,14 +2,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cloud } from '../cloud/index.js';
 import { HttpError } from './errors.js';
-import {
-  answer,
-  flowParams,
-  flowResponse,
-  flowsQuery,
-  flowsResponse,
-  type FlowAnswer,
-} from './schemas.js';
+import { answer, flowResponse, flowsResponse, type FlowAnswer } from './schemas.js';
+import { flowParams, flowsQuery } from './schemas-requests.js';
 
 type Req<T extends { Params?: unknown; Querystring?: unknown }> = FastifyRequest<T>;
 

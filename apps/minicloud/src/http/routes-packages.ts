@@ -7,14 +7,8 @@ import type { Cloud, PackageFile } from '../cloud/index.js';
 import { UPLOAD_LIMITS, type ArchiveUploads } from './archive-upload.js';
 import { HttpError } from './errors.js';
 import { link } from './openapi.js';
-import {
-  answer,
-  archiveBody,
-  packageParams,
-  packageRefSchema,
-  packageResponse,
-  uploadBody,
-} from './schemas.js';
+import { answer, archiveBody, packageRefSchema, packageResponse } from './schemas.js';
+import { packageParams, uploadBody } from './schemas-requests.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 

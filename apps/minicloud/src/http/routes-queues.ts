@@ -10,19 +10,15 @@ import { HttpError } from './errors.js';
 import { link } from './openapi.js';
 import {
   answer,
-  containerParams,
   containersResponse,
   discardResponse,
-  keyParams,
   keyResponse,
   opAccepted,
-  opBody,
-  opParams,
-  opQuery,
   opResponse,
   queuesResponse,
   resumeResponse,
 } from './schemas.js';
+import { containerParams, keyParams, opBody, opParams, opQuery } from './schemas-requests.js';
 import { knownKey } from './seed.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;

@@ -1,7 +1,6 @@
 /**
- * JSON schemas of the API: its inputs (Fastify validates with Ajv before a handler runs; anything
- * not described is refused: `additionalProperties: false`, no type coercion of bodies) and its
- * answers (which also serialize them, and make the OpenAPI document).
+ * JSON schemas of the API's answers: they also serialize them (fast-json-stringify) and make the
+ * OpenAPI document. The inputs' schemas are in `schemas-requests.ts`.
  */
 import type { KeyInfo, KeyStatus, OpInfo } from '@rigging/async-queue';
 import type { SerializedError } from '@rigging/core';
@@ -9,7 +8,6 @@ import type { ArchiveLimits } from '@rigging/package-cache';
 import { taskStates, type FlowSummary, type LogEntry, type TaskFailure } from '@rigging/tasks';
 import {
   CONTAINER_OPS,
-  deployTaskNames,
   type Cloud,
   type ContainerOpPayload,
   type ContainerOpResult,
@@ -19,160 +17,7 @@ import {
 import type { DeleteResult } from '../cloud/open-cloud.js';
 import type { PlanView, ProviderNode } from '../wire.js';
 import type { ApiErrorBody } from './errors.js';
-
-const ENV_NAME = '^[a-z0-9][a-z0-9-]{0,62}$';
-const CONTAINER_NAME = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
-/** Package names and versions become directory names: no separators, no `..`. */
-const FQN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
-const VERSION = '^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$';
-/** A relative path inside a package: segments of safe characters, no `.`/`..` segments. */
-const FILE_PATH = '^(?!.*(^|/)\\.\\.?(/|$))[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}$';
-
-export const envName = { type: 'string', pattern: ENV_NAME } as const;
-export const containerName = { type: 'string', pattern: CONTAINER_NAME } as const;
-
-const packageRef = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['fqn', 'version'],
-  properties: {
-    fqn: { type: 'string', pattern: FQN },
-    version: { type: 'string', pattern: VERSION },
-  },
-} as const;
-
-export const envParams = {
-  type: 'object',
-  required: ['name'],
-  properties: { name: envName },
-} as const;
-
-export const deployBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['name', 'package'],
-  properties: {
-    name: envName,
-    package: packageRef,
-    faults: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        vmFailOnce: {
-          type: 'array',
-          maxItems: 16,
-          uniqueItems: true,
-          items: { type: 'string', pattern: '^vm-[0-9]{1,3}$' },
-        },
-        failStep: {
-          anyOf: [{ type: 'null' }, { type: 'string', enum: deployTaskNames() }],
-        },
-      },
-    },
-  },
-} as const;
-
-export const uploadBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['fqn', 'version', 'files'],
-  properties: {
-    fqn: packageRef.properties.fqn,
-    version: packageRef.properties.version,
-    files: {
-      type: 'array',
-      minItems: 1,
-      maxItems: 1000,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['path'],
-        properties: {
-          path: { type: 'string', pattern: FILE_PATH },
-          /** UTF-8 text. */
-          content: { type: 'string', maxLength: 4 * 1024 * 1024 },
-          /** Bytes, base64. */
-          base64: { type: 'string', maxLength: 6 * 1024 * 1024, pattern: '^[A-Za-z0-9+/=\\s]*$' },
-        },
-        oneOf: [{ required: ['content'] }, { required: ['base64'] }],
-      },
-    },
-  },
-} as const;
-
-export const packageParams = {
-  type: 'object',
-  required: ['fqn', 'version'],
-  properties: packageRef.properties,
-} as const;
-
-export const containerParams = {
-  type: 'object',
-  required: ['name'],
-  properties: { name: containerName },
-} as const;
-
-export const opBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['type'],
-  properties: {
-    type: { type: 'string', enum: [...CONTAINER_OPS] },
-    payload: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        image: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[^\\s]+$' },
-        durationMs: { type: 'integer', minimum: 0, maximum: 60_000 },
-        fail: { type: 'string', minLength: 1, maxLength: 500 },
-      },
-    },
-  },
-} as const;
-
-export const opParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
-} as const;
-
-/** `GET /api/ops/{id}?waitMs=`: a client may ask to wait a minute at most. */
-export const opQuery = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    // 0 to 60000 (query values are strings: the schemas do not coerce types)
-    waitMs: {
-      type: 'string',
-      pattern: '^(?:[0-9]|[1-9][0-9]{1,3}|[1-5][0-9]{4}|60000)$',
-      description:
-        'Wait up to this many milliseconds (0 to 60000) for the op to end: a long poll, answered with the op as it is then',
-    },
-  },
-} as const;
-
-export const keyParams = {
-  type: 'object',
-  required: ['key'],
-  properties: { key: { type: 'string', minLength: 1, maxLength: 255 } },
-} as const;
-
-export const flowParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 255 } },
-} as const;
-
-export const flowsQuery = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
-    state: { type: 'string', enum: [...taskStates] },
-  },
-} as const;
-
-// ------------------------------------------------------------------ responses
+import { containerName, envName } from './schemas-requests.js';
 
 /**
  * A JSON schema as the route options and the OpenAPI document take it. The response schemas
