@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ViteUserConfig } from 'vitest/config';
+import { configDefaults, type ViteUserConfig } from 'vitest/config';
 
 /**
  * The export condition every workspace package maps to its TypeScript sources
@@ -17,14 +17,31 @@ export const SOURCE_CONDITION = '@rigging/source';
 // (`config/stryker.base.mjs` sets this), and no type tests.
 const mutationTests = process.env.RIGGING_MUTATE_TESTS?.split(',');
 
+// CI runs the test step again on Node 22 and 24 (`scripts/test-on-node.sh` sets this): there the
+// type tests and the suites a package names in `nodeMatrixSkips` (what they prove does not
+// depend on the Node version) run once, on the first Node.
+const nodeMatrixRerun = process.env.RIGGING_NODE_MATRIX !== undefined;
+
 /** The test options every package shares (each `vitest.config.ts` spreads them into `test`). */
 export const packageTests = {
   include: mutationTests ?? ['test/**/*.test.ts'],
-  typecheck: { enabled: mutationTests === undefined, include: ['test/**/*.test-d.ts'] },
+  typecheck: {
+    enabled: mutationTests === undefined && !nodeMatrixRerun,
+    include: ['test/**/*.test-d.ts'],
+  },
   // CI runs several suites at once on 2 cores; process and database tests need headroom.
   testTimeout: 30_000,
   hookTimeout: 60_000,
 } satisfies ViteUserConfig['test'];
+
+/**
+ * Test options that leave out, on CI's reruns on other Node majors, the suites whose evidence
+ * lies outside Node: SQL semantics, a peer program (OpenStack Placement, its CLI), a browser.
+ * Spread into `test` after {@link packageTests}; each file named is still run on the first Node.
+ */
+export function nodeMatrixSkips(files: readonly string[]): { exclude: string[] } {
+  return { exclude: [...configDefaults.exclude, ...(nodeMatrixRerun ? files : [])] };
+}
 
 /**
  * `@rigging/<pkg>` and `@rigging/<pkg>/<entry>` → that entry's TypeScript source, read from the

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { freshDist, packageTests, sourceResolve } from '../../config/vitest.base';
+import { freshDist, nodeMatrixSkips, packageTests, sourceResolve } from '../../config/vitest.base';
 
 // A mutation run (`pnpm mutate`, which sets RIGGING_MUTATE_TESTS) rewrites `src/` in place, so
 // every `dist/` would look stale to the check below; it names only tests that import `src/`.
@@ -11,6 +11,13 @@ export default defineConfig({
   // Most test files spawn the built CLI (`dist/cli.js`): refuse to run them against a stale one.
   test: {
     ...packageTests,
+    // A browser, the OpenStack CLI, and schema checks (Ajv, the OpenAPI document).
+    ...nodeMatrixSkips([
+      'test/dashboard*.e2e.test.ts',
+      'test/osc.integration.test.ts',
+      'test/fuzz.test.ts',
+      'test/openapi*.test.ts',
+    ]),
     testTimeout: 60_000,
     hookTimeout: 120_000,
     globalSetup: mutationRun ? [] : [freshDist],
