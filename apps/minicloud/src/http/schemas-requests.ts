@@ -27,11 +27,12 @@ const packageRef = {
   },
 } as const;
 
-export const envParams = {
-  type: 'object',
-  required: ['name'],
-  properties: { name: envName },
-} as const;
+/** The schema of a route's path parameters: each one named is required. */
+function pathParams<P extends Record<string, object>>(properties: P) {
+  return { type: 'object', required: Object.keys(properties), properties } as const;
+}
+
+export const envParams = pathParams({ name: envName });
 
 export const deployBody = {
   type: 'object',
@@ -86,17 +87,9 @@ export const uploadBody = {
   },
 } as const;
 
-export const packageParams = {
-  type: 'object',
-  required: ['fqn', 'version'],
-  properties: packageRef.properties,
-} as const;
+export const packageParams = pathParams(packageRef.properties);
 
-export const containerParams = {
-  type: 'object',
-  required: ['name'],
-  properties: { name: containerName },
-} as const;
+export const containerParams = pathParams({ name: containerName });
 
 export const opBody = {
   type: 'object',
@@ -116,11 +109,7 @@ export const opBody = {
   },
 } as const;
 
-export const opParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
-} as const;
+export const opParams = pathParams({ id: { type: 'string', minLength: 1, maxLength: 200 } });
 
 /** `GET /api/ops/{id}?waitMs=`: a client may ask to wait a minute at most. */
 export const opQuery = {
@@ -137,17 +126,9 @@ export const opQuery = {
   },
 } as const;
 
-export const keyParams = {
-  type: 'object',
-  required: ['key'],
-  properties: { key: { type: 'string', minLength: 1, maxLength: 255 } },
-} as const;
+export const keyParams = pathParams({ key: { type: 'string', minLength: 1, maxLength: 255 } });
 
-export const flowParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 255 } },
-} as const;
+export const flowParams = pathParams({ id: { type: 'string', minLength: 1, maxLength: 255 } });
 
 export const flowsQuery = {
   type: 'object',
