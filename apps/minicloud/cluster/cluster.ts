@@ -28,6 +28,8 @@ export interface ClusterRunOptions {
   cli: string;
   /** Where logs go (kept after the run). */
   logDir: string;
+  /** Write a CPU profile of every `serve` and `worker` process to `<logDir>/profiles/`. */
+  cpuProfile?: boolean;
   /** How long the verdict waits for submitted ops to end. @default 60000 */
   drainMs?: number;
   /**
@@ -128,6 +130,7 @@ export async function runCluster(options: ClusterRunOptions): Promise<RunResult>
       token,
       port: 8787,
       sabotage: options.sabotage,
+      cpuProfileDir: options.cpuProfile ? join(options.logDir, 'profiles') : undefined,
     };
     const apiHosts = [];
     for (let i = 1; i <= options.apiHosts; i++) apiHosts.push(await network.addHost(`api-${i}`));

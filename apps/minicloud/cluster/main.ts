@@ -36,6 +36,9 @@ workload while injecting faults, and prints a verdict. Removes everything it mad
   --json <file>          also write the results as JSON
   --cli <file>           the minicloud CLI the hosts run (default: this build's dist/cli.js);
                          another build's, to compare two builds under one load and verdict
+  --cpu-prof             write a CPU profile of every serve and worker process (Node's
+                         --cpu-prof, one .cpuprofile per process as it exits) to the run's
+                         directory, .minicloud/cluster/<run>/profiles/<host>-<role>/
 
 Self-test: MINICLOUD_CLUSTER_SABOTAGE=<fault> injects one fault the verdict must catch
 (${SABOTAGE.join(', ')}); such a run must end with VERDICT FAILS.
@@ -147,6 +150,7 @@ async function main(argv: string[]): Promise<number> {
       database: { type: 'string' },
       json: { type: 'string' },
       cli: { type: 'string' },
+      'cpu-prof': { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -185,6 +189,7 @@ async function main(argv: string[]): Promise<number> {
     cli: resolve(values.cli ?? resolve(here, 'cli.js')),
     drainMs: int(values, 'drain-seconds', 60, 1) * 1000,
     sabotage: sabotage(process.env.MINICLOUD_CLUSTER_SABOTAGE),
+    cpuProfile: values['cpu-prof'] === true,
     say: (line: string) => console.log(line),
   };
   const results: { api: number; workers: number; result: RunResult }[] = [];
@@ -192,14 +197,16 @@ async function main(argv: string[]): Promise<number> {
   let holds = true;
   for (const [api, workers] of runs) {
     console.log(`run: ${api} API host(s), ${workers} worker host(s)`);
+    const logDir = join(process.cwd(), '.minicloud', 'cluster', `${Date.now()}-${api}x${workers}`);
     const result = await runCluster({
       ...common,
       apiHosts: api,
       workerHosts: workers,
       faults,
-      logDir: join(process.cwd(), '.minicloud', 'cluster', `${Date.now()}-${api}x${workers}`),
+      logDir,
     });
     for (const line of formatVerdict(result.verdict, result)) console.log(line);
+    if (common.cpuProfile) console.log(`CPU profiles: ${join(logDir, 'profiles')}`);
     holds &&= verdictHolds(result.verdict);
     results.push({ api, workers, result });
   }

@@ -37,6 +37,11 @@ export interface ProcessOptions {
   port: number;
   /** Self-test only: the container runtime's sabotage (`MINICLOUD_SABOTAGE`). */
   sabotage?: string | undefined;
+  /**
+   * Where each process writes a CPU profile when it exits (Node's `--cpu-prof`), one directory
+   * per process under it: `<host>-<role>`. A SIGKILLed process writes none.
+   */
+  cpuProfileDir?: string | undefined;
 }
 
 /**
@@ -54,6 +59,9 @@ export async function startProcess(
     'exec',
     host.ns,
     process.execPath,
+    ...(options.cpuProfileDir === undefined
+      ? []
+      : ['--cpu-prof', `--cpu-prof-dir=${join(options.cpuProfileDir, `${host.label}-${role}`)}`]),
     options.cli,
     role,
     '--database',

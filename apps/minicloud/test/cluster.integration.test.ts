@@ -6,9 +6,9 @@
 // namespaces cannot be made (not root, no nftables) or PostgreSQL is down, except under CI=true,
 // where that fails.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { IN_CI, PG_URL, service } from '@rigging/testkit';
@@ -23,7 +23,7 @@ const script = fileURLToPath(new URL('../dist/cluster.js', import.meta.url));
 async function cluster(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-): Promise<{ code: number; stdout: string; result: RunResult }> {
+): Promise<{ code: number; stdout: string; result: RunResult; profiles: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'minicloud-cluster-test-'));
   const json = join(dir, 'result.json');
   try {
@@ -50,7 +50,12 @@ async function cluster(
     } catch {
       throw new Error(`the cluster wrote no result (exit ${code})\n${stdout}\n${stderr}`);
     }
-    return { code, stdout, result };
+    // `--cpu-prof`: <cwd>/.minicloud/cluster/<run>/profiles/<host>-<role>/*.cpuprofile
+    const profiles = readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => join(dir, f));
+    const valid = profiles.filter((f) => Array.isArray(JSON.parse(readFileSync(f, 'utf8')).nodes));
+    return { code, stdout, result, profiles: valid.map((f) => relative(dir, f)) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -85,6 +90,29 @@ const ZERO = mustBeZero({
   loadErrors: 0,
   vacuous: [],
 } as unknown as RunResult['verdict']);
+/** The smallest run that still goes through the real path: one API host, one worker, 4 ops. */
+const SMALL = [
+  '--api-hosts',
+  '1',
+  '--worker-hosts',
+  '1',
+  '--faults',
+  'none',
+  '--keys',
+  '1',
+  '--ops-per-key',
+  '4',
+  '--consumers',
+  '0',
+  '--deploys',
+  '0',
+  '--reshapes',
+  '0',
+  '--max-seconds',
+  '30',
+  '--drain-seconds',
+  '10',
+];
 const unavailable = await namespacesUnavailable();
 if (unavailable) {
   if (IN_CI) throw new Error(`${unavailable}; the cluster test must run when CI=true`);
@@ -150,6 +178,20 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
     },
   );
 
+  it.skipIf(unavailable !== undefined || !postgres.available)(
+    '--cpu-prof writes a CPU profile of each host process',
+    { timeout: 200_000 },
+    async () => {
+      const { stdout, profiles } = await cluster([...SMALL, '--cpu-prof']);
+      expect(stdout).toContain('VERDICT HOLDS');
+      expect(stdout).toMatch(/^CPU profiles: .*profiles$/m);
+      expect(profiles.map((f) => basename(dirname(f))).sort()).toEqual([
+        'api-1-serve',
+        'worker-1-worker',
+      ]);
+    },
+  );
+
   // The self-test: each sabotage in the smallest run that still goes through the real path
   // (hosts, queue, runtime, witness, database, Placement API), with the count it must produce.
   const SABOTAGE = [
@@ -166,31 +208,9 @@ describe('minicloud-cluster: 3 hosts, one partition, one SIGKILL, one SIGSTOP', 
     'self-test: sabotage %s makes the verdict fail with its count',
     { timeout: 200_000 },
     async (sabotage, expected) => {
-      const { code, stdout, result } = await cluster(
-        [
-          '--api-hosts',
-          '1',
-          '--worker-hosts',
-          '1',
-          '--faults',
-          'none',
-          '--keys',
-          '1',
-          '--ops-per-key',
-          '4',
-          '--consumers',
-          '0',
-          '--deploys',
-          '0',
-          '--reshapes',
-          '0',
-          '--max-seconds',
-          '30',
-          '--drain-seconds',
-          '10',
-        ],
-        { MINICLOUD_CLUSTER_SABOTAGE: sabotage },
-      );
+      const { code, stdout, result } = await cluster(SMALL, {
+        MINICLOUD_CLUSTER_SABOTAGE: sabotage,
+      });
       expect(stdout).toContain('VERDICT FAILS');
       expect(code).toBe(1);
       expect(result.sabotage).toBe(sabotage);
