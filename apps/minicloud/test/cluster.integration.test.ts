@@ -2,7 +2,8 @@
 // on one PostgreSQL, with a partition, a SIGKILL and a SIGSTOP past the lease in the middle of
 // the load. The verdict's counts that must be zero are asserted from its JSON. Then the
 // self-test: one small run per sabotage (MINICLOUD_CLUSTER_SABOTAGE), each of which must make
-// the verdict fail with exactly the count it injects. Skipped with a message where network
+// the verdict fail with exactly the count it injects, and `--cpu-prof` in the same small run
+// leaves one profile per host process. Skipped with a message where network
 // namespaces cannot be made (not root, no nftables) or PostgreSQL is down, except under CI=true,
 // where that fails.
 import { execFile } from 'node:child_process';
