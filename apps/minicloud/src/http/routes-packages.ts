@@ -7,8 +7,8 @@ import type { Cloud, PackageFile } from '../cloud/index.js';
 import { UPLOAD_LIMITS, type ArchiveUploads } from './archive-upload.js';
 import { HttpError } from './errors.js';
 import { link } from './openapi.js';
-import { answer, archiveBody, packageRefSchema, packageResponse } from './schemas.js';
-import { packageParams, uploadBody } from './schemas-requests.js';
+import { answer, packageRefSchema, packageResponse } from './schemas.js';
+import { archiveBody, packageParams, uploadBody } from './schemas-requests.js';
 
 type Req<T extends { Params?: unknown; Body?: unknown }> = FastifyRequest<T>;
 

@@ -3,6 +3,7 @@
  * handler runs. Anything not described is refused (`additionalProperties: false`) and bodies are
  * not coerced; query values are strings, so numbers in queries are string patterns.
  */
+import type { ArchiveLimits } from '@rigging/package-cache';
 import { taskStates } from '@rigging/tasks';
 import { CONTAINER_OPS, deployTaskNames } from '../cloud/index.js';
 
@@ -138,3 +139,32 @@ export const flowsQuery = {
     state: { type: 'string', enum: [...taskStates] },
   },
 } as const;
+
+/**
+ * The request body of `POST /api/packages/{fqn}/{version}/archive` as the OpenAPI document
+ * describes it: the archive's bytes, under one of `types`, within `limits`. (Fastify does not
+ * validate it: the body is a buffer, bounded by the route's body limit and by the extraction.)
+ */
+export function archiveBody(
+  types: readonly string[],
+  limits: Readonly<Required<ArchiveLimits>>,
+): {
+  required: true;
+  description: string;
+  content: Record<string, { schema: Record<string, unknown> }>;
+} {
+  const MiB = 1024 * 1024;
+  const description =
+    `The archive's bytes (tar, tar.gz or zip; not multipart), at most ` +
+    `${limits.maxArchiveBytes / MiB} MiB (${limits.maxArchiveBytes} bytes; more answers 413). ` +
+    `Its files may add up to ${limits.maxExpandedBytes / MiB} MiB, in at most ` +
+    `${limits.maxEntries} entries, ${limits.maxPathDepth} directories deep, names of at most ` +
+    `${limits.maxNameLength} bytes, compressed at most ${limits.maxRatio}:1 (past a bound: 413); ` +
+    'links, devices and paths that leave the package are refused (400).';
+  const schema = { type: 'string', format: 'binary', maxLength: limits.maxArchiveBytes };
+  return {
+    required: true,
+    description,
+    content: Object.fromEntries(types.map((type) => [type, { schema }])),
+  };
+}

@@ -4,7 +4,6 @@
  */
 import type { KeyInfo, KeyStatus, OpInfo } from '@rigging/async-queue';
 import type { SerializedError } from '@rigging/core';
-import type { ArchiveLimits } from '@rigging/package-cache';
 import { taskStates, type FlowSummary, type LogEntry, type TaskFailure } from '@rigging/tasks';
 import {
   CONTAINER_OPS,
@@ -424,31 +423,6 @@ export const opAccepted = closed<{ opId: string; key: string; type: string }>({
   key: containerName,
   type: { type: 'string', enum: [...CONTAINER_OPS] },
 });
-
-/**
- * The request body of `POST /api/packages/{fqn}/{version}/archive` as the OpenAPI document
- * describes it: the archive's bytes, under one of `types`, within `limits`. (Fastify does not
- * validate it: the body is a buffer, bounded by the route's body limit and by the extraction.)
- */
-export function archiveBody(
-  types: readonly string[],
-  limits: Readonly<Required<ArchiveLimits>>,
-): { required: true; description: string; content: Record<string, { schema: Schema }> } {
-  const MiB = 1024 * 1024;
-  const description =
-    `The archive's bytes (tar, tar.gz or zip; not multipart), at most ` +
-    `${limits.maxArchiveBytes / MiB} MiB (${limits.maxArchiveBytes} bytes; more answers 413). ` +
-    `Its files may add up to ${limits.maxExpandedBytes / MiB} MiB, in at most ` +
-    `${limits.maxEntries} entries, ${limits.maxPathDepth} directories deep, names of at most ` +
-    `${limits.maxNameLength} bytes, compressed at most ${limits.maxRatio}:1 (past a bound: 413); ` +
-    'links, devices and paths that leave the package are refused (400).';
-  const schema = { type: 'string', format: 'binary', maxLength: limits.maxArchiveBytes };
-  return {
-    required: true,
-    description,
-    content: Object.fromEntries(types.map((type) => [type, { schema }])),
-  };
-}
 
 /** `schema` as the answer of one status, with what that answer means (the document's words). */
 export const answer = (schema: Schema, description: string): Schema => ({ ...schema, description });
