@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../src/index.js';
 import { createPlacementServer } from '../src/http/index.js';
+import { compileEverySchema } from '../src/http/schemas.js';
 import { serve } from './http-server.js';
 
 const store = memoryStore();
@@ -598,5 +599,12 @@ describe('DELETE /allocations/{consumer}', () => {
     } finally {
       await close();
     }
+  });
+});
+
+describe('request schemas', () => {
+  it('every variant of every body and query schema compiles under Ajv strict mode', () => {
+    // Requests compile their schema on first use: this meets them all at once.
+    expect(compileEverySchema()).toBeGreaterThan(40);
   });
 });

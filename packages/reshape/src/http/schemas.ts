@@ -304,7 +304,7 @@ export type BodySchema = keyof typeof BODIES;
 /** The name of a query-string schema. @internal */
 export type QuerySchema = keyof typeof QUERIES;
 
-type Compiled = Record<string, [Version, ValidateFunction][]>;
+type Variant = readonly [since: Version, build: (v: Version) => Schema];
 
 /** Every validator, compiled once. @internal */
 export interface Validators {
@@ -317,40 +317,54 @@ export interface Validators {
   query(name: QuerySchema, version: Version, params: URLSearchParams): Record<string, unknown>;
 }
 
-function compileAll(): { bodies: Compiled; queries: Compiled } {
-  const ajv = new Ajv({ allErrors: false, verbose: true, strict: true });
-  ajv.addFormat('uuid', { type: 'string', validate: (s: string) => isUuid(s) });
-  const compile = (table: Record<string, [Version, (v: Version) => Schema][]>): Compiled =>
-    Object.fromEntries(
-      Object.entries(table).map(([name, variants]) => [
-        name,
-        variants.map(([since, build]): [Version, ValidateFunction] => [
-          since,
-          ajv.compile(build(since)),
-        ]),
-      ]),
-    );
-  return { bodies: compile(BODIES), queries: compile(QUERIES) };
-}
-
-function pick(table: Compiled, name: string, version: Version): ValidateFunction {
+/** The variant of schema `name` that applies at `version`: the latest whose `since` it reaches. */
+function pick(table: Record<string, readonly Variant[]>, name: string, version: Version): Variant {
   const variants = table[name]!;
-  let out = variants[0]![1];
-  for (const [since, validate] of variants) if (compare(version, since) >= 0) out = validate;
+  let out = variants[0]!;
+  for (const variant of variants) if (compare(version, variant[0]) >= 0) out = variant;
   return out;
 }
 
+/** Compiles a variant on its first use with one Ajv (made on the first compile), then keeps it. */
+function compiler(): (variant: Variant) => ValidateFunction {
+  let ajv: Ajv | undefined;
+  const compiled = new Map<Variant, ValidateFunction>();
+  return (variant) => {
+    let validate = compiled.get(variant);
+    if (!validate) {
+      if (!ajv) {
+        ajv = new Ajv({ allErrors: false, verbose: true, strict: true });
+        ajv.addFormat('uuid', { type: 'string', validate: (s: string) => isUuid(s) });
+      }
+      validate = ajv.compile(variant[1](variant[0]));
+      compiled.set(variant, validate);
+    }
+    return validate;
+  };
+}
+
 /**
- * The validators of one handler: every schema is compiled on the first request that needs one,
- * and kept by this object (and so by its handler) only: nothing is cached at module level.
+ * Compiles every variant of every schema and returns how many: a check that each is valid under
+ * Ajv's strict mode, which requests would otherwise meet one schema at a time. @internal
+ */
+export function compileEverySchema(): number {
+  const validator = compiler();
+  const variants = [...Object.values(BODIES), ...Object.values(QUERIES)].flat();
+  for (const variant of variants) validator(variant);
+  return variants.length;
+}
+
+/**
+ * The validators of one handler: each schema is compiled on the first request that needs it
+ * (compiling all of them at once cost the first request half a second of CPU), and kept by
+ * this object (and so by its handler) only: nothing is cached at module level.
  * @internal
  */
 export function validators(): Validators {
-  let compiled: { bodies: Compiled; queries: Compiled } | undefined;
-  const tables = () => (compiled ??= compileAll());
+  const validator = compiler();
   return {
     body(name, version, value) {
-      const validate = pick(tables().bodies, name, version);
+      const validate = validator(pick(BODIES, name, version));
       if (!validate(value))
         throw new HttpError(400, `JSON does not validate: ${validationMessage(validate.errors)}`);
     },
@@ -358,7 +372,7 @@ export function validators(): Validators {
       const value = nullProto<unknown>();
       for (const key of new Set(params.keys()))
         value[key] = REPEATABLE.has(key) ? params.getAll(key) : params.get(key);
-      const validate = pick(tables().queries, name, version);
+      const validate = validator(pick(QUERIES, name, version));
       if (!validate(value))
         throw new HttpError(
           400,
