@@ -66,6 +66,16 @@ export function requestedProviders(req: NormalizedRequest): Set<string> {
   return out;
 }
 
+/** The resource classes the request names: in the inventories it sets and the allocations it writes. */
+export function requestedClasses(req: NormalizedRequest): Set<string> {
+  const out = new Set<string>();
+  for (const p of req.inventories.values())
+    for (const rc of Object.keys(p.inventories)) out.add(rc);
+  for (const c of req.allocations.values())
+    for (const resources of c.allocations.values()) for (const rc of resources.keys()) out.add(rc);
+  return out;
+}
+
 function add(map: Map<string, Map<string, number>>, rp: string, rc: string, n: number): void {
   let inner = map.get(rp);
   if (!inner) map.set(rp, (inner = new Map()));

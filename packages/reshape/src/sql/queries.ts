@@ -9,13 +9,16 @@ import { ReshapeError } from '../errors.js';
 import {
   plan,
   prepare,
+  requestedClasses,
   type AllocationRow,
+  type Plan,
   type PlanOptions,
   type ConsumerRow,
   type Snapshot,
 } from '../engine.js';
 import {
   isStandardResourceClass,
+  type AllocationsInput,
   normalizeUuid,
   type ConsumerAllocations,
   type Inventory,
@@ -23,7 +26,7 @@ import {
   type ReshapeResult,
   type ResourceProvider,
 } from '../model.js';
-import { conflict, notFound } from '../shared.js';
+import { conflict, deletedConsumer, notFound } from '../shared.js';
 import { rowsToMap } from '../store.js';
 import { allocationOrder, T } from './schema.js';
 import { applyPlan } from './write.js';
@@ -150,42 +153,45 @@ export class SqlQueries implements StatementRunner {
     return out;
   }
 
-  /** The rows a write is checked against, locked: consumers first, then providers. */
+  /**
+   * The rows a write is checked against, locked: consumers first, then providers. Three round
+   * trips: the consumers with their allocations, the providers, their inventories with their
+   * usage; a fourth reads the custom resource classes when the request names one.
+   */
   async snapshot(trx: Db, prepared: ReturnType<typeof prepare>): Promise<Snapshot> {
     const consumerIds = [...prepared.req.allocations.keys()].sort();
     const consumers = new Map<string, ConsumerRow>();
     const old = new Map<string, AllocationRow[]>();
-    for (const r of await this.selectIn(
-      trx,
-      `select uuid, project_id, user_id, generation, consumer_type from ${T.consumers}`,
-      'uuid',
-      consumerIds,
-      ` order by uuid${this.forUpdate}`,
-    )) {
-      consumers.set(String(r.uuid), {
-        projectId: String(r.project_id),
-        userId: String(r.user_id),
-        generation: Number(r.generation),
-        consumerType: r.consumer_type == null ? null : String(r.consumer_type),
-      });
-    }
     const uuids = new Set(prepared.providers);
     for (const c of consumerIds) old.set(c, []);
+    // Locks the consumers' rows only where the engine can say so; MySQL's `for update` also
+    // locks their allocation rows, which this write rewrites anyway.
+    const lock = this.dialect === 'postgres' ? ' for update of c' : this.forUpdate;
     for (const r of await this.selectIn(
       trx,
-      `select consumer_uuid, provider_uuid, resource_class, used, ordinal from ${T.allocations}`,
-      'consumer_uuid',
-      [...consumers.keys()],
-      ` order by ${allocationOrder()}`,
+      `select c.uuid, c.project_id, c.user_id, c.generation, c.consumer_type, a.provider_uuid, a.resource_class, a.used, a.ordinal from ${T.consumers} c left join ${T.allocations} a on a.consumer_uuid = c.uuid`,
+      'c.uuid',
+      consumerIds,
+      ` order by c.uuid, ${allocationOrder('a')}${lock}`,
     )) {
+      const consumer = String(r.uuid);
+      if (!consumers.has(consumer)) {
+        consumers.set(consumer, {
+          projectId: String(r.project_id),
+          userId: String(r.user_id),
+          generation: Number(r.generation),
+          consumerType: r.consumer_type == null ? null : String(r.consumer_type),
+        });
+      }
+      if (r.provider_uuid == null) continue;
       const row: AllocationRow = {
-        consumer: String(r.consumer_uuid),
+        consumer,
         rp: String(r.provider_uuid),
         rc: String(r.resource_class),
         used: Number(r.used),
         ordinal: Number(r.ordinal),
       };
-      old.get(row.consumer)!.push(row);
+      old.get(consumer)!.push(row);
       uuids.add(row.rp);
     }
     const providers = await this.lockProviders(trx, uuids);
@@ -196,22 +202,21 @@ export class SqlQueries implements StatementRunner {
       inventories.set(id, {});
       usage.set(id, new Map());
     }
-    for (const r of await this.selectIn(
-      trx,
-      `select * from ${T.inventories}`,
-      'provider_uuid',
-      ids,
-    ))
-      inventories.get(String(r.provider_uuid))![String(r.resource_class)] = inventoryFromRow(r);
-    for (const r of await this.selectIn(
-      trx,
-      `select provider_uuid, resource_class, sum(used) as used from ${T.allocations}`,
-      'provider_uuid',
-      ids,
-      ' group by provider_uuid, resource_class',
-    ))
-      usage.get(String(r.provider_uuid))!.set(String(r.resource_class), Number(r.used));
-    const classes = await this.customClasses(trx);
+    for (const part of chunks(ids, BULK / 2)) {
+      const list = marks(part.length);
+      for (const r of await this.run(
+        trx,
+        `select 'i' as kind, provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio, null as used from ${T.inventories} where provider_uuid in (${list}) union all select 'u', provider_uuid, resource_class, null, null, null, null, null, null, sum(used) from ${T.allocations} where provider_uuid in (${list}) group by provider_uuid, resource_class`,
+        [...part, ...part],
+      )) {
+        const rp = String(r.provider_uuid);
+        const rc = String(r.resource_class);
+        if (r.kind === 'i') inventories.get(rp)![rc] = inventoryFromRow(r);
+        else usage.get(rp)!.set(rc, Number(r.used));
+      }
+    }
+    const custom = [...requestedClasses(prepared.req)].some((rc) => !isStandardResourceClass(rc));
+    const classes = custom ? await this.customClasses(trx) : new Set<string>();
     return {
       providers,
       inventories,
@@ -224,18 +229,37 @@ export class SqlQueries implements StatementRunner {
 
   /** Checks and applies a write of inventories and allocations, in one transaction. */
   async write(request: ReshapeRequest, planOptions: PlanOptions = {}): Promise<ReshapeResult> {
+    const p = await this.apply(request, planOptions);
+    const consumerGenerations: Record<string, number | null> = {};
+    for (const [consumer, w] of p.consumers) consumerGenerations[consumer] = w.generation;
+    return { providerGenerations: Object.fromEntries(p.providerGenerations), consumerGenerations };
+  }
+
+  /**
+   * Writes one consumer's allocations and returns them as written (from the write's own plan,
+   * not read back: what this write committed, whatever a later writer did since).
+   */
+  async writeConsumer(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
+    const w = (await this.apply({ allocations: { [consumer]: input } })).consumers.get(consumer)!;
+    if (w.generation === null) return deletedConsumer(input);
+    return {
+      projectId: w.projectId,
+      userId: w.userId,
+      consumerGeneration: w.generation,
+      ...(w.consumerType === null ? {} : { consumerType: w.consumerType }),
+      allocations: rowsToMap(w.rows),
+    };
+  }
+
+  /** Checks `request` and applies it in one transaction; returns the plan it applied. */
+  private async apply(request: ReshapeRequest, planOptions: PlanOptions = {}): Promise<Plan> {
     const prepared = prepare(request);
     try {
       return await this.tx(async (trx) => {
         const snap = await this.snapshot(trx, prepared);
         const p = plan(snap, prepared.req, planOptions);
         await applyPlan(this, trx, snap, p);
-        const consumerGenerations: Record<string, number | null> = {};
-        for (const [consumer, w] of p.consumers) consumerGenerations[consumer] = w.generation;
-        return {
-          providerGenerations: Object.fromEntries(p.providerGenerations),
-          consumerGenerations,
-        };
+        return p;
       });
     } catch (error) {
       if (isUniqueViolation(error))

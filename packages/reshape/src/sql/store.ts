@@ -22,7 +22,6 @@ import {
   checkDeletableTrait,
   checkTraits,
   consumerNotFound,
-  deletedConsumer,
   movedUnderDescendant,
   providerHasChildren,
   providerInUse,
@@ -357,8 +356,7 @@ class SqlStore implements ReshapeStore {
 
   async setAllocations(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
     const uuid = normalizeUuid(consumer, 'consumer uuid');
-    await this.q.write({ allocations: { [uuid]: input } });
-    return (await this.q.consumerView(this.q.db, uuid)) ?? deletedConsumer(input);
+    return this.q.writeConsumer(uuid, input);
   }
 
   async deleteAllocations(

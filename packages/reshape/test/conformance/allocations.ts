@@ -30,8 +30,16 @@ export function allocationCases(suite: { store: ReshapeStore }): void {
       const write = async (order: string[], used = 1) => {
         const allocations: AllocationsInput['allocations'] = {};
         for (const rp of order) allocations[rp] = { MEMORY_MB: used, VCPU: used };
-        await store.setAllocations(consumer, { projectId: P, userId: U, allocations });
-        return Object.keys((await store.getAllocations(consumer))!.allocations);
+        const written = await store.setAllocations(consumer, {
+          projectId: P,
+          userId: U,
+          allocations,
+        });
+        const read = (await store.getAllocations(consumer))!;
+        // What a write returns is what a read then finds, in the same order.
+        expect(written).toEqual(read);
+        expect(Object.keys(written.allocations)).toEqual(Object.keys(read.allocations));
+        return Object.keys(read.allocations);
       };
       expect(await write([f, a, c])).toEqual([f, a, c]);
       // Rewritten in another order, with the same amounts: listed in the new order.
