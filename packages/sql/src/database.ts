@@ -71,7 +71,7 @@ export interface Database<DB = any> extends AsyncDisposable {
   migrate(namespace: string, migrations: readonly Migration[]): Promise<MigrateResult>;
   /** Runs `fn` in a transaction, retrying serialization failures, deadlocks and busy errors. */
   transaction<T>(
-    fn: (trx: Kysely<DB>) => Promise<WithCommit<T>>,
+    fn: (trx: Kysely<DB>) => Promise<T | WithCommit<T>>,
     options?: TransactionOptions,
   ): Promise<T>;
   transaction<T>(fn: (trx: Kysely<DB>) => Promise<T>, options?: TransactionOptions): Promise<T>;

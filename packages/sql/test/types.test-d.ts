@@ -42,6 +42,12 @@ test('transaction resolves with the value of withCommit, not the wrapper', () =>
   expectTypeOf(
     database.transaction(async (trx) => withCommit(trx.deleteFrom('t_item'), 'done' as const)),
   ).resolves.toEqualTypeOf<'done'>();
+  // A body that has a last statement on one path only resolves with the value either way.
+  expectTypeOf(
+    database.transaction(async (trx) =>
+      Math.random() < 0.5 ? withCommit(trx.deleteFrom('t_item'), 1) : 2,
+    ),
+  ).resolves.toEqualTypeOf<number>();
   // A generic wrapper keeps its own type.
   const wrap = <T>(fn: (trx: Kysely<Tables>) => Promise<T>): Promise<T> => database.transaction(fn);
   expectTypeOf(wrap(async () => 1)).resolves.toEqualTypeOf<number>();
