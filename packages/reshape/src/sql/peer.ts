@@ -9,4 +9,4 @@
  * resolve" at build time). The README's install line names it.
  * @internal
  */
-export { CompiledQuery, isUniqueViolation } from '@rigging/sql';
+export { CompiledQuery, isUniqueViolation, withCommit } from '@rigging/sql';

@@ -3,8 +3,8 @@
  * write (its statements are in `write.ts`), and the reads the store shares. One transaction per
  * write, rows locked in uuid order.
  */
-import type { Database } from '@rigging/sql';
-import { CompiledQuery, isUniqueViolation } from './peer.js';
+import type { Database, WithCommit } from '@rigging/sql';
+import { CompiledQuery, isUniqueViolation, withCommit } from './peer.js';
 import { ReshapeError } from '../errors.js';
 import {
   plan,
@@ -29,7 +29,7 @@ import {
 import { conflict, deletedConsumer, notFound } from '../shared.js';
 import { rowsToMap } from '../store.js';
 import { allocationOrder, T } from './schema.js';
-import { applyPlan } from './write.js';
+import { applyPlan, type Statement } from './write.js';
 import {
   BULK,
   chunks,
@@ -56,8 +56,11 @@ export class SqlQueries implements StatementRunner {
     this.forUpdate = this.locking ? ' for update' : '';
   }
 
-  /** Runs `fn` in a transaction (READ COMMITTED where rows are locked). */
-  tx<R>(fn: (trx: Db) => Promise<R>): Promise<R> {
+  /**
+   * Runs `fn` in a transaction (READ COMMITTED where rows are locked); `fn` may end it with a
+   * last statement to send with the commit.
+   */
+  tx<R>(fn: (trx: Db) => Promise<R | WithCommit<R>>): Promise<R> {
     return this.database.transaction(fn, this.locking ? { isolation: 'read committed' } : {});
   }
 
@@ -127,10 +130,15 @@ export class SqlQueries implements StatementRunner {
    * query tree costs more than running it.
    */
   async run(trx: Db, text: string, params: unknown[]): Promise<Record<string, unknown>[]> {
+    const result = await trx.executeQuery(this.compiled({ text, params }));
+    return result.rows as Record<string, unknown>[];
+  }
+
+  /** A hand-written statement as the dialect takes it (`$n` placeholders on PostgreSQL). */
+  private compiled({ text, params }: Statement): CompiledQuery {
     let i = 0;
     const sqlText = this.dialect === 'postgres' ? text.replace(/\?/g, () => `$${++i}`) : text;
-    const result = await trx.executeQuery(CompiledQuery.raw(sqlText, params));
-    return result.rows as Record<string, unknown>[];
+    return CompiledQuery.raw(sqlText, params);
   }
 
   /** `select … where column in (…)` over `ids` in chunks. */
@@ -258,8 +266,9 @@ export class SqlQueries implements StatementRunner {
       return await this.tx(async (trx) => {
         const snap = await this.snapshot(trx, prepared);
         const p = plan(snap, prepared.req, planOptions);
-        await applyPlan(this, trx, snap, p);
-        return p;
+        // The last statement goes with the commit: on PostgreSQL, in the same round trip.
+        const last = await applyPlan(this, trx, snap, p);
+        return last ? withCommit({ compile: () => this.compiled(last) }, p) : p;
       });
     } catch (error) {
       if (isUniqueViolation(error))

@@ -25,19 +25,36 @@ interface AllocationChanges {
   added: [AllocationRow, number][];
 }
 
-/** Applies a plan checked against `snap` in the transaction `trx`. @internal */
+/** A statement with `?` placeholders and its values. @internal */
+export interface Statement {
+  readonly text: string;
+  readonly params: unknown[];
+}
+
+type Run = (text: string, params: unknown[]) => Promise<void>;
+
+/**
+ * Applies a plan checked against `snap` in the transaction `trx`, except its last statement,
+ * which it returns for the caller to send with the commit (undefined when the plan writes
+ * nothing). @internal
+ */
 export async function applyPlan(
   q: StatementRunner,
   trx: Db,
   snap: Snapshot,
   p: Plan,
-): Promise<void> {
+): Promise<Statement | undefined> {
+  let held: Statement | undefined;
+  // Each statement runs once the next one is known: the last is left for the commit.
+  const run: Run = async (text, params) => {
+    if (held) await q.run(trx, held.text, held.params);
+    held = { text, params };
+  };
   for (const [rp, inv] of p.inventories) {
-    await q.run(trx, `delete from ${T.inventories} where provider_uuid = ?`, [rp]);
+    await run(`delete from ${T.inventories} where provider_uuid = ?`, [rp]);
     const entries = Object.entries(inv);
     if (entries.length === 0) continue;
-    await q.run(
-      trx,
+    await run(
       `insert into ${T.inventories} (provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio) values ${marks(entries.length, '(?, ?, ?, ?, ?, ?, ?, ?)')}`,
       entries.flatMap(([rc, i]) => [
         rp,
@@ -52,8 +69,9 @@ export async function applyPlan(
     );
   }
   for (const [rp, generation] of p.providerGenerations)
-    await q.run(trx, `update ${T.providers} set generation = ? where uuid = ?`, [generation, rp]);
-  await writeAllocations(q, trx, allocationChanges(snap, p));
+    await run(`update ${T.providers} set generation = ? where uuid = ?`, [generation, rp]);
+  await writeAllocations(run, allocationChanges(snap, p));
+  return held;
 }
 
 /** The difference between the consumers' rows in `snap` and those `p` writes. */
@@ -106,50 +124,40 @@ function allocationChanges(snap: Snapshot, p: Plan): AllocationChanges {
   return out;
 }
 
-async function writeAllocations(q: StatementRunner, trx: Db, c: AllocationChanges): Promise<void> {
+async function writeAllocations(run: Run, c: AllocationChanges): Promise<void> {
   for (const [consumer, w] of c.owners)
-    await q.run(
-      trx,
+    await run(
       `update ${T.consumers} set project_id = ?, user_id = ?, consumer_type = ?, generation = ? where uuid = ?`,
       [w.projectId, w.userId, w.consumerType, w.generation, consumer],
     );
   for (const part of chunks(c.deleted, BULK)) {
-    await q.run(
-      trx,
-      `delete from ${T.allocations} where consumer_uuid in (${marks(part.length)})`,
-      part,
-    );
-    await q.run(trx, `delete from ${T.consumers} where uuid in (${marks(part.length)})`, part);
+    await run(`delete from ${T.allocations} where consumer_uuid in (${marks(part.length)})`, part);
+    await run(`delete from ${T.consumers} where uuid in (${marks(part.length)})`, part);
   }
   for (const { key, consumers } of groupBy(c.removed).values())
     for (const part of chunks(consumers, BULK))
-      await q.run(
-        trx,
+      await run(
         `delete from ${T.allocations} where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
         [...key, ...part],
       );
   for (const { key, consumers } of groupBy(c.changed).values())
     for (const part of chunks(consumers, BULK))
-      await q.run(
-        trx,
+      await run(
         `update ${T.allocations} set used = ?, ordinal = ? where provider_uuid = ? and resource_class = ? and consumer_uuid in (${marks(part.length)})`,
         [key[2], key[3], key[0], key[1], ...part],
       );
   for (const part of chunks(c.bumped, BULK))
-    await q.run(
-      trx,
+    await run(
       `update ${T.consumers} set generation = generation + 1 where uuid in (${marks(part.length)})`,
       part,
     );
   for (const part of chunks(c.created, BULK / 5))
-    await q.run(
-      trx,
+    await run(
       `insert into ${T.consumers} (uuid, project_id, user_id, consumer_type, generation) values ${marks(part.length, '(?, ?, ?, ?, ?)')}`,
       part.flatMap(([uuid, w]) => [uuid, w.projectId, w.userId, w.consumerType, w.generation]),
     );
   for (const part of chunks(c.added, BULK / 5))
-    await q.run(
-      trx,
+    await run(
       `insert into ${T.allocations} (consumer_uuid, provider_uuid, resource_class, used, ordinal) values ${marks(part.length, '(?, ?, ?, ?, ?)')}`,
       part.flatMap(([r, i]) => [r.consumer, r.rp, r.rc, r.used, i]),
     );
