@@ -172,8 +172,8 @@ export class SqlQueries implements StatementRunner {
     const old = new Map<string, AllocationRow[]>();
     const uuids = new Set(prepared.providers);
     for (const c of consumerIds) old.set(c, []);
-    // Locks the consumers' rows only where the engine can say so; MySQL's `for update` also
-    // locks their allocation rows, which this write rewrites anyway.
+    // Locks the consumers' rows. MySQL has no `for update of`: there their allocation rows are
+    // locked too (a deadlock with another writer of them is retried, as any is).
     const lock = this.dialect === 'postgres' ? ' for update of c' : this.forUpdate;
     for (const r of await this.selectIn(
       trx,
