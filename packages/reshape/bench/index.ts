@@ -11,6 +11,7 @@ import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
 import { candidatesBench, candidatesSplit } from './candidates.js';
 import { closeClient, ok } from './http.js';
+import { freshDatabase, service } from '@rigging/testkit';
 
 /** One request at microversion 1.30; resolves with the body, rejects an error answer. */
 const call = (base: string, method: string, path: string, body?: unknown): Promise<any> =>
@@ -64,24 +65,43 @@ async function httpReshape(base: string, n: number): Promise<number> {
   return ms;
 }
 
+/** A request of {@link callRates}, on a provider `rp` of `base` with 1,000,000 VCPUs. */
+type Request = (base: string, rp: string) => Promise<unknown>;
+
+const getInventories: Request = (base, rp) =>
+  call(base, 'GET', `/resource_providers/${rp}/inventories`);
+
+/** Allocates one VCPU of `rp` to a new consumer: a consumer and an allocation row written. */
+const putAllocations: Request = (base, rp) =>
+  call(base, 'PUT', `/allocations/${randomUUID()}`, {
+    allocations: { [rp]: { resources: { VCPU: 1 } } },
+    project_id: 'bench',
+    user_id: 'bench',
+    consumer_generation: null,
+  });
+
 /**
- * Sequential GETs of one provider's inventories on every server, in alternating slices of
- * `slice` ms until each had `ms` (after a 1 s warm-up each), so that a change of the machine's
- * load during the run weighs on every server alike. Returns calls per second per server.
+ * Sequential `request`s on every server, in alternating slices of `slice` ms until each had `ms`
+ * (after a 1 s warm-up each), so that a change of the machine's load during the run weighs on
+ * every server alike. Returns calls per second per server.
  */
-async function callRates(bases: string[], ms: number, slice = 250): Promise<number[]> {
+async function callRates(
+  bases: string[],
+  request: Request,
+  ms: number,
+  slice = 250,
+): Promise<number[]> {
   const rps: string[] = [];
   for (const base of bases) {
     const rp = randomUUID();
     await call(base, 'POST', '/resource_providers', { name: `rate-${rp}`, uuid: rp });
     await call(base, 'PUT', `/resource_providers/${rp}/inventories`, {
       resource_provider_generation: 0,
-      inventories: { VCPU: { total: 8 } },
+      inventories: { VCPU: { total: 1_000_000 } },
     });
     rps.push(rp);
     const warm = performance.now() + 1000;
-    while (performance.now() < warm)
-      await call(base, 'GET', `/resource_providers/${rp}/inventories`);
+    while (performance.now() < warm) await request(base, rp);
   }
   const calls = bases.map(() => 0);
   const spent = bases.map(() => 0);
@@ -90,7 +110,7 @@ async function callRates(bases: string[], ms: number, slice = 250): Promise<numb
       const t0 = performance.now();
       const end = t0 + slice;
       while (performance.now() < end) {
-        await call(base, 'GET', `/resource_providers/${rps[i]!}/inventories`);
+        await request(base, rps[i]!);
         calls[i]!++;
       }
       spent[i]! += performance.now() - t0;
@@ -171,6 +191,11 @@ async function serve(arg: string, file = './serve.ts'): Promise<string> {
 if (process.env.BENCH_ONLY !== 'candidates') {
   const ours = await serve(join(dir, 'http.db'));
   const oursMemory = await serve('memory');
+  // PostgreSQL on this machine, when reachable: a fresh database, dropped at the end.
+  const pgDatabase = (await service('postgres')).available
+    ? await freshDatabase('postgres', 'reshape_bench')
+    : undefined;
+  const oursPg = pgDatabase && (await serve(pgDatabase.url));
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const peer = placementAvailable() ? await startPlacement() : undefined;
   if (!peer)
@@ -198,16 +223,35 @@ if (process.env.BENCH_ONLY !== 'candidates') {
         (b === undefined ? '' : `, Placement (SQLite) ${fmt(b)}, ratio ${(b / a).toFixed(1)}x`),
     );
   }
-  console.log(
-    '\nHTTP, sequential GET /resource_providers/{uuid}/inventories, 3 s each in alternating 250 ms slices',
-  );
-  const [ra, rm, rb] = await callRates([ours, oursMemory, ...(peer ? [peer.url] : [])], 3000);
-  console.log(
-    `  ours (SQLite) ${ra!.toFixed(0)}/s, ours (memory) ${rm!.toFixed(0)}/s` +
-      (rb === undefined
-        ? ''
-        : `, Placement (SQLite) ${rb.toFixed(0)}/s, ratio ${(ra! / rb).toFixed(1)}x (memory: ${(rm! / rb).toFixed(1)}x)`),
-  );
+  const servers = [
+    { name: 'ours (SQLite)', base: ours },
+    { name: 'ours (memory)', base: oursMemory },
+    ...(oursPg ? [{ name: 'ours (PostgreSQL)', base: oursPg }] : []),
+    ...(peer ? [{ name: 'Placement (SQLite)', base: peer.url }] : []),
+  ];
+  for (const [title, request] of [
+    ['GET /resource_providers/{uuid}/inventories', getInventories],
+    ['PUT /allocations/{new consumer}, one VCPU of one provider', putAllocations],
+  ] as const) {
+    console.log(`\nHTTP, sequential ${title}, 3 s each in alternating 250 ms slices`);
+    const rates = await callRates(
+      servers.map((s) => s.base),
+      request,
+      3000,
+    );
+    const placement = peer ? rates[rates.length - 1] : undefined;
+    console.log(
+      servers
+        .map(
+          (s, i) =>
+            `  ${s.name} ${rates[i]!.toFixed(0)}/s` +
+            (placement === undefined || s.base === peer?.url
+              ? ''
+              : `, ${(rates[i]! / placement).toFixed(1)}x Placement`),
+        )
+        .join('\n'),
+    );
+  }
 
   console.log('\nLibrary direct, one reshape of 10,000 consumers (3 runs)');
   const lib = async (st: ReshapeStore) => {
@@ -222,6 +266,8 @@ if (process.env.BENCH_ONLY !== 'candidates') {
   console.log(`  memoryStore:            ${await lib(memoryStore())}`);
 
   await peer?.stop();
+  for (const c of children.splice(0)) c.kill('SIGTERM');
+  await pgDatabase?.drop();
 }
 
 // Fresh servers: the answer must not depend on what the sections above created.

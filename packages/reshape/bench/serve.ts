@@ -1,5 +1,5 @@
 // Our Placement-compatible server on a SQLite file, in its own process (like Placement's), for
-// bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path | memory> [traits file]
+// bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path | database URL | memory> [traits file]
 // [--noauth2]; the traits file holds the standard trait names, one a line (the store's
 // `standardTraits`); `--noauth2` checks tokens as Placement's noauth2 middleware does (the way
 // test/gabbi/run.py runs Placement): a token `admin` or `admin:<project>` is admin, a request's
@@ -18,7 +18,10 @@ const standardTraits =
   traitsFile === undefined
     ? undefined
     : (await readFile(traitsFile, 'utf8')).split('\n').filter((line) => line !== '');
-const database = target === 'memory' ? undefined : await openDatabase(`sqlite:${target!}`);
+const database =
+  target === 'memory'
+    ? undefined
+    : await openDatabase(/^[a-z]+:\/\//.test(target!) ? target! : `sqlite:${target!}`);
 const server = createPlacementServer(
   database ? await sqlStore(database, { standardTraits }) : memoryStore({ standardTraits }),
   noauth2
