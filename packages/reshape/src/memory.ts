@@ -31,8 +31,8 @@ import {
   buildReport,
   checkAggregates,
   checkFilter,
+  consumerAllocations,
   parentsFirst,
-  rowsToMap,
   totalUsages,
   type CreateProviderInput,
   type ProviderFilter,
@@ -184,14 +184,7 @@ class MemoryStore implements ReshapeStore {
 
   private consumerView(consumer: string): ConsumerAllocations | undefined {
     const row = this.consumers.get(consumer);
-    if (!row) return undefined;
-    return {
-      projectId: row.projectId,
-      userId: row.userId,
-      consumerGeneration: row.generation,
-      ...(row.consumerType === null ? {} : { consumerType: row.consumerType }),
-      allocations: rowsToMap(this.allocations.get(consumer) ?? []),
-    };
+    return row && consumerAllocations(row, this.allocations.get(consumer) ?? []);
   }
 
   private treeOf(uuid: string): ResourceProvider[] {

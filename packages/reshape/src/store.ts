@@ -1,6 +1,6 @@
 import { ReshapeError, type Problem } from './errors.js';
 import { normalizeUuid } from './model.js';
-import type { AllocationRow, NormalizedRequest, Plan, Snapshot } from './engine.js';
+import type { AllocationRow, ConsumerRow, NormalizedRequest, Plan, Snapshot } from './engine.js';
 import type {
   AllocationMap,
   AllocationsInput,
@@ -292,8 +292,18 @@ function toMap(rows: readonly AllocationRow[]): AllocationMap {
   return out;
 }
 
-export function rowsToMap(rows: readonly AllocationRow[]): AllocationMap {
-  return toMap(rows);
+/** A consumer as `getAllocations` answers: its owner, generation, type (when set) and rows. */
+export function consumerAllocations(
+  c: ConsumerRow,
+  rows: readonly AllocationRow[],
+): ConsumerAllocations {
+  return {
+    projectId: c.projectId,
+    userId: c.userId,
+    consumerGeneration: c.generation,
+    ...(c.consumerType === null ? {} : { consumerType: c.consumerType }),
+    allocations: toMap(rows),
+  };
 }
 
 /** Builds a report from a plan computed with `collect`. */

@@ -27,7 +27,7 @@ import {
   type ResourceProvider,
 } from '../model.js';
 import { conflict, deletedConsumer, notFound } from '../shared.js';
-import { rowsToMap } from '../store.js';
+import { consumerAllocations } from '../store.js';
 import { allocationOrder, T } from './schema.js';
 import { applyPlan, type Statement } from './write.js';
 import {
@@ -250,13 +250,7 @@ export class SqlQueries implements StatementRunner {
   async writeConsumer(consumer: string, input: AllocationsInput): Promise<ConsumerAllocations> {
     const w = (await this.apply({ allocations: { [consumer]: input } })).consumers.get(consumer)!;
     if (w.generation === null) return deletedConsumer(input);
-    return {
-      projectId: w.projectId,
-      userId: w.userId,
-      consumerGeneration: w.generation,
-      ...(w.consumerType === null ? {} : { consumerType: w.consumerType }),
-      allocations: rowsToMap(w.rows),
-    };
+    return consumerAllocations({ ...w, generation: w.generation }, w.rows);
   }
 
   /** Checks `request` and applies it in one transaction; returns the plan it applied. */
@@ -290,22 +284,22 @@ export class SqlQueries implements StatementRunner {
     );
     const row = rows[0];
     if (!row) return undefined;
-    return {
-      projectId: String(row.project_id),
-      userId: String(row.user_id),
-      consumerGeneration: Number(row.generation),
-      ...(row.consumer_type == null ? {} : { consumerType: String(row.consumer_type) }),
-      allocations: rowsToMap(
-        rows
-          .filter((r) => r.provider_uuid != null)
-          .map((r) => ({
-            consumer,
-            rp: String(r.provider_uuid),
-            rc: String(r.resource_class),
-            used: Number(r.used),
-          })),
-      ),
-    };
+    return consumerAllocations(
+      {
+        projectId: String(row.project_id),
+        userId: String(row.user_id),
+        generation: Number(row.generation),
+        consumerType: row.consumer_type == null ? null : String(row.consumer_type),
+      },
+      rows
+        .filter((r) => r.provider_uuid != null)
+        .map((r) => ({
+          consumer,
+          rp: String(r.provider_uuid),
+          rc: String(r.resource_class),
+          used: Number(r.used),
+        })),
+    );
   }
 
   async findProvider(uuid: string): Promise<ResourceProvider | undefined> {
