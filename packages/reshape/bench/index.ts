@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '@rigging/sql';
+import { freshDatabase, service } from '@rigging/testkit';
 import { memoryStore, type AllocationMap, type ReshapeStore } from '../src/index.js';
 import { sqlStore } from '../src/sql/index.js';
 import { placementAvailable, startPlacement } from '../test/peer.js';
 import { candidatesBench, candidatesSplit } from './candidates.js';
 import { closeClient, ok } from './http.js';
-import { freshDatabase, service } from '@rigging/testkit';
 
 /** One request at microversion 1.30; resolves with the body, rejects an error answer. */
 const call = (base: string, method: string, path: string, body?: unknown): Promise<any> =>

@@ -1,9 +1,10 @@
-// Our Placement-compatible server on a SQLite file, in its own process (like Placement's), for
-// bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path | database URL | memory> [traits file]
-// [--noauth2]; the traits file holds the standard trait names, one a line (the store's
-// `standardTraits`); `--noauth2` checks tokens as Placement's noauth2 middleware does (the way
-// test/gabbi/run.py runs Placement): a token `admin` or `admin:<project>` is admin, a request's
-// `x-roles` header names the roles of any other token, no token is a 401.
+// Our Placement-compatible server (a SQLite file, a database URL or memory), in its own process
+// (like Placement's), for bench/index.ts and test/gabbi/run.py. Usage: serve.ts <sqlite path |
+// database URL | memory> [traits file] [--noauth2]; the traits file holds the standard trait
+// names, one a line (the store's `standardTraits`); `--noauth2` checks tokens as Placement's
+// noauth2 middleware does (the way test/gabbi/run.py runs Placement): a token `admin` or
+// `admin:<project>` is admin, a request's `x-roles` header names the roles of any other token,
+// no token is a 401.
 // Prints "listening <port>".
 import { readFile } from 'node:fs/promises';
 import { openDatabase } from '@rigging/sql';
