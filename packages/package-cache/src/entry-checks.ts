@@ -46,15 +46,22 @@ export function relativePathProblem(p: string): string | undefined {
   if (p === '') return 'has an empty name';
   if (p.includes('\0')) return 'contains NUL';
   if (isAbsolute(p)) return 'is absolute';
+  // A backslash separates on Windows only: the name must stay inside read either way (`a\b/../..`
+  // is two levels down on Windows, one on POSIX).
+  if (escapes(p.split(/[\\/]+/)) || escapes(p.split('/'))) return 'escapes the package directory';
+  return undefined;
+}
+
+/** Whether `parts`, followed from the package directory, ever climb above it. */
+function escapes(parts: readonly string[]): boolean {
   let depth = 0;
-  for (const part of p.split(/[\\/]+/)) {
+  for (const part of parts) {
     if (part === '' || part === '.') continue;
     if (part === '..') {
-      depth--;
-      if (depth < 0) return 'escapes the package directory';
+      if (--depth < 0) return true;
     } else depth++;
   }
-  return undefined;
+  return false;
 }
 
 /** Why a link entry is unsafe, or `undefined`. Symlinks resolve from their directory. @internal */

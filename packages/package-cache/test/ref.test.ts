@@ -37,6 +37,12 @@ describe('ref validation (property)', () => {
     );
   });
 
+  it('refuses a name that escapes once a backslash is not a separator (POSIX)', () => {
+    // Found by the property below: `a\a` is one directory on POSIX, so `..` twice climbs out.
+    expect(relativePathProblem('a\\a/../..')).toBe('escapes the package directory');
+    expect(relativePathProblem('a\\a/..')).toBeUndefined();
+  });
+
   it('archive paths judged safe never leave the package directory', () => {
     fc.assert(
       fc.property(nasty, nasty, (entry, link) => {
