@@ -9,4 +9,17 @@
  * resolve" at build time). The README's install line names it.
  * @internal
  */
-export { CompiledQuery, isUniqueViolation, sql } from '@rigging/sql';
+import * as peer from '@rigging/sql';
+
+export { isUniqueViolation, sql } from '@rigging/sql';
+
+/**
+ * `prepareQuery` of `@rigging/sql` 0.2 and later (a statement built once per dialect); with 0.1,
+ * a stand-in that builds the statement on every call.
+ */
+export const prepareQuery: typeof peer.prepareQuery =
+  (peer as Partial<typeof peer>).prepareQuery ??
+  ((build) => ({
+    execute: (db, params) => db.executeQuery(build(db, params).compile(db)),
+    bind: (db, params) => ({ compile: () => build(db, params).compile(db) }),
+  }));

@@ -1,6 +1,8 @@
 export { openDatabase } from './database.js';
 export type { Database, OpenDatabaseOptions } from './database.js';
 export { withCommit } from './transaction.js';
+export { prepareQuery } from './prepared.js';
+export type { PreparedQuery, PreparedResult } from './prepared.js';
 export type { TransactionOptions, WithCommit, LastStatement } from './transaction.js';
 export type { Migration, MigrateResult } from './migrate.js';
 export { identityPrimaryKey } from './columns.js';
@@ -20,6 +22,7 @@ export type {
   Generated,
   ColumnType,
   Expression,
+  RawBuilder,
   ExpressionBuilder,
   SqlBool,
 } from 'kysely';

@@ -5,7 +5,7 @@
 import { sql } from '../sql-peer.js';
 import { heldByClaim, type ClaimFence } from './fence.js';
 import { KEYS, OPS } from './names.js';
-import { prepareQuery } from './prepared.js';
+import { prepareQuery } from '../sql-peer.js';
 import { OP_COLUMNS, type OpRow } from './rows.js';
 
 /** A claimed key's fencing values: which key, its new token and lease. @internal */

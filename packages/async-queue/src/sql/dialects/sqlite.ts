@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { isProcessAlive } from '@rigging/core';
-import { prepareQuery } from '../prepared.js';
+import { prepareQuery } from '../../sql-peer.js';
 import { KEYS, OPS } from '../names.js';
 import { QUEUED, type Db, type OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';

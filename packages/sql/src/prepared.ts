@@ -1,8 +1,7 @@
-// Statements written with Kysely's builder, built and compiled once, then run with new values: a
-// hot statement pays the builder's cost (tens of microseconds on SQLite, more than the statement
-// itself) once, not on every op.
-import type { Kysely } from '@rigging/sql';
-import { CompiledQuery } from '../sql-peer.js';
+// Statements written with Kysely's builder, built and compiled once per dialect, then run with new
+// values: a hot statement pays the builder's cost (tens of microseconds, more than SQLite takes
+// to run it, and a tenth of a busy worker's CPU on PostgreSQL) once, not on every call.
+import { CompiledQuery, type Kysely } from 'kysely';
 
 /** Stands for the parameter `name` while a prepared query is compiled. */
 class Slot {
@@ -15,13 +14,13 @@ interface Compiled {
   readonly parameters: readonly unknown[];
 }
 
-/** What a prepared query returns: its rows, and for a write the rows it changed. @internal */
+/** What a prepared query returns: its rows, and for a write the rows it changed. */
 export interface PreparedResult<Row> {
   readonly rows: Row[];
   readonly numAffectedRows?: bigint;
 }
 
-/** A query built once per dialect by {@link prepareQuery}; see there. @internal */
+/** A query built once per dialect by {@link prepareQuery}; see there. */
 export interface PreparedQuery<Params extends object, Row> {
   /**
    * Runs the query on `db` (a `Database`'s `db` or a transaction) with `params`, by name (every
@@ -30,6 +29,12 @@ export interface PreparedQuery<Params extends object, Row> {
    * that is missing or `undefined`, before anything runs.
    */
   execute(db: Kysely<any>, params: Params): Promise<PreparedResult<Row>>;
+  /**
+   * The query with `params`, compiled for `db`, not run: what `withCommit` takes as a
+   * transaction's last statement (`withCommit(query.bind(trx, params), value)`). Throws the
+   * same `TypeError` as `execute` for a missing parameter.
+   */
+  bind(db: Kysely<any>, params: Params): { compile(): CompiledQuery<Row> };
 }
 
 /**
@@ -41,14 +46,13 @@ export interface PreparedQuery<Params extends object, Row> {
  * name, in a list) is refused with a `TypeError` when the query first compiles.
  *
  * @example
- * const opById = prepareQuery((db, p: { id: string }) =>
- *   db.selectFrom(OPS).selectAll().where('id', '=', p.id),
+ * const jobById = prepareQuery((db, p: { id: string }) =>
+ *   db.selectFrom('jobs').selectAll().where('id', '=', p.id),
  * );
- * const { rows } = await opById.execute(trx, { id });
- * @internal
+ * const { rows } = await jobById.execute(database.db, { id });
  */
 export function prepareQuery<Params extends object, Row>(
-  build: (db: Kysely<any>, params: Params) => { compile(): CompiledQuery<Row> },
+  build: (db: Kysely<any>, params: Params) => { compile(db: Kysely<any>): CompiledQuery<Row> },
 ): PreparedQuery<Params, Row> {
   if (typeof build !== 'function') {
     throw new TypeError(`prepareQuery: build must be a function, got ${typeof build}`);
@@ -65,7 +69,8 @@ export function prepareQuery<Params extends object, Row>(
         return new Slot(name);
       },
     });
-    const { sql, parameters } = build(db, stand).compile();
+    // A builder compiles itself; a `sql` template with the database it is given.
+    const { sql, parameters } = build(db, stand).compile(db);
     const placed = new Set(parameters.flatMap((p) => (p instanceof Slot ? [p.name] : [])));
     for (const name of used) {
       if (!placed.has(name)) {
@@ -76,20 +81,27 @@ export function prepareQuery<Params extends object, Row>(
     }
     return { sql, parameters };
   };
+  const bound = (db: Kysely<any>, params: Params): CompiledQuery<Row> => {
+    const adapter = db.getExecutor().adapter;
+    let statement = compiled.get(adapter);
+    if (!statement) compiled.set(adapter, (statement = compile(db)));
+    const values = statement.parameters.map((p) => {
+      if (!(p instanceof Slot)) return p;
+      const value = (params as Record<string, unknown>)[p.name];
+      if (value === undefined) {
+        throw new TypeError(`prepareQuery: parameter '${p.name}' is missing (undefined)`);
+      }
+      return value;
+    });
+    return CompiledQuery.raw(statement.sql, values) as CompiledQuery<Row>;
+  };
   return {
     async execute(db, params) {
-      const adapter = db.getExecutor().adapter;
-      let statement = compiled.get(adapter);
-      if (!statement) compiled.set(adapter, (statement = compile(db)));
-      const values = statement.parameters.map((p) => {
-        if (!(p instanceof Slot)) return p;
-        const value = (params as Record<string, unknown>)[p.name];
-        if (value === undefined) {
-          throw new TypeError(`prepareQuery: parameter '${p.name}' is missing (undefined)`);
-        }
-        return value;
-      });
-      return db.executeQuery<Row>(CompiledQuery.raw(statement.sql, values) as CompiledQuery<Row>);
+      return db.executeQuery<Row>(bound(db, params));
+    },
+    bind(db, params) {
+      const query = bound(db, params);
+      return { compile: () => query };
     },
   };
 }

@@ -1,12 +1,11 @@
-// The SQL backend's prepared statements (src/sql/prepared.ts): built once per dialect with
+// Prepared queries (src/prepared.ts): built once per dialect with
 // Kysely's builder, then run with new values; the same rows and counts as the builder's own
 // queries on every backend, and refused input changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
-import { openDatabase, sql, type Database } from '@rigging/sql';
-import { prepareQuery } from '../src/sql/prepared.js';
+import { openDatabase, prepareQuery, sql, withCommit, type Database } from '../src/index.js';
 
-const backends = await sqlBackends('async_queue_prepared');
+const backends = await sqlBackends('sql_prepared');
 
 interface Tables {
   prep_items: { id: number; name: string; qty: number; note: string | null };
@@ -103,6 +102,37 @@ describe.each(backends)('$kind', (backend) => {
       await database.transaction((trx) => addQty.execute(trx, { id: 3, by: 2 }));
       const qty = await database.db.selectFrom('prep_items').select('qty').orderBy('id').execute();
       expect(qty.slice(0, 3).map((r) => Number(r.qty))).toEqual([15, 20, 32]);
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    "bound, it is a transaction's last statement, sent with the commit",
+    async () => {
+      const id = await database.transaction(async (trx) => {
+        await insertItem.execute(trx, { id: 40, name: 'first', qty: 1, note: null });
+        return withCommit(insertItem.bind(trx, { id: 41, name: 'last', qty: 2, note: 'c' }), 41);
+      });
+      expect(id).toBe(41);
+      // A failing last statement (a duplicate key) rolls back the whole transaction.
+      await expect(
+        database.transaction(async (trx) => {
+          await insertItem.execute(trx, { id: 42, name: 'kept?', qty: 3, note: null });
+          return withCommit(insertItem.bind(trx, { id: 41, name: 'dup', qty: 4, note: null }), 0);
+        }),
+      ).rejects.toThrow();
+      const rows = await database.db
+        .selectFrom('prep_items')
+        .select(['id', 'name'])
+        .where('id', '>=', 40)
+        .orderBy('id')
+        .execute();
+      expect(rows.map((r) => [Number(r.id), r.name])).toEqual([
+        [40, 'first'],
+        [41, 'last'],
+      ]);
+      expect(() =>
+        insertItem.bind(database.db, { id: 43, name: 'x', qty: 1, note: undefined as never }),
+      ).toThrow(new TypeError("prepareQuery: parameter 'note' is missing (undefined)"));
     },
   );
 
