@@ -1,4 +1,4 @@
-import { sql } from '../../sql-peer.js';
+import { prepareQuery, sql } from '../../sql-peer.js';
 import { CHANNEL, CLAIM_FN, ENDS_CHANNEL, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
@@ -9,36 +9,87 @@ import { returningStatements } from './sqlite.js';
 /** A `json` column, which drivers return parsed or as text. */
 const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
+const enqueueQuery = prepareQuery(
+  (
+    _db,
+    p: {
+      queue: string;
+      key: string;
+      id: string;
+      type: string;
+      payload: string | null;
+      idem: string | null;
+      waited: number;
+      at: number;
+    },
+  ) => sql<{ j: unknown }>`
+    select ${sql.raw(ENQUEUE_FN)}(${p.queue}, ${p.key}, ${p.id}, ${p.type}, ${p.payload},
+      ${p.idem}::text, ${p.waited}, ${p.at}) as j`,
+);
+
+// A claim that picked fewer keys than asked also reads the next due time (a worker that is about
+// to wait would ask for it next): one round trip for both. The subquery is
+// `QueueReads.nextDueAt`'s, at the claim's time.
+const claimQuery = prepareQuery(
+  (
+    _db,
+    p: { queue: string; limit: number; at: number; leaseUntil: number; workerId: string },
+  ) => sql<{ j: unknown }>`
+    with c as (
+      select ${sql.raw(CLAIM_FN)}(${p.queue}, ${p.limit}, ${p.at}, ${p.leaseUntil}, ${p.workerId}) as j
+    )
+    select j from c
+    union all
+    select json_build_object('due', (
+      select min(avail_at) from ${sql.table(KEYS)}
+      where queue = ${p.queue} and state = 'ready' and avail_at > ${p.at}
+    ))
+    where (select count(*) from c) < ${p.limit}`,
+);
+
+const succeedManyQuery = prepareQuery(
+  (
+    _db,
+    p: {
+      queue: string;
+      keys: string[];
+      ids: string[];
+      tokens: number[];
+      results: string[];
+      announce: (string | null)[];
+      next: boolean[];
+      at: number;
+      leaseUntil: number;
+      workerId: string;
+    },
+  ) => sql<{ j: unknown }>`
+    select ${sql.raw(SUCCEED_MANY_FN)}(${p.queue}, ${p.keys}::text[], ${p.ids}::text[],
+      ${p.tokens}::integer[], ${p.results}::text[], ${p.announce}::text[], ${p.next}::boolean[],
+      ${p.at}, ${p.leaseUntil}, ${p.workerId}) as j`,
+);
+
 /**
  * The hot operations (enqueue, claim, a batch of successes) as single statements in autocommit
  * calling the functions of `pg-functions.ts`: one round trip instead of five to seven (BEGIN,
- * statements, COMMIT). Locks are taken in the same order as the transactional paths (key row,
- * then op rows).
+ * statements, COMMIT), each prepared once (`prepareQuery`). Locks are taken in the same order as
+ * the transactional paths (key row, then op rows).
  */
 const hot: HotPaths = {
   async enqueue(db, queue, id, input, payload, at) {
-    const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(ENQUEUE_FN)}(${queue}, ${input.key}, ${id}, ${input.type}, ${payload},
-        ${input.idempotencyKey ?? null}::text, ${input.waited ? 1 : 0}, ${at}) as j
-    `.execute(db);
+    const { rows } = await enqueueQuery.execute(db, {
+      queue,
+      key: input.key,
+      id,
+      type: input.type,
+      payload,
+      idem: input.idempotencyKey ?? null,
+      waited: input.waited ? 1 : 0,
+      at,
+    });
     return json<{ state: string; next_seq: number | string }>(rows[0]!.j);
   },
   async claim(db, queue, limit, at, leaseUntil, workerId) {
-    // A claim that picked fewer keys than asked also reads the next due time (a worker that is
-    // about to wait would ask for it next): one round trip for both. The subquery is
-    // `QueueReads.nextDueAt`'s, at the claim's time.
-    const { rows } = await sql<{ j: unknown }>`
-      with c as (
-        select ${sql.raw(CLAIM_FN)}(${queue}, ${limit}, ${at}, ${leaseUntil}, ${workerId}) as j
-      )
-      select j from c
-      union all
-      select json_build_object('due', (
-        select min(avail_at) from ${sql.table(KEYS)}
-        where queue = ${queue} and state = 'ready' and avail_at > ${at}
-      ))
-      where (select count(*) from c) < ${limit}
-    `.execute(db);
+    const { rows } = await claimQuery.execute(db, { queue, limit, at, leaseUntil, workerId });
     const out: ClaimedRow[] = [];
     let due: number | null | undefined;
     for (const r of rows) {
@@ -49,16 +100,18 @@ const hot: HotPaths = {
     return { rows: out, due };
   },
   async succeedMany(db, queue, items, at, leaseUntil, workerId) {
-    const { rows } = await sql<{ j: unknown }>`
-      select ${sql.raw(SUCCEED_MANY_FN)}(${queue},
-        ${items.map((it) => it.claim.op.key)}::text[],
-        ${items.map((it) => it.claim.op.id)}::text[],
-        ${items.map((it) => it.claim.token)}::integer[],
-        ${items.map((it) => it.text)}::text[],
-        ${items.map((it) => (it.claim.announce ? `d:${queue}:${it.claim.op.id}` : null))}::text[],
-        ${items.map((it) => it.next !== undefined)}::boolean[],
-        ${at}, ${leaseUntil}, ${workerId}) as j
-    `.execute(db);
+    const { rows } = await succeedManyQuery.execute(db, {
+      queue,
+      keys: items.map((it) => it.claim.op.key),
+      ids: items.map((it) => it.claim.op.id),
+      tokens: items.map((it) => it.claim.token),
+      results: items.map((it) => it.text),
+      announce: items.map((it) => (it.claim.announce ? `d:${queue}:${it.claim.op.id}` : null)),
+      next: items.map((it) => it.next !== undefined),
+      at,
+      leaseUntil,
+      workerId,
+    });
     const parsed = rows.map((r) => json<unknown>(r.j));
     const head = parsed.shift() as { ok: (number | string)[] } | undefined;
     return { ok: (head?.ok ?? []).map(Number), rows: parsed as ClaimedRow[] };
