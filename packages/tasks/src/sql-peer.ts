@@ -18,3 +18,14 @@ export { isConnectionError, isUniqueViolation, sql } from '@rigging/sql';
  * commit); `undefined` with 0.1, where the log's write then runs as a statement of its own.
  */
 export const withCommit = (peer as Partial<typeof peer>).withCommit;
+
+/**
+ * `prepareQuery` of `@rigging/sql` 0.2 and later (a statement built once per dialect); with 0.1,
+ * a stand-in that builds the statement on every call.
+ */
+export const prepareQuery: typeof peer.prepareQuery =
+  (peer as Partial<typeof peer>).prepareQuery ??
+  ((build) => ({
+    execute: (db, params) => db.executeQuery(build(db, params).compile(db)),
+    bind: (db, params) => ({ compile: () => build(db, params).compile(db) }),
+  }));

@@ -1,7 +1,7 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
-import type { Database, Kysely, Migration } from '@rigging/sql';
-import { isConnectionError, isUniqueViolation, sql, withCommit } from './sql-peer.js';
+import type { Database, Kysely, Migration, PreparedQuery, RawBuilder } from '@rigging/sql';
+import { isConnectionError, isUniqueViolation, prepareQuery, sql, withCommit } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
   fenced,
@@ -178,6 +178,88 @@ function positionTaken(error: unknown, flowId: string, entries: LogEntry[]): unk
   );
 }
 
+/** The parameters of the PostgreSQL statements below, by name. */
+type Params = Record<string, unknown>;
+
+/** The log's columns with their types, in the order of a PostgreSQL `values` list of its rows. */
+const LOG_TYPES = {
+  flow_id: 'varchar',
+  seq: 'integer',
+  task: 'varchar',
+  state: 'varchar',
+  attempt: 'integer',
+  payload: 'text',
+  token: 'bigint',
+  at: 'bigint',
+} as const;
+
+/** `p` with the log rows of `entries`: parameter `<column><i>` for row `i` (see {@link pgRows}). */
+function rowParams(p: Params, flowId: string, entries: LogEntry[]): Params {
+  entries.forEach((e, i) => {
+    for (const [column, value] of Object.entries(toRow(flowId, e)))
+      p[`${column}${i}`] = value ?? null;
+  });
+  return p;
+}
+
+/** PostgreSQL: `n` log rows as a typed `values` list of the parameters of {@link rowParams}. */
+function pgRows(p: Params, n: number) {
+  const rows = Array.from(
+    { length: n },
+    (_, i) =>
+      sql`(${sql.join(Object.entries(LOG_TYPES).map(([c, type]) => sql`${p[`${c}${i}`]}::${sql.raw(type)}`))})`,
+  );
+  return sql`select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)`;
+}
+
+/**
+ * The log's PostgreSQL statements, prepared once per shape (rows written, optional clauses): the
+ * builder's cost is paid once, not on every task. Beyond {@link SHAPES} shapes (a write of many
+ * rows at once is rare) a statement is built for its one use.
+ */
+const shapes = new Map<string, PreparedQuery<Params, unknown>>();
+const SHAPES = 64;
+
+function shaped(key: string, build: (p: Params) => RawBuilder<unknown>) {
+  const cached = shapes.get(key);
+  if (cached) return cached;
+  const query = prepareQuery((_db, p: Params) => build(p));
+  if (shapes.size < SHAPES) shapes.set(key, query);
+  return query;
+}
+
+/** The fenced flow update and `n` log rows in one statement: see `#appendStatement`. */
+const appendQuery = (n: number, state: boolean, token: boolean, checked: boolean) =>
+  shaped(`append ${n} ${+state}${+token}${+checked}`, (p) => {
+    const sets = [sql`writes = writes + 1`, sql`updated_at = ${p.at}`];
+    if (state) sets.push(sql`state = ${p.state}`);
+    if (token) sets.push(sql`token = ${p.token}::bigint`);
+    const fence = token ? sql` and (token is null or token <= ${p.token}::bigint)` : sql``;
+    const held = checked
+      ? sql`1 / (select count(*)::integer from u) = 1`
+      : sql`exists (select 1 from u)`;
+    return sql`
+      with u as (
+        update ${sql.table(FLOWS)} set ${sql.join(sets)} where flow_id = ${p.flowId}${fence} returning 1
+      )
+      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
+      ${pgRows(p, n)} where ${held}`;
+  });
+
+/** A flow's record and its first `n` log rows in one statement: see `#createStatement`. */
+const createQuery = (n: number) =>
+  shaped(`create ${n}`, (p) => {
+    const flow = sql`insert into ${sql.table(FLOWS)}
+      (flow_id, name, state, definition, inputs, token, writes, created_at, updated_at)
+      values (${p.flow_id}, ${p.name}, ${p.state}, ${p.definition}, ${p.inputs},
+        ${p.token}::bigint, ${p.writes}::integer, ${p.created_at}::bigint, ${p.updated_at}::bigint)`;
+    if (n === 0) return flow;
+    return sql`
+      with f as (${flow} returning 1 as one)
+      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
+      ${pgRows(p, n)} where exists (select 1 from f)`;
+  });
+
 /** PostgreSQL's division by zero: a checked append the fence refused (`#appendStatement`). */
 const isFenceFailure = (error: unknown): boolean =>
   (error as { code?: unknown } | null)?.code === '22012';
@@ -216,43 +298,25 @@ class SqlTaskLog implements TaskLog {
     throw fenced(flowId, token, big(row.token));
   }
 
-  /** PostgreSQL: `entries` as a typed `values` list, for the one-statement writes below. */
-  #pgRows(flowId: string, entries: LogEntry[]) {
-    const rows = entries.map((e) => {
-      const r = toRow(flowId, e);
-      return sql`(${r.flow_id}::varchar, ${r.seq}::integer, ${r.task}::varchar, ${r.state}::varchar, ${r.attempt}::integer, ${r.payload}::text, ${r.token}::bigint, ${r.at}::bigint)`;
-    });
-    return sql`select v.* from (values ${sql.join(rows)}) as v(flow_id, seq, task, state, attempt, payload, token, at)`;
-  }
-
   /**
    * PostgreSQL, one statement, so one round trip (and no transaction of its own outside one):
    * the fenced flow update and the inserts commit together or not at all. When the fence holds
    * no flow, nothing is inserted; `checked`, the statement fails instead (division by zero:
    * `FENCE_FAILED`), so that it can be the last of a transaction sent with its commit, whose
-   * outcome is not read before the commit.
+   * outcome is not read before the commit. Returned bound to `db`, not run.
    */
   #appendStatement(
+    db: Db,
     flowId: string,
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
     checked: boolean,
   ) {
-    const token = update.token;
-    const sets = [sql`writes = writes + 1`, sql`updated_at = ${entries[entries.length - 1]!.at}`];
-    if (update.state) sets.push(sql`state = ${update.state}`);
-    if (token != null) sets.push(sql`token = ${token.toString()}::bigint`);
-    const fence =
-      token != null ? sql` and (token is null or token <= ${token.toString()}::bigint)` : sql``;
-    const held = checked
-      ? sql`1 / (select count(*)::integer from u) = 1`
-      : sql`exists (select 1 from u)`;
-    return sql`
-      with u as (
-        update ${sql.table(FLOWS)} set ${sql.join(sets)} where flow_id = ${flowId}${fence} returning 1
-      )
-      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      ${this.#pgRows(flowId, entries)} where ${held}`;
+    const { state, token } = update;
+    const p = rowParams({ flowId, at: entries[entries.length - 1]!.at }, flowId, entries);
+    if (state) p.state = state;
+    if (token != null) p.token = token.toString();
+    return appendQuery(entries.length, !!state, token != null, checked).bind(db, p);
   }
 
   /** PostgreSQL: {@link #appendStatement}, run; a write the fence refused is rejected. */
@@ -262,7 +326,9 @@ class SqlTaskLog implements TaskLog {
     entries: LogEntry[],
     update: { state?: FlowState; token?: bigint | null },
   ): Promise<void> {
-    const result = await this.#appendStatement(flowId, entries, update, false).execute(db);
+    const result = await db.executeQuery(
+      this.#appendStatement(db, flowId, entries, update, false).compile(),
+    );
     if (Number(result.numAffectedRows ?? 0) === 0) {
       await this.#rejectWrite(db, flowId, update.token);
     }
@@ -270,16 +336,12 @@ class SqlTaskLog implements TaskLog {
 
   /** PostgreSQL: the flow's record and its first entries in one statement (see above). */
   #createStatement(db: Db, record: FlowRecord, entries: LogEntry[]) {
-    const flow = db.insertInto(FLOWS).values(flowRow(record));
-    if (entries.length === 0) return sql`${flow}`;
-    return sql`
-      with f as (${flow.returning(sql<number>`1`.as('one'))})
-      insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
-      ${this.#pgRows(record.flowId, entries)} where exists (select 1 from f)`;
+    const p = rowParams({ ...flowRow(record) }, record.flowId, entries);
+    return createQuery(entries.length).bind(db, p);
   }
 
   async #createPostgres(db: Db, record: FlowRecord, entries: LogEntry[]): Promise<void> {
-    await this.#createStatement(db, record, entries).execute(db);
+    await db.executeQuery(this.#createStatement(db, record, entries).compile());
   }
 
   /**
@@ -403,7 +465,7 @@ class SqlTaskLog implements TaskLog {
             return withCommit(this.#createStatement(t, write.create, write.entries), write.value);
           }
           if (write.entries.length > 0) {
-            const append = this.#appendStatement(flowId, write.entries, write.update, true);
+            const append = this.#appendStatement(t, flowId, write.entries, write.update, true);
             return withCommit(append, write.value);
           }
         }
