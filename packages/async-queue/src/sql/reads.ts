@@ -1,6 +1,7 @@
 // What the queue reads back: an op, a key's status and contents, the active keys, the dead
 // letters, the next due time. No writes.
-import type { ExpressionBuilder } from '@rigging/sql';
+import type { ExpressionBuilder, Kysely } from '@rigging/sql';
+import { prepareQuery } from '../sql-peer.js';
 import type { KeyInfo, KeyStatus, OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
 import { num, QUEUED, toInfo, type KeyRow, type OpRow } from './rows.js';
@@ -8,6 +9,20 @@ import type { QueueTables } from './tables.js';
 
 /** A key row with the type and attempts of its head queued op (null: none queued). */
 type KeyWithHead = KeyRow & { head_type: string | null; head_attempts: number | string | null };
+
+/** Op rows, each with its key's state (for `held`). */
+const withKeyState = (db: Kysely<any>) =>
+  db
+    .selectFrom(`${OPS} as o`)
+    .selectAll('o')
+    .select((eb) =>
+      eb
+        .selectFrom(`${KEYS} as k`)
+        .select('k.state')
+        .whereRef('k.queue', '=', 'o.queue')
+        .whereRef('k.op_key', '=', 'o.op_key')
+        .as('key_state'),
+    );
 
 /** The reads of one queue's ops and keys. @internal */
 export class QueueReads {
@@ -30,8 +45,8 @@ export class QueueReads {
    * that `held` is read from the same snapshot as the op's status.
    */
   async get(id: string): Promise<OpInfo | undefined> {
-    const row = (await this.#withKeyState().where('o.id', '=', id).executeTakeFirst()) as
-      (OpRow & { key_state: string | null }) | undefined;
+    const { rows } = await this.#opById.execute(this.#tables.db, { id });
+    const row = rows[0] as (OpRow & { key_state: string | null }) | undefined;
     if (!row || row.queue !== this.#tables.name) return undefined;
     return toInfo(row, row.status === 'queued' && row.key_state === 'blocked');
   }
@@ -39,27 +54,17 @@ export class QueueReads {
   /** The ops of `ids` still retained in this queue, read as {@link get} reads one, in one statement. */
   async getMany(ids: readonly string[]): Promise<OpInfo[]> {
     if (ids.length === 0) return [];
-    const rows = (await this.#withKeyState()
+    const rows = (await withKeyState(this.#tables.db)
       .where('o.id', 'in', [...ids])
       .where('o.queue', '=', this.#tables.name)
       .execute()) as (OpRow & { key_state: string | null })[];
     return rows.map((row) => toInfo(row, row.status === 'queued' && row.key_state === 'blocked'));
   }
 
-  /** Op rows, each with its key's state (for `held`). */
-  #withKeyState() {
-    return this.#tables.db
-      .selectFrom(`${OPS} as o`)
-      .selectAll('o')
-      .select((eb) =>
-        eb
-          .selectFrom(`${KEYS} as k`)
-          .select('k.state')
-          .whereRef('k.queue', '=', 'o.queue')
-          .whereRef('k.op_key', '=', 'o.op_key')
-          .as('key_state'),
-      );
-  }
+  /** {@link get}'s statement (every long poll and `call` reads it), built once. */
+  readonly #opById = prepareQuery((db, p: { id: string }) =>
+    withKeyState(db).where('o.id', '=', p.id),
+  );
 
   /**
    * Key rows of this queue, each with the type and attempts of its head queued op, in one
