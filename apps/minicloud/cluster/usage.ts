@@ -9,7 +9,10 @@ export interface Usage {
   /** Busy share of all cores (1 = every core busy all the time). */
   machineBusy: number;
   cores: number;
-  /** CPU seconds per second (1 = one core) of the cluster's processes, by role. */
+  /**
+   * CPU seconds per second (1 = one core) of the cluster's processes, by role; `load` is this
+   * process: the load generator (and the sampling).
+   */
   cpuByRole: Record<string, number>;
   /** CPU seconds per second of PostgreSQL's server processes. */
   postgresCpu: number;
@@ -66,7 +69,9 @@ export async function sample(
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
   const total = cpu.reduce((a, b) => a + b, 0);
   const ticks = new Map<number, number>();
-  for (const p of processes) ticks.set(p.pid, await processTicks(p.pid));
+  for (const pid of [process.pid, ...processes.map((p) => p.pid)]) {
+    ticks.set(pid, await processTicks(pid));
+  }
   // Reading the next id assigns none (this transaction writes nothing).
   const { rows } = await sql<{ commits: string; next_xid: string }>`
     select xact_commit as commits, pg_snapshot_xmax(pg_current_snapshot())::text as next_xid
@@ -88,7 +93,7 @@ export async function sample(
 export function usageBetween(a: Sample, b: Sample, processes: readonly HostProcess[]): Usage {
   const seconds = Math.max(0.001, (b.at - a.at) / 1000);
   const cpuByRole: Record<string, number> = {};
-  for (const p of processes) {
+  for (const p of [...processes, { pid: process.pid, role: 'load' }]) {
     const spent = ((b.ticks.get(p.pid) ?? 0) - (a.ticks.get(p.pid) ?? 0)) / TICKS_PER_SECOND;
     cpuByRole[p.role] = (cpuByRole[p.role] ?? 0) + Math.max(0, spent) / seconds;
   }
