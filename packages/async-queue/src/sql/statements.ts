@@ -2,10 +2,9 @@
 // MariaDB, and PostgreSQL when it leaves its single-statement functions). Written with Kysely's
 // builder and built once per backend (`prepareQuery`), then run with new values: building and
 // compiling a statement costs more CPU than SQLite takes to run it.
-import { sql } from '../sql-peer.js';
+import { prepareQuery, sql } from '../sql-peer.js';
 import { heldByClaim, type ClaimFence } from './fence.js';
 import { KEYS, OPS } from './names.js';
-import { prepareQuery } from '../sql-peer.js';
 import { OP_COLUMNS, type OpRow } from './rows.js';
 
 /** A claimed key's fencing values: which key, its new token and lease. @internal */

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
-import { sql } from '../../sql-peer.js';
-import { prepareQuery } from '../../sql-peer.js';
+import { prepareQuery, sql } from '../../sql-peer.js';
 import { KEYS, OPS } from '../names.js';
 import type { Db, KeyRow, OpRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';

@@ -17,7 +17,7 @@ const enqueueQuery = prepareQuery(
       key: string;
       id: string;
       type: string;
-      payload: string | null;
+      payload: string;
       idem: string | null;
       waited: number;
       at: number;
