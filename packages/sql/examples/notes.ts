@@ -1,9 +1,15 @@
 // Open a database by URL (SQLite file by default), migrate a namespace, write in a retrying
-// transaction, read with Kysely. Run: npx tsx examples/notes.ts [database-url]
+// transaction, read with a prepared Kysely query. Run: npx tsx examples/notes.ts [database-url]
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { identityPrimaryKey, openDatabase, type Generated, type Migration } from '@rigging/sql';
+import {
+  identityPrimaryKey,
+  openDatabase,
+  prepareQuery,
+  type Generated,
+  type Migration,
+} from '@rigging/sql';
 
 interface Tables {
   notes_note: { id: Generated<number>; title: string; created_at: number };
@@ -39,8 +45,12 @@ try {
       .execute();
   });
 
-  const notes = await database.db.selectFrom('notes_note').select('title').orderBy('id').execute();
-  console.log(`${database.dialect}: ${notes.map((n) => n.title).join(' → ')}`);
+  // A read that runs on every request: built and compiled once, then run with new values.
+  const titlesSince = prepareQuery((db, p: { since: number }) =>
+    db.selectFrom('notes_note').select('title').where('created_at', '>=', p.since).orderBy('id'),
+  );
+  const { rows } = await titlesSince.execute(database.db, { since: 0 });
+  console.log(`${database.dialect}: ${rows.map((n) => n.title).join(' → ')}`);
 } finally {
   await database.close();
 }
