@@ -1,6 +1,6 @@
 import { nonNegativeIntegerOption } from '@rigging/core';
 import type { Json, JsonObject } from '@rigging/core';
-import type { Database, Kysely, Migration, PreparedQuery, RawBuilder } from '@rigging/sql';
+import type { CompiledQuery, Database, Kysely, Migration, PreparedQuery } from '@rigging/sql';
 import { isConnectionError, isUniqueViolation, prepareQuery, sql, withCommit } from './sql-peer.js';
 import { TasksError, type TaskFailure } from './errors.js';
 import {
@@ -220,17 +220,20 @@ function pgRows(p: Params, n: number) {
 const shapes = new Map<string, PreparedQuery<Params, unknown>>();
 const SHAPES = 64;
 
-function shaped(key: string, build: (p: Params) => RawBuilder<unknown>) {
+function shaped(
+  key: string,
+  build: (db: Db, p: Params) => { compile(db: Kysely<any>): CompiledQuery<unknown> },
+) {
   const cached = shapes.get(key);
   if (cached) return cached;
-  const query = prepareQuery((_db, p: Params) => build(p));
+  const query = prepareQuery((db, p: Params) => build(db as Db, p));
   if (shapes.size < SHAPES) shapes.set(key, query);
   return query;
 }
 
 /** The fenced flow update and `n` log rows in one statement: see `#appendStatement`. */
 const appendQuery = (n: number, state: boolean, token: boolean, checked: boolean) =>
-  shaped(`append ${n} ${+state}${+token}${+checked}`, (p) => {
+  shaped(`append ${n} ${+state}${+token}${+checked}`, (_db, p) => {
     const sets = [sql`writes = writes + 1`, sql`updated_at = ${p.at}`];
     if (state) sets.push(sql`state = ${p.state}`);
     if (token) sets.push(sql`token = ${p.token}::bigint`);
@@ -248,14 +251,12 @@ const appendQuery = (n: number, state: boolean, token: boolean, checked: boolean
 
 /** A flow's record and its first `n` log rows in one statement: see `#createStatement`. */
 const createQuery = (n: number) =>
-  shaped(`create ${n}`, (p) => {
-    const flow = sql`insert into ${sql.table(FLOWS)}
-      (flow_id, name, state, definition, inputs, token, writes, created_at, updated_at)
-      values (${p.flow_id}, ${p.name}, ${p.state}, ${p.definition}, ${p.inputs},
-        ${p.token}::bigint, ${p.writes}::integer, ${p.created_at}::bigint, ${p.updated_at}::bigint)`;
+  shaped(`create ${n}`, (db, p) => {
+    const row = Object.fromEntries([...FLOW_COLUMNS, 'token'].map((c) => [c, p[c]]));
+    const flow = db.insertInto(FLOWS).values(row as unknown as FlowRow);
     if (n === 0) return flow;
     return sql`
-      with f as (${flow} returning 1 as one)
+      with f as (${flow.returning(sql<number>`1`.as('one'))})
       insert into ${sql.table(LOG)} (flow_id, seq, task, state, attempt, payload, token, at)
       ${pgRows(p, n)} where exists (select 1 from f)`;
   });
