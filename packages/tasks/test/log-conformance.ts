@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RiggingError } from '@rigging/core';
+import { openDatabase } from '@rigging/sql';
+import type { FreshDatabase } from '@rigging/testkit';
 import {
   Engine,
   FlowFailed,
@@ -8,6 +10,7 @@ import {
   type FlowRecord,
   type TaskLog,
 } from '../src/index.js';
+import { sqlLog } from '../src/sql.js';
 
 const record = (flowId: string, at = 1000): FlowRecord => ({
   flowId,
@@ -28,6 +31,18 @@ const codeOf = async (p: Promise<unknown>) => {
   }
   return 'resolved';
 };
+
+/** `sqlLog` on `fresh` (made for one suite), and how to close it and drop the database. */
+export async function freshSqlLog(fresh: FreshDatabase) {
+  const database = await openDatabase(fresh.url);
+  return {
+    log: await sqlLog(database),
+    close: async () => {
+      await database.close();
+      await fresh.drop();
+    },
+  };
+}
 
 /** One conformance suite for every TaskLog backend. */
 export function logConformance(

@@ -8,7 +8,7 @@ import { sqlBackends } from '@rigging/testkit';
 import * as peer from '../src/sql-peer.js';
 import { Engine, linearFlow, task } from '../src/index.js';
 import { sqlLog, sqlTransaction } from '../src/sql.js';
-import { logConformance } from './log-conformance.js';
+import { freshSqlLog, logConformance } from './log-conformance.js';
 
 // (Vitest's mocks refuse to read an export they do not define: these two are there, undefined.)
 vi.mock('@rigging/sql', async (original) => ({
@@ -27,17 +27,7 @@ if (!backend!.available) {
   describe.skip('task log conformance with @rigging/sql 0.1: postgres (service down)', () =>
     it('skipped', () => {}));
 } else {
-  logConformance('postgres, @rigging/sql 0.1', async () => {
-    const fresh = await backend!.create();
-    const database = await openDatabase(fresh.url);
-    return {
-      log: await sqlLog(database),
-      close: async () => {
-        await database.close();
-        await fresh.drop();
-      },
-    };
-  });
+  logConformance('postgres, @rigging/sql 0.1', async () => freshSqlLog(await backend!.create()));
 
   it('commits a transaction task with its SUCCESS', async () => {
     const fresh = await backend!.create();
