@@ -42,6 +42,9 @@ interface Sample {
 
 const TICKS_PER_SECOND = 100;
 
+/** This process (the load generator, and the sampling), counted as role `load`. */
+const LOAD = { pid: process.pid, role: 'load' };
+
 async function processTicks(pid: number): Promise<number> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   // Fields after the command name (which may hold spaces): utime is the 14th, stime the 15th.
@@ -69,9 +72,7 @@ export async function sample(
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
   const total = cpu.reduce((a, b) => a + b, 0);
   const ticks = new Map<number, number>();
-  for (const pid of [process.pid, ...processes.map((p) => p.pid)]) {
-    ticks.set(pid, await processTicks(pid));
-  }
+  for (const p of [...processes, LOAD]) ticks.set(p.pid, await processTicks(p.pid));
   // Reading the next id assigns none (this transaction writes nothing).
   const { rows } = await sql<{ commits: string; next_xid: string }>`
     select xact_commit as commits, pg_snapshot_xmax(pg_current_snapshot())::text as next_xid
@@ -93,7 +94,7 @@ export async function sample(
 export function usageBetween(a: Sample, b: Sample, processes: readonly HostProcess[]): Usage {
   const seconds = Math.max(0.001, (b.at - a.at) / 1000);
   const cpuByRole: Record<string, number> = {};
-  for (const p of [...processes, { pid: process.pid, role: 'load' }]) {
+  for (const p of [...processes, LOAD]) {
     const spent = ((b.ticks.get(p.pid) ?? 0) - (a.ticks.get(p.pid) ?? 0)) / TICKS_PER_SECOND;
     cpuByRole[p.role] = (cpuByRole[p.role] ?? 0) + Math.max(0, spent) / seconds;
   }
