@@ -22,7 +22,6 @@ export type {
   Generated,
   ColumnType,
   Expression,
-  RawBuilder,
   ExpressionBuilder,
   SqlBool,
 } from 'kysely';
