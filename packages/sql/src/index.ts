@@ -1,6 +1,6 @@
 export { openDatabase } from './database.js';
 export type { Database, OpenDatabaseOptions } from './database.js';
-export { withCommit } from './transaction.js';
+export { withCommit, sendWithCommit } from './transaction.js';
 export { prepareQuery } from './prepared.js';
 export type { PreparedQuery, PreparedResult } from './prepared.js';
 export type { TransactionOptions, WithCommit, LastStatement } from './transaction.js';

@@ -12,6 +12,7 @@ import {
   pipelinedQueryClass,
   unsentResult,
   WITH_COMMIT,
+  type HeldStatement,
   type PgQueryClass,
 } from './pg-pipeline.js';
 
@@ -70,11 +71,12 @@ function failedBeforeRunning(error: unknown): 'lost' | 'stale' | undefined {
  *   next use; the server's old statement stays until the connection closes (one per such change).
  * - **A pipeline around a transaction** (when `Query` is pg's `Query` class, see
  *   `pg-pipeline.ts`): a transaction's `begin` on an idle connection is answered at once and
- *   sent with the transaction's first statement; the statement `database.transaction` marks
- *   with {@link WITH_COMMIT} is answered at once and sent with the `commit` that follows it —
- *   each pair in one write and one round trip. A statement that cannot carry them (one without
- *   parameters) goes between them, in separate round trips as before. A transaction that ends
- *   with nothing sent sends nothing; one rolled back drops its held statement.
+ *   sent with the transaction's first statement; the statements marked with
+ *   {@link WITH_COMMIT} (`withCommit`, `sendWithCommit`) are answered at once and sent, in the
+ *   order they came, with the `commit` that follows them — all in one write and one round trip.
+ *   A statement that cannot carry them (one without parameters) goes between them, in separate
+ *   round trips as before. A transaction that ends with nothing sent sends nothing; one rolled
+ *   back drops its held statements.
  * @internal
  */
 export function wrapPgClient(
@@ -99,22 +101,26 @@ export function wrapPgClient(
   client.connection?.on?.('readyForQuery', (message) => {
     if (typeof message.status === 'string') status = message.status;
   });
-  // The opening held back on this connection, and the statement held for the commit, if any.
+  // The opening held back on this connection, and the statements held for the commit, in order.
   let opening: string | undefined;
-  let last: { text: string; values: unknown[] } | undefined;
+  let held: { text: string; values: unknown[] }[] = [];
 
   /**
-   * Sends one statement, with the held opening when there is one, and `closing` (a `commit`)
-   * right after it (both in its round trip when it can carry them).
+   * Sends one statement, with the held opening when there is one and the `before` statements
+   * ahead of it, and `closing` (a `commit`) right after it (all in its round trip when it can
+   * carry them).
    */
   const send = (
     config: unknown,
     values?: unknown,
     callback?: unknown,
     closing?: string,
+    before: HeldStatement[] = [],
   ): unknown => {
-    if (opening === undefined && closing === undefined) return query(config, values, callback);
-    const held = opening;
+    if (opening === undefined && closing === undefined && before.length === 0) {
+      return query(config, values, callback);
+    }
+    const open = opening;
     opening = undefined;
     const text = typeof config === 'string' ? config : undefined;
     // A text, or a config of a text, its values and a name (this wrapper's named statements):
@@ -134,12 +140,12 @@ export function wrapPgClient(
       callback === undefined &&
       canCarry(queryValues)
     ) {
-      if (held !== undefined) status = 'T';
+      if (open !== undefined) status = 'T';
       return new Promise((resolve, reject) => {
         const config = { text: statement, values: queryValues, ...(name ? { name } : {}) };
         const done = (error: Error | null, result: unknown) =>
           error ? reject(error) : resolve(result);
-        query(new Pipelined(config, done, { opening: held, closing }));
+        query(new Pipelined(config, done, { opening: open, closing, before }));
       });
     }
     // The opening first, then the statement (pg sends a connection's queries in order).
@@ -148,10 +154,13 @@ export function wrapPgClient(
       typeof (config as { submit?: unknown }).submit === 'function'
     ) {
       // Its own failure (a lost connection) fails the statement after it too.
-      if (held !== undefined) void (query(held, []) as Promise<unknown>).catch(() => {});
+      if (open !== undefined) void (query(open, []) as Promise<unknown>).catch(() => {});
       return query(config, values, callback);
     }
-    const opened = held === undefined ? Promise.resolve() : (query(held, []) as Promise<unknown>);
+    const opened = (async () => {
+      if (open !== undefined) await query(open, []);
+      for (const b of before) await query(b.name ? b : b.text, b.name ? undefined : b.values);
+    })();
     return opened.then(async () => {
       const result = await (query(config, values) as Promise<unknown>);
       if (closing !== undefined) await query(closing, []);
@@ -180,18 +189,35 @@ export function wrapPgClient(
     const parsed = client.connection?.parsedStatements;
     if (parsed) delete parsed[name];
   };
-  /** Runs `text` with `values`, by name when it qualifies (see above), then `closing`. */
-  const run = (text: string, values: unknown, closing?: string): Promise<unknown> => {
+  /**
+   * Runs `text` with `values`, by name when it qualifies (see above), with the statements held
+   * for the commit, `before`, ahead of it and `closing` after it.
+   */
+  const run = (
+    text: string,
+    values: unknown,
+    closing?: string,
+    before: { text: string; values: unknown[] }[] = [],
+  ): Promise<unknown> => {
+    const ahead = before.map((b) => ({ ...b, name: nameOf(b.text) }));
     if (!Array.isArray(values) || values.length === 0) {
-      return send(text, values, undefined, closing) as Promise<unknown>;
+      return send(text, values, undefined, closing, ahead) as Promise<unknown>;
     }
     const name = nameOf(text);
-    if (name === undefined) return send(text, values, undefined, closing) as Promise<unknown>;
-    const named = send({ name, text, values }, undefined, undefined, closing) as Promise<unknown>;
-    return named.catch((error: unknown) => {
+    const statement = name === undefined ? text : { name, text, values };
+    const sent = send(
+      statement,
+      name === undefined ? values : undefined,
+      undefined,
+      closing,
+      ahead,
+    );
+    return (sent as Promise<unknown>).catch((error: unknown) => {
       const why = failedBeforeRunning(error);
       if (why === undefined) throw error;
-      forget(text, name);
+      // Any of them may be the one refused: all are prepared again under new names.
+      if (name !== undefined) forget(text, name);
+      for (const b of ahead) if (b.name !== undefined) forget(b.text, b.name);
       if (why === 'lost' && naming.enabled) {
         naming.enabled = false;
         naming.logger.warn(
@@ -203,7 +229,9 @@ export function wrapPgClient(
       }
       // The status now is the one the statement was sent in, or the one after its failure if
       // that has arrived ('I' again outside a transaction, 'E' inside): either tells.
-      if (status === 'I') return send(text, values, undefined, closing) as Promise<unknown>;
+      if (status === 'I') {
+        return send(text, values, undefined, closing, before) as Promise<unknown>;
+      }
       throw new SqlError(
         'sql.statement_invalidated',
         `a prepared statement could not run (${(error as Error).message}); nothing of it ran, ` +
@@ -221,7 +249,7 @@ export function wrapPgClient(
         bare &&
         isOpening(config) &&
         opening === undefined &&
-        last === undefined &&
+        held.length === 0 &&
         status === 'I'
       ) {
         opening = config;
@@ -229,26 +257,27 @@ export function wrapPgClient(
       } else if (
         config.startsWith(WITH_COMMIT) &&
         canCarry(values) &&
-        last === undefined &&
         (opening !== undefined || status === 'T')
       ) {
-        last = { text: config.slice(WITH_COMMIT.length), values };
+        held.push({ text: config.slice(WITH_COMMIT.length), values });
         return Promise.resolve(unsentResult(''));
-      } else if (bare && last !== undefined && isCommit(config)) {
-        const held = last;
-        last = undefined;
-        return run(held.text, held.values, config).then(() => unsentResult(config));
+      } else if (bare && held.length > 0 && isCommit(config)) {
+        const before = held;
+        held = [];
+        const last = before.pop()!;
+        return run(last.text, last.values, config, before).then(() => unsentResult(config));
       } else if (bare && (isCommit(config) || isRollback(config))) {
-        last = undefined;
+        held = [];
         if (opening !== undefined) {
           opening = undefined;
           return Promise.resolve(unsentResult(config));
         }
-      } else if (last !== undefined) {
-        // A statement after the one held for the commit: the held one goes first.
-        const held = last;
-        last = undefined;
-        return run(held.text, held.values).then(() => run(config, values));
+      } else if (held.length > 0) {
+        // A statement after those held for the commit: the held ones go first.
+        const before = held;
+        held = [];
+        const last = before.pop()!;
+        return run(last.text, last.values, undefined, before).then(() => run(config, values));
       }
     }
     return run(config, values);

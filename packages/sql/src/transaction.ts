@@ -2,6 +2,7 @@
 import { nonNegativeIntegerOption, sleep, type Logger } from '@rigging/core';
 import {
   CompiledQuery,
+  PostgresAdapter,
   type Compilable,
   type IsolationLevel,
   type Kysely,
@@ -71,6 +72,27 @@ export function withCommit<T>(statement: LastStatement, value: T): WithCommit<T>
     throw new TypeError('withCommit(statement, value): statement must be a Kysely query');
   }
   return { [WITH_COMMIT_BRAND]: true, statement, value };
+}
+
+/**
+ * Sends `statement` with the commit of the transaction `trx` runs (call it inside
+ * `database.transaction`): on PostgreSQL it is held back and travels with the COMMIT, ahead of the
+ * statement of `withCommit` and after those held before it, all in one round trip (a statement
+ * the transaction sends meanwhile takes the held ones with it first); elsewhere it runs now. Its
+ * result is not read, and the returned promise does not wait for it: if it fails, the transaction
+ * rolls back and rejects with its error, so make a statement whose outcome you must check fail on
+ * its own (a constraint, or a row count checked in SQL).
+ */
+export async function sendWithCommit(trx: Kysely<any>, statement: LastStatement): Promise<void> {
+  if (!statement || typeof (statement as Partial<Compilable>).compile !== 'function') {
+    throw new TypeError('sendWithCommit(trx, statement): statement must be a Kysely query');
+  }
+  const compiled = (statement as RawBuilder<unknown>).compile(trx);
+  await trx.executeQuery(
+    trx.getExecutor().adapter instanceof PostgresAdapter
+      ? CompiledQuery.raw(`${WITH_COMMIT}${compiled.sql}`, [...compiled.parameters])
+      : compiled,
+  );
 }
 
 const isWithCommit = (x: unknown): x is WithCommit<unknown> =>

@@ -10,7 +10,7 @@ import {
   type FreshDatabase,
   type PgRoundTrips,
 } from '@rigging/testkit';
-import { openDatabase, sql, withCommit, type Database } from '../src/index.js';
+import { openDatabase, sendWithCommit, sql, withCommit, type Database } from '../src/index.js';
 import { recordingLogger } from './recording-logger.js';
 
 const [backend] = await sqlBackends('sql_pg_opening', ['postgres']);
@@ -278,6 +278,117 @@ describe.skipIf(!backend!.available)('BEGIN sent with the first statement (Postg
       } finally {
         await other.close();
       }
+    });
+
+    it('statements given to sendWithCommit travel with it, in order: one round trip', async () => {
+      // Three rounds: the held statements unnamed, then named and parsed there, then by name.
+      for (let round = 0; round < 3; round++) {
+        const id = 500 + 10 * round;
+        let result: unknown;
+        const sent = await tripsOf(async () => {
+          result = await database.transaction(async (trx) => {
+            await sendWithCommit(trx, put(trx, id, 'held'));
+            await sendWithCommit(trx, sql`update kv set v = v || '+' where id = ${id}`);
+            return withCommit(sql`update kv set v = v || '!' where id = ${id}`, round);
+          });
+        });
+        expect(sent).toEqual(['begin+insert+update+update+commit']);
+        expect(result).toBe(round);
+        expect(await value(id)).toBe('held+!');
+      }
+      const names = await sql<{ statement: string }>`
+        select statement from pg_prepared_statements where name like 'rigging_%'`.execute(
+        database.db,
+      );
+      expect(names.rows.map((r) => r.statement)).toContain(
+        `update kv set v = v || '+' where id = $1`,
+      );
+      expect(warnings).toEqual([]);
+    });
+
+    it('a held statement that fails rolls everything back, and the connection goes on', async () => {
+      // Fails (division by zero) unless a row `probe` exists.
+      const checked = (trx: Database['db'], id: number, probe: number) =>
+        sql`update kv set v = 'checked' where id = ${id}
+          and 1 / (select count(*)::integer from kv where id = ${probe}) = 1`;
+      // Three rounds: the same texts unnamed, then named (parsed in the failing round trip).
+      for (let round = 0; round < 3; round++) {
+        const id = 600 + round;
+        const error = await database
+          .transaction(async (trx) => {
+            await put(trx, id, 'first').execute();
+            await sendWithCommit(trx, checked(trx, id, -1));
+            return withCommit(put(trx, id + 50, 'last'), null);
+          })
+          .catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: '22012' });
+        expect([await value(id), await value(id + 50)]).toEqual([undefined, undefined]);
+        // The same statements again, succeeding: named statements were not left half-known.
+        const sent = await tripsOf(() =>
+          database.transaction(async (trx) => {
+            await put(trx, id, 'first').execute();
+            await sendWithCommit(trx, checked(trx, id, 1));
+            return withCommit(put(trx, id + 50, 'last'), null);
+          }),
+        );
+        expect(sent).toEqual(['begin+insert', 'update+insert+commit']);
+        expect([await value(id), await value(id + 50)]).toEqual(['checked', 'last']);
+      }
+      expect(warnings).toEqual([]);
+    });
+
+    it('statements parsed in a round trip that failed are known parsed, the others not', async () => {
+      // A (held) parses and runs, B (held) parses and fails, C (held) and the last statement are
+      // never parsed: each first named use is in that one failing round trip.
+      const a = (trx: Database['db'], id: number) =>
+        sql`insert into kv (id, v) values (${id}, 'a') on conflict (id) do nothing`;
+      const b = (trx: Database['db'], probe: number) =>
+        sql`update kv set v = v where 1 / (select count(*)::integer from kv where id = ${probe}) = 1`;
+      const c = (trx: Database['db'], id: number) =>
+        sql`update kv set v = v || 'c' where id = ${id}`;
+      const last = (trx: Database['db'], id: number) =>
+        sql`insert into kv (id, v) values (${id}, 'last') on conflict (id) do nothing`;
+      const tx = (id: number, probe: number) =>
+        database.transaction(async (trx) => {
+          await sendWithCommit(trx, a(trx, id));
+          await sendWithCommit(trx, b(trx, probe));
+          await sendWithCommit(trx, c(trx, id));
+          return withCommit(last(trx, id + 1), null);
+        });
+      await tx(800, 1); // seen once: unnamed
+      const error = await tx(810, -1).catch((e: unknown) => e); // named: Parse of all three
+      expect(error).toMatchObject({ code: '22012' });
+      for (let round = 0; round < 2; round++) await tx(820 + 10 * round, 1);
+      expect([await value(830), await value(831)]).toEqual(['ac', 'last']);
+      const names = await sql<{ statement: string }>`
+        select statement from pg_prepared_statements where name like 'rigging_%'`.execute(
+        database.db,
+      );
+      const texts = names.rows.map((r) => r.statement);
+      for (const t of [a, b, c, last]) {
+        const text = t(database.db, 0).compile(database.db).sql;
+        expect(texts.filter((x) => x === text)).toHaveLength(1);
+      }
+      expect(warnings).toEqual([]);
+    });
+
+    it('a statement after the held ones takes them along first', async () => {
+      const sent = await tripsOf(() =>
+        database.transaction(async (trx) => {
+          await sendWithCommit(trx, put(trx, 700, 'held'));
+          await sendWithCommit(trx, put(trx, 701, 'held'));
+          const seen = await sql<{ n: number }>`
+            select count(*)::int as n from kv where id in (${700}, ${701})`.execute(trx);
+          expect(seen.rows).toEqual([{ n: 2 }]);
+          return withCommit(put(trx, 702, 'last'), null);
+        }),
+      );
+      expect(sent).toEqual(['begin+insert+insert', 'select', 'insert+commit']);
+      expect([await value(700), await value(701), await value(702)]).toEqual([
+        'held',
+        'held',
+        'last',
+      ]);
     });
   });
 });

@@ -1,14 +1,17 @@
-// `withCommit` on every backend: the transaction's last statement runs with its commit (on
-// PostgreSQL in the same round trip, see pg-pipeline.integration.test.ts), the transaction
-// resolves with the value given, and a failing last statement rolls everything back.
+// `withCommit` and `sendWithCommit` on every backend: the transaction's last statements run with
+// its commit (on PostgreSQL in the same round trip, see pg-pipeline.integration.test.ts), the
+// transaction resolves with the value given, and a failing last statement rolls everything back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlBackends } from '@rigging/testkit';
-import { openDatabase, sql, withCommit, type Database } from '../src/index.js';
+import { openDatabase, sendWithCommit, sql, withCommit, type Database } from '../src/index.js';
 
 const backends = await sqlBackends('sql_with_commit', ['sqlite-file', 'postgres', 'mysql']);
 
-it('refuses anything but a query', () => {
+it('refuses anything but a query', async () => {
   expect(() => withCommit('insert into kv values (1)' as never, null)).toThrow(TypeError);
+  await expect(sendWithCommit({} as never, 'insert into kv values (1)' as never)).rejects.toThrow(
+    TypeError,
+  );
 });
 
 for (const backend of backends) {
@@ -50,6 +53,32 @@ for (const backend of backends) {
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(Error);
       expect(await ids()).toEqual([1, 2]);
+    });
+
+    it('statements sent with the commit commit with the transaction', async () => {
+      await database.transaction(async (trx) => {
+        await sendWithCommit(trx, put(trx, 4, 'd'));
+        await sendWithCommit(trx, put(trx, 5, 'e'));
+        return withCommit(put(trx, 6, 'f'), null);
+      });
+      expect(await ids()).toEqual([1, 2, 4, 5, 6]);
+      // Without withCommit: they go with the COMMIT alone.
+      await database.transaction(async (trx) => {
+        await sendWithCommit(trx, put(trx, 7, 'g'));
+      });
+      expect(await ids()).toEqual([1, 2, 4, 5, 6, 7]);
+    });
+
+    it('a failing statement sent with the commit rolls the transaction back', async () => {
+      const error = await database
+        .transaction(async (trx) => {
+          await put(trx, 8, 'h').execute();
+          await sendWithCommit(trx, put(trx, 1, 'duplicate'));
+          return withCommit(put(trx, 9, 'i'), null);
+        })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(Error);
+      expect(await ids()).toEqual([1, 2, 4, 5, 6, 7]);
     });
   });
 }

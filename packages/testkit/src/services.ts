@@ -173,6 +173,8 @@ export interface Around {
   opening?: string;
   /** The transaction's `commit`, sent after the statement (`withCommit`). */
   closing?: string;
+  /** Statements held for the commit (`sendWithCommit`), sent ahead of the statement. */
+  before?: string[];
 }
 
 /**
@@ -189,11 +191,16 @@ export function tapPgStatements(
   const original = proto.query;
   proto.query = function (this: object, ...args: unknown[]) {
     const q = args[0] as
-      { text?: string; opening?: unknown; closing?: unknown } | string | undefined;
+      | { text?: string; opening?: unknown; closing?: unknown; before?: unknown }
+      | string
+      | undefined;
     const text = typeof q === 'string' ? q : (q?.text ?? '');
     const around: Around = {};
     if (typeof q === 'object' && typeof q.opening === 'string') around.opening = q.opening;
     if (typeof q === 'object' && typeof q.closing === 'string') around.closing = q.closing;
+    if (typeof q === 'object' && Array.isArray(q.before) && q.before.length > 0) {
+      around.before = (q.before as { text: string }[]).map((b) => b.text);
+    }
     seen(this, text, around);
     return original.apply(this, args);
   };
@@ -210,16 +217,18 @@ export interface PgRoundTrips {
 
 /**
  * Labels each round trip of this process's pg clients with the first word of its statement,
- * prefixed with the first word of a transaction opening sent ahead of it (`begin+insert`) and
- * suffixed with a closing sent after it (`insert+commit`): see {@link tapPgStatements}.
+ * prefixed with the first words of a transaction opening and of statements held for the commit
+ * sent ahead of it (`begin+insert`, `update+insert+commit`) and suffixed with a closing sent after
+ * it (`insert+commit`): see {@link tapPgStatements}.
  */
 export function recordPgRoundTrips(): PgRoundTrips {
   const trips: string[] = [];
   let recording = false;
-  const stop = tapPgStatements((_client, text, { opening, closing }) => {
+  const stop = tapPgStatements((_client, text, { opening, closing, before = [] }) => {
     if (!recording) return;
     const word = (t: string) => t.trim().split(/\s+/)[0]!.toLowerCase();
-    trips.push(`${opening ? `${word(opening)}+` : ''}${word(text)}${closing ? `+${closing}` : ''}`);
+    const ahead = [...(opening ? [opening] : []), ...before].map((t) => `${word(t)}+`).join('');
+    trips.push(`${ahead}${word(text)}${closing ? `+${closing}` : ''}`);
   });
   return {
     async of(run) {
