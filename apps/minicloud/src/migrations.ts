@@ -1,4 +1,10 @@
-import { identityPrimaryKey, type ColumnType, type Generated, type Migration } from '@rigging/sql';
+import {
+  identityPrimaryKey,
+  sql,
+  type ColumnType,
+  type Generated,
+  type Migration,
+} from '@rigging/sql';
 
 /** Epoch ms (PostgreSQL and MySQL return bigint columns as strings). */
 type Millis = ColumnType<number | string, number, number>;
@@ -236,6 +242,21 @@ export const migrations: Migration[] = [
         .alterTable('minicloud_effect_keys')
         .addColumn('last_op', 'varchar(64)')
         .execute();
+    },
+  },
+  {
+    // PostgreSQL: fails the statement that calls it with SQLSTATE `MC409` and the message given,
+    // so that a statement sent with its transaction's COMMIT (whose result is not read first)
+    // can refuse it with an error of its own (see the witness).
+    name: 'create minicloud_refuse (PostgreSQL)',
+    up: async (db, { dialect }) => {
+      if (dialect !== 'postgres') return;
+      await sql`create or replace function minicloud_refuse(p_message text) returns integer
+        language plpgsql as $fn$
+        begin
+          raise exception using errcode = 'MC409', message = p_message;
+        end
+        $fn$`.execute(db);
     },
   },
 ];

@@ -23,7 +23,7 @@ describe.each(backends)('minicloud demo on $kind', (backend) => {
         const args = [cli, 'demo', '--database', fresh.url, '--data-dir', dataDir];
         try {
           const first = await run(process.execPath, args);
-          expect(first.stdout).toContain('minicloud schema v6 (applied: create minicloud_runs');
+          expect(first.stdout).toContain('minicloud schema v7 (applied: create minicloud_runs');
           expect(first.stdout).toContain('6 consumers moved, none lost');
           expect(first.stdout).toContain(
             '  reverted  env-2 after health-check failed, in reverse order: configure-app, vm-3, vm-2, vm-1, volume-3, volume-2, volume-1, create-network',

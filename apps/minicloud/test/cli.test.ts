@@ -115,7 +115,7 @@ describe('minicloud', () => {
       expect(lines.slice(0, 3)).toEqual([
         'minicloud demo',
         `  database  sqlite:${file} (from --database)`,
-        '  migrated  minicloud schema v6 (applied: create minicloud_runs, create environments, resources, containers, packages, create minicloud_journal, create minicloud_tokens, create minicloud_effects, add minicloud_effect_keys.last_op)',
+        '  migrated  minicloud schema v7 (applied: create minicloud_runs, create environments, resources, containers, packages, create minicloud_journal, create minicloud_tokens, create minicloud_effects, add minicloud_effect_keys.last_op, create minicloud_refuse (PostgreSQL))',
       ]);
       const out = first.stdout;
       // 1. startup reshape: ReshapeNeeded, 4 GPU children, nothing lost
@@ -159,7 +159,7 @@ describe('minicloud', () => {
       const second = await minicloud(['demo', '--database', `sqlite:${file}`]);
       expect(second.stderr).toBe('');
       expect(second.code).toBe(0);
-      expect(second.stdout).toContain('minicloud schema v6 (already up to date)');
+      expect(second.stdout).toContain('minicloud schema v7 (already up to date)');
       expect(second.stdout).toContain(
         'node-1: already reshaped (4 GPU providers), nothing to move',
       );

@@ -2,10 +2,10 @@
 // upwards, an effect under a lower token is refused and writes nothing, an op's effect is applied
 // once, and two claims applying on one key at once are serialized by the key's row.
 import { systemClock } from '@rigging/core';
-import { openDatabase, sql, type Database, type Kysely } from '@rigging/sql';
+import { openDatabase, sql, withCommit, type Database, type Kysely } from '@rigging/sql';
 import { sqlBackends } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Witness, type EffectClaim } from '../src/cloud/witness.js';
+import { isEffectRefused, Witness, type EffectClaim } from '../src/cloud/witness.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.js';
 
 const backends = await sqlBackends('mc_witness', ['sqlite-file', 'postgres', 'mysql']);
@@ -189,5 +189,100 @@ for (const backend of backends) {
       expect(outcomes).toEqual([{ kind: 'applied', seq: 1 }, { kind: 'already-applied' }]);
       expect(await effects('race')).toHaveLength(1);
     });
+
+    it.runIf(backend.kind === 'postgres')(
+      'sent with the commit: applies, finds it applied, or fails the transaction when refused',
+      async () => {
+        // The effect's statement goes with the transaction's last statement and its COMMIT.
+        const sent = (c: EffectClaim, name: string) =>
+          database.transaction(async (trx) => {
+            await witness.applyWithCommit(
+              trx,
+              c,
+              (from) => sql`insert into "minicloud_containers"
+                ("name", "image", "state", "updated_at")
+                select ${name}, 'img', 'created', ${1}::bigint from ${sql.table(from)}`,
+              { kind: 'op', ref: c.op },
+            );
+            return withCommit(
+              trx
+                .insertInto('minicloud_journal')
+                .values({ kind: 'last', ref: c.op, pid: 1, at: 1 }),
+              'committed',
+            );
+          });
+        const rows = async (ref: string) => ({
+          journal: (
+            await database.db
+              .selectFrom('minicloud_journal')
+              .select('kind')
+              .where('ref', '=', ref)
+              .orderBy('kind')
+              .execute()
+          ).map((r) => r.kind),
+          containers: (
+            await database.db
+              .selectFrom('minicloud_containers')
+              .select('name')
+              .where('name', 'like', `${ref}%`)
+              .execute()
+          ).map((r) => r.name),
+        });
+        expect(await sent(claim('h1', 'hk', 2), 'h1-c')).toBe('committed');
+        expect(await rows('h1')).toEqual({ journal: ['last', 'op'], containers: ['h1-c'] });
+        // A taker of the same op finds it applied: the journal row again, nothing else (the
+        // key's token stays 2).
+        expect(await sent(claim('h1', 'hk', 3), 'h1-again')).toBe('committed');
+        expect(await rows('h1')).toEqual({
+          journal: ['last', 'last', 'op', 'op'],
+          containers: ['h1-c'],
+        });
+        // A lower token: the transaction fails with the refusal, and nothing of it is left.
+        const error = await sent(claim('h0', 'hk', 1), 'h0-c').catch((e: unknown) => e);
+        expect(isEffectRefused(error)).toBe(true);
+        expect(await rows('h0')).toEqual({ journal: [], containers: [] });
+        expect(await witness.highestToken('hk')).toBe(2);
+        expect((await effects('hk')).map((e) => [e.op_id, Number(e.seq), Number(e.token)])).toEqual(
+          [['h1', 1, 2]],
+        );
+        // Any other failure is not a refusal.
+        expect(isEffectRefused(new Error('boom'))).toBe(false);
+      },
+    );
+
+    it.runIf(backend.kind === 'postgres')(
+      'sent with the commit while another claim applies the same op: finds it applied',
+      async () => {
+        expect(await fence(claim('y', 'race2', 1))).toBe(true);
+        let entered!: () => void;
+        const inFirst = new Promise<void>((resolve) => (entered = resolve));
+        const first = apply(claim('y', 'race2', 1), async () => {
+          entered();
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        });
+        await inFirst;
+        // Its statements start while the first holds the key's row, and wait for it.
+        const second = database.transaction(async (trx) => {
+          await witness.applyWithCommit(
+            trx,
+            claim('y', 'race2', 2),
+            (from) => sql`select 1 from ${sql.table(from)}`,
+            { kind: 'op', ref: 'y-second' },
+          );
+          return withCommit(sql`select ${1}::int as one`, 'committed');
+        });
+        expect(await Promise.all([first, second])).toEqual([
+          { kind: 'applied', seq: 1 },
+          'committed',
+        ]);
+        expect(await effects('race2')).toHaveLength(1);
+        const journal = await database.db
+          .selectFrom('minicloud_journal')
+          .select('kind')
+          .where('ref', '=', 'y-second')
+          .execute();
+        expect(journal).toEqual([{ kind: 'op' }]);
+      },
+    );
   });
 }

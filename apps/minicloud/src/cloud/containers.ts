@@ -13,7 +13,7 @@ import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
 import { isConnectionError, sql, type Database, type Expression, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
-import { Witness, type EffectClaim, type GatedWrite } from './witness.js';
+import { isEffectRefused, Witness, type EffectClaim, type GatedWrite } from './witness.js';
 
 /** Payload of a container operation. */
 export interface ContainerOpPayload {
@@ -349,6 +349,10 @@ class ContainerRuntime {
           if (!last) return (await apply(i, trx, known)) ?? null;
           await this.#effect(trx, run, i, (db) => apply(i, db, known), statement?.(i));
           return null;
+        }).catch(async (error: unknown) => {
+          if (!isEffectRefused(error)) throw error;
+          // The effect sent with the commit was refused: nothing of the step was written.
+          return this.#refuse(run, i, await this.#witness.highestToken(run.claim.key));
         });
         if (starting) run.started = true;
         return result as never;
@@ -402,23 +406,30 @@ class ContainerRuntime {
     const record = { kind: 'op', ref: claim.op } as const;
     // nothing applied, yet journalled as applied
     if (run.sabotage === 'lost-op') return journal(trx, this.#deps.clock, record.kind, record.ref);
+    if (statement && run.sabotage === undefined && this.#deps.database.dialect === 'postgres') {
+      // Sent with the step's commit: a refusal fails the transaction (see `#step`).
+      return this.#witness.applyWithCommit(trx, claim, statement, record);
+    }
     const outcome = await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
       record,
       ...(statement ? { statement } : {}),
     });
-    if (outcome.kind === 'refused') {
-      run.refused = outcome.highest;
-      throw new ContainerError(
-        'minicloud.container_fenced',
-        `${i.op} ${i.container}: token ${claim.token} refused, the key has seen ${outcome.highest}`,
-      );
-    }
+    if (outcome.kind === 'refused') this.#refuse(run, i, outcome.highest);
     if (run.sabotage === 'double-apply') {
       // the same effect applied again, bypassing the "already applied" check
       await this.#witness.apply(trx, claim, async (db) => void (await write(db)), {
         idempotent: false,
       });
     }
+  }
+
+  /** The op's effect was refused, the key having seen `highest`: `minicloud.container_fenced`. */
+  #refuse(run: OpRun, i: OpInputs, highest: number): never {
+    run.refused = highest;
+    throw new ContainerError(
+      'minicloud.container_fenced',
+      `${i.op} ${i.container}: token ${run.claim.token} refused, the key has seen ${highest}`,
+    );
   }
 
   /**

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Clock } from '@rigging/core';
-import { sql, type Database, type Expression, type Kysely } from '@rigging/sql';
+import { sendWithCommit, sql, type Database, type Expression, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import { journal, journalRow, type JournalEntry } from './journal.js';
 
@@ -28,6 +28,10 @@ export type EffectOutcome =
   | { kind: 'applied'; seq: number }
   | { kind: 'already-applied' }
   | { kind: 'refused'; highest: number };
+
+/** Whether `error` is the refusal of an effect sent with a commit ({@link Witness.applyWithCommit}). */
+export const isEffectRefused = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === 'MC409';
 
 /** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
 function hostLabel(): string {
@@ -249,6 +253,31 @@ export class Witness {
     record: JournalEntry | undefined,
     statement: GatedWrite | undefined,
   ): Promise<EffectOutcome> {
+    const { rows } = await sql<{
+      seq: number | string;
+    }>`${this.#effectCtes(trx, claim, record && { record, from: 'k' }, statement)}
+      select "seq" from k`.execute(trx);
+    if (rows[0]) {
+      if (!statement) await write(trx);
+      return { kind: 'applied', seq: Number(rows[0].seq) };
+    }
+    const highest = await this.highestToken(claim.key, trx);
+    if (claim.token < highest) return { kind: 'refused', highest };
+    await this.#journal(trx, record);
+    return { kind: 'already-applied' };
+  }
+
+  /**
+   * PostgreSQL: the CTEs of an effect's statement: `k`, the upsert of the key's row (one row,
+   * its new `seq`, when the effect is applied), then the effect's row, `journal` (inserted once
+   * per row of its CTE `from`) and the effect's own write `statement`, all from `k`.
+   */
+  #effectCtes(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    journal: { record: JournalEntry; from: string } | undefined,
+    statement: GatedWrite | undefined,
+  ) {
     const upsert = trx
       .insertInto('minicloud_effect_keys')
       .values({ op_key: claim.key, token: claim.token, seq: 1, last_op: claim.op })
@@ -265,27 +294,62 @@ export class Witness {
       )
       .returning('seq');
     const e = this.#effect(claim);
-    const { rows } = await sql<{ seq: number | string }>`with k as (${upsert}),
+    return sql`with k as (${upsert}),
       e as (insert into "minicloud_effects"
           ("op_id", "op_key", "attempt", "host", "pid", "token", "at", "seq", "accepted", "reason")
         select ${e.op_id}, ${e.op_key}, ${e.attempt}::integer, ${e.host}, ${e.pid}::integer,
           ${e.token}::integer, ${e.at}::bigint, k."seq", 1, null from k)${
-            record ? this.#journalFrom('k', record) : sql``
-          }${statement ? sql`, w as (${statement('k')})` : sql``}
-      select "seq" from k`.execute(trx);
-    if (rows[0]) {
-      if (!statement) await write(trx);
-      return { kind: 'applied', seq: Number(rows[0].seq) };
-    }
-    const key = await trx
+            journal ? this.#journalFrom(journal.from, journal.record) : sql``
+          }${statement ? sql`, w as (${statement('k')})` : sql``}`;
+  }
+
+  /**
+   * PostgreSQL: {@link apply} with `statement` as the effect's write, sent with the commit of
+   * `trx` (`sendWithCommit`: in the commit's round trip, with the transaction's last statement)
+   * instead of run now, so that nothing of it is read before the commit. Two statements: the
+   * effect's, as {@link apply} runs it (it changes nothing unless the claim's token is not lower
+   * than the key's and the key's last effect is not this op's), then one that reads the key's row
+   * as it then stands (a statement of its own, so it sees what committed while the first waited
+   * for the row's lock): if the key's last effect is this op's under a token not above the
+   * claim's, the effect was applied (now or before) and `record` is written; otherwise the
+   * effect is refused, and the statement fails with SQLSTATE `MC409` ({@link isEffectRefused}),
+   * which rolls the transaction back: its caller then reads the key's highest token and records
+   * the refusal with {@link refused}.
+   */
+  async applyWithCommit(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    statement: GatedWrite,
+    record?: JournalEntry,
+  ): Promise<void> {
+    await sendWithCommit(
+      trx,
+      sql`${this.#effectCtes(trx, claim, undefined, statement)}
+      select 1 as one`,
+    );
+    const held = sql`select 1 as one from "minicloud_effect_keys"
+      where "op_key" = ${claim.key} and "last_op" = ${claim.op}
+        and "token" <= ${claim.token}::integer`;
+    const refusal = `minicloud.container_fenced: ${claim.op} on ${claim.key}, token ${claim.token}`;
+    await sendWithCommit(
+      trx,
+      sql`with a as (${held})${record ? this.#journalFrom('a', record) : sql``}
+        select case when exists (select 1 from a) then 1
+          else minicloud_refuse(${refusal}) end as ok`,
+    );
+  }
+
+  /** The key's highest token (0 before its first claim). */
+  async highestToken(
+    key: string,
+    db: Kysely<MinicloudTables> = this.#database.db,
+  ): Promise<number> {
+    const row = await db
       .selectFrom('minicloud_effect_keys')
       .select('token')
-      .where('op_key', '=', claim.key)
-      .executeTakeFirstOrThrow();
-    const highest = Number(key.token);
-    if (claim.token < highest) return { kind: 'refused', highest };
-    await this.#journal(trx, record);
-    return { kind: 'already-applied' };
+      .where('op_key', '=', key)
+      .executeTakeFirst();
+    return row ? Number(row.token) : 0;
   }
 
   /** Records that `claim`'s effect was refused, the key having seen `highest` (its own transaction). */
