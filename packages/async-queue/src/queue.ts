@@ -167,7 +167,7 @@ class QueueImpl<H extends Handlers> implements Queue<H> {
     this.#attached = backend.attach({
       clock: resolved.clock,
       logger: resolved.logger,
-      wake: () => worker?.ring(),
+      wake: () => worker?.wake(),
       settled: (id) => this.#waiters.remoteSettled(id),
       claims: resolved.isWorker,
     });

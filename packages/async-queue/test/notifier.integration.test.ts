@@ -1,8 +1,9 @@
-import { sleep } from '@rigging/core';
+import { deferred, sleep } from '@rigging/core';
 import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createQueue, type Queue } from '../src/index.js';
+import { WAKE_DEFER_MS } from '../src/worker.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
 
 // Databases without NOTIFY: an instance learns of another's work only by polling, or directly
@@ -54,6 +55,32 @@ for (const b of backends) {
       const started = Date.now();
       await expect(producer.call('k', { type: 'double', payload: 21 })).resolves.toBe(42);
       expect(Date.now() - started).toBeLessThan(POLL_MS / 4);
+    }, 20_000);
+
+    it('a worker busy with another op takes the work it hears of after a short deferral, not at its poll', async () => {
+      const notifier = new Notifier();
+      const name = `n${++n}`;
+      const gate = deferred<void>();
+      const handlers = {
+        hold: async (_: null) => gate.promise.then(() => 'held'),
+        double: async (x: number) => x * 2,
+      };
+      const backend = (notifier: Notifier) => sqlBackend(db, { name, pollMs: POLL_MS, notifier });
+      const producer = track(createQueue({ backend: backend(notifier), worker: false, handlers }));
+      const worker = track(createQueue({ backend: backend(notifier), concurrency: 2, handlers }));
+      await worker.onIdle();
+      const running = new Promise<void>((resolve) => worker.on('op:started', () => resolve()));
+      const held = producer.call('busy', { type: 'hold', payload: null });
+      await running;
+      // The worker has an op in flight and no completion to come: it claims once the wake-up's
+      // deferral has run out, well before its poll.
+      const started = Date.now();
+      await expect(producer.call('k', { type: 'double', payload: 21 })).resolves.toBe(42);
+      const ms = Date.now() - started;
+      expect(ms).toBeGreaterThanOrEqual(WAKE_DEFER_MS - 5);
+      expect(ms).toBeLessThan(POLL_MS / 4);
+      gate.resolve();
+      await expect(held).resolves.toBe('held');
     }, 20_000);
 
     it('without a shared Notifier, instances on one Database object are not connected behind the scenes', async () => {
