@@ -57,6 +57,22 @@ for (const backend of backends) {
     const apply = (c: EffectClaim, write: (trx: Kysely<MinicloudTables>) => Promise<void>) =>
       database.transaction((trx) => witness.apply(trx, c, write));
     const noWrite = async () => {};
+    /**
+     * Fences `c`'s key, then applies `c` with a write that takes 300 ms: resolves once that write
+     * has begun (the key's row is then locked until it ends), with the apply's outcome to come
+     * (in an object: an async function would wait for a promise it returns).
+     */
+    const applyHolding = async (c: EffectClaim) => {
+      expect(await fence(c)).toBe(true);
+      let entered!: () => void;
+      const inFirst = new Promise<void>((resolve) => (entered = resolve));
+      const outcome = apply(c, async () => {
+        entered();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      });
+      await inFirst;
+      return { outcome };
+    };
 
     it('fences a new key, then moves its token only upwards', async () => {
       expect(await fence(claim('o1', 'f', 3))).toBe(true);
@@ -176,14 +192,7 @@ for (const backend of backends) {
     it('serializes two claims applying one op at once: one applies, the other finds it applied', async () => {
       // The first holds the key's row (which exists already) until its write ends; the second
       // waits for it.
-      expect(await fence(claim('x', 'race', 1))).toBe(true);
-      let entered!: () => void;
-      const inFirst = new Promise<void>((resolve) => (entered = resolve));
-      const first = apply(claim('x', 'race', 1), async () => {
-        entered();
-        await new Promise((resolve) => setTimeout(resolve, 300));
-      });
-      await inFirst;
+      const { outcome: first } = await applyHolding(claim('x', 'race', 1));
       const second = apply(claim('x', 'race', 2), noWrite);
       const outcomes = await Promise.all([first, second]);
       expect(outcomes).toEqual([{ kind: 'applied', seq: 1 }, { kind: 'already-applied' }]);
@@ -253,14 +262,7 @@ for (const backend of backends) {
     it.runIf(backend.kind === 'postgres')(
       'sent with the commit while another claim applies the same op: finds it applied',
       async () => {
-        expect(await fence(claim('y', 'race2', 1))).toBe(true);
-        let entered!: () => void;
-        const inFirst = new Promise<void>((resolve) => (entered = resolve));
-        const first = apply(claim('y', 'race2', 1), async () => {
-          entered();
-          await new Promise((resolve) => setTimeout(resolve, 300));
-        });
-        await inFirst;
+        const { outcome: first } = await applyHolding(claim('y', 'race2', 1));
         // Its statements start while the first holds the key's row, and wait for it.
         const second = database.transaction(async (trx) => {
           await witness.applyWithCommit(

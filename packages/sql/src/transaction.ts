@@ -98,16 +98,10 @@ export async function sendWithCommit(trx: Kysely<any>, statement: LastStatement)
 const isWithCommit = (x: unknown): x is WithCommit<unknown> =>
   typeof x === 'object' && x !== null && WITH_COMMIT_BRAND in x;
 
-/** Runs `out`'s last statement with `trx` (marked for the commit on PostgreSQL), or returns `out`. */
-async function settle<DB, T>(trx: Kysely<DB>, out: T, dialect: Dialect): Promise<Settled<T>> {
+/** Sends `out`'s last statement with the commit (see `sendWithCommit`), or returns `out`. */
+async function settle<DB, T>(trx: Kysely<DB>, out: T): Promise<Settled<T>> {
   if (!isWithCommit(out)) return out as Settled<T>;
-  // A builder compiles itself; a `sql` template with the executor it is given.
-  const compiled = (out.statement as RawBuilder<unknown>).compile(trx);
-  await trx.executeQuery(
-    dialect === 'postgres'
-      ? CompiledQuery.raw(`${WITH_COMMIT}${compiled.sql}`, [...compiled.parameters])
-      : compiled,
-  );
+  await sendWithCommit(trx, out.statement);
   return out.value as Settled<T>;
 }
 
@@ -117,7 +111,7 @@ export async function runTransaction<DB, T>(
   body: (trx: Kysely<DB>) => Promise<T>,
   options: TransactionOptions,
 ): Promise<Settled<T>> {
-  const fn = async (trx: Kysely<DB>) => settle(trx, await body(trx), scope.dialect);
+  const fn = async (trx: Kysely<DB>) => settle(trx, await body(trx));
   const retries = nonNegativeIntegerOption('transaction', 'retries', options.retries, 5);
   const signal = signalOption('transaction', options.signal);
   for (let attempt = 0; ; attempt++) {
