@@ -217,8 +217,11 @@ export class Worker<H extends Handlers> {
   isIdle(): boolean {
     return (
       this.#inflight.size === 0 &&
-      // A rung bell means new work may have been stored since the last claim came back empty.
-      (this.#options.mode === 'sync' || !this.#loop || (this.#lastClaimEmpty && !this.#rung))
+      // A rung bell (or a deferred wake-up) means new work may have been stored since the last
+      // claim came back empty.
+      (this.#options.mode === 'sync' ||
+        !this.#loop ||
+        (this.#lastClaimEmpty && !this.#rung && this.#deferred === undefined))
     );
   }
 
@@ -350,6 +353,12 @@ export class Worker<H extends Handlers> {
       // One whose claim found nothing ready leaves the slot to the loop's next wake-up, due time
       // or poll when the loop waits for one (a claim now would find nothing either).
       if (!entry.chained && !(entry.drained && this.#waitingWithRoom)) this.ring();
+      // No completion is left to look for the work of a deferred wake-up: the loop looks now.
+      if (this.#deferred && this.#inflight.size === 0) {
+        this.#deferred.cancel.abort();
+        this.#deferred = undefined;
+        this.ring();
+      }
       this.#checkIdle();
     }
   }

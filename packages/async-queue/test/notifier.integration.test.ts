@@ -83,6 +83,29 @@ for (const b of backends) {
       await expect(held).resolves.toBe('held');
     }, 20_000);
 
+    it('work heard of while busy is taken once the busy op ends, before onIdle resolves', async () => {
+      const notifier = new Notifier();
+      const name = `n${++n}`;
+      const gate = deferred<void>();
+      const handlers = {
+        hold: async (_: null) => gate.promise.then(() => 'held'),
+        double: async (x: number) => x * 2,
+      };
+      const backend = (notifier: Notifier) => sqlBackend(db, { name, pollMs: POLL_MS, notifier });
+      const producer = track(createQueue({ backend: backend(notifier), worker: false, handlers }));
+      const worker = track(createQueue({ backend: backend(notifier), concurrency: 2, handlers }));
+      await worker.onIdle();
+      const running = new Promise<void>((resolve) => worker.on('op:started', () => resolve()));
+      const held = producer.call('busy', { type: 'hold', payload: null });
+      await running;
+      // Heard while busy (deferred), then the busy op ends at once: nothing is left in flight.
+      const id = await producer.cast('k', { type: 'double', payload: 21 });
+      gate.resolve();
+      await expect(held).resolves.toBe('held');
+      await worker.onIdle();
+      expect((await producer.get(id))?.status).toBe('succeeded');
+    }, 20_000);
+
     it('without a shared Notifier, instances on one Database object are not connected behind the scenes', async () => {
       const { producer, worker } = pair({});
       await worker.onIdle();
