@@ -21,7 +21,10 @@ const handlers = {
     await sleep(ms);
     return ms;
   },
+  // Fails after a moment: an op cast right after it is then surely queued behind it (one cast
+  // after the failure would wait on a blocked key instead of being cancelled).
   fail: async (message: string): Promise<never> => {
+    await sleep(200);
     throw new Error(message);
   },
 };
