@@ -4,7 +4,7 @@ import BetterSqlite from 'better-sqlite3';
 import pg from 'pg';
 import { Bench } from 'tinybench';
 import { freshDatabase, service } from '@rigging/testkit';
-import { openDatabase, sql, withCommit } from '../src/index.js';
+import { openDatabase, sendWithCommit, sql, withCommit } from '../src/index.js';
 
 interface Tables {
   bench_kv: { id: number; v: string };
@@ -114,6 +114,18 @@ if ((await service('postgres')).available) {
         return withCommit(trx.insertInto('bench_kv').values({ id: next++, v: 'y' }), null);
       }),
     () => rawInserts(['x', 'y']),
+  );
+  // Three statements none of which is read: all with the COMMIT (`sendWithCommit`, `withCommit`),
+  // one round trip against the raw driver's five.
+  await compare(
+    'postgres three-insert transaction, all with the commit',
+    () =>
+      database.transaction(async (trx) => {
+        await sendWithCommit(trx, trx.insertInto('bench_kv').values({ id: next++, v: 'x' }));
+        await sendWithCommit(trx, trx.insertInto('bench_kv').values({ id: next++, v: 'y' }));
+        return withCommit(trx.insertInto('bench_kv').values({ id: next++, v: 'z' }), null);
+      }),
+    () => rawInserts(['x', 'y', 'z']),
   );
   await pool.end();
   await database.close();
