@@ -57,7 +57,11 @@ for (const b of backends) {
       expect(Date.now() - started).toBeLessThan(POLL_MS / 4);
     }, 20_000);
 
-    it('a worker busy with another op takes the work it hears of after a short deferral, not at its poll', async () => {
+    /**
+     * A producer and a worker (two slots) sharing a Notifier, the worker running an op of key
+     * `busy` that ends once `gate` resolves (`held`: its call).
+     */
+    const busyPair = async () => {
       const notifier = new Notifier();
       const name = `n${++n}`;
       const gate = deferred<void>();
@@ -65,13 +69,18 @@ for (const b of backends) {
         hold: async (_: null) => gate.promise.then(() => 'held'),
         double: async (x: number) => x * 2,
       };
-      const backend = (notifier: Notifier) => sqlBackend(db, { name, pollMs: POLL_MS, notifier });
-      const producer = track(createQueue({ backend: backend(notifier), worker: false, handlers }));
-      const worker = track(createQueue({ backend: backend(notifier), concurrency: 2, handlers }));
+      const backend = () => sqlBackend(db, { name, pollMs: POLL_MS, notifier });
+      const producer = track(createQueue({ backend: backend(), worker: false, handlers }));
+      const worker = track(createQueue({ backend: backend(), concurrency: 2, handlers }));
       await worker.onIdle();
       const running = new Promise<void>((resolve) => worker.on('op:started', () => resolve()));
       const held = producer.call('busy', { type: 'hold', payload: null });
       await running;
+      return { producer, worker, gate, held };
+    };
+
+    it('a worker busy with another op takes the work it hears of after a short deferral, not at its poll', async () => {
+      const { producer, gate, held } = await busyPair();
       // The worker has an op in flight and no completion to come: it claims once the wake-up's
       // deferral has run out, well before its poll.
       const started = Date.now();
@@ -84,20 +93,7 @@ for (const b of backends) {
     }, 20_000);
 
     it('work heard of while busy is taken once the busy op ends, before onIdle resolves', async () => {
-      const notifier = new Notifier();
-      const name = `n${++n}`;
-      const gate = deferred<void>();
-      const handlers = {
-        hold: async (_: null) => gate.promise.then(() => 'held'),
-        double: async (x: number) => x * 2,
-      };
-      const backend = (notifier: Notifier) => sqlBackend(db, { name, pollMs: POLL_MS, notifier });
-      const producer = track(createQueue({ backend: backend(notifier), worker: false, handlers }));
-      const worker = track(createQueue({ backend: backend(notifier), concurrency: 2, handlers }));
-      await worker.onIdle();
-      const running = new Promise<void>((resolve) => worker.on('op:started', () => resolve()));
-      const held = producer.call('busy', { type: 'hold', payload: null });
-      await running;
+      const { producer, worker, gate, held } = await busyPair();
       // Heard while busy (deferred), then the busy op ends at once: nothing is left in flight.
       const id = await producer.cast('k', { type: 'double', payload: 21 });
       gate.resolve();
