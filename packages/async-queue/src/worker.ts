@@ -14,6 +14,7 @@ import { heartbeatLoop } from './heartbeats.js';
 import type { ResolvedOptions } from './options.js';
 import type { Reporter } from './status.js';
 import type { HandlerContext, Handlers } from './types.js';
+import { DeferredWake } from './deferred-wake.js';
 import { TERMINAL, type Waiters } from './waiters.js';
 
 /** A claim this instance runs. */
@@ -120,12 +121,6 @@ const MAX_GIVE_BACK_MEMORY = 10_000;
 export const giveBackFloorMs = (n: number): number =>
   n <= 1 ? 0 : Math.min(1000, 5 * 2 ** (n - 2));
 
-/**
- * How long a worker with ops in flight waits, after another process says there may be new work,
- * before it claims (unless a claim of its own sent meanwhile looked already). @internal
- */
-export const WAKE_DEFER_MS = 30;
-
 /** Runs a queue's ops. @internal */
 export class Worker<H extends Handlers> {
   /** Aborted by close(): claim nothing more. */
@@ -143,15 +138,14 @@ export class Worker<H extends Handlers> {
   /** The loop waits for a wake-up, a due time or the poll, with room to claim when it ends. */
   #waitingWithRoom = false;
   #loop: Promise<void> | undefined;
-  /** Wake-ups from other processes so far (see `wake`). */
-  #wakes = 0;
-  /** A deferred wake-up: the claim it waits for, unless one sent after wake-up `serial` looks. */
-  #deferred: { serial: number; cancel: AbortController } | undefined;
+  /** Wake-ups from other processes (see `wake`). */
+  readonly #wakeups: DeferredWake;
   /** Options of the claim chained to each completion (the same for every op). */
   #chain: Omit<ClaimOptions, 'limit' | 'key'> | undefined;
 
   constructor(host: WorkerHost<H>) {
     this.#host = host;
+    this.#wakeups = new DeferredWake(host.options.clock, () => this.ring());
   }
 
   get #options(): ResolvedOptions<H> {
@@ -179,39 +173,14 @@ export class Worker<H extends Handlers> {
    * Another process says there may be new work (a durable backend's notification). Every worker
    * of the queue hears it, and one of them gets the work: a worker with ops in flight does not
    * claim at once, since the completions of those ops chain claims of their own. It claims after
-   * {@link WAKE_DEFER_MS}, unless before that a claim of its own sent after this wake-up looked
-   * (the loop's claim, or a completion's chained claim that found nothing ready). A worker with
+   * `WAKE_DEFER_MS`, unless before that a claim of its own sent after this wake-up looked (the
+   * loop's claim, or a completion's chained claim that found nothing ready). A worker with
    * nothing in flight claims at once, and so does one on a backend that is not durable (in this
    * process: a claim costs no round trip).
    */
   wake(): void {
-    const serial = ++this.#wakes;
     const busy = this.#inflight.size > 0 && this.#loop !== undefined && this.#backend.durable;
-    if (!busy || this.stop.signal.aborted) {
-      this.ring();
-      return;
-    }
-    if (this.#deferred) {
-      this.#deferred.serial = serial;
-      return;
-    }
-    const cancel = new AbortController();
-    this.#deferred = { serial, cancel };
-    this.#options.clock.sleep(WAKE_DEFER_MS, { signal: cancel.signal }).then(
-      () => {
-        this.#deferred = undefined;
-        this.ring();
-      },
-      () => {},
-    );
-  }
-
-  /** A claim sent now looks for the work of every wake-up so far: none is deferred any more. */
-  #wakeAnswered(sentAfter = this.#wakes): void {
-    if (this.#deferred && sentAfter >= this.#deferred.serial) {
-      this.#deferred.cancel.abort();
-      this.#deferred = undefined;
-    }
+    this.#wakeups.hear(busy && !this.stop.signal.aborted);
   }
 
   isIdle(): boolean {
@@ -221,7 +190,7 @@ export class Worker<H extends Handlers> {
       // claim came back empty.
       (this.#options.mode === 'sync' ||
         !this.#loop ||
-        (this.#lastClaimEmpty && !this.#rung && this.#deferred === undefined))
+        (this.#lastClaimEmpty && !this.#rung && !this.#wakeups.pending))
     );
   }
 
@@ -265,7 +234,7 @@ export class Worker<H extends Handlers> {
       let due: number | null | undefined;
       if (free > 0) {
         try {
-          this.#wakeAnswered();
+          this.#wakeups.answered();
           const result = await this.#backend.claim({ ...this.#claimOptions(), limit: free });
           const { claims, poisoned } = result;
           due = result.due;
@@ -354,9 +323,8 @@ export class Worker<H extends Handlers> {
       // or poll when the loop waits for one (a claim now would find nothing either).
       if (!entry.chained && !(entry.drained && this.#waitingWithRoom)) this.ring();
       // No completion is left to look for the work of a deferred wake-up: the loop looks now.
-      if (this.#deferred && this.#inflight.size === 0) {
-        this.#deferred.cancel.abort();
-        this.#deferred = undefined;
+      if (this.#wakeups.pending && this.#inflight.size === 0) {
+        this.#wakeups.cancel();
         this.ring();
       }
       this.#checkIdle();
@@ -424,7 +392,7 @@ export class Worker<H extends Handlers> {
         ? (this.#chain ??= this.#claimOptions())
         : undefined;
     // Wake-ups heard before this success is sent are looked for by its chained claim.
-    const wakes = this.#wakes;
+    const wakes = this.#wakeups.heard;
     // Only a durable backend's writes are retried (see #record).
     const c = this.#backend.durable
       ? await this.#record(entry, () => this.#backend.succeed(entry.claim, result, chain))
@@ -439,7 +407,7 @@ export class Worker<H extends Handlers> {
       entry.drained = next.claims.length === 0 && next.poisoned.length === 0;
       if (entry.drained) {
         this.#lastClaimEmpty = true;
-        this.#wakeAnswered(wakes);
+        this.#wakeups.answered(wakes);
       }
     }
     if (reporter.events.hasListeners('op:succeeded')) {
@@ -614,8 +582,7 @@ export class Worker<H extends Handlers> {
   async drain(error: () => QueueError): Promise<void> {
     const { clock, closeGraceMs, closeAbortWaitMs } = this.#options;
     this.stop.abort(error());
-    this.#deferred?.cancel.abort();
-    this.#deferred = undefined;
+    this.#wakeups.cancel();
     this.ring();
     await this.#loop;
     const pending = () => Promise.allSettled([...this.#inflight.values()].map((e) => e.done));

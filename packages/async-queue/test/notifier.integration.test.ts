@@ -3,7 +3,7 @@ import { openDatabase, type Database } from '@rigging/sql';
 import { sqlBackends, type FreshDatabase } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createQueue, type Queue } from '../src/index.js';
-import { WAKE_DEFER_MS } from '../src/worker.js';
+import { WAKE_DEFER_MS } from '../src/deferred-wake.js';
 import { Notifier, sqlBackend } from '../src/sql.js';
 
 // Databases without NOTIFY: an instance learns of another's work only by polling, or directly
