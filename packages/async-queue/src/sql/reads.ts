@@ -24,6 +24,9 @@ const withKeyState = (db: Kysely<any>) =>
         .as('key_state'),
     );
 
+/** `QueueReads.get`'s statement (every long poll and `call` reads it), built once. */
+const opById = prepareQuery((db, p: { id: string }) => withKeyState(db).where('o.id', '=', p.id));
+
 /** The reads of one queue's ops and keys. @internal */
 export class QueueReads {
   readonly #tables: QueueTables;
@@ -45,7 +48,7 @@ export class QueueReads {
    * that `held` is read from the same snapshot as the op's status.
    */
   async get(id: string): Promise<OpInfo | undefined> {
-    const { rows } = await this.#opById.execute(this.#tables.db, { id });
+    const { rows } = await opById.execute(this.#tables.db, { id });
     const row = rows[0] as (OpRow & { key_state: string | null }) | undefined;
     if (!row || row.queue !== this.#tables.name) return undefined;
     return toInfo(row, row.status === 'queued' && row.key_state === 'blocked');
@@ -60,11 +63,6 @@ export class QueueReads {
       .execute()) as (OpRow & { key_state: string | null })[];
     return rows.map((row) => toInfo(row, row.status === 'queued' && row.key_state === 'blocked'));
   }
-
-  /** {@link get}'s statement (every long poll and `call` reads it), built once. */
-  readonly #opById = prepareQuery((db, p: { id: string }) =>
-    withKeyState(db).where('o.id', '=', p.id),
-  );
 
   /**
    * Key rows of this queue, each with the type and attempts of its head queued op, in one
