@@ -103,7 +103,7 @@ export function wrapPgClient(
   });
   // The opening held back on this connection, and the statements held for the commit, in order.
   let opening: string | undefined;
-  let held: { text: string; values: unknown[] }[] = [];
+  let held: HeldStatement[] = [];
 
   /**
    * Sends one statement, with the held opening when there is one and the `before` statements
@@ -197,7 +197,7 @@ export function wrapPgClient(
     text: string,
     values: unknown,
     closing?: string,
-    before: { text: string; values: unknown[] }[] = [],
+    before: HeldStatement[] = [],
   ): Promise<unknown> => {
     const ahead = before.map((b) => ({ ...b, name: nameOf(b.text) }));
     if (!Array.isArray(values) || values.length === 0) {
