@@ -10,6 +10,11 @@ import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.j
 
 const backends = await sqlBackends('mc_witness', ['sqlite-file', 'postgres', 'mysql']);
 
+/** A gated write (PostgreSQL) that inserts the container `p.name`. */
+const insertNamed = (from: string, p: { name: string }) => sql`insert into "minicloud_containers"
+  ("name", "image", "state", "updated_at")
+  select ${p.name}, 'img', 'created', ${1}::bigint from ${sql.table(from)}`;
+
 const claim = (op: string, key: string, token: number): EffectClaim => ({
   op,
   key,
@@ -90,11 +95,16 @@ for (const backend of backends) {
         .insertInto('minicloud_containers')
         .values({ name: 'fr-c', image: 'img', state: 'running', updated_at: 1 })
         .execute();
-      const state = (name: string) =>
-        database.db.selectFrom('minicloud_containers').select('state').where('name', '=', name);
+      const state = (db: Kysely<MinicloudTables>, p: { name: string }) =>
+        db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
       const fenceAndRead = (c: EffectClaim, name: string) =>
         database.transaction((trx) =>
-          witness.fenceAndRead(trx, c, { kind: 'op-start', ref: c.op }, state(name)),
+          witness.fenceAndRead(
+            trx,
+            c,
+            { kind: 'op-start', ref: c.op },
+            { build: state, params: { name } },
+          ),
         );
       expect(await fenceAndRead(claim('fr1', 'fr', 4), 'fr-c')).toEqual({ value: 'running' });
       expect(await fenceAndRead(claim('fr2', 'fr', 5), 'fr-missing')).toEqual({ value: null });
@@ -166,9 +176,7 @@ for (const backend of backends) {
       const put = (c: EffectClaim, name: string) =>
         database.transaction((trx) =>
           witness.apply(trx, c, async () => void ran.push(name), {
-            statement: (from) => sql`insert into "minicloud_containers"
-              ("name", "image", "state", "updated_at")
-              select ${name}, 'img', 'created', ${1}::bigint from ${sql.table(from)}`,
+            statement: { build: insertNamed, params: { name } },
           }),
         );
       const names = async () =>
@@ -208,9 +216,7 @@ for (const backend of backends) {
             await witness.applyWithCommit(
               trx,
               c,
-              (from) => sql`insert into "minicloud_containers"
-                ("name", "image", "state", "updated_at")
-                select ${name}, 'img', 'created', ${1}::bigint from ${sql.table(from)}`,
+              { build: insertNamed, params: { name } },
               { kind: 'op', ref: c.op },
             );
             return withCommit(
@@ -268,7 +274,7 @@ for (const backend of backends) {
           await witness.applyWithCommit(
             trx,
             claim('y', 'race2', 2),
-            (from) => sql`select 1 from ${sql.table(from)}`,
+            { build: (from) => sql`select 1 from ${sql.table(from)}`, params: {} },
             { kind: 'op', ref: 'y-second' },
           );
           return withCommit(sql`select ${1}::int as one`, 'committed');

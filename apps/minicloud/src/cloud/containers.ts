@@ -11,9 +11,15 @@ import {
 } from '@rigging/tasks';
 import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
-import { isConnectionError, sql, type Database, type Expression, type Kysely } from '@rigging/sql';
+import { isConnectionError, sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
-import { isEffectRefused, Witness, type EffectClaim, type GatedWrite } from './witness.js';
+import {
+  isEffectRefused,
+  Witness,
+  type EffectClaim,
+  type GatedWrite,
+  type ScalarRead,
+} from './witness.js';
 
 /** Payload of a container operation. */
 export interface ContainerOpPayload {
@@ -55,8 +61,25 @@ interface StepWrites {
    * What the step reads first, as a scalar expression: read with the op's start when the step
    * starts it (one statement on PostgreSQL, see `fenceAndRead`), and given to `apply`.
    */
-  read?: (i: OpInputs) => Expression<unknown>;
+  read?: (i: OpInputs) => ScalarRead;
 }
+
+/** PostgreSQL: the `create` op's effect (see `GatedWrite`). */
+const CREATE: GatedWrite<{ name: string; image: string; at: number }>['build'] = (
+  from,
+  p,
+) => sql`insert into "minicloud_containers" ("name", "image", "state", "updated_at")
+  select ${p.name}, ${p.image}, 'created', ${p.at}::bigint from ${sql.table(from)}
+  on conflict ("name") do nothing`;
+
+/** PostgreSQL: the `delete` op's effect (see `GatedWrite`). */
+const REMOVE: GatedWrite<{ name: string }>['build'] = (from, p) =>
+  sql`delete from "minicloud_containers"
+    where "name" = ${p.name} and exists (select 1 from ${sql.table(from)})`;
+
+/** The container's state as a scalar subquery (null when there is none). */
+const STATE: ScalarRead<unknown, { name: string }>['build'] = (db, p) =>
+  db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
 
 /** What a step's `read` found, when it was read with the op's start. */
 type Known = { value: unknown } | undefined;
@@ -372,12 +395,7 @@ class ContainerRuntime {
    * highest token becomes the claim's; `minicloud.container_stale_claim` when a later claim of
    * the key was already seen (nothing is written then). With `read`, what it read (see `Known`).
    */
-  async #start(
-    trx: Db,
-    run: OpRun,
-    i: OpInputs,
-    read: Expression<unknown> | undefined,
-  ): Promise<Known> {
+  async #start(trx: Db, run: OpRun, i: OpInputs, read: ScalarRead | undefined): Promise<Known> {
     const record = { kind: 'op-start', ref: run.claim.op } as const;
     const fenced = await this.#witness.fenceAndRead(trx, run.claim, record, read);
     if (!fenced) {
@@ -433,7 +451,7 @@ class ContainerRuntime {
   }
 
   /**
-   * The container's state (`known` when read with the op's start, see `#state`); a
+   * The container's state (`known` when read with the op's start, see `STATE`); a
    * `minicloud.container_not_found` error when there is none.
    */
   async #need(i: OpInputs, db: Db, known: Known): Promise<string> {
@@ -445,14 +463,6 @@ class ContainerRuntime {
       );
     }
     return state;
-  }
-
-  /** The container's state as a scalar subquery (null when there is none). */
-  #state(i: OpInputs): Expression<unknown> {
-    return this.#db
-      .selectFrom('minicloud_containers')
-      .select('state')
-      .where('name', '=', i.container);
   }
 
   #createFlow(): Flow<any, any> {
@@ -476,11 +486,14 @@ class ContainerRuntime {
         },
         {
           undo: (i, db) => this.#remove(i.container, db),
-          statement: (i) => (from) => sql`insert into "minicloud_containers"
-            ("name", "image", "state", "updated_at")
-            select ${i.container}, ${i.payload.image ?? 'busybox'}, 'created',
-              ${this.#deps.clock.now()}::bigint from ${sql.table(from)}
-            on conflict ("name") do nothing`,
+          statement: (i) => ({
+            build: CREATE,
+            params: {
+              name: i.container,
+              image: i.payload.image ?? 'busybox',
+              at: this.#deps.clock.now(),
+            },
+          }),
         },
       ),
     );
@@ -488,16 +501,23 @@ class ContainerRuntime {
 
   /** `start` and `stop`: check the container exists, then move it from `from` to `to`. */
   #switchFlow(flow: string, step: string, from: string, to: string): Flow<any, any> {
+    const write: GatedWrite<{ name: string; at: number }>['build'] = (
+      cte,
+      p,
+    ) => sql`update "minicloud_containers"
+      set "state" = ${to}, "updated_at" = ${p.at}::bigint
+      where "name" = ${p.name} and exists (select 1 from ${sql.table(cte)})`;
     return linearFlow(
       flow,
       this.#step('check-container', false, (i, db, known) => this.#need(i, db, known), {
-        read: (i) => this.#state(i),
+        read: (i) => ({ build: STATE, params: { name: i.container } }),
       }),
       this.#step(step, true, (i, db) => this.#setState(i.container, to, db), {
         undo: (i, db) => this.#setState(i.container, from, db),
-        statement: (i) => (cte) => sql`update "minicloud_containers"
-          set "state" = ${to}, "updated_at" = ${this.#deps.clock.now()}::bigint
-          where "name" = ${i.container} and exists (select 1 from ${sql.table(cte)})`,
+        statement: (i) => ({
+          build: write,
+          params: { name: i.container, at: this.#deps.clock.now() },
+        }),
       }),
     );
   }
@@ -509,8 +529,7 @@ class ContainerRuntime {
         if (await this.#get(i.container, db)) await this.#setState(i.container, 'stopped', db);
       }),
       this.#step('remove-container', true, (i, db) => this.#remove(i.container, db), {
-        statement: (i) => (from) => sql`delete from "minicloud_containers"
-          where "name" = ${i.container} and exists (select 1 from ${sql.table(from)})`,
+        statement: (i) => ({ build: REMOVE, params: { name: i.container } }),
       }),
     );
   }

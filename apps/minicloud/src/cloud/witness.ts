@@ -1,8 +1,16 @@
 import { hostname } from 'node:os';
 import type { Clock } from '@rigging/core';
-import { sendWithCommit, sql, type Database, type Expression, type Kysely } from '@rigging/sql';
+import {
+  prepareQuery,
+  sendWithCommit,
+  sql,
+  type Database,
+  type Expression,
+  type Kysely,
+  type PreparedQuery,
+} from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
-import { journal, journalRow, type JournalEntry } from './journal.js';
+import { journal, type JournalEntry } from './journal.js';
 
 /** Who applies an effect, and under which claim. */
 export interface EffectClaim {
@@ -17,11 +25,31 @@ export interface EffectClaim {
 }
 
 /**
+ * A statement's part written once and run with new values: `build` places each of `params` as a
+ * value only (see `prepareQuery` of `@rigging/sql`) and is the same function from call to call
+ * (defined once, not per call): on PostgreSQL the witness's statement around it is built once
+ * per `build` and prepared. Names that begin with `_` are the witness's own values.
+ */
+export interface Bound<Build, P extends object> {
+  build: Build;
+  params: P;
+}
+
+/**
  * PostgreSQL: an effect's write as one data-modifying statement (an `insert … select … from
  * <from>`, or an `update`/`delete` with `exists (select 1 from <from>)`) that writes only when
- * CTE `from` has a row.
+ * CTE `from` has a row, with the values `p` (see {@link Bound}).
  */
-export type GatedWrite = (from: string) => Expression<unknown>;
+export type GatedWrite<P extends object = any> = Bound<
+  (from: string, p: P) => Expression<unknown>,
+  P
+>;
+
+/** A scalar expression (such as a one-column subquery) of the values `p` (see {@link Bound}). */
+export type ScalarRead<V = unknown, P extends object = any> = Bound<
+  (db: Kysely<MinicloudTables>, p: P) => Expression<V>,
+  P
+>;
 
 /** What {@link Witness.apply} did. */
 export type EffectOutcome =
@@ -36,6 +64,100 @@ export const isEffectRefused = (error: unknown): boolean =>
 /** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
 function hostLabel(): string {
   return process.env.MINICLOUD_HOST ?? hostname();
+}
+
+/** The witness's own values in its PostgreSQL statements (stand-ins while one is prepared). */
+interface Own {
+  _key: string;
+  _token: number;
+  _op: string;
+  _attempt: number;
+  _host: string;
+  _pid: number;
+  _at: number;
+  _kind?: string;
+  _ref?: string;
+  _refusal?: string;
+}
+
+/** PostgreSQL: a CTE that inserts the journal row of `p` once per row of CTE `from`. */
+const journalFrom = (from: string, p: Own) =>
+  sql`, j as (insert into "minicloud_journal" ("kind", "ref", "pid", "at")
+    select ${p._kind}, ${p._ref}, ${p._pid}::integer, ${p._at}::bigint from ${sql.table(from)})`;
+
+/**
+ * PostgreSQL: the fence (see {@link Witness.fenceAndRead}): `f`, the upsert that moves the key's
+ * token only upwards (a row when it holds), then the journal row and the read, from `f`.
+ */
+const fenceStatement = (p: Own, journal: boolean, read: Expression<unknown> | undefined) =>
+  sql<{ v: unknown }>`with f as (insert into "minicloud_effect_keys" ("op_key", "token", "seq")
+      values (${p._key}, ${p._token}, 0)
+      on conflict ("op_key") do update set "token" = excluded."token"
+      where "minicloud_effect_keys"."token" <= excluded."token"
+      returning "token")${journal ? journalFrom('f', p) : sql``}
+    select ${read ?? sql`null`} as v from f`;
+
+/**
+ * PostgreSQL: an effect's statement: `k`, the upsert of the key's row (one row, its new `seq`,
+ * when the effect is applied), then the effect's row, the journal row and the effect's own
+ * `write`, all from `k`, then `tail`.
+ */
+const effectStatement = (
+  p: Own,
+  journal: boolean,
+  write: Expression<unknown> | undefined,
+  tail: Expression<unknown>,
+) =>
+  sql`with k as (insert into "minicloud_effect_keys" ("op_key", "token", "seq", "last_op")
+      values (${p._key}, ${p._token}, 1, ${p._op})
+      on conflict ("op_key") do update set "token" = excluded."token",
+        "seq" = "minicloud_effect_keys"."seq" + 1, "last_op" = excluded."last_op"
+      where "minicloud_effect_keys"."token" <= excluded."token"
+        and "minicloud_effect_keys"."last_op" is distinct from ${p._op}
+      returning "seq"),
+    e as (insert into "minicloud_effects"
+        ("op_id", "op_key", "attempt", "host", "pid", "token", "at", "seq", "accepted", "reason")
+      select ${p._op}, ${p._key}, ${p._attempt}::integer, ${p._host}, ${p._pid}::integer,
+        ${p._token}::integer, ${p._at}::bigint, k."seq", 1, null from k)${
+          journal ? journalFrom('k', p) : sql``
+        }${write ? sql`, w as (${write})` : sql``}
+    ${tail}`;
+
+/**
+ * PostgreSQL: the check sent after an effect's statement (see {@link Witness.applyWithCommit}):
+ * the journal row when the key's last effect is this op's under a token not above the claim's,
+ * else the refusal (SQLSTATE `MC409`).
+ */
+const heldCheck = (journal: boolean) =>
+  prepareQuery(
+    (_db, p: Own) => sql`with a as (select 1 as one from "minicloud_effect_keys"
+      where "op_key" = ${p._key} and "last_op" = ${p._op} and "token" <= ${p._token}::integer)${
+        journal ? journalFrom('a', p) : sql``
+      }
+    select case when exists (select 1 from a) then 1
+      else minicloud_refuse(${p._refusal}) end as ok`,
+  );
+const HELD_CHECK = [heldCheck(false), heldCheck(true)] as const;
+
+/** Stands for "no read" or "no write" where prepared statements are looked up by `build`. */
+const NONE = {};
+
+/**
+ * The PostgreSQL statements prepared for each caller's `build` (or {@link NONE}), by variant:
+ * a caller's part and the witness's around it are built once, then run with new values.
+ */
+const preparedByBuild = new WeakMap<object, Map<string, PreparedQuery<any, any>>>();
+
+function preparedFor(
+  build: object,
+  variant: string,
+  make: () => PreparedQuery<any, any>,
+): PreparedQuery<any, any> {
+  let variants = preparedByBuild.get(build);
+  if (!variants) preparedByBuild.set(build, (variants = new Map()));
+  let query = variants.get(variant);
+  if (!query) variants.set(variant, (query = make()));
+  return query;
 }
 
 /**
@@ -136,9 +258,16 @@ export class Witness {
     trx: Kysely<MinicloudTables>,
     claim: EffectClaim,
     record?: JournalEntry,
-    read?: Expression<V>,
+    read?: ScalarRead<V>,
   ): Promise<{ value: V | null } | undefined> {
     const dialect = this.#database.dialect;
+    if (dialect === 'postgres') {
+      const query = preparedFor(read?.build ?? NONE, record ? 'journal' : '', () =>
+        prepareQuery((db, p: Own) => fenceStatement(p, record !== undefined, read?.build(db, p))),
+      );
+      const { rows } = await query.execute(trx, { ...read?.params, ...this.#own(claim, record) });
+      return rows[0] && { value: (rows[0] as { v: V | null }).v };
+    }
     if (dialect === 'mysql') {
       const row = await this.#lockedKey(trx, claim.key);
       if (claim.token < Number(row.token)) return undefined;
@@ -158,17 +287,13 @@ export class Witness {
             .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token')),
         )
         .returning('token');
-      if (dialect === 'postgres') {
-        const { rows } = await sql<{ v: V | null }>`with f as (${upsert})${
-          record ? this.#journalFrom('f', record) : sql``
-        } select ${read ?? sql`null`} as v from f`.execute(trx);
-        return rows[0] && { value: rows[0].v };
-      }
       if ((await upsert.executeTakeFirst()) === undefined) return undefined;
     }
     await this.#journal(trx, record);
     if (read === undefined) return { value: null };
-    const { rows } = await sql<{ v: V | null }>`select ${read} as v`.execute(trx);
+    const { rows } = await sql<{
+      v: V | null;
+    }>`select ${read.build(trx, read.params)} as v`.execute(trx);
     return { value: rows[0]?.v ?? null };
   }
 
@@ -177,11 +302,18 @@ export class Witness {
     if (record) await journal(trx, this.#clock, record.kind, record.ref);
   }
 
-  /** PostgreSQL: a CTE that inserts `record` once per row of CTE `from` (none: nothing written). */
-  #journalFrom(from: string, record: JournalEntry) {
-    const r = journalRow(this.#clock, record.kind, record.ref);
-    return sql`, j as (insert into "minicloud_journal" ("kind", "ref", "pid", "at")
-      select ${r.kind}, ${r.ref}, ${r.pid}::integer, ${r.at}::bigint from ${sql.table(from)})`;
+  /** The witness's own values of `claim` (and `record`) in its PostgreSQL statements. */
+  #own(claim: EffectClaim, record?: JournalEntry): Own {
+    return {
+      _key: claim.key,
+      _token: claim.token,
+      _op: claim.op,
+      _attempt: claim.attempt,
+      _host: hostLabel(),
+      _pid: process.pid,
+      _at: this.#clock.now(),
+      ...(record ? { _kind: record.kind, _ref: record.ref } : {}),
+    };
   }
 
   /**
@@ -253,54 +385,28 @@ export class Witness {
     record: JournalEntry | undefined,
     statement: GatedWrite | undefined,
   ): Promise<EffectOutcome> {
-    const { rows } = await sql<{
-      seq: number | string;
-    }>`${this.#effectCtes(trx, claim, record && { record, from: 'k' }, statement)}
-      select "seq" from k`.execute(trx);
+    const query = preparedFor(statement?.build ?? NONE, record ? 'apply journal' : 'apply', () =>
+      prepareQuery((_db, p: Own) =>
+        effectStatement(
+          p,
+          record !== undefined,
+          statement?.build('k', p),
+          sql`select "seq" from k`,
+        ),
+      ),
+    );
+    const { rows } = await query.execute(trx, {
+      ...statement?.params,
+      ...this.#own(claim, record),
+    });
     if (rows[0]) {
       if (!statement) await write(trx);
-      return { kind: 'applied', seq: Number(rows[0].seq) };
+      return { kind: 'applied', seq: Number((rows[0] as { seq: number | string }).seq) };
     }
     const highest = await this.highestToken(claim.key, trx);
     if (claim.token < highest) return { kind: 'refused', highest };
     await this.#journal(trx, record);
     return { kind: 'already-applied' };
-  }
-
-  /**
-   * PostgreSQL: the CTEs of an effect's statement: `k`, the upsert of the key's row (one row,
-   * its new `seq`, when the effect is applied), then the effect's row, `journal` (inserted once
-   * per row of its CTE `from`) and the effect's own write `statement`, all from `k`.
-   */
-  #effectCtes(
-    trx: Kysely<MinicloudTables>,
-    claim: EffectClaim,
-    journal: { record: JournalEntry; from: string } | undefined,
-    statement: GatedWrite | undefined,
-  ) {
-    const upsert = trx
-      .insertInto('minicloud_effect_keys')
-      .values({ op_key: claim.key, token: claim.token, seq: 1, last_op: claim.op })
-      .onConflict((oc) =>
-        oc
-          .column('op_key')
-          .doUpdateSet((eb) => ({
-            token: eb.ref('excluded.token'),
-            seq: eb('minicloud_effect_keys.seq', '+', 1),
-            last_op: eb.ref('excluded.last_op'),
-          }))
-          .where('minicloud_effect_keys.token', '<=', (eb) => eb.ref('excluded.token'))
-          .where('minicloud_effect_keys.last_op', 'is distinct from', claim.op),
-      )
-      .returning('seq');
-    const e = this.#effect(claim);
-    return sql`with k as (${upsert}),
-      e as (insert into "minicloud_effects"
-          ("op_id", "op_key", "attempt", "host", "pid", "token", "at", "seq", "accepted", "reason")
-        select ${e.op_id}, ${e.op_key}, ${e.attempt}::integer, ${e.host}, ${e.pid}::integer,
-          ${e.token}::integer, ${e.at}::bigint, k."seq", 1, null from k)${
-            journal ? this.#journalFrom(journal.from, journal.record) : sql``
-          }${statement ? sql`, w as (${statement('k')})` : sql``}`;
   }
 
   /**
@@ -322,21 +428,15 @@ export class Witness {
     statement: GatedWrite,
     record?: JournalEntry,
   ): Promise<void> {
-    await sendWithCommit(
-      trx,
-      sql`${this.#effectCtes(trx, claim, undefined, statement)}
-      select 1 as one`,
+    const own = this.#own(claim, record);
+    const effect = preparedFor(statement.build, 'with commit', () =>
+      prepareQuery((_db, p: Own) =>
+        effectStatement(p, false, statement.build('k', p), sql`select 1 as one`),
+      ),
     );
-    const held = sql`select 1 as one from "minicloud_effect_keys"
-      where "op_key" = ${claim.key} and "last_op" = ${claim.op}
-        and "token" <= ${claim.token}::integer`;
-    const refusal = `minicloud.container_fenced: ${claim.op} on ${claim.key}, token ${claim.token}`;
-    await sendWithCommit(
-      trx,
-      sql`with a as (${held})${record ? this.#journalFrom('a', record) : sql``}
-        select case when exists (select 1 from a) then 1
-          else minicloud_refuse(${refusal}) end as ok`,
-    );
+    await sendWithCommit(trx, effect.bind(trx, { ...statement.params, ...own }));
+    own._refusal = `minicloud.container_fenced: ${claim.op} on ${claim.key}, token ${claim.token}`;
+    await sendWithCommit(trx, HELD_CHECK[record ? 1 : 0].bind(trx, own));
   }
 
   /** The key's highest token (0 before its first claim). */
