@@ -5,7 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Logger } from '@rigging/core';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+} from 'fastify';
 import { toApiError } from './errors.js';
 import { Redactor } from './redact.js';
 
@@ -67,6 +72,8 @@ export function createApp(
     // The answer's request id, echoed in error bodies and logs (`x-request-id`).
     requestIdHeader: false,
     genReqId: () => randomUUID(),
+    // One log line per request, once answered (see the onResponse hook), instead of two.
+    logController: new LogController({ disableRequestLogging: true }),
     // Errors of the HTTP parser (431 headers too large, 408 timeout, malformed requests): the
     // same body shape as every other error, never Node's bare status line.
     clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
@@ -96,6 +103,12 @@ export function createApp(
   app.removeContentTypeParser('text/plain');
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      { req: request, res: reply, responseTime: reply.elapsedTime },
+      'request completed',
+    );
   });
   // No stack and no server directory in any answer (the log keeps them).
   app.addHook('preSerialization', async (_request, _reply, payload) => redactor.value(payload));
