@@ -11,9 +11,20 @@ export interface Answer<T = any> {
 const NEVER_ARRIVED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH']);
 const PLACEMENT_VERSION = 'placement 1.30';
 
-/** One HTTP exchange: the status and the body's text. */
+/** An API host as `node:http` takes it (parsed once, not per request). */
+interface Host {
+  host: string;
+  port: number;
+}
+
+/**
+ * One HTTP exchange: the status and the body's text. Past `timeoutMs` the request is destroyed
+ * (a timer per request: the load generator shares the machine with the hosts it measures, and
+ * an `AbortSignal` per request costs it several times more).
+ */
 function exchange(
-  url: string,
+  to: Host,
+  path: string,
   method: string,
   headers: Record<string, string>,
   body: string | undefined,
@@ -21,19 +32,27 @@ function exchange(
   timeoutMs: number,
 ): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      { method, headers, agent, signal: AbortSignal.timeout(timeoutMs) },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
-      },
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      reject(error);
+    };
+    const req = request({ ...to, path, method, headers, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', fail);
+    });
+    const timer = setTimeout(
+      () =>
+        req.destroy(
+          Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' }),
+        ),
+      timeoutMs,
     );
-    req.on('error', reject);
+    req.on('error', fail);
     req.end(body);
   });
 }
@@ -47,12 +66,17 @@ function exchange(
 export class Api {
   #next = 0;
   readonly #agent = new Agent({ keepAlive: true });
+  readonly #hosts: readonly Host[];
   constructor(
-    private readonly urls: readonly string[],
+    urls: readonly string[],
     private readonly token: string,
     private readonly timeoutMs = 30_000,
   ) {
     if (urls.length === 0) throw new RangeError('no API host');
+    this.#hosts = urls.map((url) => {
+      const { hostname, port } = new URL(url);
+      return { host: hostname, port: Number(port || 80) };
+    });
   }
 
   /** `/api/...` with `Authorization: Bearer`. */
@@ -87,13 +111,14 @@ export class Api {
     timeoutMs = this.timeoutMs,
   ): Promise<Answer> {
     let lastError: unknown;
-    for (let attempt = 0; attempt < this.urls.length; attempt++) {
-      const base = this.urls[this.#next++ % this.urls.length]!;
+    for (let attempt = 0; attempt < this.#hosts.length; attempt++) {
+      const to = this.#hosts[this.#next++ % this.#hosts.length]!;
       const started = performance.now();
       try {
         const payload = body === undefined ? undefined : JSON.stringify(body);
         const { status, text } = await exchange(
-          base + path,
+          to,
+          path,
           method,
           {
             ...headers,
