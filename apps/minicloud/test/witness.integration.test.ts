@@ -5,7 +5,7 @@ import { systemClock } from '@rigging/core';
 import { openDatabase, sql, withCommit, type Database, type Kysely } from '@rigging/sql';
 import { sqlBackends } from '@rigging/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isEffectRefused, Witness, type EffectClaim } from '../src/cloud/witness.js';
+import { refusalOf, Witness, type EffectClaim } from '../src/cloud/witness.js';
 import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.js';
 
 const backends = await sqlBackends('mc_witness', ['sqlite-file', 'postgres', 'mysql']);
@@ -254,14 +254,81 @@ for (const backend of backends) {
         });
         // A lower token: the transaction fails with the refusal, and nothing of it is left.
         const error = await sent(claim('h0', 'hk', 1), 'h0-c').catch((e: unknown) => e);
-        expect(isEffectRefused(error)).toBe(true);
+        expect(refusalOf(error)).toEqual({
+          code: 'minicloud.container_fenced',
+          message: 'h0 on hk, token 1',
+        });
         expect(await rows('h0')).toEqual({ journal: [], containers: [] });
         expect(await witness.highestToken('hk')).toBe(2);
         expect((await effects('hk')).map((e) => [e.op_id, Number(e.seq), Number(e.token)])).toEqual(
           [['h1', 1, 2]],
         );
         // Any other failure is not a refusal.
-        expect(isEffectRefused(new Error('boom'))).toBe(false);
+        expect(refusalOf(new Error('boom'))).toBeUndefined();
+      },
+    );
+
+    it.runIf(backend.kind === 'postgres')(
+      'a fence sent with the commit: fences and journals, or fails the transaction when stale or when what it requires is missing',
+      async () => {
+        await database.db
+          .insertInto('minicloud_containers')
+          .values({ name: 'fc-c', image: 'img', state: 'created', updated_at: 1 })
+          .execute();
+        const state = (db: Kysely<MinicloudTables>, p: { name: string }) =>
+          db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
+        const started = (c: EffectClaim, name?: string) =>
+          database
+            .transaction(async (trx) => {
+              await witness.fenceWithCommit(
+                trx,
+                c,
+                { kind: 'op-start', ref: c.op },
+                {
+                  stale: `minicloud.container_stale_claim: ${c.op} is stale`,
+                  required: name
+                    ? {
+                        read: { build: state, params: { name } },
+                        missing: `minicloud.container_not_found: no ${name}`,
+                      }
+                    : undefined,
+                },
+              );
+              return withCommit(
+                trx
+                  .insertInto('minicloud_journal')
+                  .values({ kind: 'last', ref: c.op, pid: 1, at: 1 }),
+                'committed',
+              );
+            })
+            .catch((error: unknown) => refusalOf(error) ?? error);
+        const journal = async (ref: string) =>
+          (
+            await database.db
+              .selectFrom('minicloud_journal')
+              .select('kind')
+              .where('ref', '=', ref)
+              .orderBy('kind')
+              .execute()
+          ).map((r) => r.kind);
+        expect(await started(claim('fc1', 'fck', 3), 'fc-c')).toBe('committed');
+        expect(await journal('fc1')).toEqual(['last', 'op-start']);
+        expect(await token('fck')).toBe(3);
+        expect(await started(claim('fc2', 'fck', 4))).toBe('committed');
+        expect(await token('fck')).toBe(4);
+        // A lower token: refused, and nothing of the transaction is left.
+        expect(await started(claim('fc0', 'fck', 2), 'fc-c')).toEqual({
+          code: 'minicloud.container_stale_claim',
+          message: 'fc0 is stale',
+        });
+        expect(await journal('fc0')).toEqual([]);
+        // What it requires is missing: refused, and the fence did not move the token.
+        expect(await started(claim('fc5', 'fck', 5), 'fc-missing')).toEqual({
+          code: 'minicloud.container_not_found',
+          message: 'no fc-missing',
+        });
+        expect(await journal('fc5')).toEqual([]);
+        expect(await token('fck')).toBe(4);
       },
     );
 

@@ -14,7 +14,7 @@ import { journal } from './journal.js';
 import { isConnectionError, sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import {
-  isEffectRefused,
+  refusalOf,
   Witness,
   type EffectClaim,
   type GatedWrite,
@@ -58,10 +58,12 @@ interface StepWrites {
   /** PostgreSQL: the effect's write as one statement, run inside the witness's (see `apply`). */
   statement?: (i: OpInputs) => GatedWrite;
   /**
-   * What the step reads first, as a scalar expression: read with the op's start when the step
-   * starts it (one statement on PostgreSQL, see `fenceAndRead`), and given to `apply`.
+   * What must exist when the step runs (a scalar read that is not null), checked with the op's
+   * start when the step starts it (on PostgreSQL in the statement sent with the step's commit,
+   * see `fenceWithCommit`): a `minicloud.container_not_found` error otherwise. `apply` is told
+   * whether it was checked.
    */
-  read?: (i: OpInputs) => ScalarRead;
+  required?: (i: OpInputs) => ScalarRead;
 }
 
 /** PostgreSQL: the `create` op's effect (see `GatedWrite`). */
@@ -81,8 +83,12 @@ const REMOVE: GatedWrite<{ name: string }>['build'] = (from, p) =>
 const STATE: ScalarRead<unknown, { name: string }>['build'] = (db, p) =>
   db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
 
-/** What a step's `read` found, when it was read with the op's start. */
-type Known = { value: unknown } | undefined;
+/** What the error of an op on a container that does not exist says. */
+const notFoundMessage = (i: OpInputs) => `${i.op} ${i.container}: no such container`;
+
+/** The error of an op on a container that does not exist. */
+const notFound = (i: OpInputs) =>
+  new ContainerError('minicloud.container_not_found', notFoundMessage(i));
 
 /** What every container-op flow gets. */
 interface OpInputs {
@@ -349,8 +355,8 @@ class ContainerRuntime {
   #step(
     name: string,
     last: boolean,
-    apply: (i: OpInputs, db: Db, known: Known) => Promise<unknown>,
-    { undo, statement, read }: StepWrites = {},
+    apply: (i: OpInputs, db: Db, checked: boolean) => Promise<unknown>,
+    { undo, statement, required }: StepWrites = {},
   ): Task<any, any> {
     return task({
       name,
@@ -368,14 +374,18 @@ class ContainerRuntime {
         let starting = false;
         const result = await sqlTransaction<MinicloudTables, unknown>(ctx, async (trx) => {
           starting = !run.started;
-          const known = starting ? await this.#start(trx, run, i, read?.(i)) : undefined;
-          if (!last) return (await apply(i, trx, known)) ?? null;
-          await this.#effect(trx, run, i, (db) => apply(i, db, known), statement?.(i));
+          const checked = starting && (await this.#start(trx, run, i, required?.(i)));
+          if (!last) return (await apply(i, trx, checked)) ?? null;
+          await this.#effect(trx, run, i, (db) => apply(i, db, checked), statement?.(i));
           return null;
         }).catch(async (error: unknown) => {
-          if (!isEffectRefused(error)) throw error;
-          // The effect sent with the commit was refused: nothing of the step was written.
-          return this.#refuse(run, i, await this.#witness.highestToken(run.claim.key));
+          const refusal = refusalOf(error);
+          if (!refusal) throw error;
+          // A statement sent with the commit refused the step: nothing of it was written.
+          if (refusal.code === 'minicloud.container_fenced') {
+            return this.#refuse(run, i, await this.#witness.highestToken(run.claim.key));
+          }
+          throw new ContainerError(refusal.code as ContainerError['code'], refusal.message);
         });
         if (starting) run.started = true;
         return result as never;
@@ -393,18 +403,32 @@ class ContainerRuntime {
   /**
    * This owner's start of the op, with the step's transaction: journal `op-start`, and the key's
    * highest token becomes the claim's; `minicloud.container_stale_claim` when a later claim of
-   * the key was already seen (nothing is written then). With `read`, what it read (see `Known`).
+   * the key was already seen, else `minicloud.container_not_found` when `required` is null
+   * (nothing is written then). On PostgreSQL it is sent with the step's commit (no round trip
+   * of its own), and the refusals come from the commit. True once `required` is checked.
    */
-  async #start(trx: Db, run: OpRun, i: OpInputs, read: ScalarRead | undefined): Promise<Known> {
+  async #start(
+    trx: Db,
+    run: OpRun,
+    i: OpInputs,
+    required: ScalarRead | undefined,
+  ): Promise<boolean> {
     const record = { kind: 'op-start', ref: run.claim.op } as const;
-    const fenced = await this.#witness.fenceAndRead(trx, run.claim, record, read);
-    if (!fenced) {
-      throw new ContainerError(
-        'minicloud.container_stale_claim',
-        `${i.op} ${i.container}: claim token ${run.claim.token} is stale`,
-      );
+    const stale = `${i.op} ${i.container}: claim token ${run.claim.token} is stale`;
+    if (run.sabotage === undefined && this.#deps.database.dialect === 'postgres') {
+      await this.#witness.fenceWithCommit(trx, run.claim, record, {
+        stale: `minicloud.container_stale_claim: ${stale}`,
+        required: required && {
+          read: required,
+          missing: `minicloud.container_not_found: ${notFoundMessage(i)}`,
+        },
+      });
+      return true;
     }
-    return read === undefined ? undefined : fenced;
+    const fenced = await this.#witness.fenceAndRead(trx, run.claim, record, required);
+    if (!fenced) throw new ContainerError('minicloud.container_stale_claim', stale);
+    if (required && fenced.value === null) throw notFound(i);
+    return true;
   }
 
   /**
@@ -451,18 +475,11 @@ class ContainerRuntime {
   }
 
   /**
-   * The container's state (`known` when read with the op's start, see `STATE`); a
-   * `minicloud.container_not_found` error when there is none.
+   * A `minicloud.container_not_found` error when the container does not exist, unless that was
+   * `checked` with the op's start.
    */
-  async #need(i: OpInputs, db: Db, known: Known): Promise<string> {
-    const state = known ? known.value : (await this.#get(i.container, db))?.state;
-    if (typeof state !== 'string') {
-      throw new ContainerError(
-        'minicloud.container_not_found',
-        `${i.op} ${i.container}: no such container`,
-      );
-    }
-    return state;
+  async #need(i: OpInputs, db: Db, checked: boolean): Promise<void> {
+    if (!checked && !(await this.#get(i.container, db))) throw notFound(i);
   }
 
   #createFlow(): Flow<any, any> {
@@ -509,8 +526,8 @@ class ContainerRuntime {
       where "name" = ${p.name} and exists (select 1 from ${sql.table(cte)})`;
     return linearFlow(
       flow,
-      this.#step('check-container', false, (i, db, known) => this.#need(i, db, known), {
-        read: (i) => ({ build: STATE, params: { name: i.container } }),
+      this.#step('check-container', false, (i, db, checked) => this.#need(i, db, checked), {
+        required: (i) => ({ build: STATE, params: { name: i.container } }),
       }),
       this.#step(step, true, (i, db) => this.#setState(i.container, to, db), {
         undo: (i, db) => this.#setState(i.container, from, db),

@@ -57,9 +57,17 @@ export type EffectOutcome =
   | { kind: 'already-applied' }
   | { kind: 'refused'; highest: number };
 
-/** Whether `error` is the refusal of an effect sent with a commit ({@link Witness.applyWithCommit}). */
-export const isEffectRefused = (error: unknown): boolean =>
-  (error as { code?: unknown } | null)?.code === 'MC409';
+/**
+ * The refusal of a statement sent with a commit ({@link Witness.applyWithCommit},
+ * {@link Witness.fenceWithCommit}): the error code it names (`minicloud.container_fenced`, …)
+ * and what it says; undefined for any other error.
+ */
+export function refusalOf(error: unknown): { code: string; message: string } | undefined {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  if (e?.code !== 'MC409' || typeof e.message !== 'string') return undefined;
+  const m = /^(minicloud\.[a-z_]+): ([\s\S]*)$/.exec(e.message);
+  return m ? { code: m[1]!, message: m[2]! } : { code: 'minicloud.refused', message: e.message };
+}
 
 /** The host an effect was applied from: the cluster sets `MINICLOUD_HOST` per simulated host. */
 function hostLabel(): string {
@@ -78,6 +86,7 @@ interface Own {
   _kind?: string;
   _ref?: string;
   _refusal?: string;
+  _missing?: string;
 }
 
 /** PostgreSQL: a CTE that inserts the journal row of `p` once per row of CTE `from`. */
@@ -86,16 +95,29 @@ const journalFrom = (from: string, p: Own) =>
     select ${p._kind}, ${p._ref}, ${p._pid}::integer, ${p._at}::bigint from ${sql.table(from)})`;
 
 /**
- * PostgreSQL: the fence (see {@link Witness.fenceAndRead}): `f`, the upsert that moves the key's
- * token only upwards (a row when it holds), then the journal row and the read, from `f`.
+ * PostgreSQL: the fence's CTEs (see {@link Witness.fence}): `f`, the upsert that moves the key's
+ * token only upwards (a row when the claim holds), then the journal row, from `f`.
  */
-const fenceStatement = (p: Own, journal: boolean, read: Expression<unknown> | undefined) =>
-  sql<{ v: unknown }>`with f as (insert into "minicloud_effect_keys" ("op_key", "token", "seq")
+const fenceCtes = (p: Own, journal: boolean) =>
+  sql`with f as (insert into "minicloud_effect_keys" ("op_key", "token", "seq")
       values (${p._key}, ${p._token}, 0)
       on conflict ("op_key") do update set "token" = excluded."token"
       where "minicloud_effect_keys"."token" <= excluded."token"
-      returning "token")${journal ? journalFrom('f', p) : sql``}
-    select ${read ?? sql`null`} as v from f`;
+      returning "token")${journal ? journalFrom('f', p) : sql``}`;
+
+/** PostgreSQL: the fence and `read` (see {@link Witness.fenceAndRead}): no row when stale. */
+const fenceStatement = (p: Own, journal: boolean, read: Expression<unknown> | undefined) =>
+  sql`${fenceCtes(p, journal)} select ${read ?? sql`null`} as v from f`;
+
+/**
+ * PostgreSQL: the fence sent with a commit (see {@link Witness.fenceWithCommit}): refused when
+ * the claim is stale (`f` has no row), else when `required` is null.
+ */
+const fenceCheck = (p: Own, journal: boolean, required: Expression<unknown> | undefined) =>
+  sql`${fenceCtes(p, journal)}
+    select case when not exists (select 1 from f) then minicloud_refuse(${p._refusal})${
+      required ? sql` when ${required} is null then minicloud_refuse(${p._missing})` : sql``
+    } else 1 end as ok`;
 
 /**
  * PostgreSQL: an effect's statement: `k`, the upsert of the key's row (one row, its new `seq`,
@@ -297,6 +319,30 @@ export class Witness {
     return { value: rows[0]?.v ?? null };
   }
 
+  /**
+   * PostgreSQL: {@link fence} sent with the commit of `trx` (`sendWithCommit`: in the commit's
+   * round trip, with the transaction's last statement) instead of run now, so that starting an
+   * op takes no round trip of its own. One statement: the fence and `record`, then, if the claim
+   * is stale, a refusal with `stale`; otherwise, if `required.read` (a scalar read) is null, a
+   * refusal with `required.missing`. A refusal fails the statement with SQLSTATE `MC409` and that
+   * message (see {@link refusalOf}), which rolls the transaction back with nothing of it written.
+   */
+  async fenceWithCommit(
+    trx: Kysely<MinicloudTables>,
+    claim: EffectClaim,
+    record: JournalEntry | undefined,
+    refusals: { stale: string; required?: { read: ScalarRead; missing: string } | undefined },
+  ): Promise<void> {
+    const { stale, required } = refusals;
+    const read = required?.read;
+    const query = preparedFor(read?.build ?? NONE, record ? 'check journal' : 'check', () =>
+      prepareQuery((db, p: Own) => fenceCheck(p, record !== undefined, read?.build(db, p))),
+    );
+    const own = { ...read?.params, ...this.#own(claim, record), _refusal: stale };
+    if (required) own._missing = required.missing;
+    await sendWithCommit(trx, query.bind(trx, own));
+  }
+
   /** Writes `record`, if any, with `trx`. */
   async #journal(trx: Kysely<MinicloudTables>, record: JournalEntry | undefined): Promise<void> {
     if (record) await journal(trx, this.#clock, record.kind, record.ref);
@@ -418,7 +464,7 @@ export class Witness {
    * as it then stands (a statement of its own, so it sees what committed while the first waited
    * for the row's lock): if the key's last effect is this op's under a token not above the
    * claim's, the effect was applied (now or before) and `record` is written; otherwise the
-   * effect is refused, and the statement fails with SQLSTATE `MC409` ({@link isEffectRefused}),
+   * effect is refused, and the statement fails with SQLSTATE `MC409` ({@link refusalOf}),
    * which rolls the transaction back: its caller then reads the key's highest token and records
    * the refusal with {@link refused}.
    */
