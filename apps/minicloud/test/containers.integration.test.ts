@@ -4,13 +4,14 @@
 // that does not exist, or under a stale claim, is refused with nothing of it written.
 import type { HandlerContext } from '@rigging/async-queue';
 import { sleep, systemClock, type Lease } from '@rigging/core';
-import { openDatabase, type Database } from '@rigging/sql';
+import type { Database } from '@rigging/sql';
 import { Engine } from '@rigging/tasks';
 import { sqlLog } from '@rigging/tasks/sql';
 import { sqlBackends } from '@rigging/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { containerHandlers } from '../src/cloud/containers.js';
-import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.js';
+import type { MinicloudTables } from '../src/migrations.js';
+import { freshMinicloudDatabase } from './fresh-database.js';
 
 const backends = await sqlBackends('mc_containers', ['sqlite-file', 'postgres']);
 
@@ -40,19 +41,8 @@ function claimOf(id: string, key: string, token: bigint, lost: AbortController):
 
 for (const backend of backends) {
   describe.skipIf(!backend.available)(`container runtime on ${backend.kind}`, () => {
-    let database: Database<MinicloudTables>;
-    let drop: () => Promise<void>;
-
-    beforeAll(async () => {
-      const fresh = await backend.create();
-      drop = () => fresh.drop();
-      database = await openDatabase<MinicloudTables>(fresh.url);
-      await database.migrate(NAMESPACE, migrations);
-    }, 60_000);
-    afterAll(async () => {
-      await database?.close();
-      await drop?.();
-    });
+    let database!: Database<MinicloudTables>;
+    freshMinicloudDatabase(backend, (opened) => (database = opened));
 
     it('a worker that lost its claim and took the op again finishes it under the new claim', async () => {
       const engine = new Engine({ log: await sqlLog(database), clock: systemClock });

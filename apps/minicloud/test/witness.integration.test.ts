@@ -2,13 +2,18 @@
 // upwards, an effect under a lower token is refused and writes nothing, an op's effect is applied
 // once, and two claims applying on one key at once are serialized by the key's row.
 import { systemClock } from '@rigging/core';
-import { openDatabase, sql, withCommit, type Database, type Kysely } from '@rigging/sql';
+import { sql, withCommit, type Database, type Kysely } from '@rigging/sql';
 import { sqlBackends } from '@rigging/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { refusalOf, Witness, type EffectClaim } from '../src/cloud/witness.js';
-import { migrations, NAMESPACE, type MinicloudTables } from '../src/migrations.js';
+import type { MinicloudTables } from '../src/migrations.js';
+import { freshMinicloudDatabase } from './fresh-database.js';
 
 const backends = await sqlBackends('mc_witness', ['sqlite-file', 'postgres', 'mysql']);
+
+/** The state of the container `p.name`, as a scalar read. */
+const state = (db: Kysely<MinicloudTables>, p: { name: string }) =>
+  db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
 
 /** A gated write (PostgreSQL) that inserts the container `p.name`. */
 const insertNamed = (from: string, p: { name: string }) => sql`insert into "minicloud_containers"
@@ -24,20 +29,11 @@ const claim = (op: string, key: string, token: number): EffectClaim => ({
 
 for (const backend of backends) {
   describe.skipIf(!backend.available)(`the witness on ${backend.kind}`, () => {
-    let database: Database<MinicloudTables>;
-    let witness: Witness;
-    let drop: () => Promise<void>;
-
-    beforeAll(async () => {
-      const fresh = await backend.create();
-      drop = () => fresh.drop();
-      database = await openDatabase<MinicloudTables>(fresh.url);
-      await database.migrate(NAMESPACE, migrations);
+    let database!: Database<MinicloudTables>;
+    let witness!: Witness;
+    freshMinicloudDatabase(backend, (opened) => {
+      database = opened;
       witness = new Witness(database, systemClock);
-    }, 60_000);
-    afterAll(async () => {
-      await database?.close();
-      await drop?.();
     });
 
     const fence = (c: EffectClaim) => database.transaction((trx) => witness.fence(trx, c));
@@ -90,13 +86,32 @@ for (const backend of backends) {
       expect(await witness.lastSeq('f')).toBe(0); // fencing takes no sequence number
     });
 
-    it('reads a scalar with a fence that holds, and neither reads nor writes under a stale claim', async () => {
-      await database.db
+    /** The kinds of the journal rows about `ref`, in order. */
+    const journal = async (ref: string) =>
+      (
+        await database.db
+          .selectFrom('minicloud_journal')
+          .select('kind')
+          .where('ref', '=', ref)
+          .orderBy('kind')
+          .execute()
+      ).map((r) => r.kind);
+    /** A transaction's last statement, sent with its commit: the journal row `last` of `op`. */
+    const last = (trx: Kysely<MinicloudTables>, op: string) =>
+      withCommit(
+        trx.insertInto('minicloud_journal').values({ kind: 'last', ref: op, pid: 1, at: 1 }),
+        'committed',
+      );
+
+    /** Writes the container `name` in `state`. */
+    const container = (name: string, state: string) =>
+      database.db
         .insertInto('minicloud_containers')
-        .values({ name: 'fr-c', image: 'img', state: 'running', updated_at: 1 })
+        .values({ name, image: 'img', state, updated_at: 1 })
         .execute();
-      const state = (db: Kysely<MinicloudTables>, p: { name: string }) =>
-        db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
+
+    it('reads a scalar with a fence that holds, and neither reads nor writes under a stale claim', async () => {
+      await container('fr-c', 'running');
       const fenceAndRead = (c: EffectClaim, name: string) =>
         database.transaction((trx) =>
           witness.fenceAndRead(
@@ -144,16 +159,6 @@ for (const backend of backends) {
     });
 
     it('writes the journal row it is given only with a fence or an effect that holds', async () => {
-      const journal = async (ref: string) =>
-        (
-          await database.db
-            .selectFrom('minicloud_journal')
-            .select('kind')
-            .where('ref', '=', ref)
-            .execute()
-        )
-          .map((r) => r.kind)
-          .sort();
       const start = (c: EffectClaim) =>
         database.transaction((trx) => witness.fence(trx, c, { kind: 'op-start', ref: c.op }));
       const applied = (c: EffectClaim) =>
@@ -219,22 +224,10 @@ for (const backend of backends) {
               { build: insertNamed, params: { name } },
               { kind: 'op', ref: c.op },
             );
-            return withCommit(
-              trx
-                .insertInto('minicloud_journal')
-                .values({ kind: 'last', ref: c.op, pid: 1, at: 1 }),
-              'committed',
-            );
+            return last(trx, c.op);
           });
         const rows = async (ref: string) => ({
-          journal: (
-            await database.db
-              .selectFrom('minicloud_journal')
-              .select('kind')
-              .where('ref', '=', ref)
-              .orderBy('kind')
-              .execute()
-          ).map((r) => r.kind),
+          journal: await journal(ref),
           containers: (
             await database.db
               .selectFrom('minicloud_containers')
@@ -271,12 +264,7 @@ for (const backend of backends) {
     it.runIf(backend.kind === 'postgres')(
       'a fence sent with the commit: fences and journals, or fails the transaction when stale or when what it requires is missing',
       async () => {
-        await database.db
-          .insertInto('minicloud_containers')
-          .values({ name: 'fc-c', image: 'img', state: 'created', updated_at: 1 })
-          .execute();
-        const state = (db: Kysely<MinicloudTables>, p: { name: string }) =>
-          db.selectFrom('minicloud_containers').select('state').where('name', '=', p.name);
+        await container('fc-c', 'created');
         const started = (c: EffectClaim, name?: string) =>
           database
             .transaction(async (trx) => {
@@ -294,23 +282,9 @@ for (const backend of backends) {
                     : undefined,
                 },
               );
-              return withCommit(
-                trx
-                  .insertInto('minicloud_journal')
-                  .values({ kind: 'last', ref: c.op, pid: 1, at: 1 }),
-                'committed',
-              );
+              return last(trx, c.op);
             })
             .catch((error: unknown) => refusalOf(error) ?? error);
-        const journal = async (ref: string) =>
-          (
-            await database.db
-              .selectFrom('minicloud_journal')
-              .select('kind')
-              .where('ref', '=', ref)
-              .orderBy('kind')
-              .execute()
-          ).map((r) => r.kind);
         expect(await started(claim('fc1', 'fck', 3), 'fc-c')).toBe('committed');
         expect(await journal('fc1')).toEqual(['last', 'op-start']);
         expect(await token('fck')).toBe(3);
