@@ -196,6 +196,8 @@ function preparedFor(
 export class Witness {
   readonly #database: Database<MinicloudTables>;
   readonly #clock: Clock;
+  /** The host its effects are recorded from (read once: every statement names it). */
+  readonly #host = hostLabel();
 
   constructor(database: Database<MinicloudTables>, clock: Clock) {
     this.#database = database;
@@ -355,7 +357,7 @@ export class Witness {
       _token: claim.token,
       _op: claim.op,
       _attempt: claim.attempt,
-      _host: hostLabel(),
+      _host: this.#host,
       _pid: process.pid,
       _at: this.#clock.now(),
       ...(record ? { _kind: record.kind, _ref: record.ref } : {}),
@@ -516,7 +518,7 @@ export class Witness {
       op_id: claim.op,
       op_key: claim.key,
       attempt: claim.attempt,
-      host: hostLabel(),
+      host: this.#host,
       pid: process.pid,
       token: claim.token,
       at: this.#clock.now(),
