@@ -269,6 +269,27 @@ export function conformance(
     );
 
     it(
+      'discard while an op runs cancels the queued ops only; the running op finishes',
+      async () => {
+        const h = harness();
+        const q = await h.queue();
+        const key = k('discard-running');
+        const gate = await q.cast(key, { type: 'create', payload: { gate: true } });
+        const later = await q.cast(key, { type: 'run', payload: { key, n: 1 } });
+        await waitFor(() => h.gates.has(gate));
+        expect(await q.get(gate)).toMatchObject({ status: 'running', attempts: 1 });
+        expect(await q.discard(key)).toEqual([later]);
+        expect(await q.get(later)).toMatchObject({ status: 'cancelled', cancelledBy: 'discard' });
+        expect((await q.inspect(key)).running?.id).toBe(gate);
+        h.gates.get(gate)!.resolve();
+        await q.wait(gate);
+        expect(await q.get(gate)).toMatchObject({ status: 'succeeded', attempts: 1 });
+        expect(await q.keyStatus(key)).toBe('idle');
+      },
+      timeout,
+    );
+
+    it(
       'a blocked key does not stop other keys; a busy key does not starve others',
       async () => {
         const h = harness();

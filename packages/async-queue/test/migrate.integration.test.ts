@@ -92,17 +92,47 @@ for (const b of backends) {
           'pg-succeed-by-primary-key',
           'pg-queued-op-index',
           'pg-ends-channel',
+          'op-runs-on-its-key',
         ]);
         expect(await objectNames(database)).toEqual(expected);
-        // Every row, as it was.
+        // Every row, as it was, but that a running op runs on its key's row: the op's row is
+        // queued with the attempt under way uncounted, its worker and start on the key row.
         const stored = (table: string, order: string) =>
           database.db.selectFrom(table).selectAll().orderBy(order).execute();
         const ops = await stored('rigging_async_queue_ops', 'id');
-        expect(normalized(ops, ROWS_0_1.ops)).toEqual(ROWS_0_1.ops);
-        // Key rows gain `head_seq`, 0 (a bound below every seq).
+        const running = new Map(
+          ROWS_0_1.ops.filter((o) => o.status === 'running').map((o) => [o.id, o]),
+        );
+        expect(running.size).toBe(1);
+        const opsNow = ROWS_0_1.ops.map((o) =>
+          running.has(o.id) ? { ...o, status: 'queued', attempts: o.attempts - 1 } : o,
+        );
+        expect(normalized(ops, opsNow)).toEqual(opsNow);
+        // Key rows gain `head_seq`, 0 (a bound below every seq), and the running op's worker
+        // and start.
         const keys = await stored('rigging_async_queue_keys', 'op_key');
-        const keysNow = ROWS_0_1.keys.map((k) => ({ ...k, head_seq: 0 }));
+        const keysNow = ROWS_0_1.keys.map((k) => {
+          const o = running.get(k.running_op ?? '');
+          return {
+            ...k,
+            head_seq: 0,
+            running_worker: o?.worker ?? null,
+            running_since: o?.started_at ?? null,
+          };
+        });
         expect(normalized(keys, keysNow)).toEqual(keysNow);
+        // Read back, the op is running as it was.
+        const [op] = [...running.values()];
+        const queue = createQueue({
+          backend: sqlBackend(database, { name: op!.queue }),
+          worker: false,
+        });
+        expect(await queue.get(op!.id)).toMatchObject({
+          status: 'running',
+          attempts: op!.attempts,
+          startedAt: op!.started_at,
+        });
+        await queue.close();
       });
     }, 60_000);
 

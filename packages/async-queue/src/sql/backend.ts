@@ -120,8 +120,12 @@ export class SqlQueueBackend implements QueueBackend {
         { details: { id: row.id, key: row.op_key, type: row.type } },
       );
     }
+    if (!created) {
+      // The op as it stands (it may be running: read with its key's row).
+      return { op: (await this.#store.reads.get(row.id)) ?? toInfo(row), created };
+    }
     const held = out.held ?? (await this.#store.reads.isHeld(row));
-    if (created) this.#notifier.wake(this.#name, this.#me);
+    this.#notifier.wake(this.#name, this.#me);
     return { op: toInfo(row, held), created };
   }
 

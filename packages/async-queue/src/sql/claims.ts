@@ -2,13 +2,13 @@
 // of an op with the next fencing token and a lease, and lease extensions while the token holds.
 // Owns the one piece of state of the store: when expired leases were last looked for.
 import type { SerializedError } from '@rigging/core';
+import { sql } from '../sql-peer.js';
 import type { Claim, ClaimOptions } from '../backend.js';
-import { grantSet } from './dialects/dialect.js';
 import { advanceKey, failOp } from './finish.js';
 import { heldBy, nextToken } from './fence.js';
 import { ownerTagOf } from './owner.js';
 import { KEYS, OPS } from './names.js';
-import { toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
+import { asRunning, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 import type { ChainOptions, Claimed, ClaimedRow } from './types.js';
 
@@ -96,7 +96,7 @@ export class QueueClaims {
     }
     if (out.claims.length < limit) {
       for (const k of await this.#pick(trx, 'ready', limit - out.claims.length, at, key)) {
-        const claim = await this.#grant(trx, k, null, at, options);
+        const claim = await this.#grant(trx, k, at, options);
         if (claim) out.claims.push(claim);
       }
     }
@@ -126,40 +126,51 @@ export class QueueClaims {
   }
 
   /**
-   * Gives the claim of the op at the head of `k` (or `row`, the op it runs) to this worker: the
-   * next fencing token, a lease, one more attempt. `reclaim` is set when the op was already
-   * running under a claim whose lease expired (its expiry count goes up; the key stays `running`).
+   * Gives the claim of the op at the head of `k` to this worker: the next fencing token, a lease,
+   * one more attempt, all on the key row (the op's row stays as it is: see `asRunning`).
+   * `reclaim` is set when the key already runs `reclaim.row` under a claim whose lease expired:
+   * the lost attempt is counted on the op's row with its expiry, and the key stays `running`.
    */
   async #grant(
     trx: Db,
     k: KeyRow,
-    row: OpRow | null,
     at: number,
     { leaseMs, workerId }: ClaimOptions,
-    reclaim?: { expiries: number },
+    reclaim?: { row: OpRow; expiries: number },
   ): Promise<Claim | undefined> {
     const token = nextToken(k.token);
-    const grant = { token, worker: workerId, startedAt: at };
+    const { headOp, keyReclaimed, keyTaken } = this.#tables.statements;
+    const key = {
+      queue: this.#tables.name,
+      key: k.op_key,
+      token,
+      leaseUntil: at + leaseMs,
+      worker: workerId,
+      at,
+    };
     let claimed: OpRow | undefined;
-    if (row) {
-      const set = { ...grantSet(grant), ...(reclaim ? { expiries: reclaim.expiries } : {}) };
-      await trx.updateTable(OPS).set(set).where('id', '=', row.id).execute();
-      claimed = { ...row, ...set, attempts: Number(row.attempts) + 1 } as OpRow;
-    } else claimed = await this.#tables.dialect.claimHead(trx, this.#tables.name, k.op_key, grant);
-    if (!claimed) {
-      // Nothing queued after all (the counter drifted): the key is idle.
+    if (reclaim) {
+      const { row, expiries } = reclaim;
       await trx
-        .updateTable(KEYS)
-        .set({ state: 'idle', pending: 0 })
-        .where('queue', '=', this.#tables.name)
-        .where('op_key', '=', k.op_key)
+        .updateTable(OPS)
+        .set({ expiries, attempts: sql<number>`attempts + 1` })
+        .where('id', '=', row.id)
         .execute();
-      return undefined;
-    }
-    const key = { queue: this.#tables.name, key: k.op_key, token, leaseUntil: at + leaseMs };
-    const { keyReclaimed, keyTaken } = this.#tables.statements;
-    if (reclaim) await keyReclaimed.execute(trx, { ...key, at });
-    else {
+      await keyReclaimed.execute(trx, key);
+      claimed = { ...row, expiries, attempts: Number(row.attempts) + 1 };
+    } else {
+      const { rows } = await headOp.execute(trx, { queue: key.queue, key: key.key });
+      claimed = rows[0] as OpRow | undefined;
+      if (!claimed) {
+        // Nothing queued after all (the counter drifted): the key is idle.
+        await trx
+          .updateTable(KEYS)
+          .set({ state: 'idle', pending: 0 })
+          .where('queue', '=', this.#tables.name)
+          .where('op_key', '=', k.op_key)
+          .execute();
+        return undefined;
+      }
       await keyTaken.execute(trx, {
         ...key,
         op: claimed.id,
@@ -167,7 +178,12 @@ export class QueueClaims {
         seq: Number(claimed.seq),
       });
     }
-    return { op: toInfo(claimed), token, announce: Number(claimed.announce) === 1 };
+    const running = { state: 'running', running_op: claimed.id, running_since: at };
+    return {
+      op: toInfo(asRunning(claimed, running)),
+      token,
+      announce: Number(claimed.announce) === 1,
+    };
   }
 
   /** Keys in `state` whose turn came (expired leases, or ready ops), fairest first, locked. */
@@ -197,13 +213,12 @@ export class QueueClaims {
     const { owners } = this.#tables.dialect;
     if (!owners || n <= 0) return [];
     let q = trx
-      .selectFrom(`${KEYS} as k`)
-      .innerJoin(`${OPS} as o`, 'o.id', 'k.running_op')
-      .select(['k.op_key as op_key', 'k.running_op as running_op', 'o.worker as worker'])
-      .where('k.queue', '=', this.#tables.name)
-      .where('k.state', '=', 'running')
-      .where('k.lease_until', '>=', at);
-    if (key !== undefined) q = q.where('k.op_key', '=', key);
+      .selectFrom(KEYS)
+      .select(['op_key', 'running_op', 'running_worker as worker'])
+      .where('queue', '=', this.#tables.name)
+      .where('state', '=', 'running')
+      .where('lease_until', '>=', at);
+    if (key !== undefined) q = q.where('op_key', '=', key);
     q = q.limit(1000);
     if (owners.lockingRead) q = this.#tables.dialect.forUpdate(q, true);
     const rows = (await q.execute()) as {
@@ -244,7 +259,7 @@ export class QueueClaims {
   /** Re-claims the op of an expired lease, or fails it as poison after too many expiries. */
   async #reclaim(trx: Db, k: KeyRow, at: number, options: ClaimOptions, out: Claimed) {
     const row = await this.#tables.opRow(trx, k.running_op ?? '');
-    if (!row || row.status !== 'running') {
+    if (!row || row.status !== 'queued') {
       await advanceKey(this.#tables, trx, k.op_key, at);
       return;
     }
@@ -255,15 +270,12 @@ export class QueueClaims {
         code: 'async-queue.poison',
         message: `op ${row.id} (${row.type}) lost its worker ${expiries} times (lease expired); failed as poison`,
       };
-      await trx
-        .updateTable(OPS)
-        .set({ expiries, token: nextToken(row.token) })
-        .where('id', '=', row.id)
-        .execute();
-      out.poisoned.push(await failOp(this.#tables, trx, row, error, options.stopOnPoison, at));
+      await trx.updateTable(OPS).set({ expiries }).where('id', '=', row.id).execute();
+      const attempt = { ...row, expiries, started_at: k.running_since ?? null };
+      out.poisoned.push(await failOp(this.#tables, trx, attempt, error, options.stopOnPoison, at));
       return;
     }
-    const claim = await this.#grant(trx, k, row, at, options, { expiries });
+    const claim = await this.#grant(trx, k, at, options, { row, expiries });
     if (claim) out.claims.push(claim);
   }
 }

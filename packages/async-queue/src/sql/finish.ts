@@ -3,6 +3,7 @@
 // op) and outcomes (a success, a failure) both end ops this way.
 import type { SerializedError } from '@rigging/core';
 import type { Claim, Completion } from '../backend.js';
+import { sql } from '../sql-peer.js';
 import type { OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
 import { QUEUED, toInfo, type Db, type OpRow } from './rows.js';
@@ -27,36 +28,36 @@ export async function advanceKey(
   return Number(r.numAffectedRows) > 0;
 }
 
-/** Cancels every queued op of `key` (`cause`: the failed op's id, or `discard`). @internal */
+/**
+ * Cancels every queued op of `key` (`cause`: the failed op's id, or `discard`) but `running`, the
+ * op the key runs (its row is `queued` too: see `asRunning`). @internal
+ */
 export async function cancelQueued(
   tables: QueueTables,
   trx: Db,
   key: string,
   cause: string,
   at: number,
+  running?: string | null,
 ): Promise<OpInfo[]> {
-  const rows = (await trx
-    .selectFrom(OPS)
-    .selectAll()
-    .where('queue', '=', tables.name)
-    .where('op_key', '=', key)
-    .where('status', '=', QUEUED)
-    .orderBy('seq')
-    .execute()) as OpRow[];
+  const queued = <Q extends { where: (...args: any[]) => Q }>(q: Q): Q => {
+    const of = q.where('queue', '=', tables.name).where('op_key', '=', key);
+    return (running ? of.where('id', '!=', running) : of).where('status', '=', QUEUED);
+  };
+  const rows = (await queued(trx.selectFrom(OPS).selectAll()).orderBy('seq').execute()) as OpRow[];
   if (rows.length === 0) return [];
-  await trx
-    .updateTable(OPS)
-    .set({ status: 'cancelled', cancelled_by: cause, finished_at: at })
-    .where('queue', '=', tables.name)
-    .where('op_key', '=', key)
-    .where('status', '=', QUEUED)
-    .execute();
+  await queued(
+    trx.updateTable(OPS).set({ status: 'cancelled', cancelled_by: cause, finished_at: at }),
+  ).execute();
   return rows.map((r) =>
     toInfo({ ...r, status: 'cancelled', cancelled_by: cause, finished_at: at }),
   );
 }
 
-/** Fails `row` for good: the key goes on (`continue`) or is blocked, its queue cancelled. @internal */
+/**
+ * Fails `row`, the op its key runs, for good: its attempt (started at `row.started_at`) counted;
+ * the key goes on (`continue`) or is blocked, its queue cancelled. @internal
+ */
 export async function failOp(
   tables: QueueTables,
   trx: Db,
@@ -65,12 +66,18 @@ export async function failOp(
   stopKey: boolean,
   at: number,
 ): Promise<Completion> {
+  const failed = {
+    status: 'failed',
+    error: JSON.stringify(error),
+    finished_at: at,
+    started_at: row.started_at,
+  };
   await trx
     .updateTable(OPS)
-    .set({ status: 'failed', error: JSON.stringify(error), finished_at: at })
+    .set({ ...failed, attempts: sql<number>`attempts + 1` })
     .where('id', '=', row.id)
     .execute();
-  const op = toInfo({ ...row, status: 'failed', error: JSON.stringify(error), finished_at: at });
+  const op = toInfo({ ...row, ...failed, attempts: Number(row.attempts) + 1 });
   if (!stopKey) {
     await advanceKey(tables, trx, row.op_key, at);
     return { op, cancelled: [], blocked: false };

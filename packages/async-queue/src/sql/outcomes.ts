@@ -102,6 +102,8 @@ export class QueueOutcomes {
           id: claim.op.id,
           result: it.text,
           at,
+          startedAt: claim.op.startedAt ?? at,
+          token: claim.token,
         });
         if (claim.announce) await this.#tables.announceDone(trx, [claim.op.id]);
         out[i] = succeeded(it, at);
@@ -124,12 +126,17 @@ export class QueueOutcomes {
     return this.#tables.tx(async (trx) => {
       if (!(await this.#holdsClaim(trx, claim))) return undefined;
       const at = this.#tables.now();
-      const row = (await this.#tables.opRow(trx, claim.op.id))!;
+      // The op's row, with the start of the attempt that ends here.
+      const row = {
+        ...(await this.#tables.opRow(trx, claim.op.id))!,
+        started_at: claim.op.startedAt ?? at,
+      };
       const text = JSON.stringify(error);
       if ('retryAt' in outcome) {
+        const retried = { error: text, started_at: row.started_at };
         await trx
           .updateTable(OPS)
-          .set({ status: 'queued', error: text })
+          .set({ ...retried, attempts: sql<number>`attempts + 1` })
           .where('id', '=', row.id)
           .execute();
         await trx
@@ -145,7 +152,7 @@ export class QueueOutcomes {
           .where('op_key', '=', row.op_key)
           .execute();
         return {
-          op: toInfo({ ...row, status: 'queued', error: text }),
+          op: toInfo({ ...row, ...retried, attempts: Number(row.attempts) + 1 }),
           cancelled: [],
           blocked: false,
         };
@@ -163,17 +170,13 @@ export class QueueOutcomes {
 
   /**
    * Gives an unfinished op back (see `QueueBackend.release`): queued again at the head of its
-   * key with the next fencing token, its attempt uncounted, runnable from `retryAt`.
+   * key with the next fencing token, its attempt uncounted, runnable from `retryAt`. Only the key
+   * row changes: the op's row was never written for the attempt.
    */
   release(claim: Claim, retryAt: number): Promise<boolean> {
     return this.#tables.tx(async (trx) => {
       if (!(await this.#holdsClaim(trx, claim))) return false;
       const token = nextToken(claim.token);
-      await trx
-        .updateTable(OPS)
-        .set({ status: 'queued', token, attempts: sql`attempts - 1` })
-        .where('id', '=', claim.op.id)
-        .execute();
       await trx
         .updateTable(KEYS)
         .set({
@@ -214,7 +217,15 @@ export class QueueOutcomes {
     return this.#tables.tx(async (trx) => {
       const k = await this.#tables.keyRow(trx, key, true);
       if (!k) return [];
-      const ops = await cancelQueued(this.#tables, trx, key, 'discard', this.#tables.now());
+      const running = k.state === 'running' ? k.running_op : null;
+      const ops = await cancelQueued(
+        this.#tables,
+        trx,
+        key,
+        'discard',
+        this.#tables.now(),
+        running,
+      );
       await trx
         .updateTable(KEYS)
         .set({ pending: 0, blocked_by: null, state: k.state === 'running' ? 'running' : 'idle' })

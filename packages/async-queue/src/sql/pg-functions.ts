@@ -347,3 +347,90 @@ export const succeedManyByPrimaryKeyFunction = (n: SchemaNames): string =>
  */
 export const succeedManyEndsChannelFunction = (n: SchemaNames): string =>
   succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel);
+
+/**
+ * PostgreSQL: {@link claimFromHeadFunction} writing the key row alone (same signature and rows):
+ * an op runs on its key's row (worker, start, token, lease), and its own row keeps `queued` until
+ * the attempt ends, so a claim writes one row version where it wrote two (the op's, with an entry
+ * in its primary key). The rows it returns show the op as running (`asRunning`).
+ */
+export const keyRunsOpClaimFunction = (n: SchemaNames): string => `
+create or replace function ${n.claimFn}(
+  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  r record;
+  o ${n.ops};
+begin
+  if p_n <= 0 then return; end if;
+  for r in
+    select k.op_key, k.token, k.head_seq from ${n.keys} k
+    where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
+    order by k.turn, k.op_key
+    limit p_n
+    for update skip locked
+  loop
+    select * into o from ${n.ops} y
+    where y.queue = p_queue and y.op_key = r.op_key and y.status = 'queued'
+      and y.seq >= r.head_seq
+    order by y.seq
+    limit 1;
+    if found then
+      update ${n.keys} as kk
+      set state = 'running', running_op = o.id, running_type = o.type, token = r.token + 1,
+          lease_until = p_lease_until, pending = kk.pending - 1, head_seq = o.seq,
+          running_worker = p_worker, running_since = p_at
+      where kk.queue = p_queue and kk.op_key = r.op_key;
+      return next (to_jsonb(o) || jsonb_build_object(
+        'picked', r.op_key, 'status', 'running', 'token', r.token + 1,
+        'attempts', o.attempts + 1, 'started_at', p_at))::json;
+    else
+      return next json_build_object('picked', r.op_key);
+    end if;
+  end loop;
+end
+$fn$`;
+
+/**
+ * PostgreSQL: {@link succeedManyEndsChannelFunction} for ops that run on their key's row (same
+ * signature and rows): the op's one write records the attempt (counted, with its start from the
+ * key row and its token) along with the success.
+ */
+export const keyRunsOpSucceedManyFunction = (n: SchemaNames): string => `
+create or replace function ${n.succeedManyFn}(
+  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
+  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+) returns setof json language plpgsql as $fn$
+declare
+  v_i integer;
+  v_ok integer[] := '{}';
+  v_n integer := 0;
+  v_since bigint;
+begin
+  for v_i in
+    select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
+  loop
+    update ${n.keys} as kk
+    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
+        running_op = null, running_type = null, avail_at = 0, turn = p_at
+    where kk.queue = p_queue and kk.op_key = p_keys[v_i] and kk.state || '' = 'running'
+      and kk.running_op = p_ops[v_i] and kk.token = p_tokens[v_i]
+    returning kk.running_since into v_since;
+    if found then
+      update ${n.ops} as o
+      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at,
+          attempts = o.attempts + 1, started_at = v_since, token = p_tokens[v_i]
+      where o.id = p_ops[v_i];
+      if p_notices[v_i] is not null then
+        perform pg_notify('${n.endsChannel}', p_notices[v_i]);
+      end if;
+      v_ok := v_ok || v_i;
+      if p_next[v_i] then v_n := v_n + 1; end if;
+    end if;
+  end loop;
+  return next json_build_object('ok', v_ok);
+  if v_n > 0 then
+    return query select * from ${n.claimFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
+  end if;
+end
+$fn$`;

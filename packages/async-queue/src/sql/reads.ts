@@ -4,25 +4,35 @@ import type { ExpressionBuilder, Kysely } from '@rigging/sql';
 import { prepareQuery } from '../sql-peer.js';
 import type { KeyInfo, KeyStatus, OpInfo } from '../types.js';
 import { KEYS, OPS } from './names.js';
-import { num, QUEUED, toInfo, type KeyRow, type OpRow } from './rows.js';
+import { asRunning, num, QUEUED, toInfo, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 
 /** A key row with the type and attempts of its head queued op (null: none queued). */
 type KeyWithHead = KeyRow & { head_type: string | null; head_attempts: number | string | null };
 
-/** Op rows, each with its key's state (for `held`). */
+/** Op rows, each with its key's state and running op (for `held`, and `running`). */
 const withKeyState = (db: Kysely<any>) =>
   db
     .selectFrom(`${OPS} as o`)
+    .leftJoin(`${KEYS} as k`, (join) =>
+      join.onRef('k.queue', '=', 'o.queue').onRef('k.op_key', '=', 'o.op_key'),
+    )
     .selectAll('o')
-    .select((eb) =>
-      eb
-        .selectFrom(`${KEYS} as k`)
-        .select('k.state')
-        .whereRef('k.queue', '=', 'o.queue')
-        .whereRef('k.op_key', '=', 'o.op_key')
-        .as('key_state'),
-    );
+    .select(['k.state as key_state', 'k.running_op', 'k.running_since']);
+
+/** An op row read with its key's columns (see `withKeyState`). */
+type OpWithKey = OpRow & {
+  key_state: string | null;
+  running_op: string | null;
+  running_since: number | string | null;
+};
+
+/** The public view of an op read with its key's columns. */
+const infoOf = (row: OpWithKey): OpInfo =>
+  toInfo(
+    asRunning(row, { ...row, state: row.key_state }),
+    row.status === 'queued' && row.key_state === 'blocked',
+  );
 
 /** `QueueReads.get`'s statement (every long poll and `call` reads it), built once. */
 const opById = prepareQuery((db, p: { id: string }) => withKeyState(db).where('o.id', '=', p.id));
@@ -49,9 +59,9 @@ export class QueueReads {
    */
   async get(id: string): Promise<OpInfo | undefined> {
     const { rows } = await opById.execute(this.#tables.db, { id });
-    const row = rows[0] as (OpRow & { key_state: string | null }) | undefined;
+    const row = rows[0] as OpWithKey | undefined;
     if (!row || row.queue !== this.#tables.name) return undefined;
-    return toInfo(row, row.status === 'queued' && row.key_state === 'blocked');
+    return infoOf(row);
   }
 
   /** The ops of `ids` still retained in this queue, read as {@link get} reads one, in one statement. */
@@ -60,8 +70,8 @@ export class QueueReads {
     const rows = (await withKeyState(this.#tables.db)
       .where('o.id', 'in', [...ids])
       .where('o.queue', '=', this.#tables.name)
-      .execute()) as (OpRow & { key_state: string | null })[];
-    return rows.map((row) => toInfo(row, row.status === 'queued' && row.key_state === 'blocked'));
+      .execute()) as OpWithKey[];
+    return rows.map(infoOf);
   }
 
   /**
@@ -126,14 +136,11 @@ export class QueueReads {
       .where('status', '=', QUEUED)
       .orderBy('seq')
       .execute()) as OpRow[];
-    // The running op through the key row (indexes by key hold queued ops only).
-    const op =
-      k?.state === 'running' && k.running_op !== null
-        ? await this.#tables.opRow(db, k.running_op)
-        : undefined;
-    const running = op?.status === 'running' ? op : undefined;
+    // The op the key runs is one of its queued rows (see `asRunning`); the key row tells which.
+    const ran = k?.state === 'running' ? rows.find((r) => r.id === k.running_op) : undefined;
+    const running = ran ? asRunning(ran, k) : undefined;
     const blocked = k?.state === 'blocked';
-    const pending = rows.map((r) => toInfo(r, blocked));
+    const pending = rows.filter((r) => r !== ran).map((r) => toInfo(r, blocked));
     return {
       key,
       status,

@@ -77,6 +77,27 @@ export interface KeyRow {
   blocked_by: string | null;
   /** Seq of the key's last claimed op (no queued op below it); set by every claim. */
   head_seq?: number | string;
+  /** The worker (and its owner tag) and start time of the running op's attempt. */
+  running_worker?: string | null;
+  running_since?: number | string | null;
+}
+
+/**
+ * An op runs on its key's row: a claim writes the key row alone (the op's row stays `queued`
+ * until the attempt ends), so the op of a running key row reads `running`, with the attempt under
+ * way counted and its start time. `k` may be the key's columns as a join names them. @internal
+ */
+export function asRunning(
+  row: OpRow,
+  k: { state?: unknown; running_op?: unknown; running_since?: unknown } | undefined,
+): OpRow {
+  if (row.status !== 'queued' || k?.state !== 'running' || k.running_op !== row.id) return row;
+  return {
+    ...row,
+    status: 'running',
+    attempts: Number(row.attempts) + 1,
+    started_at: (k.running_since as number | string | null | undefined) ?? null,
+  };
 }
 
 /** @internal */

@@ -7,6 +7,8 @@ import {
   claimFromHeadFunction,
   claimFunction,
   enqueueFunction,
+  keyRunsOpClaimFunction,
+  keyRunsOpSucceedManyFunction,
   succeedFunction,
   succeedManyByPrimaryKeyFunction,
   succeedManyEndsChannelFunction,
@@ -236,6 +238,34 @@ export const migrations: readonly Migration[] = [
     async up(db, { dialect }) {
       if (dialect !== 'postgres') return;
       await sql.raw(succeedManyEndsChannelFunction(NAMES)).execute(db);
+    },
+  },
+  {
+    // An op runs on its key's row: the claim writes the key row alone (the worker and start time
+    // of the attempt join its token and lease there), and the op's row stays `queued` until the
+    // attempt ends, when its one write records the outcome and counts the attempt. Ops running
+    // now move over: stop every worker of the queue before migrating (a worker of an older
+    // version would write `running` op rows that this version does not read).
+    name: 'op-runs-on-its-key',
+    async up(db, { dialect }) {
+      await db.schema.alterTable(KEYS).addColumn('running_worker', 'varchar(255)').execute();
+      await db.schema.alterTable(KEYS).addColumn('running_since', 'bigint').execute();
+      const running = (column: string) =>
+        sql`(select o.${sql.raw(column)} from ${sql.table(OPS)} o
+             where o.id = ${sql.table(KEYS)}.running_op)`;
+      await db
+        .updateTable(KEYS)
+        .set({ running_worker: running('worker'), running_since: running('started_at') })
+        .where('state', '=', 'running')
+        .execute();
+      await db
+        .updateTable(OPS)
+        .set({ status: 'queued', attempts: sql<number>`attempts - 1` })
+        .where('status', '=', 'running')
+        .execute();
+      if (dialect !== 'postgres') return;
+      await sql.raw(keyRunsOpClaimFunction(NAMES)).execute(db);
+      await sql.raw(keyRunsOpSucceedManyFunction(NAMES)).execute(db);
     },
   },
 ];

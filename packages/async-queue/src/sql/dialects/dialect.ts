@@ -3,7 +3,7 @@ import type { Database, Dialect } from '@rigging/sql';
 import type { Claim, EnqueueInput } from '../../backend.js';
 import { sql } from '../../sql-peer.js';
 import { KEYS } from '../names.js';
-import type { Db, OpRow } from '../rows.js';
+import type { Db } from '../rows.js';
 import type {
   ClaimedRow,
   HeldRow,
@@ -50,22 +50,6 @@ export function keyUpsert(queue: string, key: string, at: number): KeyUpsert {
     },
   };
 }
-
-/** A claim's grant of an op to a worker: its fencing token, the worker, the time. @internal */
-export interface Grant {
-  token: number;
-  worker: string;
-  startedAt: number;
-}
-
-/** The op row's changes when `grant` gives it to a worker (one attempt more). @internal */
-export const grantSet = (grant: Grant) => ({
-  status: 'running',
-  token: grant.token,
-  attempts: sql<number>`attempts + 1`,
-  worker: grant.worker,
-  started_at: grant.startedAt,
-});
 
 /**
  * PostgreSQL's single-statement hot paths (autocommit calls of the functions in
@@ -143,8 +127,6 @@ export interface QueueDialect {
   notify(trx: Db, payload: string, channel: 'work' | 'ends'): Promise<void>;
   /** Counts an op of `key` in ({@link keyUpsert}); returns the key's state after. Locks the key row. */
   upsertKey(trx: Db, queue: string, key: string, at: number): Promise<KeyCount>;
-  /** Gives the head op of `key` to a worker ({@link grantSet}); none when the key has no queued op. */
-  claimHead(trx: Db, queue: string, key: string, grant: Grant): Promise<OpRow | undefined>;
   /**
    * Extends the lease of each claim whose key row it still holds (`held` is the fencing
    * condition) to `until`; returns the fencing fields of the rows that are held.

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@rigging/sql';
 import { prepareQuery, sql } from '../../sql-peer.js';
-import { KEYS, OPS } from '../names.js';
-import type { Db, KeyRow, OpRow } from '../rows.js';
+import { KEYS } from '../names.js';
+import type { Db, KeyRow } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
-import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
+import { keyUpsert, type QueueDialect } from './dialect.js';
 
 /** The named lock that stands for an owner tag (`my:<uuid>`; names are at most 64 characters). */
 const ownerLock = (tag: string): string => `rigging_async_queue:${tag.slice(3)}`;
@@ -70,19 +70,6 @@ export function mysqlDialect(): QueueDialect {
       .where('queue', '=', p.queue)
       .where('op_key', '=', p.key),
   );
-  const headOp = prepareQuery((db, p: { queue: string; key: string }) =>
-    db
-      .selectFrom(OPS)
-      .selectAll()
-      .where('queue', '=', p.queue)
-      .where('op_key', '=', p.key)
-      .where('status', '=', 'queued')
-      .orderBy('seq')
-      .limit(1),
-  );
-  const opGranted = prepareQuery((db, p: Grant & { id: string }) =>
-    db.updateTable(OPS).set(grantSet(p)).where('id', '=', p.id),
-  );
   return {
     name: 'mysql',
     defaultPollMs: 250,
@@ -94,19 +81,6 @@ export function mysqlDialect(): QueueDialect {
       await keyCountedIn.execute(trx, { queue, key, at });
       const { rows } = await keyCount.execute(trx, { queue, key });
       return rows[0] as KeyCount;
-    },
-    async claimHead(trx, queue, key, grant) {
-      const head = (await headOp.execute(trx, { queue, key })).rows[0] as OpRow | undefined;
-      if (!head) return undefined;
-      await opGranted.execute(trx, { ...grant, id: head.id });
-      return {
-        ...head,
-        status: 'running',
-        token: grant.token,
-        attempts: Number(head.attempts) + 1,
-        worker: grant.worker,
-        started_at: grant.startedAt,
-      };
     },
     /** One statement per claim: without `RETURNING`, a batch could not tell which rows held. */
     async extendLeases(db, queue, claims, until, held) {

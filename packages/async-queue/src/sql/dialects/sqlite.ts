@@ -1,17 +1,16 @@
 import { hostname } from 'node:os';
 import { isProcessAlive } from '@rigging/core';
 import { prepareQuery } from '../../sql-peer.js';
-import { KEYS, OPS } from '../names.js';
-import { QUEUED, type Db, type OpRow } from '../rows.js';
+import { KEYS } from '../names.js';
+import type { Db } from '../rows.js';
 import type { HeldRow, KeyCount } from '../types.js';
-import { grantSet, keyUpsert, type Grant, type QueueDialect } from './dialect.js';
+import { keyUpsert, type QueueDialect } from './dialect.js';
 
 /**
- * The two statements that need `RETURNING` (SQLite ≥ 3.35, PostgreSQL), built once per dialect
- * instance (`prepareQuery`): the key upsert that counts an op in, and the claim of a key's head
- * op in one UPDATE. @internal
+ * The statement that needs `RETURNING` (SQLite ≥ 3.35, PostgreSQL), built once per dialect
+ * instance (`prepareQuery`): the key upsert that counts an op in. @internal
  */
-export function returningStatements(): Pick<QueueDialect, 'upsertKey' | 'claimHead'> {
+export function returningStatements(): Pick<QueueDialect, 'upsertKey'> {
   const keyCountedIn = prepareQuery((db, p: { queue: string; key: string; at: number }) => {
     const upsert = keyUpsert(p.queue, p.key, p.at);
     return db
@@ -20,32 +19,10 @@ export function returningStatements(): Pick<QueueDialect, 'upsertKey' | 'claimHe
       .onConflict((oc) => oc.columns(['queue', 'op_key']).doUpdateSet(upsert.bump))
       .returning(['state', 'next_seq', 'pending']);
   });
-  const headClaimed = prepareQuery((db, p: Grant & { queue: string; key: string }) =>
-    db
-      .updateTable(OPS)
-      .set(grantSet(p))
-      .where(
-        'id',
-        '=',
-        db
-          .selectFrom(OPS)
-          .select('id')
-          .where('queue', '=', p.queue)
-          .where('op_key', '=', p.key)
-          .where('status', '=', QUEUED)
-          .orderBy('seq')
-          .limit(1),
-      )
-      .returningAll(),
-  );
   return {
     async upsertKey(trx, queue, key, at) {
       const { rows } = await keyCountedIn.execute(trx, { queue, key, at });
       return rows[0] as KeyCount;
-    },
-    async claimHead(trx, queue, key, grant) {
-      const { rows } = await headClaimed.execute(trx, { ...grant, queue, key });
-      return rows[0] as OpRow | undefined;
     },
   };
 }
