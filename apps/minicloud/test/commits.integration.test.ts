@@ -319,13 +319,12 @@ describe.skipIf(!status.available)('commits per container op (PostgreSQL)', () =
       // Round trips of those two commits (BEGIN rides with the first statement, and COMMIT with
       // the task log's write and the statements sent ahead of it, see @rigging/sql): the first
       // step's fence with its journal row and the check that the container of start and stop
-      // exists (one statement), sent with the flow's creation and COMMIT (one round trip), but
-      // for delete, whose read and write of the container come between (four); the last step's
-      // effect — key lock and check, effect row, journal row, the container's row — and log
-      // append, both sent with COMMIT (one round trip). This mix of ops (per key: create, six
-      // start/stop, delete) makes 1.375 and 1 per op; the slack is for a retried transaction.
+      // exists (one statement; for delete, the container's stop another), sent with the flow's
+      // creation and COMMIT (one round trip); the last step's effect — key lock and check,
+      // effect row, journal row, the container's row — and log append, both sent with COMMIT
+      // (one round trip). Each op makes 1 and 1; the slack is for a retried transaction.
       const trips = (phase: string) => (counter.phases.get(phase)?.statements ?? 0) / OPS;
-      expect(trips(FIRST_STEP)).toBeLessThanOrEqual(1.375 + 0.25);
+      expect(trips(FIRST_STEP)).toBeLessThanOrEqual(1 + 0.25);
       expect(trips(LAST_STEP)).toBeLessThanOrEqual(1 + 0.25);
       // Nothing listens to `key:status`: the queue reads no key's status, and a worker that
       // finds no more work learns the next due time from its claim (0.41 per op when it read it

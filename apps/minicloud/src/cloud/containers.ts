@@ -11,7 +11,7 @@ import {
 } from '@rigging/tasks';
 import { sqlTransaction } from '@rigging/tasks/sql';
 import { journal } from './journal.js';
-import { isConnectionError, sql, type Database, type Kysely } from '@rigging/sql';
+import { isConnectionError, sendWithCommit, sql, type Database, type Kysely } from '@rigging/sql';
 import type { MinicloudTables } from '../migrations.js';
 import {
   refusalOf,
@@ -323,11 +323,15 @@ class ContainerRuntime {
   }
 
   async #setState(name: string, state: string, db: Db): Promise<void> {
-    await db
+    await this.#stateSet(name, state, db).execute();
+  }
+
+  /** The update that moves container `name` (if it exists) to `state`. */
+  #stateSet(name: string, state: string, db: Db) {
+    return db
       .updateTable('minicloud_containers')
       .set({ state, updated_at: this.#deps.clock.now() })
-      .where('name', '=', name)
-      .execute();
+      .where('name', '=', name);
   }
 
   async #remove(name: string, db: Db): Promise<void> {
@@ -542,8 +546,10 @@ class ContainerRuntime {
   #deleteFlow(): Flow<any, any> {
     return linearFlow(
       'container-delete',
+      // Stops the container if it exists: one statement whose result is not read, sent with
+      // the step's commit on PostgreSQL (with the op's start).
       this.#step('stop-process', false, async (i, db) => {
-        if (await this.#get(i.container, db)) await this.#setState(i.container, 'stopped', db);
+        await sendWithCommit(db, this.#stateSet(i.container, 'stopped', db));
       }),
       this.#step('remove-container', true, (i, db) => this.#remove(i.container, db), {
         statement: (i) => ({ build: REMOVE, params: { name: i.container } }),
