@@ -74,8 +74,9 @@ function failedBeforeRunning(error: unknown): 'lost' | 'stale' | undefined {
  *   sent with the transaction's first statement; the statements marked with
  *   {@link WITH_COMMIT} (`withCommit`, `sendWithCommit`) are answered at once and sent, in the
  *   order they came, with the `commit` that follows them — all in one write and one round trip.
- *   A statement that cannot carry them (one without parameters) goes between them, in separate
- *   round trips as before. A transaction that ends with nothing sent sends nothing; one rolled
+ *   A statement sent before the commit takes the held ones along ahead of it, in its round trip
+ *   when it has parameters. A statement that cannot carry them (one without parameters) goes
+ *   between them, in separate round trips as before. A transaction that ends with nothing sent sends nothing; one rolled
  *   back drops its held statements.
  * @internal
  */
@@ -273,9 +274,11 @@ export function wrapPgClient(
           return Promise.resolve(unsentResult(config));
         }
       } else if (held.length > 0) {
-        // A statement after those held for the commit: the held ones go first.
+        // A statement after those held for the commit: the held ones go first, in its round
+        // trip when it can carry them (it has parameters), else in one of their own.
         const before = held;
         held = [];
+        if (canCarry(values)) return run(config, values, undefined, before);
         const last = before.pop()!;
         return run(last.text, last.values, undefined, before).then(() => run(config, values));
       }
