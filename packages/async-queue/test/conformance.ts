@@ -344,6 +344,8 @@ export function conformance(
         const key = k('retry');
         const retries: number[] = [];
         q.on('op:retrying', (e) => retries.push(e.attempt));
+        const failedAt: number[] = [];
+        q.on('op:failed', (e) => failedAt.push(e.attempt));
         const tag = k('t');
         await expect(q.call(key, { type: 'flaky', payload: { failTimes: 2, tag } })).resolves.toBe(
           3,
@@ -351,7 +353,11 @@ export function conformance(
         expect(retries).toEqual([1, 2]);
         const tag2 = k('t');
         const id = await q.cast(key, { type: 'flaky', payload: { failTimes: 5, tag: tag2 } });
-        await expect(q.wait(id)).rejects.toMatchObject({ code: 'async-queue.op_failed' });
+        await expect(q.wait(id)).rejects.toMatchObject({
+          code: 'async-queue.op_failed',
+          details: { attempts: 3 },
+        });
+        expect(failedAt).toEqual([3]);
         expect(h.flakyCount.get(tag2)).toBe(3);
         expect(await q.get(id)).toMatchObject({ status: 'failed', attempts: 3 });
         expect(await q.keyStatus(key)).toBe('blocked');

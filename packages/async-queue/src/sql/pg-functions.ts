@@ -281,9 +281,16 @@ $fn$`;
 
 /**
  * The text of the fenced batch of successes, with `running` as its "key is running" condition
- * and `channel` the one its ends are announced on.
+ * and `channel` the one its ends are announced on. With `onKey`, the attempt ran on the key's
+ * row (see {@link keyRunsOpClaimFunction}): the op's write also counts it, with its start and
+ * token.
  */
-const succeedManyFenced = (n: SchemaNames, running: string, channel = n.channel): string => `
+const succeedManyFenced = (
+  n: SchemaNames,
+  running: string,
+  channel = n.channel,
+  onKey = false,
+): string => `
 create or replace function ${n.succeedManyFn}(
   p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
@@ -291,7 +298,7 @@ create or replace function ${n.succeedManyFn}(
 declare
   v_i integer;
   v_ok integer[] := '{}';
-  v_n integer := 0;
+  v_n integer := 0;${onKey ? '\n  v_since bigint;' : ''}
 begin
   for v_i in
     select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
@@ -300,10 +307,10 @@ begin
     set state = case when kk.pending > 0 then 'ready' else 'idle' end,
         running_op = null, running_type = null, avail_at = 0, turn = p_at
     where kk.queue = p_queue and kk.op_key = p_keys[v_i] and ${running}
-      and kk.running_op = p_ops[v_i] and kk.token = p_tokens[v_i];
+      and kk.running_op = p_ops[v_i] and kk.token = p_tokens[v_i]${onKey ? '\n    returning kk.running_since into v_since' : ''};
     if found then
       update ${n.ops} as o
-      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at
+      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at${onKey ? ',\n          attempts = o.attempts + 1, started_at = v_since, token = p_tokens[v_i]' : ''}
       where o.id = p_ops[v_i];
       if p_notices[v_i] is not null then
         perform pg_notify('${channel}', p_notices[v_i]);
@@ -396,41 +403,5 @@ $fn$`;
  * signature and rows): the op's one write records the attempt (counted, with its start from the
  * key row and its token) along with the success.
  */
-export const keyRunsOpSucceedManyFunction = (n: SchemaNames): string => `
-create or replace function ${n.succeedManyFn}(
-  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
-  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
-) returns setof json language plpgsql as $fn$
-declare
-  v_i integer;
-  v_ok integer[] := '{}';
-  v_n integer := 0;
-  v_since bigint;
-begin
-  for v_i in
-    select i from generate_subscripts(p_keys, 1) as i order by p_keys[i], i
-  loop
-    update ${n.keys} as kk
-    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
-        running_op = null, running_type = null, avail_at = 0, turn = p_at
-    where kk.queue = p_queue and kk.op_key = p_keys[v_i] and kk.state || '' = 'running'
-      and kk.running_op = p_ops[v_i] and kk.token = p_tokens[v_i]
-    returning kk.running_since into v_since;
-    if found then
-      update ${n.ops} as o
-      set status = 'succeeded', result = p_results[v_i], error = null, finished_at = p_at,
-          attempts = o.attempts + 1, started_at = v_since, token = p_tokens[v_i]
-      where o.id = p_ops[v_i];
-      if p_notices[v_i] is not null then
-        perform pg_notify('${n.endsChannel}', p_notices[v_i]);
-      end if;
-      v_ok := v_ok || v_i;
-      if p_next[v_i] then v_n := v_n + 1; end if;
-    end if;
-  end loop;
-  return next json_build_object('ok', v_ok);
-  if v_n > 0 then
-    return query select * from ${n.claimFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
-  end if;
-end
-$fn$`;
+export const keyRunsOpSucceedManyFunction = (n: SchemaNames): string =>
+  succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel, true);
