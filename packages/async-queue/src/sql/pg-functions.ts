@@ -230,16 +230,12 @@ end
 $fn$`;
 
 /**
- * PostgreSQL: {@link claimByKeyFunction} with the head op found from the key's `head_seq` on
- * (same signature and rows). Every claim moves an op out of `queued`, which leaves a dead entry
- * in the `(queue, op_key, status, seq)` index until the table is vacuumed; looking for the head
- * from the lowest seq walked past every such entry of the key, and so grew with the ops the key
- * had run (about 30 buffers per claim after 70 ops, the costliest statement of a drain). The
- * look-up now starts at `head_seq`, the seq of the key's last claimed op, below which no op is
- * queued (an op only goes back to `queued` when its own claim gives it back), and the claim
- * records the new one.
+ * The text of a claim from each picked key's head (see {@link claimFromHeadFunction}): up to
+ * `p_n` ready keys in fair order, locked (skipping locked ones), each given to `claimed`, the
+ * statements that claim its head op into `o` and return its row; a key whose head it could not
+ * claim returns `{ picked }` alone.
  */
-export const claimFromHeadFunction = (n: SchemaNames): string => `
+const claimFromHeadLoop = (n: SchemaNames, claimed: string): string => `
 create or replace function ${n.claimFn}(
   p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
 ) returns setof json language plpgsql as $fn$
@@ -255,7 +251,27 @@ begin
     limit p_n
     for update skip locked
   loop
-    update ${n.ops} as x
+${claimed}    else
+      return next json_build_object('picked', r.op_key);
+    end if;
+  end loop;
+end
+$fn$`;
+
+/**
+ * PostgreSQL: {@link claimByKeyFunction} with the head op found from the key's `head_seq` on
+ * (same signature and rows). Every claim moves an op out of `queued`, which leaves a dead entry
+ * in the `(queue, op_key, status, seq)` index until the table is vacuumed; looking for the head
+ * from the lowest seq walked past every such entry of the key, and so grew with the ops the key
+ * had run (about 30 buffers per claim after 70 ops, the costliest statement of a drain). The
+ * look-up now starts at `head_seq`, the seq of the key's last claimed op, below which no op is
+ * queued (an op only goes back to `queued` when its own claim gives it back), and the claim
+ * records the new one.
+ */
+export const claimFromHeadFunction = (n: SchemaNames): string =>
+  claimFromHeadLoop(
+    n,
+    `    update ${n.ops} as x
     set status = 'running', token = r.token + 1, attempts = x.attempts + 1,
         worker = p_worker, started_at = p_at
     where x.id = (
@@ -272,12 +288,8 @@ begin
           lease_until = p_lease_until, pending = kk.pending - 1, head_seq = o.seq
       where kk.queue = p_queue and kk.op_key = r.op_key;
       return next (to_jsonb(o) || jsonb_build_object('picked', r.op_key))::json;
-    else
-      return next json_build_object('picked', r.op_key);
-    end if;
-  end loop;
-end
-$fn$`;
+`,
+  );
 
 /**
  * The text of the fenced batch of successes, with `running` as its "key is running" condition
@@ -361,23 +373,10 @@ export const succeedManyEndsChannelFunction = (n: SchemaNames): string =>
  * the attempt ends, so a claim writes one row version where it wrote two (the op's, with an entry
  * in its primary key). The rows it returns show the op as running (`asRunning`).
  */
-export const keyRunsOpClaimFunction = (n: SchemaNames): string => `
-create or replace function ${n.claimFn}(
-  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
-) returns setof json language plpgsql as $fn$
-declare
-  r record;
-  o ${n.ops};
-begin
-  if p_n <= 0 then return; end if;
-  for r in
-    select k.op_key, k.token, k.head_seq from ${n.keys} k
-    where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
-    order by k.turn, k.op_key
-    limit p_n
-    for update skip locked
-  loop
-    select * into o from ${n.ops} y
+export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
+  claimFromHeadLoop(
+    n,
+    `    select * into o from ${n.ops} y
     where y.queue = p_queue and y.op_key = r.op_key and y.status = 'queued'
       and y.seq >= r.head_seq
     order by y.seq
@@ -391,12 +390,8 @@ begin
       return next (to_jsonb(o) || jsonb_build_object(
         'picked', r.op_key, 'status', 'running', 'token', r.token + 1,
         'attempts', o.attempts + 1, 'started_at', p_at))::json;
-    else
-      return next json_build_object('picked', r.op_key);
-    end if;
-  end loop;
-end
-$fn$`;
+`,
+  );
 
 /**
  * PostgreSQL: {@link succeedManyEndsChannelFunction} for ops that run on their key's row (same
