@@ -33,6 +33,9 @@ export interface FaultRecord {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The longest a victim stays partitioned or stopped while its ops in flight are not taken over. */
+const HOLD_MS = 60_000;
+
 /** Log lines that show a write refused because its lease was lost or its token was stale. */
 const STALE =
   /tasks\.fenced|tasks\.ownership_lost|async-queue\.lease_lost|claim is stale|fencing token/;
@@ -41,8 +44,11 @@ const STALE =
  * Injects the faults one after the other on the worker processes, each on a worker that has
  * container ops in flight (taking turns): `partition` (link down for `2 × leaseMs + 8 s`, then healed),
  * `kill` (SIGKILL, then a new worker on the same host once its work was taken over), `stop`
- * (SIGSTOP for `2 × leaseMs + 3 s`, then SIGCONT). Records takeover times and the victim's
- * refused stale writes. `workers` is updated in place when a killed worker is replaced.
+ * (SIGSTOP for `2 × leaseMs + 3 s`, then SIGCONT). A partitioned or stopped victim stays so, past
+ * that time, until each of its ops in flight was taken over (at most {@link HOLD_MS} in all): on
+ * a loaded machine the others may need longer to look, and a victim back too early would finish
+ * its ops itself, leaving the takeover unproven. Records takeover times and the victim's refused
+ * stale writes. `workers` is updated in place when a killed worker is replaced.
  */
 export async function injectFaults(options: {
   kinds: readonly FaultKind[];
@@ -71,14 +77,18 @@ export async function injectFaults(options: {
     say(
       `fault ${i + 1}: ${kind} ${victim.host.label} (pid ${victim.pid}) with ${inFlight.length} container op(s) in flight`,
     );
+    // Until each op in flight was taken over, or HOLD_MS from the fault.
+    const held = () => takeovers(state, inFlight, victim.pid, at, at + HOLD_MS - Date.now());
     if (kind === 'partition') {
       await network.partition(victim.host);
       await sleep(2 * leaseMs + 8_000);
+      await held();
       await network.heal(victim.host);
       say(`  ${victim.host.label} healed after ${Date.now() - at} ms`);
     } else if (kind === 'stop') {
       victim.child.kill('SIGSTOP');
       await sleep(2 * leaseMs + 3_000);
+      await held();
       victim.child.kill('SIGCONT');
       say(`  ${victim.host.label} resumed (SIGCONT) after ${Date.now() - at} ms`);
     } else {
