@@ -120,12 +120,12 @@ export class SqlQueueBackend implements QueueBackend {
         { details: { id: row.id, key: row.op_key, type: row.type } },
       );
     }
-    if (!created) {
-      // The op as it stands (it may be running: read with its key's row).
+    if (!created && row.status === 'queued') {
+      // A queued row may be the op its key runs, or held: read it with its key's row.
       return { op: (await this.#store.reads.get(row.id)) ?? toInfo(row), created };
     }
     const held = out.held ?? (await this.#store.reads.isHeld(row));
-    this.#notifier.wake(this.#name, this.#me);
+    if (created) this.#notifier.wake(this.#name, this.#me);
     return { op: toInfo(row, held), created };
   }
 

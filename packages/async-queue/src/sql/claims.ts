@@ -8,13 +8,17 @@ import { advanceKey, failOp } from './finish.js';
 import { heldBy, nextToken } from './fence.js';
 import { ownerTagOf } from './owner.js';
 import { KEYS, OPS } from './names.js';
-import { asRunning, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
+import { claimedAt, toInfo, type Db, type KeyRow, type OpRow } from './rows.js';
 import type { QueueTables } from './tables.js';
 import type { ChainOptions, Claimed, ClaimedRow } from './types.js';
 
 /** The claim of a claim function's row that holds an op (PostgreSQL). @internal */
 export function claimOfRow(row: ClaimedRow): Claim {
-  return { op: toInfo(row), token: Number(row.token), announce: Number(row.announce) === 1 };
+  return {
+    op: toInfo(claimedAt(row, row.running_since)),
+    token: Number(row.token),
+    announce: Number(row.announce) === 1,
+  };
 }
 
 /** The claims of one queue's ops. @internal */
@@ -178,12 +182,7 @@ export class QueueClaims {
         seq: Number(claimed.seq),
       });
     }
-    const running = { state: 'running', running_op: claimed.id, running_since: at };
-    return {
-      op: toInfo(asRunning(claimed, running)),
-      token,
-      announce: Number(claimed.announce) === 1,
-    };
+    return { op: toInfo(claimedAt(claimed, at)), token, announce: Number(claimed.announce) === 1 };
   }
 
   /** Keys in `state` whose turn came (expired leases, or ready ops), fairest first, locked. */

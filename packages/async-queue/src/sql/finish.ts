@@ -2,6 +2,7 @@
 // failed for good and stops the key, blocked with its queued ops cancelled. Claims (a poisoned
 // op) and outcomes (a success, a failure) both end ops this way.
 import type { SerializedError } from '@rigging/core';
+import type { ExpressionBuilder } from '@rigging/sql';
 import type { Claim, Completion } from '../backend.js';
 import { sql } from '../sql-peer.js';
 import type { OpInfo } from '../types.js';
@@ -40,15 +41,25 @@ export async function cancelQueued(
   at: number,
   running?: string | null,
 ): Promise<OpInfo[]> {
-  const queued = <Q extends { where: (...args: any[]) => Q }>(q: Q): Q => {
-    const of = q.where('queue', '=', tables.name).where('op_key', '=', key);
-    return (running ? of.where('id', '!=', running) : of).where('status', '=', QUEUED);
-  };
-  const rows = (await queued(trx.selectFrom(OPS).selectAll()).orderBy('seq').execute()) as OpRow[];
+  const queued = (eb: ExpressionBuilder<any, any>) =>
+    eb.and([
+      eb('queue', '=', tables.name),
+      eb('op_key', '=', key),
+      eb('status', '=', QUEUED),
+      ...(running ? [eb('id', '!=', running)] : []),
+    ]);
+  const rows = (await trx
+    .selectFrom(OPS)
+    .selectAll()
+    .where(queued)
+    .orderBy('seq')
+    .execute()) as OpRow[];
   if (rows.length === 0) return [];
-  await queued(
-    trx.updateTable(OPS).set({ status: 'cancelled', cancelled_by: cause, finished_at: at }),
-  ).execute();
+  await trx
+    .updateTable(OPS)
+    .set({ status: 'cancelled', cancelled_by: cause, finished_at: at })
+    .where(queued)
+    .execute();
   return rows.map((r) =>
     toInfo({ ...r, status: 'cancelled', cancelled_by: cause, finished_at: at }),
   );

@@ -371,7 +371,8 @@ export const succeedManyEndsChannelFunction = (n: SchemaNames): string =>
  * PostgreSQL: {@link claimFromHeadFunction} writing the key row alone (same signature and rows):
  * an op runs on its key's row (worker, start, token, lease), and its own row keeps `queued` until
  * the attempt ends, so a claim writes one row version where it wrote two (the op's, with an entry
- * in its primary key). The rows it returns show the op as running (`asRunning`).
+ * in its primary key). Each row it returns is the op's row with the claim's token and start
+ * (`running_since`), which the caller shows as running (`claimedAt`).
  */
 export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
   claimFromHeadLoop(
@@ -388,8 +389,7 @@ export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
           running_worker = p_worker, running_since = p_at
       where kk.queue = p_queue and kk.op_key = r.op_key;
       return next (to_jsonb(o) || jsonb_build_object(
-        'picked', r.op_key, 'status', 'running', 'token', r.token + 1,
-        'attempts', o.attempts + 1, 'started_at', p_at))::json;
+        'picked', r.op_key, 'token', r.token + 1, 'running_since', p_at))::json;
 `,
   );
 

@@ -100,6 +100,10 @@ export function asRunning(
   };
 }
 
+/** The op of `row` as the claim made at `at` runs it (see {@link asRunning}). @internal */
+export const claimedAt = (row: OpRow, at: number | string | null | undefined): OpRow =>
+  asRunning(row, { state: 'running', running_op: row.id, running_since: at });
+
 /** @internal */
 export const num = (v: number | string | null | undefined): number | undefined =>
   v === null || v === undefined ? undefined : Number(v);

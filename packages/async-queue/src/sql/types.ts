@@ -31,8 +31,11 @@ export interface HeldRow {
   token: number | string;
 }
 
-/** A row of the PostgreSQL claim functions: `picked` (a locked key) and its claimed head op. @internal */
-export type ClaimedRow = OpRow & { picked: string | null };
+/**
+ * A row of the PostgreSQL claim functions: `picked` (a locked key) and its claimed head op, with
+ * the claim's token and, when the op runs on its key's row, its start (`running_since`). @internal
+ */
+export type ClaimedRow = OpRow & { picked: string | null; running_since?: number | string };
 
 /** A success waiting to be recorded with others that arrive meanwhile. @internal */
 export interface SucceedItem {
