@@ -19,6 +19,7 @@ import {
   walPosition,
   type Drained,
 } from './floors.js';
+import { startDurableRedis } from './durable-redis.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
 const PEERS = process.env.BENCH_PEERS !== '0';
@@ -339,10 +340,11 @@ async function pgBoss(): Promise<number | undefined> {
   }
 }
 
-async function bullmq(): Promise<number> {
+/** BullMQ's drain of the same jobs on the Redis at `url` (the machine's own by default). */
+async function bullmq(url = REDIS_URL): Promise<number> {
   const { Queue, Worker } = await import('bullmq');
   const { Redis } = await import('ioredis');
-  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const connection = new Redis(url, { maxRetriesPerRequest: null });
   const name = `aq-bench-${process.pid}`;
   const q = new Queue(name, { connection });
   const n = KEYS * JOBS;
@@ -379,6 +381,8 @@ async function drainRounds(): Promise<void> {
   const minimal: Drained[] = [];
   const ordered: Drained[] = [];
   const bulls: number[] = [];
+  const durableBulls: number[] = [];
+  const durable = bull ? await startDurableRedis() : undefined;
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   /** The median rate, and the median WAL per job. */
   const medianOf = (xs: Drained[]): Drained => ({
@@ -408,13 +412,16 @@ async function drainRounds(): Promise<void> {
     minimal.push(floors.minimal);
     ordered.push(floors.ordered);
     if (bull) bulls.push(await bullmq());
+    if (durable) durableBulls.push(await bullmq(durable.url));
     console.log(
       `round ${r + 1}: ours ${fmt(ours[r]!.rate)} jobs/s, ` +
         `its statements bare ${fmt(statements[r]!.rate)}, minimal queue ${fmt(minimal[r]!.rate)}, ` +
         `ordered minimal ${fmt(ordered[r]!.rate)}` +
-        (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : ''),
+        (bull ? `, BullMQ ${fmt(bulls[r]!)} jobs/s` : '') +
+        (durable ? `, BullMQ on a durable Redis ${fmt(durableBulls[r]!)} jobs/s` : ''),
     );
   }
+  await durable?.stop();
   const o = medianOf(ours);
   rows.push({ name: `PostgreSQL backend, median of ${rounds}`, value: `${fmt(o.rate)} jobs/s` });
   floorRows(
@@ -431,6 +438,22 @@ async function drainRounds(): Promise<void> {
     rows.push({ name: 'BullMQ (NO per-key order), median', value: `${fmt(b)} jobs/s` });
     rows.push({ name: 'ratio PostgreSQL backend / BullMQ', value: `${(o.rate / b).toFixed(2)}x` });
   }
+  if (durable) durableRows(o.rate, median(durableBulls), ', median');
+}
+
+/**
+ * The rows of BullMQ on a Redis that fsyncs its append-only file before every reply (see
+ * `durable-redis.ts`): a job it reports done survives a crash, as one of ours does.
+ */
+function durableRows(ours: number, bull: number, suffix = '') {
+  rows.push({
+    name: `BullMQ on a durable Redis (appendfsync always; NO per-key order)${suffix}`,
+    value: `${fmt(bull)} jobs/s`,
+  });
+  rows.push({
+    name: 'ratio PostgreSQL backend / BullMQ on a durable Redis',
+    value: `${(ours / bull).toFixed(2)}x`,
+  });
 }
 
 // ------------------------------------------------ run
@@ -489,6 +512,14 @@ async function throughputFigures() {
         name: 'ratio SQLite backend / BullMQ',
         value: `${(sqliteRate / bull).toFixed(2)}x`,
       });
+    }
+    const durable = pgRate === undefined ? undefined : await startDurableRedis();
+    if (durable) {
+      try {
+        durableRows(pgRate!, await bullmq(durable.url));
+      } finally {
+        await durable.stop();
+      }
     }
   }
 }
