@@ -356,8 +356,9 @@ async function bullmq(url = REDIS_URL): Promise<number> {
   let done = 0;
   const all = deferred<void>();
   const t0 = performance.now();
+  const workerConnection = connection.duplicate();
   const worker = new Worker(name, async () => null, {
-    connection: connection.duplicate(),
+    connection: workerConnection,
     concurrency: CONCURRENCY,
   });
   worker.on('completed', () => {
@@ -368,6 +369,7 @@ async function bullmq(url = REDIS_URL): Promise<number> {
   await worker.close();
   await q.obliterate({ force: true });
   await q.close();
+  workerConnection.disconnect();
   connection.disconnect();
   return rate;
 }
