@@ -18,6 +18,12 @@ export interface SchemaNames {
   readonly claimFn: string;
   readonly succeedManyFn: string;
   readonly enqueueFn: string;
+  /** PostgreSQL: the claim and the batch of successes that return claimed ops as rows of
+   * {@link claimedType} instead of JSON. */
+  readonly claimRowsFn: string;
+  readonly succeedManyRowsFn: string;
+  /** PostgreSQL: the composite type of their rows. */
+  readonly claimedType: string;
 }
 
 const namesWithPrefix = (prefix: string): SchemaNames => ({
@@ -30,6 +36,9 @@ const namesWithPrefix = (prefix: string): SchemaNames => ({
   claimFn: `${prefix}_claim_v1`,
   succeedManyFn: `${prefix}_succeed_many_v1`,
   enqueueFn: `${prefix}_enqueue_v1`,
+  claimRowsFn: `${prefix}_claim_v2`,
+  succeedManyRowsFn: `${prefix}_succeed_many_v2`,
+  claimedType: `${prefix}_claimed`,
 });
 
 /**
@@ -50,8 +59,10 @@ export const CHANNEL = NAMES.channel;
 /** @internal */
 export const ENDS_CHANNEL = NAMES.endsChannel;
 /** @internal */
-export const CLAIM_FN = NAMES.claimFn;
-/** @internal */
-export const SUCCEED_MANY_FN = NAMES.succeedManyFn;
-/** @internal */
 export const ENQUEUE_FN = NAMES.enqueueFn;
+/** @internal */
+export const CLAIM_ROWS_FN = NAMES.claimRowsFn;
+/** @internal */
+export const SUCCEED_MANY_ROWS_FN = NAMES.succeedManyRowsFn;
+/** @internal */
+export const CLAIMED_TYPE = NAMES.claimedType;

@@ -230,15 +230,93 @@ end
 $fn$`;
 
 /**
+ * How a function of claims returns its rows: as JSON objects (the first versions), or as rows of
+ * the composite type `n.claimedType` (see {@link claimedTypeText}).
+ */
+interface RowShape {
+  /** The claim function's name. */
+  claimFn: (n: SchemaNames) => string;
+  /** The batch of successes' name. */
+  succeedManyFn: (n: SchemaNames) => string;
+  /** The type of a row. */
+  returns: (n: SchemaNames) => string;
+  /** The row of a key picked whose head op could not be claimed. */
+  pickedOnly: (n: SchemaNames) => string;
+  /** The first row of a batch of successes: the ordinals of those accepted (`v_ok`). */
+  ok: (n: SchemaNames) => string;
+}
+
+const JSON_ROWS: RowShape = {
+  claimFn: (n) => n.claimFn,
+  succeedManyFn: (n) => n.succeedManyFn,
+  returns: () => 'json',
+  pickedOnly: () => `json_build_object('picked', r.op_key)`,
+  ok: () => `json_build_object('ok', v_ok)`,
+};
+
+/**
+ * The columns of `n.claimedType`, in order, each with its type: the first row of a batch of
+ * successes fills `ok` alone; a claim's rows fill `picked`, and, when the key's head op was
+ * claimed, `running_since` and the op's columns (its `token` the claim's).
+ */
+const CLAIMED_COLUMNS = [
+  ['ok', 'integer[]'],
+  ['picked', 'text'],
+  ['running_since', 'bigint'],
+  ['id', 'text'],
+  ['queue', 'text'],
+  ['op_key', 'text'],
+  ['seq', 'bigint'],
+  ['type', 'text'],
+  ['payload', 'text'],
+  ['status', 'text'],
+  ['attempts', 'integer'],
+  ['expiries', 'integer'],
+  ['token', 'integer'],
+  ['idempotency_key', 'text'],
+  ['result', 'text'],
+  ['error', 'text'],
+  ['cancelled_by', 'text'],
+  ['worker', 'text'],
+  ['announce', 'integer'],
+  ['created_at', 'bigint'],
+  ['started_at', 'bigint'],
+  ['finished_at', 'bigint'],
+] as const;
+
+/** The columns of `n.claimedType` that are the op's. */
+const CLAIMED_OP_COLUMNS = CLAIMED_COLUMNS.map(([c]) => c).filter(
+  (c) => c !== 'ok' && c !== 'picked' && c !== 'running_since',
+);
+
+/** PostgreSQL: the composite type of the rows of {@link claimRowsFunction}. */
+export const claimedTypeText = (n: SchemaNames): string =>
+  `create type ${n.claimedType} as (${CLAIMED_COLUMNS.map(([c, t]) => `${c} ${t}`).join(', ')})`;
+
+/** A row of `n.claimedType` with `values` (SQL expressions by column), null elsewhere. */
+const claimedRow = (
+  n: SchemaNames,
+  values: Partial<Record<(typeof CLAIMED_COLUMNS)[number][0], string>>,
+): string => `(${CLAIMED_COLUMNS.map(([c]) => values[c] ?? 'null').join(', ')})::${n.claimedType}`;
+
+const COMPOSITE_ROWS: RowShape = {
+  claimFn: (n) => n.claimRowsFn,
+  succeedManyFn: (n) => n.succeedManyRowsFn,
+  returns: (n) => n.claimedType,
+  pickedOnly: (n) => claimedRow(n, { picked: 'r.op_key' }),
+  ok: (n) => claimedRow(n, { ok: 'v_ok' }),
+};
+
+/**
  * The text of a claim from each picked key's head (see {@link claimFromHeadFunction}): up to
  * `p_n` ready keys in fair order, locked (skipping locked ones), each given to `claimed`, the
  * statements that claim its head op into `o` and return its row; a key whose head it could not
- * claim returns `{ picked }` alone.
+ * claim returns `{ picked }` alone. `shape`: the form of its rows.
  */
-const claimFromHeadLoop = (n: SchemaNames, claimed: string): string => `
-create or replace function ${n.claimFn}(
+const claimFromHeadLoop = (n: SchemaNames, claimed: string, shape = JSON_ROWS): string => `
+create or replace function ${shape.claimFn(n)}(
   p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
-) returns setof json language plpgsql as $fn$
+) returns setof ${shape.returns(n)} language plpgsql as $fn$
 declare
   r record;
   o ${n.ops};
@@ -252,7 +330,7 @@ begin
     for update skip locked
   loop
 ${claimed}    else
-      return next json_build_object('picked', r.op_key);
+      return next ${shape.pickedOnly(n)};
     end if;
   end loop;
 end
@@ -295,18 +373,19 @@ export const claimFromHeadFunction = (n: SchemaNames): string =>
  * The text of the fenced batch of successes, with `running` as its "key is running" condition
  * and `channel` the one its ends are announced on. With `onKey`, the attempt ran on the key's
  * row (see {@link keyRunsOpClaimFunction}): the op's write also counts it, with its start and
- * token.
+ * token. `shape`: the form of its rows, and the claim function it ends with.
  */
 const succeedManyFenced = (
   n: SchemaNames,
   running: string,
   channel = n.channel,
   onKey = false,
+  shape = JSON_ROWS,
 ): string => `
-create or replace function ${n.succeedManyFn}(
+create or replace function ${shape.succeedManyFn(n)}(
   p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
-) returns setof json language plpgsql as $fn$
+) returns setof ${shape.returns(n)} language plpgsql as $fn$
 declare
   v_i integer;
   v_ok integer[] := '{}';
@@ -331,9 +410,9 @@ begin
       if p_next[v_i] then v_n := v_n + 1; end if;
     end if;
   end loop;
-  return next json_build_object('ok', v_ok);
+  return next ${shape.ok(n)};
   if v_n > 0 then
-    return query select * from ${n.claimFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
+    return query select * from ${shape.claimFn(n)}(p_queue, v_n, p_at, p_lease_until, p_worker);
   end if;
 end
 $fn$`;
@@ -375,6 +454,17 @@ export const succeedManyEndsChannelFunction = (n: SchemaNames): string =>
  * (`running_since`), which the caller shows as running (`claimedAt`).
  */
 export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
+  keyRunsOpClaim(
+    n,
+    `(to_jsonb(o) || jsonb_build_object(
+        'picked', r.op_key, 'token', r.token + 1, 'running_since', p_at))::json`,
+  );
+
+/**
+ * The text of {@link keyRunsOpClaimFunction}, returning `row` for each op it claimed, in the
+ * form `shape` gives every row.
+ */
+const keyRunsOpClaim = (n: SchemaNames, row: string, shape = JSON_ROWS): string =>
   claimFromHeadLoop(
     n,
     `    select * into o from ${n.ops} y
@@ -388,9 +478,26 @@ export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
           lease_until = p_lease_until, pending = kk.pending - 1, head_seq = o.seq,
           running_worker = p_worker, running_since = p_at
       where kk.queue = p_queue and kk.op_key = r.op_key;
-      return next (to_jsonb(o) || jsonb_build_object(
-        'picked', r.op_key, 'token', r.token + 1, 'running_since', p_at))::json;
+      return next ${row};
 `,
+    shape,
+  );
+
+/**
+ * PostgreSQL: {@link keyRunsOpClaimFunction} returning rows of the composite type
+ * `n.claimedType` instead of JSON (its own name, `n.claimRowsFn`): PostgreSQL no longer builds a
+ * JSON object of every column of each claimed op, nor the client parses one.
+ */
+export const claimRowsFunction = (n: SchemaNames): string =>
+  keyRunsOpClaim(
+    n,
+    claimedRow(n, {
+      ...Object.fromEntries(CLAIMED_OP_COLUMNS.map((c) => [c, `o.${c}`])),
+      picked: 'r.op_key',
+      running_since: 'p_at',
+      token: 'r.token + 1',
+    }),
+    COMPOSITE_ROWS,
   );
 
 /**
@@ -400,3 +507,11 @@ export const keyRunsOpClaimFunction = (n: SchemaNames): string =>
  */
 export const keyRunsOpSucceedManyFunction = (n: SchemaNames): string =>
   succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel, true);
+
+/**
+ * PostgreSQL: {@link keyRunsOpSucceedManyFunction} returning rows of the composite type
+ * `n.claimedType` (its own name, `n.succeedManyRowsFn`), and ending with
+ * {@link claimRowsFunction}: the first row has `ok` alone.
+ */
+export const succeedManyRowsFunction = (n: SchemaNames): string =>
+  succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel, true, COMPOSITE_ROWS);

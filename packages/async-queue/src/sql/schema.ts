@@ -6,6 +6,8 @@ import {
   claimByKeyFunction,
   claimFromHeadFunction,
   claimFunction,
+  claimRowsFunction,
+  claimedTypeText,
   enqueueFunction,
   keyRunsOpClaimFunction,
   keyRunsOpSucceedManyFunction,
@@ -14,6 +16,7 @@ import {
   succeedManyEndsChannelFunction,
   succeedManyFencedFunction,
   succeedManyFunction,
+  succeedManyRowsFunction,
 } from './pg-functions.js';
 import { KEYS, NAMES, NAMES_0_1, OPS } from './names.js';
 import { renameToPackagePrefix } from './rename-prefix.js';
@@ -266,6 +269,18 @@ export const migrations: readonly Migration[] = [
       if (dialect !== 'postgres') return;
       await sql.raw(keyRunsOpClaimFunction(NAMES)).execute(db);
       await sql.raw(keyRunsOpSucceedManyFunction(NAMES)).execute(db);
+    },
+  },
+  {
+    // PostgreSQL: the claim and the batch of successes return claimed ops as rows of a
+    // composite type instead of JSON objects, under new names (their signatures changed). The
+    // JSON versions stay, so that workers of the version before go on while others upgrade.
+    name: 'pg-claimed-rows',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(claimedTypeText(NAMES)).execute(db);
+      await sql.raw(claimRowsFunction(NAMES)).execute(db);
+      await sql.raw(succeedManyRowsFunction(NAMES)).execute(db);
     },
   },
 ];

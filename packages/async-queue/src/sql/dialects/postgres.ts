@@ -1,5 +1,13 @@
 import { prepareQuery, sql } from '../../sql-peer.js';
-import { CHANNEL, CLAIM_FN, ENDS_CHANNEL, ENQUEUE_FN, KEYS, SUCCEED_MANY_FN } from '../names.js';
+import {
+  CHANNEL,
+  CLAIMED_TYPE,
+  CLAIM_ROWS_FN,
+  ENDS_CHANNEL,
+  ENQUEUE_FN,
+  KEYS,
+  SUCCEED_MANY_ROWS_FN,
+} from '../names.js';
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
 import type { HotPaths, QueueDialect } from './dialect.js';
@@ -27,23 +35,28 @@ const enqueueQuery = prepareQuery(
       ${p.idem}::text, ${p.waited}, ${p.at}) as j`,
 );
 
+/** A row of the claim functions: a claimed op, a key picked alone, or `ok` (see `pg-functions.ts`). */
+type ClaimedTypeRow = ClaimedRow & { ok: number[] | null };
+
 // A claim that picked fewer keys than asked also reads the next due time (a worker that is about
-// to wait would ask for it next): one round trip for both. The subquery is
-// `QueueReads.nextDueAt`'s, at the claim's time.
+// to wait would ask for it next): one round trip for both, the due time in a last row of its own,
+// the only one without `picked`. The subquery is `QueueReads.nextDueAt`'s, at the claim's time.
 const claimQuery = prepareQuery(
   (
     _db,
     p: { queue: string; limit: number; at: number; leaseUntil: number; workerId: string },
-  ) => sql<{ j: unknown }>`
+  ) => sql<ClaimedTypeRow & { due: number | string | null }>`
     with c as (
-      select ${sql.raw(CLAIM_FN)}(${p.queue}, ${p.limit}, ${p.at}, ${p.leaseUntil}, ${p.workerId}) as j
+      select * from ${sql.raw(CLAIM_ROWS_FN)}(${p.queue}, ${p.limit}, ${p.at}, ${p.leaseUntil},
+        ${p.workerId})
     )
-    select j from c
+    select c.*, null::bigint as due from c
     union all
-    select json_build_object('due', (
+    select n.*, (
       select min(avail_at) from ${sql.table(KEYS)}
       where queue = ${p.queue} and state = 'ready' and avail_at > ${p.at}
-    ))
+    )
+    from (select (null::${sql.raw(CLAIMED_TYPE)}).*) as n
     where (select count(*) from c) < ${p.limit}`,
 );
 
@@ -62,10 +75,10 @@ const succeedManyQuery = prepareQuery(
       leaseUntil: number;
       workerId: string;
     },
-  ) => sql<{ j: unknown }>`
-    select ${sql.raw(SUCCEED_MANY_FN)}(${p.queue}, ${p.keys}::text[], ${p.ids}::text[],
+  ) => sql<ClaimedTypeRow>`
+    select * from ${sql.raw(SUCCEED_MANY_ROWS_FN)}(${p.queue}, ${p.keys}::text[], ${p.ids}::text[],
       ${p.tokens}::integer[], ${p.results}::text[], ${p.announce}::text[], ${p.next}::boolean[],
-      ${p.at}, ${p.leaseUntil}, ${p.workerId}) as j`,
+      ${p.at}, ${p.leaseUntil}, ${p.workerId})`,
 );
 
 /**
@@ -92,9 +105,8 @@ const hot: HotPaths = {
     const { rows } = await claimQuery.execute(db, { queue, limit, at, leaseUntil, workerId });
     const out: ClaimedRow[] = [];
     let due: number | null | undefined;
-    for (const r of rows) {
-      const row = json<ClaimedRow & { due?: number | string | null }>(r.j);
-      if (row.due !== undefined) due = row.due === null ? null : Number(row.due);
+    for (const row of rows) {
+      if (row.picked === null) due = row.due === null ? null : Number(row.due);
       else out.push(row);
     }
     return { rows: out, due };
@@ -112,9 +124,8 @@ const hot: HotPaths = {
       leaseUntil,
       workerId,
     });
-    const parsed = rows.map((r) => json<unknown>(r.j));
-    const head = parsed.shift() as { ok: (number | string)[] } | undefined;
-    return { ok: (head?.ok ?? []).map(Number), rows: parsed as ClaimedRow[] };
+    const [head, ...claimed] = rows;
+    return { ok: (head?.ok ?? []).map(Number), rows: claimed };
   },
 };
 
