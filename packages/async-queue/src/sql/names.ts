@@ -18,8 +18,10 @@ export interface SchemaNames {
   readonly claimFn: string;
   readonly succeedManyFn: string;
   readonly enqueueFn: string;
-  /** PostgreSQL: the claim and the batch of successes that return claimed ops as rows of
-   * {@link claimedType} instead of JSON. */
+  /**
+   * PostgreSQL: the claim and the batch of successes that return claimed ops as rows of
+   * `claimedType` instead of JSON.
+   */
   readonly claimRowsFn: string;
   readonly succeedManyRowsFn: string;
   /** PostgreSQL: the composite type of their rows. */
