@@ -4,6 +4,7 @@
 // objects it creates and reads: the migrations of 0.1.0 install them under its names, migration
 // `rigging-async-queue-prefix` again under today's.
 import type { SchemaNames } from './names.js';
+import type { OpRow } from './rows.js';
 
 /**
  * PostgreSQL: the claim CTEs of the first functions below: `k` (up to `p_n` ready keys, locked,
@@ -255,6 +256,32 @@ const JSON_ROWS: RowShape = {
 };
 
 /**
+ * The op's columns in `n.claimedType`, in the table's order, each with its type (every column of
+ * an op row, and no other: the compiler holds the two together).
+ */
+const CLAIMED_OP_COLUMNS: Record<keyof OpRow, string> = {
+  id: 'text',
+  queue: 'text',
+  op_key: 'text',
+  seq: 'bigint',
+  type: 'text',
+  payload: 'text',
+  status: 'text',
+  attempts: 'integer',
+  expiries: 'integer',
+  token: 'integer',
+  idempotency_key: 'text',
+  result: 'text',
+  error: 'text',
+  cancelled_by: 'text',
+  worker: 'text',
+  announce: 'integer',
+  created_at: 'bigint',
+  started_at: 'bigint',
+  finished_at: 'bigint',
+};
+
+/**
  * The columns of `n.claimedType`, in order, each with its type: the first row of a batch of
  * successes fills `ok` alone; a claim's rows fill `picked`, and, when the key's head op was
  * claimed, `running_since` and the op's columns (its `token` the claim's).
@@ -263,31 +290,8 @@ const CLAIMED_COLUMNS = [
   ['ok', 'integer[]'],
   ['picked', 'text'],
   ['running_since', 'bigint'],
-  ['id', 'text'],
-  ['queue', 'text'],
-  ['op_key', 'text'],
-  ['seq', 'bigint'],
-  ['type', 'text'],
-  ['payload', 'text'],
-  ['status', 'text'],
-  ['attempts', 'integer'],
-  ['expiries', 'integer'],
-  ['token', 'integer'],
-  ['idempotency_key', 'text'],
-  ['result', 'text'],
-  ['error', 'text'],
-  ['cancelled_by', 'text'],
-  ['worker', 'text'],
-  ['announce', 'integer'],
-  ['created_at', 'bigint'],
-  ['started_at', 'bigint'],
-  ['finished_at', 'bigint'],
+  ...(Object.entries(CLAIMED_OP_COLUMNS) as [keyof OpRow, string][]),
 ] as const;
-
-/** The columns of `n.claimedType` that are the op's. */
-const CLAIMED_OP_COLUMNS = CLAIMED_COLUMNS.map(([c]) => c).filter(
-  (c) => c !== 'ok' && c !== 'picked' && c !== 'running_since',
-);
 
 /** PostgreSQL: the composite type of the rows of {@link claimRowsFunction}. */
 export const claimedTypeText = (n: SchemaNames): string =>
@@ -492,7 +496,7 @@ export const claimRowsFunction = (n: SchemaNames): string =>
   keyRunsOpClaim(
     n,
     claimedRow(n, {
-      ...Object.fromEntries(CLAIMED_OP_COLUMNS.map((c) => [c, `o.${c}`])),
+      ...Object.fromEntries(Object.keys(CLAIMED_OP_COLUMNS).map((c) => [c, `o.${c}`])),
       picked: 'r.op_key',
       running_since: 'p_at',
       token: 'r.token + 1',
