@@ -384,7 +384,7 @@ async function drainRounds(): Promise<void> {
   const ordered: Drained[] = [];
   const bulls: number[] = [];
   const durableBulls: number[] = [];
-  const durable = bull ? await startDurableRedis() : undefined;
+  const durable = PEERS ? await startDurableRedis() : undefined;
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   /** The median rate, and the median WAL per job. */
   const medianOf = (xs: Drained[]): Drained => ({
@@ -515,10 +515,12 @@ async function throughputFigures() {
         value: `${(sqliteRate / bull).toFixed(2)}x`,
       });
     }
-    const durable = pgRate === undefined ? undefined : await startDurableRedis();
+  }
+  if (PEERS && pgRate !== undefined) {
+    const durable = await startDurableRedis();
     if (durable) {
       try {
-        durableRows(pgRate!, await bullmq(durable.url));
+        durableRows(pgRate, await bullmq(durable.url));
       } finally {
         await durable.stop();
       }
