@@ -94,6 +94,7 @@ for (const b of backends) {
           'pg-ends-channel',
           'op-runs-on-its-key',
           'pg-claimed-rows',
+          'pg-set-based-claims',
         ]);
         expect(await objectNames(database)).toEqual(expected);
         // Every row, as it was, but that a running op runs on its key's row: the op's row is

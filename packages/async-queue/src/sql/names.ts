@@ -24,6 +24,12 @@ export interface SchemaNames {
    */
   readonly claimRowsFn: string;
   readonly succeedManyRowsFn: string;
+  /**
+   * PostgreSQL: the same two as set-based statements (one statement claims every picked key),
+   * with the same rows.
+   */
+  readonly claimSetFn: string;
+  readonly succeedManySetFn: string;
   /** PostgreSQL: the composite type of their rows. */
   readonly claimedType: string;
 }
@@ -40,6 +46,8 @@ const namesWithPrefix = (prefix: string): SchemaNames => ({
   enqueueFn: `${prefix}_enqueue_v1`,
   claimRowsFn: `${prefix}_claim_v2`,
   succeedManyRowsFn: `${prefix}_succeed_many_v2`,
+  claimSetFn: `${prefix}_claim_v3`,
+  succeedManySetFn: `${prefix}_succeed_many_v3`,
   claimedType: `${prefix}_claimed`,
 });
 
@@ -63,8 +71,8 @@ export const ENDS_CHANNEL = NAMES.endsChannel;
 /** @internal */
 export const ENQUEUE_FN = NAMES.enqueueFn;
 /** @internal */
-export const CLAIM_ROWS_FN = NAMES.claimRowsFn;
+export const CLAIM_SET_FN = NAMES.claimSetFn;
 /** @internal */
-export const SUCCEED_MANY_ROWS_FN = NAMES.succeedManyRowsFn;
+export const SUCCEED_MANY_SET_FN = NAMES.succeedManySetFn;
 /** @internal */
 export const CLAIMED_TYPE = NAMES.claimedType;

@@ -8,6 +8,7 @@ import {
   claimFunction,
   claimRowsFunction,
   claimedTypeText,
+  claimSetFunction,
   enqueueFunction,
   keyRunsOpClaimFunction,
   keyRunsOpSucceedManyFunction,
@@ -17,6 +18,7 @@ import {
   succeedManyFencedFunction,
   succeedManyFunction,
   succeedManyRowsFunction,
+  succeedManySetFunction,
 } from './pg-functions.js';
 import { KEYS, NAMES, NAMES_0_1, OPS } from './names.js';
 import { renameToPackagePrefix } from './rename-prefix.js';
@@ -281,6 +283,17 @@ export const migrations: readonly Migration[] = [
       await sql.raw(claimedTypeText(NAMES)).execute(db);
       await sql.raw(claimRowsFunction(NAMES)).execute(db);
       await sql.raw(succeedManyRowsFunction(NAMES)).execute(db);
+    },
+  },
+  {
+    // PostgreSQL: the claim and the batch of successes as set-based statements (one statement
+    // claims every picked key; three record a batch), under new names. The versions before stay,
+    // for workers of the version before.
+    name: 'pg-set-based-claims',
+    async up(db, { dialect }) {
+      if (dialect !== 'postgres') return;
+      await sql.raw(claimSetFunction(NAMES)).execute(db);
+      await sql.raw(succeedManySetFunction(NAMES)).execute(db);
     },
   },
 ];

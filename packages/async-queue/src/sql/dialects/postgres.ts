@@ -2,11 +2,11 @@ import { prepareQuery, sql } from '../../sql-peer.js';
 import {
   CHANNEL,
   CLAIMED_TYPE,
-  CLAIM_ROWS_FN,
+  CLAIM_SET_FN,
   ENDS_CHANNEL,
   ENQUEUE_FN,
   KEYS,
-  SUCCEED_MANY_ROWS_FN,
+  SUCCEED_MANY_SET_FN,
 } from '../names.js';
 import type { Db } from '../rows.js';
 import type { ClaimedRow, HeldRow } from '../types.js';
@@ -47,7 +47,7 @@ const claimQuery = prepareQuery(
     p: { queue: string; limit: number; at: number; leaseUntil: number; workerId: string },
   ) => sql<ClaimedTypeRow & { due: number | string | null }>`
     with c as (
-      select * from ${sql.raw(CLAIM_ROWS_FN)}(${p.queue}, ${p.limit}, ${p.at}, ${p.leaseUntil},
+      select * from ${sql.raw(CLAIM_SET_FN)}(${p.queue}, ${p.limit}, ${p.at}, ${p.leaseUntil},
         ${p.workerId})
     )
     select c.*, null::bigint as due from c
@@ -76,7 +76,7 @@ const succeedManyQuery = prepareQuery(
       workerId: string;
     },
   ) => sql<ClaimedTypeRow>`
-    select * from ${sql.raw(SUCCEED_MANY_ROWS_FN)}(${p.queue}, ${p.keys}::text[], ${p.ids}::text[],
+    select * from ${sql.raw(SUCCEED_MANY_SET_FN)}(${p.queue}, ${p.keys}::text[], ${p.ids}::text[],
       ${p.tokens}::integer[], ${p.results}::text[], ${p.announce}::text[], ${p.next}::boolean[],
       ${p.at}, ${p.leaseUntil}, ${p.workerId})`,
 );
