@@ -180,8 +180,8 @@ const sessionOwners = {
 /**
  * PostgreSQL: row locks with `FOR UPDATE SKIP LOCKED`, wake-ups by `LISTEN/NOTIFY` (unless
  * `pushes` is false), and the single-statement hot paths. Under READ COMMITTED one statement sees
- * one snapshot, so the claim re-checks op status on update and leaves anything unusual to the
- * store's transactional path.
+ * one snapshot, so the claim takes a key's head op only when the key row it locked is the version
+ * that snapshot sees, and leaves anything unusual to the store's transactional path.
  * @internal
  */
 export function postgresDialect(pushes: boolean): QueueDialect {
