@@ -567,6 +567,7 @@ begin
         running_worker = p_worker, running_since = p_at
     from h
     where kk.ctid = any(array(select c from h where id is not null)) and kk.ctid = h.c
+      and h.id is not null
   )
   select (x).* from (
     select ${claimedRow(n, {
