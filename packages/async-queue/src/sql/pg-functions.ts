@@ -6,6 +6,16 @@
 import type { SchemaNames } from './names.js';
 import type { OpRow } from './rows.js';
 
+/** PostgreSQL: the parameters of every claim function (a claim of up to `p_n` keys). */
+const CLAIM_PARAMS = 'p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text';
+
+/**
+ * PostgreSQL: the parameters of every batch of successes (one array element per success, and the
+ * claim it ends with).
+ */
+const SUCCEED_MANY_PARAMS = `p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
+  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text`;
+
 /**
  * PostgreSQL: the claim CTEs of the first functions below: `k` (up to `p_n` ready keys, locked,
  * skipping locked ones; `guard` may add a condition), `h` (their head ops, always found through
@@ -86,7 +96,7 @@ $fn$`;
  */
 export const claimFunction = (n: SchemaNames): string => `
 create or replace function ${n.claimFn}(
-  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+  ${CLAIM_PARAMS}
 ) returns setof json language plpgsql as $fn$
 begin
   return query
@@ -107,7 +117,7 @@ $fn$`;
  */
 export const claimByKeyFunction = (n: SchemaNames): string => `
 create or replace function ${n.claimFn}(
-  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+  ${CLAIM_PARAMS}
 ) returns setof json language plpgsql as $fn$
 declare
   r record;
@@ -154,8 +164,7 @@ $fn$`;
  */
 export const succeedManyFunction = (n: SchemaNames): string => `
 create or replace function ${n.succeedManyFn}(
-  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
-  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+  ${SUCCEED_MANY_PARAMS}
 ) returns setof json language plpgsql as $fn$
 declare
   v_i integer;
@@ -319,7 +328,7 @@ const COMPOSITE_ROWS: RowShape = {
  */
 const claimFromHeadLoop = (n: SchemaNames, claimed: string, shape = JSON_ROWS): string => `
 create or replace function ${shape.claimFn(n)}(
-  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+  ${CLAIM_PARAMS}
 ) returns setof ${shape.returns(n)} language plpgsql as $fn$
 declare
   r record;
@@ -387,8 +396,7 @@ const succeedManyFenced = (
   shape = JSON_ROWS,
 ): string => `
 create or replace function ${shape.succeedManyFn(n)}(
-  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
-  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+  ${SUCCEED_MANY_PARAMS}
 ) returns setof ${shape.returns(n)} language plpgsql as $fn$
 declare
   v_i integer;
@@ -539,7 +547,7 @@ const SET_BASED = 'set plan_cache_mode = force_generic_plan set enable_seqscan =
  */
 export const claimSetFunction = (n: SchemaNames): string => `
 create or replace function ${n.claimSetFn}(
-  p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text
+  ${CLAIM_PARAMS}
 ) returns setof ${n.claimedType} language plpgsql ${SET_BASED} as $fn$
 begin
   if p_n <= 0 then return; end if;
@@ -591,8 +599,7 @@ $fn$`;
  */
 export const succeedManySetFunction = (n: SchemaNames): string => `
 create or replace function ${n.succeedManySetFn}(
-  p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
-  p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text
+  ${SUCCEED_MANY_PARAMS}
 ) returns setof ${n.claimedType} language plpgsql ${SET_BASED} as $fn$
 declare
   v_ok integer[];
