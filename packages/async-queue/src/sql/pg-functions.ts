@@ -574,8 +574,7 @@ begin
         lease_until = p_lease_until, pending = kk.pending - 1, head_seq = h.seq,
         running_worker = p_worker, running_since = p_at
     from h
-    where kk.ctid = any(array(select c from h where id is not null)) and kk.ctid = h.c
-      and h.id is not null
+    where kk.ctid = h.c and h.id is not null
   )
   select (x).* from (
     select ${claimedRow(n, {
@@ -606,10 +605,13 @@ declare
   v_c tid[];
   v_ops text[];
   v_since bigint[];
-  v_n integer := 0;
+  v_notices text[];
+  v_n integer;
 begin
-  select array_agg(u.i order by u.i), array_agg(l.c), array_agg(u.op), array_agg(l.since)
-  into v_ok, v_c, v_ops, v_since
+  select array_agg(u.i order by u.i), array_agg(l.c), array_agg(u.op), array_agg(l.since),
+    array_agg(p_notices[u.i]) filter (where p_notices[u.i] is not null),
+    count(*) filter (where p_next[u.i])
+  into v_ok, v_c, v_ops, v_since, v_notices, v_n
   from (
     select * from unnest(p_keys, p_ops, p_tokens) with ordinality as x(key, op, token, i)
     order by x.key, x.i
@@ -630,9 +632,9 @@ begin
         started_at = v_since[array_position(v_ops, o.id::text)],
         token = p_tokens[array_position(p_ops, o.id::text)]
     where o.id = any(v_ops);
-    perform pg_notify('${n.endsChannel}', p_notices[i])
-    from unnest(v_ok) as i where p_notices[i] is not null;
-    select count(*) filter (where p_next[i]) into v_n from unnest(v_ok) as i;
+    if v_notices is not null then
+      perform pg_notify('${n.endsChannel}', x) from unnest(v_notices) as x;
+    end if;
   end if;
   return next ${claimedRow(n, { ok: `coalesce(v_ok, '{}')` })};
   if v_n > 0 then
