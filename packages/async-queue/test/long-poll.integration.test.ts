@@ -49,7 +49,8 @@ for (const b of backends) {
     const h = twoHandles(b);
     const { queues } = h;
     let n = 0;
-    const pair = async ({ work = true } = {}) => {
+    /** `workerPollMs`: how often the worker looks for work and for expired leases. */
+    const pair = async ({ work = true, workerPollMs = 100 } = {}) => {
       const name = `lp${++n}`;
       const notifier = b.kind === 'postgres' ? undefined : new Notifier();
       const producer = createQueue({
@@ -59,7 +60,7 @@ for (const b of backends) {
       });
       const worker = createQueue({
         // The worker looks for work often: only the producer's learning of ends is under test.
-        backend: sqlBackend(h.db2, { name, pollMs: 100, notifier }),
+        backend: sqlBackend(h.db2, { name, pollMs: workerPollMs, notifier }),
         worker: work,
         handlers,
       });
@@ -78,6 +79,22 @@ for (const b of backends) {
       expect(took).toBeGreaterThanOrEqual(250);
       expect(took).toBeLessThan(POLL_MS / 4);
     }, 60_000);
+
+    it.runIf(b.kind === 'postgres')(
+      'answers once an op ends in a batch of successes of the other instance (its one statement)',
+      async () => {
+        // A worker that looks for expired leases only once a minute records its successes with
+        // PostgreSQL's one statement (more often, a success goes the transactional way, which
+        // announces ends itself): that statement must announce the end.
+        const { producer } = await pair({ workerPollMs: POLL_MS });
+        const id = await producer.cast('k', { type: 'nap', payload: 300, announce: true });
+        const started = Date.now();
+        const op = await producer.get(id, { waitMs: 30_000 });
+        expect(op).toMatchObject({ id, status: 'succeeded', result: 300 });
+        expect(Date.now() - started).toBeLessThan(POLL_MS / 4);
+      },
+      60_000,
+    );
 
     it('answers a failed op with its error, and a cancelled one, without rejecting', async () => {
       const { producer } = await pair();
