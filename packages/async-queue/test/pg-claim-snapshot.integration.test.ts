@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { createQueue } from '../src/index.js';
 import { migrations, sqlBackend } from '../src/sql.js';
 import { KEYS, NAMES, OPS } from '../src/sql/names.js';
-import { claimSetFunction } from '../src/sql/pg-functions.js';
+import { claimSetFunction } from '../src/sql/pg-set-functions.js';
 
 const status = await service('postgres');
 

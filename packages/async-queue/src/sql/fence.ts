@@ -1,8 +1,8 @@
 // Fencing, in one place: every claim of a key's op gets a token one above the key's current one,
-// and a completion, a release or a heartbeat counts only while the key row still names the
-// claim's op and token. (The PostgreSQL functions of `pg-functions.ts` apply the same two rules
-// in PL/pgSQL: `token + 1` on a grant, `state = 'running' and running_op = … and token = …` on a
-// completion.)
+// and a completion, a release or a heartbeat counts only while the key row still names the claim's
+// op and token. (The PostgreSQL functions of `pg-functions.ts` and `pg-set-functions.ts` apply the
+// same two rules in PL/pgSQL: `token + 1` on a grant, `state = 'running' and running_op = … and
+// token = …` on a completion.)
 import type { Expression, ExpressionBuilder, SqlBool } from '@rigging/sql';
 import type { Claim } from '../backend.js';
 import type { KeyRow } from './rows.js';

@@ -1,19 +1,21 @@
-// The PL/pgSQL functions of the PostgreSQL backend: its hot statements, planned once per
-// connection. Installed (and replaced) by the migrations in `schema.ts`; the function names carry
-// a version so that a changed signature is a new function. Each text takes the names of the
-// objects it creates and reads: the migrations of 0.1.0 install them under its names, migration
-// `rigging-async-queue-prefix` again under today's.
+// The PL/pgSQL functions of the PostgreSQL backend, each planned once per connection: its hot
+// statements as each version wrote them (today's are in `pg-set-functions.ts`). Installed (and
+// replaced) by the migrations in `schema.ts`; the function names carry a version so that a changed
+// signature is a new function. Each text takes the names of the objects it creates and reads: the
+// migrations of 0.1.0 install them under its names, migration `rigging-async-queue-prefix` again
+// under today's.
 import type { SchemaNames } from './names.js';
-import type { OpRow } from './rows.js';
+import { CLAIMED_OP_COLUMNS, COMPOSITE_ROWS, JSON_ROWS, claimedRow } from './pg-claimed-rows.js';
 
 /** PostgreSQL: the parameters of every claim function (a claim of up to `p_n` keys). */
-const CLAIM_PARAMS = 'p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text';
+export const CLAIM_PARAMS =
+  'p_queue text, p_n integer, p_at bigint, p_lease_until bigint, p_worker text';
 
 /**
  * PostgreSQL: the parameters of every batch of successes (one array element per success, and the
  * claim it ends with).
  */
-const SUCCEED_MANY_PARAMS = `p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
+export const SUCCEED_MANY_PARAMS = `p_queue text, p_keys text[], p_ops text[], p_tokens integer[], p_results text[],
   p_notices text[], p_next boolean[], p_at bigint, p_lease_until bigint, p_worker text`;
 
 /**
@@ -240,87 +242,6 @@ end
 $fn$`;
 
 /**
- * How a function of claims returns its rows: as JSON objects (the first versions), or as rows of
- * the composite type `n.claimedType` (see {@link claimedTypeText}).
- */
-interface RowShape {
-  /** The claim function's name. */
-  claimFn: (n: SchemaNames) => string;
-  /** The batch of successes' name. */
-  succeedManyFn: (n: SchemaNames) => string;
-  /** The type of a row. */
-  returns: (n: SchemaNames) => string;
-  /** The row of a key picked whose head op could not be claimed. */
-  pickedOnly: (n: SchemaNames) => string;
-  /** The first row of a batch of successes: the ordinals of those accepted (`v_ok`). */
-  ok: (n: SchemaNames) => string;
-}
-
-const JSON_ROWS: RowShape = {
-  claimFn: (n) => n.claimFn,
-  succeedManyFn: (n) => n.succeedManyFn,
-  returns: () => 'json',
-  pickedOnly: () => `json_build_object('picked', r.op_key)`,
-  ok: () => `json_build_object('ok', v_ok)`,
-};
-
-/**
- * The op's columns in `n.claimedType`, in the table's order, each with its type (every column of
- * an op row, and no other: the compiler holds the two together).
- */
-const CLAIMED_OP_COLUMNS: Record<keyof OpRow, string> = {
-  id: 'text',
-  queue: 'text',
-  op_key: 'text',
-  seq: 'bigint',
-  type: 'text',
-  payload: 'text',
-  status: 'text',
-  attempts: 'integer',
-  expiries: 'integer',
-  token: 'integer',
-  idempotency_key: 'text',
-  result: 'text',
-  error: 'text',
-  cancelled_by: 'text',
-  worker: 'text',
-  announce: 'integer',
-  created_at: 'bigint',
-  started_at: 'bigint',
-  finished_at: 'bigint',
-};
-
-/**
- * The columns of `n.claimedType`, in order, each with its type: the first row of a batch of
- * successes fills `ok` alone; a claim's rows fill `picked`, and, when the key's head op was
- * claimed, `running_since` and the op's columns (its `token` the claim's).
- */
-const CLAIMED_COLUMNS = [
-  ['ok', 'integer[]'],
-  ['picked', 'text'],
-  ['running_since', 'bigint'],
-  ...(Object.entries(CLAIMED_OP_COLUMNS) as [keyof OpRow, string][]),
-] as const;
-
-/** PostgreSQL: the composite type of the rows of {@link claimRowsFunction}. */
-export const claimedTypeText = (n: SchemaNames): string =>
-  `create type ${n.claimedType} as (${CLAIMED_COLUMNS.map(([c, t]) => `${c} ${t}`).join(', ')})`;
-
-/** A row of `n.claimedType` with `values` (SQL expressions by column), null elsewhere. */
-const claimedRow = (
-  n: SchemaNames,
-  values: Partial<Record<(typeof CLAIMED_COLUMNS)[number][0], string>>,
-): string => `(${CLAIMED_COLUMNS.map(([c]) => values[c] ?? 'null').join(', ')})::${n.claimedType}`;
-
-const COMPOSITE_ROWS: RowShape = {
-  claimFn: (n) => n.claimRowsFn,
-  succeedManyFn: (n) => n.succeedManyRowsFn,
-  returns: (n) => n.claimedType,
-  pickedOnly: (n) => claimedRow(n, { picked: 'r.op_key' }),
-  ok: (n) => claimedRow(n, { ok: 'v_ok' }),
-};
-
-/**
  * The text of a claim from each picked key's head (see {@link claimFromHeadFunction}): up to
  * `p_n` ready keys in fair order, locked (skipping locked ones), each given to `claimed`, the
  * statements that claim its head op into `o` and return its row; a key whose head it could not
@@ -527,118 +448,3 @@ export const keyRunsOpSucceedManyFunction = (n: SchemaNames): string =>
  */
 export const succeedManyRowsFunction = (n: SchemaNames): string =>
   succeedManyFenced(n, `kk.state || '' = 'running'`, n.endsChannel, true, COMPOSITE_ROWS);
-
-/**
- * The settings of the set-based functions below: a generic plan (their `limit` is a parameter,
- * for which PostgreSQL would otherwise plan anew on each call) that finds every row through an
- * index or by its `ctid`, whatever the tables' statistics say (none on fresh tables).
- */
-const SET_BASED = 'set plan_cache_mode = force_generic_plan set enable_seqscan = off';
-
-/**
- * PostgreSQL: {@link claimRowsFunction} as one statement (its own name, `n.claimSetFn`; same
- * signature and rows): up to `p_n` ready keys locked in fair order (skipping locked ones), the
- * head op of each from its `head_seq` on, and the key rows claimed by their `ctid`. A statement
- * reads with one snapshot, taken before it locks: a key is claimed only when the version it
- * locked is the one its snapshot sees (the same `ctid`). Every change to a key's ops writes its
- * key row in the same transaction, after locking it, so the ops of such a key are seen as they
- * are; a key changed since the snapshot is returned as picked alone (the caller's transactional
- * path claims it).
- */
-export const claimSetFunction = (n: SchemaNames): string => `
-create or replace function ${n.claimSetFn}(
-  ${CLAIM_PARAMS}
-) returns setof ${n.claimedType} language plpgsql ${SET_BASED} as $fn$
-begin
-  if p_n <= 0 then return; end if;
-  return query
-  with k as (
-    select k.op_key, k.token, k.head_seq, k.ctid as c from ${n.keys} k
-    where k.queue = p_queue and k.state = 'ready' and k.avail_at <= p_at
-    order by k.turn, k.op_key
-    limit p_n
-    for update skip locked
-  ), h as (
-    select k.c, k.op_key as picked, k.token + 1 as next_token, o.*
-    from k left join lateral (
-      select y.* from ${n.ops} y
-      where y.queue = p_queue and y.op_key = k.op_key and y.status = 'queued'
-        and y.seq >= k.head_seq
-        and (select s.ctid from ${n.keys} s where s.queue = p_queue and s.op_key = k.op_key) = k.c
-      order by y.seq
-      limit 1
-    ) as o on true
-  ), u as (
-    update ${n.keys} as kk
-    set state = 'running', running_op = h.id, running_type = h.type, token = h.next_token,
-        lease_until = p_lease_until, pending = kk.pending - 1, head_seq = h.seq,
-        running_worker = p_worker, running_since = p_at
-    from h
-    where kk.ctid = h.c and h.id is not null
-  )
-  select (x).* from (
-    select ${claimedRow(n, {
-      ...Object.fromEntries(Object.keys(CLAIMED_OP_COLUMNS).map((c) => [c, `h.${c}`])),
-      picked: 'h.picked',
-      running_since: 'case when h.id is null then null else p_at end',
-      token: 'case when h.id is null then null else h.next_token end',
-    })} as x
-    from h
-    offset 0
-  ) as r;
-end
-$fn$`;
-
-/**
- * PostgreSQL: {@link succeedManyRowsFunction} in three statements (its own name,
- * `n.succeedManySetFn`; same signature and rows), ending with {@link claimSetFunction}: the key
- * rows of the successes whose claim still holds its key are locked in key order (two batches
- * cannot deadlock) with their fences checked on the rows as committed; those key rows are then
- * updated by their `ctid`, and the op rows by their ids.
- */
-export const succeedManySetFunction = (n: SchemaNames): string => `
-create or replace function ${n.succeedManySetFn}(
-  ${SUCCEED_MANY_PARAMS}
-) returns setof ${n.claimedType} language plpgsql ${SET_BASED} as $fn$
-declare
-  v_ok integer[];
-  v_c tid[];
-  v_ops text[];
-  v_since bigint[];
-  v_notices text[];
-  v_n integer;
-begin
-  select array_agg(u.i order by u.i), array_agg(l.c), array_agg(u.op), array_agg(l.since),
-    array_agg(p_notices[u.i]) filter (where p_notices[u.i] is not null),
-    count(*) filter (where p_next[u.i])
-  into v_ok, v_c, v_ops, v_since, v_notices, v_n
-  from (
-    select * from unnest(p_keys, p_ops, p_tokens) with ordinality as x(key, op, token, i)
-    order by x.key, x.i
-  ) as u cross join lateral (
-    select kk.ctid as c, kk.running_since as since from ${n.keys} kk
-    where kk.queue = p_queue and kk.op_key = u.key and kk.state || '' = 'running'
-      and kk.running_op = u.op and kk.token = u.token
-    for update
-  ) as l;
-  if v_ok is not null then
-    update ${n.keys} as kk
-    set state = case when kk.pending > 0 then 'ready' else 'idle' end,
-        running_op = null, running_type = null, avail_at = 0, turn = p_at
-    where kk.ctid = any(v_c);
-    update ${n.ops} as o
-    set status = 'succeeded', result = p_results[array_position(p_ops, o.id::text)], error = null,
-        finished_at = p_at, attempts = o.attempts + 1,
-        started_at = v_since[array_position(v_ops, o.id::text)],
-        token = p_tokens[array_position(p_ops, o.id::text)]
-    where o.id = any(v_ops);
-    if v_notices is not null then
-      perform pg_notify('${n.endsChannel}', x) from unnest(v_notices) as x;
-    end if;
-  end if;
-  return next ${claimedRow(n, { ok: `coalesce(v_ok, '{}')` })};
-  if v_n > 0 then
-    return query select * from ${n.claimSetFn}(p_queue, v_n, p_at, p_lease_until, p_worker);
-  end if;
-end
-$fn$`;

@@ -7,8 +7,6 @@ import {
   claimFromHeadFunction,
   claimFunction,
   claimRowsFunction,
-  claimedTypeText,
-  claimSetFunction,
   enqueueFunction,
   keyRunsOpClaimFunction,
   keyRunsOpSucceedManyFunction,
@@ -18,8 +16,9 @@ import {
   succeedManyFencedFunction,
   succeedManyFunction,
   succeedManyRowsFunction,
-  succeedManySetFunction,
 } from './pg-functions.js';
+import { claimedTypeText } from './pg-claimed-rows.js';
+import { claimSetFunction, succeedManySetFunction } from './pg-set-functions.js';
 import { KEYS, NAMES, NAMES_0_1, OPS } from './names.js';
 import { renameToPackagePrefix } from './rename-prefix.js';
 

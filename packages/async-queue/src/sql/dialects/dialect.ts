@@ -52,8 +52,8 @@ export function keyUpsert(queue: string, key: string, at: number): KeyUpsert {
 }
 
 /**
- * PostgreSQL's single-statement hot paths (autocommit calls of the functions in
- * `pg-functions.ts`). The store decides when to take them and does the rest itself.
+ * PostgreSQL's single-statement hot paths (autocommit calls of the functions in `pg-functions.ts`
+ * and `pg-set-functions.ts`). The store decides when to take them and does the rest itself.
  * @internal
  */
 export interface HotPaths {

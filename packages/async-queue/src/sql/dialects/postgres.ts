@@ -35,7 +35,10 @@ const enqueueQuery = prepareQuery(
       ${p.idem}::text, ${p.waited}, ${p.at}) as j`,
 );
 
-/** A row of the claim functions: a claimed op, a key picked alone, or `ok` (see `pg-functions.ts`). */
+/**
+ * A row of the claim functions: a claimed op, a key picked alone, or `ok` (see
+ * `pg-claimed-rows.ts`).
+ */
 type ClaimedTypeRow = ClaimedRow & { ok: number[] | null };
 
 // A claim that picked fewer keys than asked also reads the next due time (a worker that is about
@@ -83,9 +86,9 @@ const succeedManyQuery = prepareQuery(
 
 /**
  * The hot operations (enqueue, claim, a batch of successes) as single statements in autocommit
- * calling the functions of `pg-functions.ts`: one round trip instead of five to seven (BEGIN,
- * statements, COMMIT), each prepared once (`prepareQuery`). Locks are taken in the same order as
- * the transactional paths (key row, then op rows).
+ * calling the functions of `pg-functions.ts` (the enqueue) and `pg-set-functions.ts`: one round
+ * trip instead of five to seven (BEGIN, statements, COMMIT), each prepared once (`prepareQuery`).
+ * Locks are taken in the same order as the transactional paths (key row, then op rows).
  */
 const hot: HotPaths = {
   async enqueue(db, queue, id, input, payload, at) {
