@@ -200,6 +200,9 @@ export function conformance(
         expect(await q.keyStatus(key)).toBe('blocked');
         expect((await q.inspect(key)).blockedBy).toBe(bad);
         expect(await q.activeKeys()).toContainEqual({ key, status: 'blocked' });
+        // The wait on `later` may end first (another path can read its cancellation) before the
+        // worker's own record of the failure returns and reports the key blocked.
+        await waitFor(() => events.length > 0);
         expect(events).toEqual(['blocked true']);
         // cancelled ops are not held; ops appended while blocked are, and say so
         expect((await q.get(later))?.held).toBeUndefined();
