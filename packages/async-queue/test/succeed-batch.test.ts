@@ -1,5 +1,5 @@
 // Successes recorded in batches (src/sql/succeed-batch.ts): those that arrive together make few
-// statements, shared between two when the database writes on several connections at once.
+// statements, shared between two where the dialect splits batches (MySQL).
 import { describe, expect, it } from 'vitest';
 import { deferred } from '@rigging/core';
 import type { Claim, Completion } from '../src/backend.js';
@@ -100,7 +100,7 @@ describe('SucceedBatcher', () => {
     for (const d of done) await expect(d).rejects.toBe(failure);
   });
 
-  it('records them in one statement where the database has one writer', async () => {
+  it('records them in one statement where batches are not split (PostgreSQL, SQLite)', async () => {
     const { sizes, batcher, release } = recording(false);
     const done = Array.from({ length: 16 }, (_, i) => batcher.add(claim(i), i, undefined));
     await new Promise((r) => setImmediate(r));

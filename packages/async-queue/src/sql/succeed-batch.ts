@@ -16,10 +16,10 @@ const MIN_SHARED_BATCH = 4;
  * Successes that arrive in the same turn of the event loop (handlers that finished together),
  * or while earlier batches are being recorded, go together in one statement (PostgreSQL) or
  * transaction: one commit for many ops. The first waits for no timer, only for the end of the
- * current turn. With `share` (a database whose connections write at once), those waiting are
- * shared among the batches that are free, so that two statements run at once on two connections
- * (the database works on one while this process handles the other's results), each still
- * recording several successes.
+ * current turn. With `share` (the dialect's `splitBatches`), those waiting are shared among the
+ * batches that are free, so that two statements run at once on two connections (the database
+ * works on one while this process handles the other's results), each still recording several
+ * successes.
  * @internal
  */
 export class SucceedBatcher {

@@ -114,10 +114,13 @@ export interface QueueDialect {
   /** Polling interval when the user sets none. */
   readonly defaultPollMs: number;
   /**
-   * Whether transactions on several connections write at once (PostgreSQL, MySQL), so that two
-   * batches of successes recorded side by side finish sooner than one; SQLite has one writer.
+   * Whether successes that finish together are shared between two statements side by side
+   * (MySQL, whose statements take long enough per success for a second connection to pay).
+   * PostgreSQL's one-statement batch costs so little per success that halving it costs more than
+   * the second connection saves; SQLite has one writer. A batch may still start while another is
+   * being recorded, with the successes that arrived meanwhile.
    */
-  readonly concurrentWriters: boolean;
+  readonly splitBatches: boolean;
   /** Locks the rows `query` reads until the transaction ends (skipping locked ones if asked). */
   forUpdate<Q extends LockableQuery<Q>>(query: Q, skipLocked: boolean): Q;
   /**

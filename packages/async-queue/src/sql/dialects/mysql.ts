@@ -73,7 +73,7 @@ export function mysqlDialect(): QueueDialect {
   return {
     name: 'mysql',
     defaultPollMs: 250,
-    concurrentWriters: true,
+    splitBatches: true,
     forUpdate: (query, skipLocked) =>
       skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
     notify: async () => {},

@@ -191,7 +191,7 @@ export function postgresDialect(pushes: boolean): QueueDialect {
   return {
     name: 'postgres',
     defaultPollMs: 2000,
-    concurrentWriters: true,
+    splitBatches: false,
     forUpdate: (query, skipLocked) =>
       skipLocked ? query.forUpdate().skipLocked() : query.forUpdate(),
     async notify(trx, payload, channel) {

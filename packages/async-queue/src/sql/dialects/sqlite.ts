@@ -59,7 +59,7 @@ export function sqliteDialect(): QueueDialect {
   return {
     name: 'sqlite',
     defaultPollMs: 250,
-    concurrentWriters: false,
+    splitBatches: false,
     forUpdate: (query) => query,
     notify: async () => {},
     ...returningStatements(),
