@@ -79,6 +79,30 @@ describe('Json', () => {
     const shared = { x: 1 };
     expect(isJson({ a: shared, b: shared })).toBe(true);
   });
+
+  it('explains a scalar at the path it is given', () => {
+    for (const ok of [null, true, 0, -1.5, '', 'x'])
+      expect(explainNotJson(ok, '$.r')).toBe(undefined);
+    expect(explainNotJson(undefined)).toBe('$ is undefined');
+    expect(explainNotJson(Infinity, '$.result')).toBe('$.result is Infinity');
+    expect(explainNotJson(() => 1, '$.result')).toBe('$.result is function');
+    expect(explainNotJson(Symbol('s'))).toBe('$ is symbol');
+  });
+
+  it('accepts every JSON value, and names the path of one leaf that is not', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => explainNotJson(v) === undefined),
+      { numRuns: 300 },
+    );
+    fc.assert(
+      fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), fc.nat(), (items, at) => {
+        const i = at % (items.length + 1);
+        const withBad = [...items.slice(0, i), { bad: undefined }, ...items.slice(i)];
+        return explainNotJson({ items: withBad }) === `$.items[${i}].bad is undefined`;
+      }),
+      { numRuns: 300 },
+    );
+  });
 });
 
 describe('ManualClock', () => {
