@@ -1,8 +1,8 @@
-import { silentLogger, type JsonObject } from '@rigging/core';
+import { explainNotJson, silentLogger, type JsonObject } from '@rigging/core';
 import { TasksError } from './errors.js';
 import { SETTLED } from './log.js';
 import type { RunContext } from './run-context.js';
-import { failureOf, isThenable, whyNotJson, type RunJournal } from './run-journal.js';
+import { failureOf, isThenable, type RunJournal } from './run-journal.js';
 import type { FlowRetry, RunState } from './run-state.js';
 import type { TaskContext } from './task.js';
 
@@ -95,7 +95,11 @@ export class TaskAttempts {
       return this.#attempts(index, params, { threw: true, value: error });
     }
     if (result === undefined) result = null;
-    if (isThenable(result) || Array.isArray(task.provides) || whyNotJson(result) !== undefined) {
+    if (
+      isThenable(result) ||
+      Array.isArray(task.provides) ||
+      explainNotJson(result, 'result') !== undefined
+    ) {
       return this.#attempts(index, params, { threw: false, value: result });
     }
     this.#journal.succeeded(index, result);
@@ -353,7 +357,7 @@ function resultProblem(
   provides: string | readonly string[] | undefined,
   result: unknown,
 ): Error | undefined {
-  const why = whyNotJson(result);
+  const why = explainNotJson(result, 'result');
   if (why) {
     return new TasksError(
       'tasks.result_not_serializable',

@@ -1,4 +1,4 @@
-import { explainNotJson, serializeError, type Json, type JsonObject } from '@rigging/core';
+import { serializeError, type Json, type JsonObject } from '@rigging/core';
 import type { TaskFailure } from './errors.js';
 import type { FlowStateEvent, TaskStateEvent } from './events.js';
 import {
@@ -12,13 +12,6 @@ import {
 import type { RunContext } from './run-context.js';
 import type { FlowRetry, RunState } from './run-state.js';
 import { protect, REDACTED, reveal } from './secrets.js';
-
-/** @internal `explainNotJson`, without its allocations for the common scalar results. */
-export function whyNotJson(value: unknown): string | undefined {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
-  if (typeof value === 'number' && Number.isFinite(value)) return undefined;
-  return explainNotJson(value, 'result');
-}
 
 /** @internal Whether `value` is a promise (or any thenable). */
 export function isThenable(value: unknown): value is PromiseLike<unknown> {
