@@ -30,7 +30,7 @@ const claim = (i: number): Claim => ({
  * A batcher whose batches are held until `release`; `sizes` lists each batch's size, `texts`
  * the results as each batch stores them.
  */
-function recording(share: boolean) {
+function recording(splitBatches: boolean) {
   const sizes: number[] = [];
   const texts: string[] = [];
   const gate = deferred<void>();
@@ -41,7 +41,7 @@ function recording(share: boolean) {
       await gate.promise;
       return items.map((it) => ({ op: it.claim.op, cancelled: [], blocked: false }) as Completion);
     },
-    { share },
+    { splitBatches },
   );
   return { sizes, texts, batcher, release: () => gate.resolve() };
 }
@@ -95,7 +95,7 @@ describe('SucceedBatcher', () => {
 
   it('rejects every success of a batch that could not be recorded', async () => {
     const failure = new Error('connection lost');
-    const batcher = new SucceedBatcher(() => Promise.reject(failure), { share: true });
+    const batcher = new SucceedBatcher(() => Promise.reject(failure), { splitBatches: true });
     const done = Array.from({ length: 3 }, (_, i) => batcher.add(claim(i), i, undefined));
     for (const d of done) await expect(d).rejects.toBe(failure);
   });

@@ -64,7 +64,7 @@ export class SqlQueueBackend implements QueueBackend {
     this.#notifier = notifier;
     this.#store = new QueueStore(database, dialect, name, pollMs, () => this.#clock.now());
     this.#batcher = new SucceedBatcher((items) => this.#succeedMany(items), {
-      share: dialect.splitBatches,
+      splitBatches: dialect.splitBatches,
     });
   }
 

@@ -16,10 +16,9 @@ const MIN_SHARED_BATCH = 4;
  * Successes that arrive in the same turn of the event loop (handlers that finished together),
  * or while earlier batches are being recorded, go together in one statement (PostgreSQL) or
  * transaction: one commit for many ops. The first waits for no timer, only for the end of the
- * current turn. With `share` (the dialect's `splitBatches`), those waiting are shared among the
- * batches that are free, so that two statements run at once on two connections (the database
- * works on one while this process handles the other's results), each still recording several
- * successes.
+ * current turn. With `splitBatches` (the dialect's), those waiting are shared among the batches
+ * that are free, so that two statements run at once on two connections (the database works on one
+ * while this process handles the other's results), each still recording several successes.
  * @internal
  */
 export class SucceedBatcher {
@@ -30,7 +29,7 @@ export class SucceedBatcher {
   constructor(
     /** Records one batch; results in the order of `items`. */
     private readonly record: (items: SucceedItem[]) => Promise<(Completion | undefined)[]>,
-    private readonly options: { readonly share: boolean },
+    private readonly options: { readonly splitBatches: boolean },
   ) {}
 
   /** Queues a success for the next batch; resolves with its completion (undefined: refused). */
@@ -55,7 +54,7 @@ export class SucceedBatcher {
   #flush(): void {
     this.#scheduled = false;
     while (this.#batches < MAX_SUCCEED_BATCHES && this.#waiting.length > 0) {
-      const free = this.options.share ? MAX_SUCCEED_BATCHES - this.#batches : 1;
+      const free = this.options.splitBatches ? MAX_SUCCEED_BATCHES - this.#batches : 1;
       const share = Math.max(MIN_SHARED_BATCH, Math.ceil(this.#waiting.length / free));
       const items = this.#waiting.splice(0, Math.min(SUCCEED_BATCH, share));
       this.#batches++;
